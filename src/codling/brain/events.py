@@ -1,0 +1,129 @@
+"""The brain's typed event stream.
+
+A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``,
+``ToolCallUpdated`` and ``ToolCallFinished``; at most one ``TurnFailed``; and exactly one ``TurnEnded``.
+Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Events are
+frozen and carry no provider or protocol types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from codling.tools.ports import FileDiff, Location, ToolKind
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+"""Why a turn ended; the same set ACP uses. A failed turn ends with ``end_turn`` and ``error=True``."""
+
+ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens and model requests spent by one turn."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    """A user prompt was accepted and the turn began."""
+
+    turn_id: str
+    prompt: str
+    thinking: bool
+    started_at: datetime
+    kind: Literal["turn_started"] = "turn_started"
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the assistant's reply text, in arrival order."""
+
+    turn_id: str
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True)
+class ThoughtDelta:
+    """A piece of the model's visible reasoning."""
+
+    turn_id: str
+    text: str
+    kind: Literal["thought_delta"] = "thought_delta"
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    """The model called a tool; it has not run yet (it may wait for permission)."""
+
+    turn_id: str
+    call_id: str
+    tool_name: str
+    title: str
+    tool_kind: ToolKind
+    raw_input: dict[str, Any]
+    locations: tuple[Location, ...] = ()
+    kind: Literal["tool_call_started"] = "tool_call_started"
+
+
+@dataclass(frozen=True)
+class ToolCallUpdated:
+    """A tool call changed status while running (e.g. permission granted, command started)."""
+
+    turn_id: str
+    call_id: str
+    status: ToolStatus
+    kind: Literal["tool_call_updated"] = "tool_call_updated"
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    """A tool call completed or failed; ``text`` is what the model was told."""
+
+    turn_id: str
+    call_id: str
+    tool_name: str
+    status: Literal["completed", "failed"]
+    text: str
+    diff: FileDiff | None = None
+    locations: tuple[Location, ...] = ()
+    kind: Literal["tool_call_finished"] = "tool_call_finished"
+
+
+@dataclass(frozen=True)
+class TurnFailed:
+    """The turn could not finish: ``message`` is the error reply shown to the user."""
+
+    turn_id: str
+    message: str
+    kind: Literal["turn_failed"] = "turn_failed"
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    """The turn is over; always the last event of a turn."""
+
+    turn_id: str
+    stop_reason: StopReason
+    usage: Usage = field(default_factory=Usage)
+    error: bool = False
+    kind: Literal["turn_ended"] = "turn_ended"
+
+
+Event = (
+    TurnStarted
+    | TextDelta
+    | ThoughtDelta
+    | ToolCallStarted
+    | ToolCallUpdated
+    | ToolCallFinished
+    | TurnFailed
+    | TurnEnded
+)
+"""Any brain event."""

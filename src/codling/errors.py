@@ -1,0 +1,71 @@
+"""The one error tree of codling.
+
+Every error codling raises on purpose derives from :class:`CodlingError`, so callers can catch the family
+they care about and let the rest propagate::
+
+    CodlingError
+    ├── ConfigError            bad settings or usage; the CLI exits 2
+    │   ├── NoModelError       no model chosen and no provider has credentials
+    │   └── UnknownProviderError  a model id whose provider codling cannot build
+    ├── ToolError              a tool could not do what the model asked; the message goes back to the model
+    │   ├── PathError          a path is missing, outside the workspace, or of the wrong type
+    │   ├── EditError          an edit's old text is missing or not unique
+    │   ├── PermissionDenied   the user or the mode refused the action
+    │   └── CommandError       a command could not start or was stopped
+    ├── ModelError             the model provider failed (HTTP error, bad response); the turn ends with an error reply
+    └── SessionError           a session operation is invalid
+        └── UnknownSessionError  no session with that id
+
+Messages are written for the person (or model) who must act on them: they say what went wrong and, where
+it helps, what to do instead. Wrap lower-level exceptions with ``raise ... from e``.
+"""
+
+from __future__ import annotations
+
+
+class CodlingError(Exception):
+    """Base of every error codling raises on purpose."""
+
+
+class ConfigError(CodlingError):
+    """Settings or usage are wrong; nothing was run."""
+
+
+class NoModelError(ConfigError):
+    """No model was chosen and no provider has credentials in the environment."""
+
+
+class UnknownProviderError(ConfigError):
+    """A model id names a provider codling cannot construct."""
+
+
+class ToolError(CodlingError):
+    """A tool failed in a way the model can act on; the message is returned to the model."""
+
+
+class PathError(ToolError):
+    """A path is missing, outside the workspace, or not what the tool needs."""
+
+
+class EditError(ToolError):
+    """An edit could not be applied (old text missing or ambiguous)."""
+
+
+class PermissionDenied(ToolError):
+    """The user or the permission mode refused the action."""
+
+
+class CommandError(ToolError):
+    """A command could not be started, or was stopped."""
+
+
+class ModelError(CodlingError):
+    """The model provider failed; the turn ends with a visible error reply."""
+
+
+class SessionError(CodlingError):
+    """A session operation is invalid."""
+
+
+class UnknownSessionError(SessionError):
+    """No session has the given id."""

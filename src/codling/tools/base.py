@@ -1,0 +1,57 @@
+"""What every tool shares: its per-session context, its output, and how a call is described."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from codling.tools.ports import FileDiff, FileSystem, Location, Terminal, ToolKind
+
+PermissionMode = Literal["read-only", "ask", "accept-edits", "yolo"]
+"""How much a session may do without asking: see ``tools/approval.py``."""
+
+PERMISSION_MODES: tuple[PermissionMode, ...] = ("read-only", "ask", "accept-edits", "yolo")
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A tool's result: ``text`` goes to the model; the rest is shown to the user."""
+
+    text: str
+    diff: FileDiff | None = None
+    locations: tuple[Location, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolCallInfo:
+    """How a tool call is presented before it runs: a title, a kind and the files it touches."""
+
+    title: str
+    kind: ToolKind
+    locations: tuple[Location, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolReport:
+    """Attached (as metadata, never sent to the model) to every tool result the toolset returns."""
+
+    output: ToolOutput | None
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the call failed (its text is then the error message)."""
+        return self.error is not None
+
+
+__all__ = [
+    "PERMISSION_MODES",
+    "FileDiff",
+    "FileSystem",
+    "Location",
+    "PermissionMode",
+    "Terminal",
+    "ToolCallInfo",
+    "ToolOutput",
+    "ToolReport",
+]

@@ -1,0 +1,92 @@
+"""Ports: how tools reach files, processes and the user's approval.
+
+Tools never touch the disk, spawn processes or ask the user directly; they go through these protocols so the
+same tool works on local files (``tools/local.py``), inside an editor over ACP (``acp/ports.py``), or
+against a fake in tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+"""What a tool call does; the same set ACP clients use to pick an icon."""
+
+Decision = Literal["allow_once", "allow_always", "reject"]
+"""The user's answer to a permission request."""
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    """A change to one file: the whole old text (``None`` for a new file) and the whole new text."""
+
+    path: Path
+    old_text: str | None
+    new_text: str
+
+
+@dataclass(frozen=True)
+class Location:
+    """A file (absolute path) and optionally a 1-based line a tool call touches."""
+
+    path: Path
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class PermissionRequest:
+    """What an approver is asked: the actual command or path, and the diff for an edit."""
+
+    tool_call_id: str
+    tool_name: str
+    kind: ToolKind
+    title: str
+    subject: str
+    """The command line for ``execute``, the absolute path for ``edit``."""
+    diff: FileDiff | None = None
+    raw_input: dict[str, Any] = field(default_factory=dict)
+
+
+class Approver(Protocol):
+    """Asks the user whether a tool call may go ahead."""
+
+    async def ask(self, request: PermissionRequest) -> Decision:
+        """Return the user's decision; raise ``asyncio.CancelledError`` if the turn is cancelled."""
+        ...
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """The outcome of a finished (or stopped) command."""
+
+    exit_code: int | None
+    """``None`` when the command was killed (timeout)."""
+    output: str
+    """Combined stdout and stderr, capped to the output limit."""
+    truncated: bool = False
+    timed_out: bool = False
+
+
+class FileSystem(Protocol):
+    """Reads and writes text files by absolute path."""
+
+    async def read_text(self, path: Path) -> str:
+        """Return the file's text; raise ``PathError`` if it cannot be read."""
+        ...
+
+    async def write_text(self, path: Path, content: str) -> None:
+        """Create or replace the file (creating parent directories); raise ``PathError`` on failure."""
+        ...
+
+
+class Terminal(Protocol):
+    """Runs shell commands."""
+
+    async def run(self, command: str, *, cwd: Path, timeout: float, output_limit: int) -> CommandResult:
+        """Run ``command`` in a shell in ``cwd``.
+
+        The whole process group is killed on timeout or when the awaiting task is cancelled.
+        """
+        ...
