@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
+from codling.config import PERMISSION_MODES, PermissionMode
 from codling.tools.ports import FileDiff, FileSystem, Location, Terminal, ToolKind
-
-PermissionMode = Literal["read-only", "ask", "accept-edits", "yolo"]
-"""How much a session may do without asking: see ``tools/approval.py``."""
-
-PERMISSION_MODES: tuple[PermissionMode, ...] = ("read-only", "ask", "accept-edits", "yolo")
 
 
 @dataclass(frozen=True)

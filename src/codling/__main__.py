@@ -1,0 +1,21 @@
+"""Entry point of the ``codling`` console script."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    """Run the CLI. ``codling acp`` takes a fast path that skips typer and rich, to answer initialize sooner."""
+    if sys.argv[1:] == ["acp"]:
+        from codling.cli.acp_main import run_acp
+
+        run_acp()
+        return
+    from codling.cli.app import app
+
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Brain events → ACP ``session/update`` payloads: a pure function per event kind."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from acp import helpers
+from acp.schema import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    ContentToolCallContent,
+    FileEditToolCallContent,
+    ToolCallLocation,
+    ToolCallProgress,
+    ToolCallStart,
+)
+
+from codling.brain.events import (
+    Event,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
+from codling.tools.ports import Location
+
+Update = AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
+
+
+def locations(items: Sequence[Location]) -> list[ToolCallLocation] | None:
+    """ACP locations for tool-call locations (None when there are none)."""
+    return [ToolCallLocation(path=str(loc.path), line=loc.line) for loc in items] or None
+
+
+def _finished_content(event: ToolCallFinished) -> list[ContentToolCallContent | FileEditToolCallContent]:
+    content: list[ContentToolCallContent | FileEditToolCallContent] = []
+    if event.diff is not None:
+        d = event.diff
+        content.append(helpers.tool_diff_content(str(d.path), d.new_text, d.old_text))
+    if event.text:
+        content.append(helpers.tool_content(helpers.text_block(event.text)))
+    return content
+
+
+def error_text(message: str) -> str:
+    """How a failed turn's error reply reads in the client."""
+    return f"\n\n**Error:** {message}\n"
+
+
+def translate(event: Event) -> list[Update]:
+    """The session/update payloads a client receives for one brain event (possibly none)."""
+    match event:
+        case TextDelta():
+            return [helpers.update_agent_message_text(event.text)]
+        case ThoughtDelta():
+            return [helpers.update_agent_thought_text(event.text)]
+        case ToolCallStarted():
+            return [
+                helpers.start_tool_call(
+                    event.call_id,
+                    event.title,
+                    kind=event.tool_kind,
+                    status="pending",
+                    locations=locations(event.locations),
+                    raw_input=event.raw_input,
+                )
+            ]
+        case ToolCallUpdated():
+            return [helpers.update_tool_call(event.call_id, status=event.status)]
+        case ToolCallFinished():
+            return [
+                helpers.update_tool_call(
+                    event.call_id,
+                    status=event.status,
+                    content=_finished_content(event),
+                    locations=locations(event.locations),
+                )
+            ]
+        case TurnFailed():
+            return [helpers.update_agent_message_text(error_text(event.message))]
+        case TurnStarted() | TurnEnded():
+            return []
+    return []

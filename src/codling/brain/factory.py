@@ -1,0 +1,47 @@
+"""Assembling a ConversationSession from settings: workspace, local ports, permissions and model."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from codling.brain.session import ConversationSession, ModelFactory, SessionOptions
+from codling.brain.state import SessionState
+from codling.config import PermissionMode, Settings
+from codling.llm.catalog import ModelInfo
+from codling.tools.approval import Permissions
+from codling.tools.local import LocalFileSystem, LocalTerminal
+from codling.tools.ports import Approver
+from codling.tools.toolset import ToolDeps
+from codling.tools.workspace import Workspace
+
+
+def open_session(
+    settings: Settings,
+    model: ModelInfo,
+    cwd: Path,
+    *,
+    approver: Approver | None,
+    mode: PermissionMode | None = None,
+    additional_dirs: tuple[Path, ...] = (),
+    model_factory: ModelFactory | None = None,
+    session_id: str | None = None,
+) -> ConversationSession:
+    """A new session working in ``cwd`` on the local disk and in local subprocesses."""
+    mode = mode or settings.mode
+    state = SessionState(
+        session_id=session_id or uuid.uuid4().hex,
+        cwd=cwd,
+        model=model,
+        mode=mode,
+        additional_dirs=additional_dirs,
+    )
+    deps = ToolDeps(
+        workspace=Workspace(cwd, additional_dirs),
+        fs=LocalFileSystem(),
+        terminal=LocalTerminal(),
+        permissions=Permissions(mode, approver),
+        command_timeout=settings.command_timeout,
+    )
+    options = SessionOptions(max_requests_per_turn=settings.max_requests_per_turn)
+    return ConversationSession(state, deps, model_factory=model_factory, options=options)

@@ -1,0 +1,35 @@
+"""``codling acp`` without typer or rich: logging to stderr or a file, then the ACP server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Mapping
+
+
+def setup_logging(env: Mapping[str, str] | None = None) -> None:
+    """Log to stderr, or to ``$CODLING_LOG_FILE``; never to stdout, which in ``codling acp`` is JSON-RPC only.
+
+    ``$CODLING_LOG_LEVEL`` sets the level (default WARNING).
+    """
+    env = os.environ if env is None else env
+    level = env.get("CODLING_LOG_LEVEL", "WARNING").upper()
+    target = env.get("CODLING_LOG_FILE")
+    handler: logging.Handler = logging.FileHandler(target) if target else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level, logging.WARNING))
+
+
+def run_acp(model: str | None = None) -> None:
+    """Serve ACP on stdio until the client closes the connection."""
+    setup_logging()
+    from codling.acp.server import serve
+
+    try:
+        asyncio.run(serve(model))
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,181 @@
+"""The ``codling`` command line (typer): the composition root for the terminal and for ``codling acp``.
+
+Exit codes: 0 the turn completed, 1 the turn failed (or was cancelled), 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from codling import __version__
+from codling.cli.acp_main import run_acp, setup_logging
+from codling.config import PermissionMode, Settings, load_settings, parse_mode
+from codling.errors import ConfigError
+from codling.llm.catalog import Catalog, ModelInfo, load_catalog
+from codling.paths import user_catalog_file
+
+app = typer.Typer(
+    name="codling",
+    help="A coding agent for ACP editors (Zed) and the terminal.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+ModelOption = Annotated[
+    str | None, typer.Option("--model", "-m", help="Model id, e.g. anthropic:claude-sonnet-4-5 (see `codling models`).")
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"codling {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """codling: a coding agent for ACP editors and the terminal."""
+
+
+def _fail_config(e: ConfigError) -> typer.Exit:
+    typer.echo(f"codling: {e}", err=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+@app.command()
+def acp(model: ModelOption = None) -> None:
+    """Serve the Agent Client Protocol on stdin/stdout (point your editor here)."""
+    run_acp(model)
+
+
+def _load() -> tuple[Settings, Catalog]:
+    settings = load_settings()
+    return settings, load_catalog(user_catalog_file(settings.home))
+
+
+@app.command()
+def models() -> None:
+    """List the models codling knows, their context limits and whether credentials are set."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from codling.llm.providers import has_credentials
+
+    try:
+        settings, catalog = _load()
+    except ConfigError as e:
+        raise _fail_config(e) from e
+    table = Table("model", "context limit", "credentials")
+    for info in catalog:
+        table.add_row(info.id, f"{info.context_limit:,}", "yes" if has_credentials(info.id, settings.env) else "no")
+    Console(soft_wrap=True).print(table)
+
+
+def _read_prompt(prompt: str | None) -> tuple[str, bool]:
+    """The prompt text and whether it came from stdin."""
+    if prompt == "-" or (prompt is None and not sys.stdin.isatty()):
+        return sys.stdin.read(), True
+    if prompt is None:
+        raise typer.BadParameter("give a prompt, or '-' to read it from stdin", param_hint="PROMPT")
+    return prompt, False
+
+
+@app.command()
+def run(
+    prompt: Annotated[str | None, typer.Argument(help="What to do; '-' (or a pipe) reads it from stdin.")] = None,
+    model: ModelOption = None,
+    cwd: Annotated[
+        Path | None, typer.Option("--cwd", help="Work in this directory (default: the current one).")
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            help="read-only | ask | accept-edits | yolo. Default: ask on a terminal, read-only when stdin is not one.",
+        ),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the event stream as JSON lines.")] = False,
+) -> None:
+    """Run one prompt in the terminal and print the reply as it streams."""
+    setup_logging()
+    text, from_stdin = _read_prompt(prompt)
+    if not text.strip():
+        typer.echo("codling: the prompt is empty", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    workdir = (cwd or Path.cwd()).resolve()
+    if not workdir.is_dir():
+        typer.echo(f"codling: --cwd {workdir} is not a directory", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        settings, catalog = _load()
+        from codling.llm.providers import select_model
+
+        choice = select_model(model, settings, catalog)
+        chosen_mode: PermissionMode | None = parse_mode(mode) if mode else None
+    except ConfigError as e:
+        raise _fail_config(e) from e
+    interactive = sys.stdin.isatty() and not from_stdin
+    if not interactive and chosen_mode is None:
+        chosen_mode = "read-only"
+        typer.echo(
+            "codling: stdin is not a terminal, so no one can approve edits or commands: "
+            "running in read-only mode (use --mode to change).",
+            err=True,
+        )
+    code = asyncio.run(_run_turn(text, settings, choice.info, workdir, chosen_mode, interactive, json_output))
+    raise typer.Exit(code)
+
+
+async def _run_turn(
+    text: str,
+    settings: Settings,
+    info: ModelInfo,
+    workdir: Path,
+    mode: PermissionMode | None,
+    interactive: bool,
+    json_output: bool,
+) -> int:
+    from codling.brain.factory import open_session
+    from codling.cli.approve import TerminalApprover
+    from codling.cli.render import JsonLinesRenderer, TerminalRenderer, use_color
+
+    if not info.known:
+        print(
+            f"codling: warning: {info.id} is in no model catalog; assuming a {info.context_limit:,}-token context "
+            "(add it to $CODLING_HOME/models.json)",
+            file=sys.stderr,
+        )
+    color = use_color(sys.stdout, os.environ)
+    approver = TerminalApprover(input=sys.stdin, output=sys.stderr, color=color) if interactive else None
+    session = open_session(settings, info, workdir, approver=approver, mode=mode)
+    renderer: JsonLinesRenderer | TerminalRenderer
+    if json_output:
+        renderer = JsonLinesRenderer(sys.stdout)
+    else:
+        renderer = TerminalRenderer(sys.stdout, err=sys.stderr, color=color, interactive=sys.stdout.isatty())
+    session.subscribe(renderer)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, session.cancel)
+    try:
+        result = await session.run(text)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        if isinstance(renderer, TerminalRenderer):
+            renderer.close()
+    if result.error is not None or result.stop_reason == "cancelled":
+        return EXIT_FAILED
+    return EXIT_OK

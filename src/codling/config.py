@@ -1,0 +1,81 @@
+"""Settings: ``$CODLING_HOME/config.toml`` plus environment variables.
+
+config.toml keys (all optional)::
+
+    model = "anthropic:claude-sonnet-4-5"   # default model (CODLING_MODEL and --model win)
+    mode = "ask"                            # read-only | ask | accept-edits | yolo
+    max_requests_per_turn = 50              # model requests one turn may make
+    command_timeout = 120                   # seconds before run_command kills a command
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, cast
+
+from codling.errors import ConfigError
+from codling.paths import codling_home, config_file
+
+PermissionMode = Literal["read-only", "ask", "accept-edits", "yolo"]
+"""How much a session may do without asking (see ``tools/approval.py``)."""
+
+PERMISSION_MODES: tuple[PermissionMode, ...] = ("read-only", "ask", "accept-edits", "yolo")
+
+
+def parse_mode(value: str) -> PermissionMode:
+    """Validate a permission mode name."""
+    if value not in PERMISSION_MODES:
+        raise ConfigError(f"unknown mode {value!r}; choose one of {', '.join(PERMISSION_MODES)}")
+    return cast(PermissionMode, value)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything codling reads from config.toml and the environment."""
+
+    home: Path
+    model: str | None = None
+    """The model from config.toml (``--model`` and ``CODLING_MODEL`` take precedence)."""
+    mode: PermissionMode = "ask"
+    max_requests_per_turn: int = 50
+    command_timeout: float = 120.0
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """The environment the settings were read from (never logged: it holds secrets)."""
+
+
+def _positive(data: dict[str, object], key: str, default: float, path: Path) -> float:
+    value = data.get(key, default)
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{path}: {key} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read settings from ``$CODLING_HOME/config.toml`` (if present) and ``env``."""
+    env = dict(os.environ) if env is None else dict(env)
+    home = codling_home(env)
+    path = config_file(home)
+    data: dict[str, object] = {}
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, OSError) as e:
+            raise ConfigError(f"{path}: {e}") from e
+    model = data.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ConfigError(f"{path}: model must be a string like 'openai:gpt-5'")
+    mode = data.get("mode", "ask")
+    if not isinstance(mode, str):
+        raise ConfigError(f"{path}: mode must be a string")
+    return Settings(
+        home=home,
+        model=model or None,
+        mode=parse_mode(mode),
+        max_requests_per_turn=int(_positive(data, "max_requests_per_turn", 50, path)),
+        command_timeout=_positive(data, "command_timeout", 120.0, path),
+        env=env,
+    )

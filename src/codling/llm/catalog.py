@@ -1,0 +1,100 @@
+"""The model catalog: ``models.json`` bundled with codling, plus ``$CODLING_HOME/models.json``.
+
+Both files have the shape ``{"models": {"<provider:model>": {"context_limit": N, "max_output_tokens": N,
+"thinking": bool, "images": bool}}}``; the user's entries add to or replace the bundled ones. An id found in
+neither still works, with conservative defaults (``ModelInfo.known`` is then false and a warning is due).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from codling.errors import ConfigError
+
+DEFAULT_CONTEXT_LIMIT = 32_000
+DEFAULT_MAX_OUTPUT_TOKENS = 4_096
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What codling knows about one model id."""
+
+    id: str
+    context_limit: int = DEFAULT_CONTEXT_LIMIT
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    thinking: bool = False
+    images: bool = False
+    known: bool = True
+    """False when the id is in no catalog and the defaults above are guesses."""
+
+    @property
+    def provider(self) -> str:
+        """The provider prefix of the id (``openai-chat`` for ``openai-chat:qwen``)."""
+        return provider_of(self.id)
+
+
+def provider_of(model_id: str) -> str:
+    """The provider part of a ``provider:model`` id ('' when there is none)."""
+    provider, sep, _ = model_id.partition(":")
+    return provider if sep else ""
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Model ids in catalog order (bundled first, then the user's additions)."""
+
+    models: dict[str, ModelInfo]
+
+    def get(self, model_id: str) -> ModelInfo:
+        """The entry for ``model_id``, or conservative defaults flagged ``known=False``."""
+        return self.models.get(model_id) or ModelInfo(id=model_id, known=False)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.models.values())
+
+
+def _parse(data: Any, source: str) -> dict[str, ModelInfo]:
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        raise ConfigError(f'{source}: expected {{"models": {{"<provider:model>": {{...}}}}}}')
+    out: dict[str, ModelInfo] = {}
+    for model_id, entry in data["models"].items():
+        if not isinstance(entry, dict) or ":" not in model_id:
+            raise ConfigError(f"{source}: entry {model_id!r} must be an object keyed by 'provider:model'")
+        try:
+            out[model_id] = ModelInfo(
+                id=model_id,
+                context_limit=int(entry.get("context_limit", DEFAULT_CONTEXT_LIMIT)),
+                max_output_tokens=int(entry.get("max_output_tokens", DEFAULT_MAX_OUTPUT_TOKENS)),
+                thinking=bool(entry.get("thinking", False)),
+                images=bool(entry.get("images", False)),
+            )
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"{source}: entry {model_id!r} has a non-numeric limit: {e}") from e
+    return out
+
+
+def _read(path: Path) -> dict[str, ModelInfo]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON ({e})") from e
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e})") from e
+    return _parse(data, str(path))
+
+
+def bundled_catalog_text() -> str:
+    """The text of the models.json shipped inside the package."""
+    return resources.files("codling").joinpath("models.json").read_text(encoding="utf-8")
+
+
+def load_catalog(user_file: Path | None = None) -> Catalog:
+    """The bundled catalog with the user's file (if it exists) layered on top."""
+    models = _parse(json.loads(bundled_catalog_text()), "bundled models.json")
+    if user_file is not None and user_file.exists():
+        models.update(_read(user_file))
+    return Catalog(models)

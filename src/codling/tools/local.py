@@ -1,0 +1,203 @@
+"""Local ports: files on this machine's disk and commands in local subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+from codling.errors import CommandError, PathError
+from codling.tools.ports import CommandResult
+
+_KILL_GRACE_SECONDS = 2.0
+"""How long a process group gets between SIGTERM and SIGKILL."""
+
+_PIPE_LINGER_SECONDS = 1.0
+"""How long to keep reading after the shell exits, for output of children that still hold the pipe."""
+
+_CHUNK = 65536
+
+
+class LocalFileSystem:
+    """Reads and writes UTF-8 text files on the local disk.
+
+    Line endings are kept as they are (no newline translation), so editing a CRLF file keeps it CRLF.
+    """
+
+    async def read_text(self, path: Path) -> str:
+        """Return the file's text; raise ``PathError`` if it is missing, a directory, or not UTF-8 text."""
+        return await asyncio.to_thread(_read_text, path)
+
+    async def write_text(self, path: Path, content: str) -> None:
+        """Create or replace the file, creating parent directories; raise ``PathError`` on failure."""
+        await asyncio.to_thread(_write_text, path, content)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            return f.read()
+    except FileNotFoundError as e:
+        raise PathError(f"file {path} does not exist; use list_files to find the right path") from e
+    except IsADirectoryError as e:
+        raise PathError(f"{path} is a directory, not a file; use list_files to see what it contains") from e
+    except UnicodeDecodeError as e:
+        raise PathError(
+            f"{path} is not a UTF-8 text file (it looks binary), so it cannot be read as text"
+        ) from e
+    except PermissionError as e:
+        raise PathError(f"{path} cannot be read: permission denied") from e
+    except OSError as e:
+        raise PathError(f"{path} cannot be read: {e.strerror or e}") from e
+
+
+def _write_text(path: Path, content: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(content)
+    except IsADirectoryError as e:
+        raise PathError(f"{path} is a directory; give a file path to write") from e
+    except (FileExistsError, NotADirectoryError) as e:
+        raise PathError(f"cannot create {path}: a parent of it is a file, not a directory") from e
+    except PermissionError as e:
+        raise PathError(f"{path} cannot be written: permission denied") from e
+    except OSError as e:
+        raise PathError(f"{path} cannot be written: {e.strerror or e}") from e
+
+
+class LocalTerminal:
+    """Runs commands with ``/bin/sh -c`` in their own process group.
+
+    stdin is ``/dev/null`` and stdout and stderr share one pipe. Output beyond ``output_limit`` characters is
+    dropped from the middle (the head and the tail are kept) while the pipe is still drained, so a chatty
+    command never blocks. On timeout or cancellation the whole process group gets SIGTERM and, after a short
+    grace, SIGKILL, so background children die too.
+    """
+
+    def __init__(self, shell: str = "/bin/sh", kill_grace: float = _KILL_GRACE_SECONDS) -> None:
+        self.shell = shell
+        self.kill_grace = kill_grace
+
+    async def run(self, command: str, *, cwd: Path, timeout: float, output_limit: int) -> CommandResult:
+        """Run ``command`` in ``cwd``; see the class docstring for how output and stopping work."""
+        loop = asyncio.get_running_loop()
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.shell,
+                "-c",
+                command,
+                cwd=cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                start_new_session=True,
+            )
+        except OSError as e:
+            os.close(read_fd)
+            raise CommandError(f"could not start the command in {cwd}: {e.strerror or e}") from e
+        finally:
+            # The child has its own copy; ours must go or the pipe never reports EOF.
+            os.close(write_fd)
+
+        # Our own pipe (not asyncio's) so we can stop reading while background children still hold it open.
+        reader = asyncio.StreamReader(limit=_CHUNK)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
+        )
+        capture = _Capture(output_limit)
+        drain = asyncio.create_task(_drain(reader, capture))
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(proc.wait(), timeout)
+            except TimeoutError:
+                timed_out = True
+                await self._stop_group(proc, drain)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(drain), _PIPE_LINGER_SECONDS)
+        except asyncio.CancelledError:
+            await self._stop_group(proc, drain)
+            raise
+        finally:
+            drain.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await drain
+            transport.close()
+        output, truncated = capture.result()
+        return CommandResult(
+            exit_code=None if timed_out else proc.returncode,
+            output=output,
+            truncated=truncated,
+            timed_out=timed_out,
+        )
+
+    async def _stop_group(self, proc: asyncio.subprocess.Process, drain: asyncio.Task[None]) -> None:
+        """SIGTERM the process group, wait a little for it to go, then SIGKILL whatever is left."""
+        pgid = proc.pid  # start_new_session makes the shell the group leader
+        try:
+            _signal_group(pgid, signal.SIGTERM)
+            # The group is gone once the shell exited and every member closed the pipe.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(proc.wait(), asyncio.shield(drain)), self.kill_grace)
+        finally:
+            _signal_group(pgid, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), self.kill_grace)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def _drain(reader: asyncio.StreamReader, capture: _Capture) -> None:
+    while chunk := await reader.read(_CHUNK):
+        capture.feed(chunk)
+    capture.finish()
+
+
+class _Capture:
+    """Decodes output incrementally, keeping the first and last parts once it exceeds the limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(limit, 0)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._head = ""
+        self._tail = ""
+        self._total = 0
+
+    def feed(self, data: bytes) -> None:
+        self._add(self._decoder.decode(data))
+
+    def finish(self) -> None:
+        self._add(self._decoder.decode(b"", final=True))
+
+    def _add(self, text: str) -> None:
+        if not text:
+            return
+        self._total += len(text)
+        room = self.limit - len(self._head)
+        if room > 0:
+            self._head += text[:room]
+            text = text[room:]
+        if text:
+            self._tail = (self._tail + text)[-self.limit :] if self.limit else ""
+
+    def result(self) -> tuple[str, bool]:
+        """The captured text (head, an omission note, tail) and whether anything was dropped."""
+        if self._total <= self.limit:
+            return self._head + self._tail, False
+        note = "\n[... {} characters omitted ...]\n"
+        budget = self.limit - len(note.format(self._total))
+        if budget <= 0:
+            return self._head[: self.limit], True
+        head = self._head[: budget - budget // 2]
+        # The stream's last part may begin inside the head when little was dropped.
+        tail = (self._head + self._tail)[-(budget // 2) :] if budget // 2 else ""
+        return head + note.format(self._total - len(head) - len(tail)) + tail, True

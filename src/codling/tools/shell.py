@@ -1,0 +1,58 @@
+"""The run_command tool: a shell command in the working directory, through the session's terminal port."""
+
+from __future__ import annotations
+
+from pydantic_ai import RunContext
+
+from codling.errors import ToolError
+from codling.tools.base import ToolOutput
+from codling.tools.ports import PermissionRequest
+from codling.tools.toolset import ToolDeps, describe_call
+
+MIN_TIMEOUT_SECONDS = 1.0
+MAX_TIMEOUT_SECONDS = 600.0
+
+
+async def run_command(
+    ctx: RunContext[ToolDeps], command: str, timeout_seconds: float | None = None
+) -> ToolOutput:
+    """Run a shell command (/bin/sh -c) in the working directory; returns its exit code and output.
+
+    stdout and stderr come back together. There is no input: a command that waits for a keypress or a
+    password gets end-of-file. Long output is cut in the middle. A non-zero exit code is reported in the
+    text, not as an error. Commands that never finish on their own (servers, watch modes) are stopped at the
+    timeout, together with every process they started. The user may be asked to approve the command first.
+
+    Args:
+        command: The command line, e.g. "pytest -q tests/unit" or "git status".
+        timeout_seconds: Seconds to let the command run before it is stopped (1 to 600). Defaults to the
+            session's limit, usually 120.
+    """
+    deps = ctx.deps
+    if not command.strip():
+        raise ToolError("the command is empty; give a shell command line to run")
+    timeout = deps.command_timeout if timeout_seconds is None else timeout_seconds
+    timeout = min(max(timeout, MIN_TIMEOUT_SECONDS), MAX_TIMEOUT_SECONDS)
+    raw_input: dict[str, object] = {"command": command}
+    if timeout_seconds is not None:
+        raw_input["timeout_seconds"] = timeout_seconds
+    request = PermissionRequest(
+        tool_call_id=ctx.tool_call_id or "",
+        tool_name="run_command",
+        kind="execute",
+        title=describe_call("run_command", raw_input, deps.workspace).title,
+        subject=command,
+        raw_input=raw_input,
+    )
+    await deps.permissions.check(request)
+    result = await deps.terminal.run(
+        command, cwd=deps.workspace.cwd, timeout=timeout, output_limit=deps.output_limit
+    )
+    if result.timed_out:
+        status = f"timed out after {timeout:g}s, process group killed"
+    elif result.exit_code is None:
+        status = "stopped before it exited (no exit code)"
+    else:
+        status = f"exit code {result.exit_code}"
+    output = result.output if result.output.strip() else "(no output)"
+    return ToolOutput(text=f"{status}\n{output}")

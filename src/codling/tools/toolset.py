@@ -1,0 +1,158 @@
+"""The tools as one pydantic-ai toolset, their per-session dependencies, and how a call is described.
+
+Every result the toolset returns is a :class:`pydantic_ai.messages.ToolReturn` whose ``return_value`` is the
+text for the model and whose ``metadata`` is a :class:`~codling.tools.base.ToolReport` (diff, locations,
+error) for the user interface. pydantic-ai copies it to ``ToolReturnPart.metadata``, which observers see on
+``FunctionToolResultEvent.part.metadata`` and which is never sent to the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.messages import ToolReturn
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+
+from codling.errors import PathError, ToolError
+from codling.tools.approval import Permissions
+from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
+from codling.tools.ports import FileSystem, Location, Terminal, ToolKind
+from codling.tools.workspace import Workspace
+
+TOOL_NAMES: tuple[str, ...] = ("read_file", "list_files", "search", "edit_file", "write_file", "run_command")
+"""Every tool :func:`build_toolset` offers, in the order the model sees them."""
+
+READ_ONLY_TOOLS: frozenset[str] = frozenset({"read_file", "list_files", "search"})
+"""Tools that never change anything, so they need no permission."""
+
+_TOOL_KINDS: dict[str, ToolKind] = {
+    "read_file": "read",
+    "list_files": "search",
+    "search": "search",
+    "edit_file": "edit",
+    "write_file": "edit",
+    "run_command": "execute",
+}
+
+_TITLE_COMMAND_CHARS = 200
+
+
+@dataclass(frozen=True)
+class ToolDeps:
+    """What the tools of one session work with; pydantic-ai hands it to each tool as ``ctx.deps``."""
+
+    workspace: Workspace
+    fs: FileSystem
+    terminal: Terminal
+    permissions: Permissions
+    command_timeout: float = 120.0
+    """Default seconds a command may run (the model may ask for another, within limits)."""
+    output_limit: int = 30_000
+    """Most characters of command output kept for the model."""
+
+
+class ReportingToolset(WrapperToolset[ToolDeps]):
+    """Turns tool outputs and tool errors into ``ToolReturn`` values carrying a :class:`ToolReport`.
+
+    A :class:`~codling.errors.ToolError` becomes an ordinary result whose text starts with ``Error:``, so the
+    model reads the message and the run goes on without using up pydantic-ai's retries. Any other exception
+    (and cancellation) propagates.
+    """
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[ToolDeps], tool: ToolsetTool[ToolDeps]
+    ) -> Any:
+        """Run the wrapped tool and wrap its output (or its :class:`ToolError`) for the model and the UI."""
+        try:
+            result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
+        except ToolError as e:
+            return ToolReturn(return_value=f"Error: {e}", metadata=ToolReport(None, error=str(e)))
+        if isinstance(result, ToolOutput):
+            return ToolReturn(return_value=result.text, metadata=ToolReport(result))
+        return result
+
+
+def build_toolset() -> AbstractToolset[ToolDeps]:
+    """The six tools (see :data:`TOOL_NAMES`) as one toolset for an agent whose deps are :class:`ToolDeps`."""
+    # Imported here because the tool modules import ToolDeps from this one.
+    from codling.tools.files import edit_file, list_files, read_file, search, write_file
+    from codling.tools.shell import run_command
+
+    functions = FunctionToolset[ToolDeps](
+        [read_file, list_files, search, edit_file, write_file, run_command],
+        docstring_format="google",
+        require_parameter_descriptions=True,
+    )
+    return ReportingToolset(functions)
+
+
+def describe_call(tool_name: str, args: dict[str, Any], workspace: Workspace) -> ToolCallInfo:
+    """Title, kind and locations of a call before it runs, e.g. ``Read src/a.py (lines 10-20)``.
+
+    Never raises: unknown tools and malformed arguments still get a title.
+    """
+    kind = _TOOL_KINDS.get(tool_name, "other")
+    try:
+        return _describe(tool_name, args, workspace, kind)
+    except Exception:  # a malformed call must still be shown to the user
+        return ToolCallInfo(title=tool_name, kind=kind)
+
+
+def _describe(tool_name: str, args: dict[str, Any], workspace: Workspace, kind: ToolKind) -> ToolCallInfo:
+    if tool_name == "run_command":
+        return ToolCallInfo(title=f"Run `{_short_command(str(args['command']))}`", kind=kind)
+    if tool_name not in _TOOL_KINDS:
+        return ToolCallInfo(title=tool_name, kind=kind)
+    raw_path = str(args.get("path") or ".")
+    shown, resolved = _path_for_title(raw_path, workspace)
+    if tool_name == "read_file":
+        start, end = args.get("start_line"), args.get("end_line")
+        title = f"Read {shown}{_line_range(start, end)}"
+        line = start if isinstance(start, int) and start >= 1 else None
+        return ToolCallInfo(title=title, kind=kind, locations=_locations(resolved, line))
+    if tool_name == "list_files":
+        where = "" if resolved == workspace.cwd else f" in {shown}"
+        return ToolCallInfo(title=f"List files{where}", kind=kind, locations=_locations(resolved))
+    if tool_name == "search":
+        where = "" if resolved == workspace.cwd else f" in {shown}"
+        glob = args.get("glob")
+        only = f" ({glob})" if glob else ""
+        title = f"Search for /{args['pattern']}/{where}{only}"
+        return ToolCallInfo(title=title, kind=kind, locations=_locations(resolved))
+    verb = "Edit" if tool_name == "edit_file" else "Write"
+    return ToolCallInfo(title=f"{verb} {shown}", kind=kind, locations=_locations(resolved))
+
+
+def _path_for_title(raw_path: str, workspace: Workspace) -> tuple[str, Path | None]:
+    try:
+        resolved = workspace.resolve(raw_path)
+    except PathError:
+        return raw_path, None
+    return workspace.display(resolved), resolved
+
+
+def _locations(resolved: Path | None, line: int | None = None) -> tuple[Location, ...]:
+    return () if resolved is None else (Location(resolved, line),)
+
+
+def _line_range(start: object, end: object) -> str:
+    has_start, has_end = isinstance(start, int), isinstance(end, int)
+    if has_start and has_end:
+        return f" (lines {start}-{end})"
+    if has_start:
+        return f" (from line {start})"
+    if has_end:
+        return f" (lines 1-{end})"
+    return ""
+
+
+def _short_command(command: str) -> str:
+    lines = command.strip().splitlines() or [""]
+    first = lines[0]
+    if len(lines) > 1 or len(first) > _TITLE_COMMAND_CHARS:
+        return first[:_TITLE_COMMAND_CHARS] + " …"
+    return first

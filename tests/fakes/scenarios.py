@@ -1,0 +1,131 @@
+"""Scripted model scenarios on pydantic-ai's FunctionModel.
+
+A ``Script`` is a list of model responses, each a sequence of items (text chunks, thoughts, tool calls, or a
+failure). The same script serves streaming and non-streaming requests, and records every request it gets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ThinkingPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
+
+
+@dataclass(frozen=True)
+class Say:
+    """Reply text, streamed as the given chunks."""
+
+    chunks: tuple[str, ...]
+
+    def __init__(self, *chunks: str) -> None:
+        object.__setattr__(self, "chunks", chunks)
+
+
+@dataclass(frozen=True)
+class Think:
+    """Visible reasoning."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call."""
+
+    tool: str
+    args: dict[str, Any]
+    call_id: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    """The request fails with this exception."""
+
+    error: Exception
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Pause mid-response (lets a test cancel while the model is 'thinking')."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Until:
+    """Pause mid-response until the test sets this event (proves text is delivered before the reply ends)."""
+
+    event: asyncio.Event
+
+
+Item = Say | Think | Call | Fail | Wait | Until
+Response = Sequence[Item]
+
+
+@dataclass
+class Script:
+    """Model responses in order; after the last, ``fallback`` (if any) answers."""
+
+    responses: list[Response]
+    fallback: Callable[[list[ModelMessage]], Response] | None = None
+    requests: list[list[ModelMessage]] = field(default_factory=list)
+
+    def _next(self, messages: list[ModelMessage]) -> Response:
+        self.requests.append(list(messages))
+        if self.responses:
+            return self.responses.pop(0)
+        if self.fallback is not None:
+            return self.fallback(messages)
+        raise AssertionError("the model was called more often than the script allows")
+
+    async def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        parts: list[Any] = []
+        for item in self._next(messages):
+            match item:
+                case Say():
+                    parts.append(TextPart("".join(item.chunks)))
+                case Think():
+                    parts.append(ThinkingPart(item.text))
+                case Call():
+                    parts.append(ToolCallPart(item.tool, json.dumps(item.args), tool_call_id=item.call_id))
+                case Fail():
+                    raise item.error
+                case Wait():
+                    await asyncio.sleep(item.seconds)
+                case Until():
+                    await item.event.wait()
+        return ModelResponse(parts=parts)
+
+    async def _stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        index = 0
+        for item in self._next(messages):
+            match item:
+                case Say():
+                    for chunk in item.chunks:
+                        yield chunk
+                case Think():
+                    index += 1
+                    yield {1000 + index: DeltaThinkingPart(content=item.text)}
+                case Call():
+                    index += 1
+                    yield {2000 + index: DeltaToolCall(name=item.tool, json_args=json.dumps(item.args), tool_call_id=item.call_id)}
+                case Fail():
+                    raise item.error
+                case Wait():
+                    await asyncio.sleep(item.seconds)
+                case Until():
+                    await item.event.wait()
+
+    def model(self) -> FunctionModel:
+        """A FunctionModel answering from this script (streaming and non-streaming)."""
+        return FunctionModel(self._respond, stream_function=self._stream, model_name="scripted")
+
+    def factory(self) -> Callable[[str], FunctionModel]:
+        """A model factory for ConversationSession / CodlingAgent that always returns this script's model."""
+        model = self.model()
+        return lambda _model_id: model
