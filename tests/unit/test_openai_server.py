@@ -20,7 +20,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,9 +40,6 @@ from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
-
-# Until pytest puts the repository root on sys.path (``pythonpath = ["."]``), make ``tests.fakes`` importable.
-sys.path.append(str(Path(__file__).resolve().parents[2]))
 
 from tests.fakes.openai_server import (
     ErrorReply,

@@ -1,0 +1,264 @@
+"""codling's ACP agent in-process: the real SDK connections, a recording client, scripted models."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, helpers
+from acp.client.connection import ClientSideConnection
+from acp.schema import ImageContentBlock
+from pydantic_ai.exceptions import ModelHTTPError
+
+from codling.acp.server import CodlingAgent
+from codling.config import Settings
+from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Wait
+
+MODEL_ID = "openai-chat:scripted"
+
+
+@pytest.fixture
+def make_settings(home: Path) -> Callable[..., Settings]:
+    def make(**overrides: object) -> Settings:
+        env = {"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID}
+        return Settings(home=home, env=env, **overrides)  # type: ignore[arg-type]
+
+    return make
+
+
+class Harness:
+    def __init__(self, conn: ClientSideConnection, client: RecordingClient, project: Path) -> None:
+        self.conn = conn
+        self.client = client
+        self.project = project
+
+    async def new(self, mode: str | None = None) -> str:
+        await self.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        response = await self.conn.new_session(cwd=str(self.project))
+        if mode:
+            await self.conn.set_session_mode(session_id=response.session_id, mode_id=mode)
+        return response.session_id
+
+    async def say(self, session_id: str, text: str) -> str:
+        response = await self.conn.prompt(session_id=session_id, prompt=[helpers.text_block(text)])
+        return response.stop_reason
+
+
+@pytest.fixture
+def start(project: Path, make_settings: Callable[..., Settings]) -> Callable[..., object]:
+    def start(script: Script, client: RecordingClient | None = None, **settings: object):  # type: ignore[no-untyped-def]
+        agent = CodlingAgent(
+            settings_loader=lambda: make_settings(**settings), model_factory=script.factory(), warm_up=False
+        )
+        recording = client or RecordingClient()
+
+        async def run() -> AsyncIterator[Harness]:
+            async with connected(agent, recording) as conn:
+                yield Harness(conn, recording, project)
+
+        from contextlib import asynccontextmanager
+
+        return asynccontextmanager(run)()
+
+    return start
+
+
+async def test_initialize_advertises_only_what_is_implemented(start) -> None:  # type: ignore[no-untyped-def]
+    async with start(Script([])) as h:
+        response = await h.conn.initialize(protocol_version=PROTOCOL_VERSION)
+    assert response.protocol_version == PROTOCOL_VERSION
+    assert response.agent_info is not None and response.agent_info.name == "codling"
+    caps = response.agent_capabilities
+    assert caps is not None
+    assert caps.load_session is False
+    assert caps.prompt_capabilities is not None
+    assert (caps.prompt_capabilities.embedded_context, caps.prompt_capabilities.image) == (True, False)
+    assert response.auth_methods == []
+
+
+async def test_new_session_offers_modes_and_model_config(start, project: Path) -> None:  # type: ignore[no-untyped-def]
+    async with start(Script([])) as h:
+        await h.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        response = await h.conn.new_session(cwd=str(project))
+    assert response.modes is not None
+    assert response.modes.current_mode_id == "ask"
+    assert [m.id for m in response.modes.available_modes] == ["read-only", "ask", "accept-edits", "yolo"]
+    options = {o.id: o for o in response.config_options or []}
+    assert options["model"].category == "model"
+    assert options["model"].current_value == MODEL_ID
+    assert options["mode"].category == "mode"
+
+
+@pytest.mark.parametrize("cwd", ["relative/dir", "/definitely/not/here"])
+async def test_new_session_rejects_bad_cwd(start, cwd: str) -> None:  # type: ignore[no-untyped-def]
+    async with start(Script([])) as h:
+        await h.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        with pytest.raises(RequestError) as info:
+            await h.conn.new_session(cwd=cwd)
+    assert info.value.code == -32602
+
+
+async def test_prompt_streams_text_and_thoughts(start) -> None:  # type: ignore[no-untyped-def]
+    async with start(Script([[Think("let me see"), Say("Hello ", "there")]])) as h:
+        sid = await h.new()
+        stop = await h.say(sid, "hi")
+    assert stop == "end_turn"
+    assert h.client.agent_text() == "Hello there"
+    thoughts = h.client.of_kind("agent_thought_chunk")
+    assert [t.content.text for t in thoughts] == ["let me see"]
+    assert {s for s, _ in h.client.updates} == {sid}
+
+
+async def test_tool_call_shows_title_kind_locations_input_and_diff(start, project: Path) -> None:  # type: ignore[no-untyped-def]
+    script = Script(
+        [
+            [Call("edit_file", {"path": "src/app.py", "old_text": "'hello'", "new_text": "'bye'"}, "e1")],
+            [Say("Changed.")],
+        ]
+    )
+    async with start(script) as h:
+        sid = await h.new(mode="accept-edits")
+        assert await h.say(sid, "edit") == "end_turn"
+    target = project / "src" / "app.py"
+    assert target.read_text() == "def greet():\n    return 'bye'\n"
+    (call,) = h.client.of_kind("tool_call")
+    assert (call.tool_call_id, call.kind, call.status) == ("e1", "edit", "pending")
+    assert "src/app.py" in call.title
+    assert call.raw_input == {"path": "src/app.py", "old_text": "'hello'", "new_text": "'bye'"}
+    assert [loc.path for loc in call.locations] == [str(target)]
+    (update,) = h.client.of_kind("tool_call_update")
+    assert update.status == "completed"
+    diff = update.content[0]
+    assert (diff.type, diff.path) == ("diff", str(target))
+    assert (diff.old_text, diff.new_text) == ("def greet():\n    return 'hello'\n", "def greet():\n    return 'bye'\n")
+
+
+async def test_ask_mode_requests_permission_with_the_diff_and_remembers_always(start, project: Path) -> None:  # type: ignore[no-untyped-def]
+    script = Script(
+        [
+            [Call("edit_file", {"path": "src/app.py", "old_text": "'hello'", "new_text": "'one'"}, "e1")],
+            [Call("edit_file", {"path": "src/app.py", "old_text": "'one'", "new_text": "'two'"}, "e2")],
+            [Say("Both done.")],
+        ]
+    )
+    async with start(script, RecordingClient(answers=["allow_always"])) as h:
+        sid = await h.new()
+        assert await h.say(sid, "edit twice") == "end_turn"
+    assert (project / "src" / "app.py").read_text() == "def greet():\n    return 'two'\n"
+    (request,) = h.client.permissions
+    assert request.session_id == sid
+    assert request.tool_call.tool_call_id == "e1"
+    assert [o.kind for o in request.options] == ["allow_once", "allow_always", "reject_once"]
+    diff = request.tool_call.content[0]
+    assert diff.type == "diff" and diff.new_text.endswith("'one'\n")
+
+
+async def test_ask_mode_command_request_shows_the_command_and_rejection_reaches_model(start) -> None:  # type: ignore[no-untyped-def]
+    script = Script([[Call("run_command", {"command": "make deploy"}, "r1")], [Say("OK, I won't.")]])
+    async with start(script, RecordingClient(answers=["reject"])) as h:
+        sid = await h.new()
+        assert await h.say(sid, "deploy") == "end_turn"
+    (request,) = h.client.permissions
+    assert request.tool_call.kind == "execute"
+    assert request.tool_call.content[0].content.text == "make deploy"
+    (update,) = h.client.of_kind("tool_call_update")
+    assert update.status == "failed"
+    assert "rejected" in update.content[0].content.text
+    assert h.client.agent_text() == "OK, I won't."
+    tool_results = [p for m in script.requests[1] for p in m.parts if p.part_kind == "tool-return"]
+    assert "rejected" in str(tool_results[0].content)
+
+
+async def test_cancel_answers_cancelled_promptly(start) -> None:  # type: ignore[no-untyped-def]
+    script = Script([[Say("working"), Wait(30)], [Say("still here")]])
+    async with start(script) as h:
+        sid = await h.new()
+        prompt = asyncio.create_task(h.say(sid, "slow"))
+        await asyncio.wait_for(h.client.update_seen.wait(), 5)
+        await h.conn.cancel(session_id=sid)
+        assert await asyncio.wait_for(prompt, 5) == "cancelled"
+        # The session keeps working after a cancel.
+        assert await h.say(sid, "more") == "end_turn"
+    assert h.client.agent_text() == "workingstill here"
+
+
+async def test_cancel_while_waiting_for_permission(start) -> None:  # type: ignore[no-untyped-def]
+    script = Script([[Call("run_command", {"command": "sleep 1"}, "r1")]])
+    client = RecordingClient(answers=[None])
+    async with start(script, client) as h:
+        sid = await h.new()
+        prompt = asyncio.create_task(h.say(sid, "run"))
+        for _ in range(200):
+            if client.permissions:
+                break
+            await asyncio.sleep(0.01)
+        await h.conn.cancel(session_id=sid)
+        assert await asyncio.wait_for(prompt, 5) == "cancelled"
+        client.release.set()
+
+
+async def test_unknown_session_and_bad_params_are_errors(start) -> None:  # type: ignore[no-untyped-def]
+    async with start(Script([])) as h:
+        await h.new()
+        with pytest.raises(RequestError) as unknown:
+            await h.say("no-such-session", "hi")
+        assert unknown.value.code == -32602
+        with pytest.raises(RequestError) as bad_mode:
+            await h.conn.set_session_mode(session_id="no-such-session", mode_id="ask")
+        assert bad_mode.value.code == -32602
+
+
+async def test_set_mode_and_config_options(start) -> None:  # type: ignore[no-untyped-def]
+    async with start(Script([])) as h:
+        sid = await h.new()
+        with pytest.raises(RequestError):
+            await h.conn.set_session_mode(session_id=sid, mode_id="chaos")
+        response = await h.conn.set_config_option(config_id="mode", session_id=sid, value="yolo")
+        modes = {o.id: o.current_value for o in response.config_options}
+        assert modes["mode"] == "yolo"
+        assert [u.current_mode_id for u in h.client.of_kind("current_mode_update")] == ["yolo"]
+        with pytest.raises(RequestError):
+            await h.conn.set_config_option(config_id="model", session_id=sid, value="nope:unknown")
+        with pytest.raises(RequestError):
+            await h.conn.set_config_option(config_id="colour", session_id=sid, value="red")
+
+
+async def test_resources_reach_the_model_and_images_get_a_note(start, project: Path) -> None:  # type: ignore[no-untyped-def]
+    script = Script([[Say("seen")]])
+    async with start(script) as h:
+        sid = await h.new()
+        blocks = [
+            helpers.text_block("look at these"),
+            helpers.resource_link_block("app.py", (project / "src" / "app.py").as_uri()),
+            helpers.resource_block(helpers.embedded_text_resource("file:///tmp/notes.txt", "remember the milk")),
+            ImageContentBlock(type="image", data="iVBORw0KGgo=", mime_type="image/png"),
+        ]
+        response = await h.conn.prompt(session_id=sid, prompt=blocks)
+    assert response.stop_reason == "end_turn"
+    sent = str(script.requests[0][-1].parts[-1].content)
+    assert "look at these" in sent
+    assert "return 'hello'" in sent and str(project / "src" / "app.py") in sent
+    assert "remember the milk" in sent
+    assert "image" in sent
+    assert "image attachment was not sent" in h.client.agent_text()
+
+
+async def test_provider_error_is_a_visible_reply_and_session_continues(start) -> None:  # type: ignore[no-untyped-def]
+    error = ModelHTTPError(429, "scripted", {"message": "slow down"})
+    async with start(Script([[Fail(error)], [Say("fine now")]])) as h:
+        sid = await h.new()
+        assert await h.say(sid, "first") == "end_turn"
+        assert "**Error:**" in h.client.agent_text() and "slow down" in h.client.agent_text()
+        assert await h.say(sid, "second") == "end_turn"
+    assert h.client.agent_text().endswith("fine now")
+
+
+async def test_max_turn_requests_stop_reason(start) -> None:  # type: ignore[no-untyped-def]
+    script = Script([], fallback=lambda _m: [Call("list_files", {}, f"l{len(script.requests)}")])
+    async with start(script, max_requests_per_turn=2) as h:
+        sid = await h.new(mode="yolo")
+        assert await h.say(sid, "loop") == "max_turn_requests"
+    assert len(script.requests) == 2

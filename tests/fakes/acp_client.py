@@ -1,0 +1,92 @@
+"""A recording ACP client, and an in-process harness connecting it to codling's agent through the real SDK."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp import RequestError
+from acp._transport import memory_transport_pair
+from acp.agent.connection import AgentSideConnection
+from acp.client.connection import ClientSideConnection
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
+
+from codling.acp.server import CodlingAgent
+
+
+@dataclass
+class PermissionCall:
+    """One session/request_permission the client received."""
+
+    session_id: str
+    tool_call: ToolCallUpdate
+    options: list[PermissionOption]
+
+
+@dataclass
+class RecordingClient:
+    """Records session/update notifications; answers permission requests from a script of option ids.
+
+    An answer of ``None`` leaves the request pending until ``release`` is set (to test cancellation).
+    """
+
+    answers: list[str | None] = field(default_factory=list)
+    updates: list[tuple[str, Any]] = field(default_factory=list)
+    permissions: list[PermissionCall] = field(default_factory=list)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    update_seen: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+        self.update_seen.set()
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        self.permissions.append(PermissionCall(session_id, tool_call, options))
+        answer = self.answers.pop(0) if self.answers else "reject"
+        if answer is None:
+            await self.release.wait()
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=answer))
+
+    async def write_text_file(self, *args: Any, **kwargs: Any) -> None:
+        raise RequestError.method_not_found("fs/write_text_file")
+
+    async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("fs/read_text_file")
+
+    def of_kind(self, kind: str) -> list[Any]:
+        """The updates of one sessionUpdate kind, in order."""
+        return [u for _, u in self.updates if u.session_update == kind]
+
+    def agent_text(self) -> str:
+        """All agent_message_chunk text joined."""
+        return "".join(u.content.text for u in self.of_kind("agent_message_chunk"))
+
+    def on_connect(self, conn: Any) -> None:
+        pass
+
+
+@asynccontextmanager
+async def connected(
+    agent: CodlingAgent, client: RecordingClient
+) -> AsyncIterator[ClientSideConnection]:
+    """The agent and the client joined by the SDK's own connections over an in-memory transport pair."""
+    client_end, agent_end = memory_transport_pair()
+    agent_conn = AgentSideConnection(agent, agent_end, use_unstable_protocol=True)
+    client_conn = ClientSideConnection(client, client_end, use_unstable_protocol=True)
+    try:
+        yield client_conn
+    finally:
+        await client_conn.close()
+        await agent_conn._conn.close()

@@ -1,0 +1,198 @@
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from codling.errors import PermissionDenied
+from codling.tools.approval import Permissions, command_program
+from codling.tools.base import PermissionMode
+from codling.tools.ports import Decision, FileDiff, PermissionRequest, ToolKind
+
+
+class ScriptedApprover:
+    """Answers permission requests from a script and records every request it was asked."""
+
+    def __init__(self, *answers: Decision) -> None:
+        self.answers = list(answers)
+        self.asked: list[PermissionRequest] = []
+
+    async def ask(self, request: PermissionRequest) -> Decision:
+        self.asked.append(request)
+        return self.answers.pop(0)
+
+
+def edit(path: str = "/w/a.py", kind: ToolKind = "edit") -> PermissionRequest:
+    return PermissionRequest(
+        tool_call_id="c1",
+        tool_name="edit_file",
+        kind=kind,
+        title=f"Edit {path}",
+        subject=path,
+        diff=FileDiff(Path(path), "a", "b"),
+    )
+
+
+def run(command: str) -> PermissionRequest:
+    return PermissionRequest(
+        tool_call_id="c2", tool_name="run_command", kind="execute", title=f"Run `{command}`", subject=command
+    )
+
+
+def read() -> PermissionRequest:
+    return PermissionRequest(tool_call_id="c3", tool_name="read_file", kind="read", title="Read a.py", subject="a")
+
+
+async def denied(permissions: Permissions, request: PermissionRequest) -> str:
+    with pytest.raises(PermissionDenied) as e:
+        await permissions.check(request)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("mode", ["read-only", "ask", "accept-edits", "yolo"])
+@pytest.mark.parametrize("kind", ["read", "search", "think", "fetch", "other"])
+async def test_ungated_kinds_are_always_allowed(mode: PermissionMode, kind: ToolKind) -> None:
+    approver = ScriptedApprover()
+    await Permissions(mode, approver).check(edit(kind=kind))
+    assert approver.asked == []
+
+
+@pytest.mark.parametrize("kind", ["edit", "delete", "move", "execute"])
+async def test_read_only_refuses_gated_kinds(kind: ToolKind) -> None:
+    approver = ScriptedApprover()
+    message = await denied(Permissions("read-only", approver), edit(kind=kind))
+    assert message == (
+        "codling is in read-only mode, so Edit /w/a.py was not run; tell the user, who can switch the mode to "
+        "ask, accept-edits or yolo"
+    )
+    assert approver.asked == []
+
+
+async def test_yolo_allows_everything_without_asking() -> None:
+    approver = ScriptedApprover()
+    permissions = Permissions("yolo", approver)
+    for request in (edit(), edit(kind="delete"), edit(kind="move"), run("rm -rf build")):
+        await permissions.check(request)
+    assert approver.asked == []
+
+
+async def test_ask_mode_asks_for_edits_and_commands() -> None:
+    approver = ScriptedApprover("allow_once", "allow_once")
+    permissions = Permissions("ask", approver)
+    await permissions.check(edit())
+    await permissions.check(run("pytest -q"))
+    assert approver.asked == [edit(), run("pytest -q")]
+
+
+async def test_accept_edits_allows_edits_and_asks_for_commands() -> None:
+    approver = ScriptedApprover("allow_once")
+    permissions = Permissions("accept-edits", approver)
+    await permissions.check(edit())
+    await permissions.check(edit(kind="delete"))
+    await permissions.check(edit(kind="move"))
+    await permissions.check(run("make"))
+    assert approver.asked == [run("make")]
+
+
+async def test_reject_is_denied_with_do_not_retry() -> None:
+    approver = ScriptedApprover("reject")
+    message = await denied(Permissions("ask", approver), run("make"))
+    assert message == (
+        "The user rejected Run `make`. Do not retry it; ask the user what to do instead or continue with "
+        "something else."
+    )
+
+
+async def test_allow_once_is_not_remembered() -> None:
+    approver = ScriptedApprover("allow_once", "reject")
+    permissions = Permissions("ask", approver)
+    await permissions.check(edit())
+    await denied(permissions, edit("/w/b.py"))
+    assert len(approver.asked) == 2
+
+
+async def test_allow_always_for_an_edit_allows_all_later_edits() -> None:
+    approver = ScriptedApprover("allow_always", "allow_once")
+    permissions = Permissions("ask", approver)
+    await permissions.check(edit("/w/a.py"))
+    await permissions.check(edit("/w/b.py"))
+    await permissions.check(edit("/w/c.py"))
+    assert approver.asked == [edit("/w/a.py")]
+    assert permissions.always_allowed == frozenset({("edit", "*")})
+    await permissions.check(edit(kind="delete"))  # another kind is asked separately
+    assert len(approver.asked) == 2
+
+
+async def test_allow_always_for_a_command_is_keyed_by_program() -> None:
+    approver = ScriptedApprover("allow_always", "allow_once", "reject")
+    permissions = Permissions("ask", approver)
+    await permissions.check(run("pytest -q"))
+    await permissions.check(run("pytest tests/unit -x"))
+    await permissions.check(run("  pytest"))
+    assert approver.asked == [run("pytest -q")]
+    await permissions.check(run("ruff check"))
+    await denied(permissions, run("pytest -q; rm -rf /"))  # chaining never rides on "always pytest"
+    assert approver.asked == [run("pytest -q"), run("ruff check"), run("pytest -q; rm -rf /")]
+    assert permissions.always_allowed == frozenset({("execute", "pytest")})
+
+
+async def test_allow_always_for_a_compound_command_remembers_only_that_command() -> None:
+    approver = ScriptedApprover("allow_always", "allow_once")
+    permissions = Permissions("ask", approver)
+    await permissions.check(run("rm -rf build && make"))
+    await permissions.check(run("rm -rf build && make"))
+    await permissions.check(run("rm -rf src"))
+    assert approver.asked == [run("rm -rf build && make"), run("rm -rf src")]
+
+
+async def test_remembered_answers_do_not_override_read_only() -> None:
+    approver = ScriptedApprover("allow_always")
+    permissions = Permissions("ask", approver)
+    await permissions.check(run("pytest"))
+    permissions.mode = "read-only"
+    await denied(permissions, run("pytest"))
+    permissions.mode = "ask"
+    await permissions.check(run("pytest"))
+    assert len(approver.asked) == 1
+
+
+async def test_no_approver_means_no_one_can_be_asked() -> None:
+    permissions = Permissions("ask", None)
+    message = await denied(permissions, edit())
+    assert message == (
+        "Edit /w/a.py needs the user's permission in ask mode, but no one can be asked in this session; "
+        "tell the user, who can switch the mode to allow it"
+    )
+    await denied(Permissions("accept-edits", None), run("ls"))
+    await Permissions("accept-edits", None).check(edit())
+    await Permissions("yolo", None).check(run("ls"))
+
+
+async def test_cancellation_while_asking_propagates() -> None:
+    class Hanging:
+        async def ask(self, request: PermissionRequest) -> Decision:
+            await asyncio.sleep(60)
+            return "allow_once"
+
+    task = asyncio.create_task(Permissions("ask", Hanging()).check(edit()))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+
+
+@pytest.mark.parametrize(
+    ("command", "program"),
+    [
+        ("pytest -q", "pytest"),
+        ("  ./run.sh --fast", "./run.sh"),
+        ("FOO=1 BAR='a b' make test", "make"),
+        ("'my tool' x", "my tool"),
+        ("echo 'unbalanced", "echo"),
+        ("", None),
+        ("# just a comment", None),
+    ],
+)
+def test_command_program(command: str, program: str | None) -> None:
+    assert command_program(command) == program

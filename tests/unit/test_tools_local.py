@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from codling.errors import CommandError, PathError
+from codling.tools.local import LocalFileSystem, LocalTerminal
+from codling.tools.ports import CommandResult
+
+# --- LocalFileSystem ---------------------------------------------------------------------------------------
+
+
+async def test_read_and_write_round_trip_keeps_line_endings(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    target = tmp_path / "deep" / "er" / "f.txt"
+    await fs.write_text(target, "one\r\ntwo\nthré\n")
+    assert target.read_bytes() == "one\r\ntwo\nthré\n".encode()
+    assert await fs.read_text(target) == "one\r\ntwo\nthré\n"
+
+
+async def test_read_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(PathError) as e:
+        await LocalFileSystem().read_text(tmp_path / "nope.txt")
+    assert str(e.value) == f"file {tmp_path / 'nope.txt'} does not exist; use list_files to find the right path"
+
+
+async def test_read_directory(tmp_path: Path) -> None:
+    with pytest.raises(PathError) as e:
+        await LocalFileSystem().read_text(tmp_path)
+    assert str(e.value) == f"{tmp_path} is a directory, not a file; use list_files to see what it contains"
+
+
+async def test_read_binary(tmp_path: Path) -> None:
+    (tmp_path / "x.bin").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00")
+    with pytest.raises(PathError, match="is not a UTF-8 text file"):
+        await LocalFileSystem().read_text(tmp_path / "x.bin")
+
+
+async def test_write_under_a_file_fails(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(PathError, match="a parent of it is a file"):
+        await LocalFileSystem().write_text(tmp_path / "f" / "g.txt", "y")
+
+
+async def test_write_onto_a_directory_fails(tmp_path: Path) -> None:
+    with pytest.raises(PathError, match="is a directory"):
+        await LocalFileSystem().write_text(tmp_path, "y")
+
+
+# --- LocalTerminal -----------------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie (killed, not yet reaped by init) counts as dead."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+async def _gone(pid: int, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def _run(command: str, cwd: Path, timeout: float = 10.0, limit: int = 10_000, **kw: float) -> CommandResult:
+    terminal = LocalTerminal(**kw)
+    return await asyncio.wait_for(terminal.run(command, cwd=cwd, timeout=timeout, output_limit=limit), 30)
+
+
+async def test_runs_in_cwd_and_merges_output(tmp_path: Path) -> None:
+    result = await _run("pwd; echo err >&2; echo out; exit 3", tmp_path)
+    assert result == CommandResult(exit_code=3, output=f"{tmp_path}\nerr\nout\n")
+
+
+async def test_stdin_is_empty(tmp_path: Path) -> None:
+    assert await _run("cat; echo done", tmp_path) == CommandResult(exit_code=0, output="done\n")
+
+
+async def test_output_cap_keeps_head_and_tail(tmp_path: Path) -> None:
+    result = await _run("seq 1 100000", tmp_path, limit=1000)
+    assert result.truncated
+    assert result.exit_code == 0
+    assert len(result.output) <= 1000
+    assert result.output.startswith("1\n2\n3\n")
+    assert result.output.endswith("99999\n100000\n")
+    assert "characters omitted ...]" in result.output
+
+
+async def test_output_just_over_the_cap_keeps_the_true_tail(tmp_path: Path) -> None:
+    text = "".join(f"{i:04d}\n" for i in range(30))  # 150 characters
+    result = await _run(f"printf '{text}'", tmp_path, limit=140)
+    assert result.truncated
+    assert result.output.endswith("0028\n0029\n")
+    head, _, _ = result.output.partition("\n[...")
+    assert text.startswith(head)
+
+
+async def test_huge_output_is_drained_without_blocking(tmp_path: Path) -> None:
+    start = time.monotonic()
+    result = await _run("yes 0123456789 | head -n 1000000; echo end", tmp_path, limit=100)
+    assert result.exit_code == 0
+    assert result.truncated
+    assert result.output.endswith("end\n")
+    assert time.monotonic() - start < 20
+
+
+async def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
+    start = time.monotonic()
+    result = await _run("sleep 60 & echo $! > child.pid; echo started; wait", tmp_path, timeout=0.5)
+    assert result == CommandResult(exit_code=None, output="started\n", timed_out=True)
+    assert time.monotonic() - start < 10
+    assert await _gone(int((tmp_path / "child.pid").read_text()))
+
+
+async def test_timeout_kills_children_that_ignore_sigterm(tmp_path: Path) -> None:
+    command = "trap '' TERM; sleep 60 & echo $! > child.pid; wait"
+    start = time.monotonic()
+    result = await _run(command, tmp_path, timeout=0.5, kill_grace=0.3)
+    assert result.timed_out and result.exit_code is None
+    assert time.monotonic() - start < 10
+    assert await _gone(int((tmp_path / "child.pid").read_text()))
+
+
+async def test_cancellation_kills_the_process_group(tmp_path: Path) -> None:
+    terminal = LocalTerminal()
+    task = asyncio.create_task(
+        terminal.run("sleep 60 & echo $! > child.pid; wait", cwd=tmp_path, timeout=60, output_limit=1000)
+    )
+    pid_file = tmp_path / "child.pid"
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        await asyncio.sleep(0.025)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    assert await _gone(int(pid_file.read_text()))
+
+
+async def test_background_child_holding_the_pipe_does_not_block(tmp_path: Path) -> None:
+    start = time.monotonic()
+    result = await _run("sleep 30 & echo $! > child.pid; echo started", tmp_path)
+    try:
+        assert result == CommandResult(exit_code=0, output="started\n")
+        assert time.monotonic() - start < 10
+    finally:
+        os.kill(int((tmp_path / "child.pid").read_text()), signal.SIGKILL)
+
+
+async def test_command_that_cannot_start(tmp_path: Path) -> None:
+    with pytest.raises(CommandError) as e:
+        await _run("true", tmp_path / "missing")
+    assert str(e.value).startswith(f"could not start the command in {tmp_path / 'missing'}: ")
+
+
+async def test_undecodable_output_is_replaced(tmp_path: Path) -> None:
+    result = await _run(r"printf 'a\377b\n'", tmp_path)
+    assert result.output == "a\ufffdb\n"
