@@ -133,7 +133,10 @@ async def test_tool_call_shows_title_kind_locations_input_and_diff(start, projec
     assert update.status == "completed"
     diff = update.content[0]
     assert (diff.type, diff.path) == ("diff", str(target))
-    assert (diff.old_text, diff.new_text) == ("def greet():\n    return 'hello'\n", "def greet():\n    return 'bye'\n")
+    assert (diff.old_text, diff.new_text) == (
+        "def greet():\n    return 'hello'\n",
+        "def greet():\n    return 'bye'\n",
+    )
 
 
 async def test_ask_mode_requests_permission_with_the_diff_and_remembers_always(start, project: Path) -> None:  # type: ignore[no-untyped-def]

@@ -78,9 +78,7 @@ class RecordingClient:
 
 
 @asynccontextmanager
-async def connected(
-    agent: CodlingAgent, client: RecordingClient
-) -> AsyncIterator[ClientSideConnection]:
+async def connected(agent: CodlingAgent, client: RecordingClient) -> AsyncIterator[ClientSideConnection]:
     """The agent and the client joined by the SDK's own connections over an in-memory transport pair."""
     client_end, agent_end = memory_transport_pair()
     agent_conn = AgentSideConnection(agent, agent_end, use_unstable_protocol=True)

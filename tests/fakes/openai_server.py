@@ -255,9 +255,7 @@ def last_user_text(body: Mapping[str, Any]) -> str:
             return content
         if isinstance(content, list):
             return "".join(
-                part.get("text", "")
-                for part in content
-                if isinstance(part, dict) and part.get("type") == "text"
+                part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
             )
         return ""
     return ""
@@ -303,9 +301,7 @@ def _completion(reply: Reply, *, completion_id: str, model: str, request_index: 
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {"index": 0, "message": message, "finish_reason": reply.effective_finish_reason, "logprobs": None}
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.effective_finish_reason, "logprobs": None}],
     }
     if reply.usage is not None:
         body["usage"] = reply.usage.to_json()
@@ -334,9 +330,7 @@ def _chunks(
         yield chunk({reply.reasoning_field: piece})
     for piece in reply.text:
         yield chunk({"content": piece})
-    for index, (call, call_id) in enumerate(
-        zip(reply.tool_calls, _tool_call_ids(reply, request_index), strict=True)
-    ):
+    for index, (call, call_id) in enumerate(zip(reply.tool_calls, _tool_call_ids(reply, request_index), strict=True)):
         yield chunk(
             {
                 "tool_calls": [
@@ -433,10 +427,7 @@ class _Handler(BaseHTTPRequestHandler):
         index = owner._record(request)
 
         try:
-            if (
-                owner.expected_api_key is not None
-                and request.authorization != f"Bearer {owner.expected_api_key}"
-            ):
+            if owner.expected_api_key is not None and request.authorization != f"Bearer {owner.expected_api_key}":
                 self._send_json(
                     401,
                     _error_body("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"),
@@ -454,9 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(
                     404,
-                    _error_body(
-                        f"Unknown request URL: {method} {path}", "invalid_request_error", "unknown_url"
-                    ),
+                    _error_body(f"Unknown request URL: {method} {path}", "invalid_request_error", "unknown_url"),
                 )
         except _CONNECTION_ERRORS:
             self.close_connection = True
@@ -465,9 +454,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
 
-    def _send_json(
-        self, status: int, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None
-    ) -> None:
+    def _send_json(self, status: int, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -486,9 +473,7 @@ class _Handler(BaseHTTPRequestHandler):
         completion_id = f"chatcmpl-fake-{index}"
         if not body.get("stream"):
             time.sleep(reply.delay)
-            self._send_json(
-                200, _completion(reply, completion_id=completion_id, model=model, request_index=index)
-            )
+            self._send_json(200, _completion(reply, completion_id=completion_id, model=model, request_index=index))
             return
         stream_options = body.get("stream_options")
         include_usage = isinstance(stream_options, dict) and bool(stream_options.get("include_usage"))
@@ -637,9 +622,7 @@ class OpenAIServer:
 
         with self._condition:
             if not self._condition.wait_for(lambda: arrived() >= count, timeout=timeout):
-                raise TimeoutError(
-                    f"expected {count} chat-completion requests within {timeout}s, got {arrived()}"
-                )
+                raise TimeoutError(f"expected {count} chat-completion requests within {timeout}s, got {arrived()}")
         return self.requests
 
     # -- used by the handler -----------------------------------------------------------------------------

@@ -113,7 +113,11 @@ class Script:
                     yield {1000 + index: DeltaThinkingPart(content=item.text)}
                 case Call():
                     index += 1
-                    yield {2000 + index: DeltaToolCall(name=item.tool, json_args=json.dumps(item.args), tool_call_id=item.call_id)}
+                    yield {
+                        2000 + index: DeltaToolCall(
+                            name=item.tool, json_args=json.dumps(item.args), tool_call_id=item.call_id
+                        )
+                    }
                 case Fail():
                     raise item.error
                 case Wait():

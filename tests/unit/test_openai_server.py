@@ -66,9 +66,7 @@ def make_agent(server: OpenAIServer, *, retries: bool = True) -> Agent[None, str
     if retries:
         provider = OpenAIProvider(base_url=server.base_url, api_key=API_KEY)
     else:
-        provider = OpenAIProvider(
-            openai_client=AsyncOpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=0)
-        )
+        provider = OpenAIProvider(openai_client=AsyncOpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=0))
     return Agent(OpenAIChatModel(MODEL, provider=provider))
 
 
@@ -102,9 +100,7 @@ async def test_streamed_text_arrives_as_several_deltas(server: OpenAIServer) -> 
     events = await collect_events(make_agent(server), "Capital of France?")
 
     text_deltas = [
-        e.delta.content_delta
-        for e in events
-        if isinstance(e, PartDeltaEvent) and isinstance(e.delta, TextPartDelta)
+        e.delta.content_delta for e in events if isinstance(e, PartDeltaEvent) and isinstance(e.delta, TextPartDelta)
     ]
     # The first chunk starts the part (PartStartEvent); each later chunk is a delta of its own.
     assert len(text_deltas) >= 3
@@ -144,9 +140,7 @@ async def test_tool_call_round_trip(server: OpenAIServer, stream: bool) -> None:
 
     if stream:
         events = await collect_events(agent, "What is 2 + 3?")
-        tool_deltas = [
-            e for e in events if isinstance(e, PartDeltaEvent) and isinstance(e.delta, ToolCallPartDelta)
-        ]
+        tool_deltas = [e for e in events if isinstance(e, PartDeltaEvent) and isinstance(e.delta, ToolCallPartDelta)]
         assert len(tool_deltas) >= 2  # the arguments came in pieces
         output = events[-1].result.output
     else:
@@ -176,11 +170,7 @@ async def test_generated_tool_call_id_is_echoed_back(server: OpenAIServer) -> No
     result = await agent.run("ping")
 
     [call] = [
-        p
-        for m in result.all_messages()
-        if isinstance(m, ModelResponse)
-        for p in m.parts
-        if isinstance(p, ToolCallPart)
+        p for m in result.all_messages() if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)
     ]
     tool_message = server.requests[1]["messages"][-1]
     assert tool_message["tool_call_id"] == call.tool_call_id
@@ -208,9 +198,7 @@ async def test_usage_reaches_the_result(server: OpenAIServer, stream: bool) -> N
 async def test_no_usage_chunk_unless_asked(server: OpenAIServer) -> None:
     server.enqueue(Reply(text=["ok"], usage=Usage(1, 2)))
 
-    status, raw = post_json(
-        f"{server.base_url}/chat/completions", {"model": MODEL, "stream": True, "messages": []}
-    )
+    status, raw = post_json(f"{server.base_url}/chat/completions", {"model": MODEL, "stream": True, "messages": []})
 
     assert status == 200
     assert b'"usage"' not in raw

@@ -40,7 +40,12 @@ def session_for(
     approver: object | None = None,
 ) -> ConversationSession:
     return open_session(
-        settings, MODEL, project, approver=approver, mode=mode, model_factory=script.factory()  # type: ignore[arg-type]
+        settings,
+        MODEL,
+        project,
+        approver=approver,
+        mode=mode,
+        model_factory=script.factory(),  # type: ignore[arg-type]
     )
 
 
@@ -118,9 +123,7 @@ async def test_tool_call_edits_file_and_reports_diff(project: Path, settings: Se
     assert started.raw_input == {"path": "src/app.py", "old_text": "'hello'", "new_text": "'hi'"}
     assert started.locations[0].path == target
     assert finished.status == "completed"
-    assert finished.diff == FileDiff(
-        target, "def greet():\n    return 'hello'\n", "def greet():\n    return 'hi'\n"
-    )
+    assert finished.diff == FileDiff(target, "def greet():\n    return 'hello'\n", "def greet():\n    return 'hi'\n")
     # The second model request carried the tool result for the same call id.
     returns = [p for m in script.requests[1] for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
     assert [r.tool_call_id for r in returns] == ["c1"]
@@ -296,4 +299,3 @@ async def test_usage_is_reported(project: Path, settings: Settings) -> None:
     assert result.usage.requests == 1
     assert result.usage.input_tokens > 0
     assert isinstance(result.usage, Usage)
-

@@ -63,8 +63,8 @@ async def test_read_only_refuses_gated_kinds(kind: ToolKind) -> None:
     approver = ScriptedApprover()
     message = await denied(Permissions("read-only", approver), edit(kind=kind))
     assert message == (
-        "codling is in read-only mode, so Edit /w/a.py was not run; tell the user, who can switch the mode to "
-        "ask, accept-edits or yolo"
+        "codling is in read-only mode, so Edit /w/a.py was not run; tell the user, who can switch the mode "
+        "to ask, accept-edits or yolo"
     )
     assert approver.asked == []
 

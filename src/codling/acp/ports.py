@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from acp import helpers
 from acp.interfaces import Client
-from acp.schema import PermissionOption, ToolCallUpdate
+from acp.schema import (
+    ContentToolCallContent,
+    FileEditToolCallContent,
+    PermissionOption,
+    TerminalToolCallContent,
+    ToolCallUpdate,
+)
 
 from codling.acp.translate import locations
 from codling.tools.ports import Decision, Location, PermissionRequest
@@ -25,6 +31,7 @@ class AcpApprover:
 
     async def ask(self, request: PermissionRequest) -> Decision:
         """Send session/request_permission and map the chosen option to a decision."""
+        content: list[ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent]
         if request.diff is not None:
             d = request.diff
             content = [helpers.tool_diff_content(str(d.path), d.new_text, d.old_text)]
@@ -46,4 +53,3 @@ class AcpApprover:
         if outcome.outcome == "selected" and outcome.option_id in ("allow_once", "allow_always"):
             return "allow_always" if outcome.option_id == "allow_always" else "allow_once"
         return "reject"
-

@@ -13,10 +13,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError, helpers
-from acp.interfaces import Client
+from acp.interfaces import Agent, Client
 from acp.schema import (
     AgentCapabilities,
     AudioContentBlock,
@@ -76,9 +76,9 @@ class AcpSession:
 def _warm_up() -> None:
     """Import the heavy modules a first prompt needs, off the event loop's critical path."""
     try:
-        import codling.brain.session  # noqa: F401
+        import codling.brain.session
         import codling.llm.providers  # noqa: F401
-    except Exception:  # noqa: BLE001 - warm-up is best effort; the real import reports errors
+    except Exception:
         log.debug("warm-up import failed", exc_info=True)
 
 
@@ -177,7 +177,11 @@ class CodlingAgent:
         except ConfigError as e:
             raise RequestError.internal_error({"details": str(e)}) from e
         if not choice.info.known:
-            log.warning("model %s is in no catalog; assuming a %d-token context", choice.info.id, choice.info.context_limit)
+            log.warning(
+                "model %s is in no catalog; assuming a %d-token context",
+                choice.info.id,
+                choice.info.context_limit,
+            )
         session_id = _new_id()
         brain = open_session(
             settings,
@@ -238,7 +242,9 @@ class CodlingAgent:
                 category="mode",
                 current_value=session.brain.state.mode,
                 options=[
-                    SessionConfigSelectOption(value=m, name=MODE_DESCRIPTIONS[m][0], description=MODE_DESCRIPTIONS[m][1])
+                    SessionConfigSelectOption(
+                        value=m, name=MODE_DESCRIPTIONS[m][0], description=MODE_DESCRIPTIONS[m][1]
+                    )
                     for m in PERMISSION_MODES
                 ],
             ),
@@ -277,15 +283,17 @@ class CodlingAgent:
         blocks, notes = await self._convert(session, prompt)
         for note in notes:
             await self.client.session_update(session_id=session_id, update=helpers.update_agent_message_text(note))
-        from codling.brain.events import TurnEnded
+        from codling.brain.events import StopReason, TurnEnded
 
-        stop_reason = "end_turn"
+        stop_reason: StopReason = "end_turn"
         async for event in session.brain.stream(blocks):
             if isinstance(event, TurnEnded):
                 stop_reason = event.stop_reason
         return PromptResponse(stop_reason=stop_reason)
 
-    async def _convert(self, session: AcpSession, prompt: list[ContentBlock]) -> tuple[tuple[PromptBlock, ...], list[str]]:
+    async def _convert(
+        self, session: AcpSession, prompt: list[ContentBlock]
+    ) -> tuple[tuple[PromptBlock, ...], list[str]]:
         """ACP content blocks → brain prompt blocks, plus notes for the user about anything not sent as is."""
         from codling.brain.prompt import ResourceBlock, TextBlock
 
@@ -346,7 +354,7 @@ def _new_id() -> str:
 def _mode(value: str) -> PermissionMode:
     if value not in PERMISSION_MODES:
         raise RequestError.invalid_params({"modeId": value, "message": f"choose one of {', '.join(PERMISSION_MODES)}"})
-    return value  # type: ignore[return-value]
+    return cast(PermissionMode, value)
 
 
 def _directory(value: str, field: str) -> Path:
@@ -380,4 +388,7 @@ async def serve(cli_model: str | None = None) -> None:
 
     reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     transport = TolerantTransport(reader, MessageSender(writer, TaskSupervisor(source="codling.acp")))
-    await run_agent(CodlingAgent(cli_model=cli_model), transport, use_unstable_protocol=True)
+    # codling leaves out the Agent protocol methods it does not advertise (load, list, fork, resume, close);
+    # the SDK router answers those with method-not-found.
+    agent = cast(Agent, CodlingAgent(cli_model=cli_model))
+    await run_agent(agent, transport, use_unstable_protocol=True)

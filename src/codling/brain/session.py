@@ -262,7 +262,7 @@ class ConversationSession:
             if not self._cancel_requested:
                 raise
             stop = "cancelled"
-        except Exception as e:  # noqa: BLE001 - every failure becomes a visible error reply
+        except Exception as e:
             send(TurnFailed(turn_id, _describe_failure(e)))
             if not _is_expected_failure(e):
                 log.exception("turn %s failed", turn_id)
@@ -271,9 +271,7 @@ class ConversationSession:
         send(TurnEnded(turn_id, stop, usage, error=log_.error is not None))
         emit(_DONE)
 
-    async def _drive(
-        self, turn_id: str, user_text: str, send: Callable[[Event], None]
-    ) -> tuple[StopReason, Usage]:
+    async def _drive(self, turn_id: str, user_text: str, send: Callable[[Event], None]) -> tuple[StopReason, Usage]:
         from pydantic_ai import Agent
         from pydantic_ai.exceptions import UsageLimitExceeded
         from pydantic_ai.messages import (
@@ -321,8 +319,8 @@ class ConversationSession:
                                         send(ThoughtDelta(turn_id, delta.content_delta))
                         stop = _stop_reason(events.response.finish_reason)
                     elif Agent.is_call_tools_node(node):
-                        async with node.stream(run.ctx) as events:
-                            async for ev in events:
+                        async with node.stream(run.ctx) as tool_events:
+                            async for ev in tool_events:
                                 if isinstance(ev, FunctionToolCallEvent):
                                     send(self._tool_started(turn_id, ev.part.tool_name, ev.part))
                                 elif isinstance(ev, FunctionToolResultEvent):
@@ -369,12 +367,13 @@ def _tool_finished(turn_id: str, part: Any) -> ToolCallFinished:
     report = getattr(part, "metadata", None)
     if isinstance(report, ToolReport):
         output = report.output
+        text = output.text if output is not None and not report.failed else report.error or ""
         return ToolCallFinished(
             turn_id=turn_id,
             call_id=part.tool_call_id,
             tool_name=part.tool_name,
             status="failed" if report.failed else "completed",
-            text=report.error if report.failed or output is None else output.text,
+            text=text,
             diff=output.diff if output else None,
             locations=output.locations if output else (),
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -29,7 +30,5 @@ def run_acp(model: str | None = None) -> None:
     setup_logging()
     from codling.acp.server import serve
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(model))
-    except KeyboardInterrupt:
-        pass

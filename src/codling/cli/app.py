@@ -32,7 +32,8 @@ app = typer.Typer(
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 ModelOption = Annotated[
-    str | None, typer.Option("--model", "-m", help="Model id, e.g. anthropic:claude-sonnet-4-5 (see `codling models`).")
+    str | None,
+    typer.Option("--model", "-m", help="Model id, e.g. anthropic:claude-sonnet-4-5 (see `codling models`)."),
 ]
 
 

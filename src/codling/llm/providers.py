@@ -74,7 +74,7 @@ def select_model(cli_model: str | None, settings: Settings, catalog: Catalog) ->
         "no model is configured and no provider has credentials. Set one of "
         + ", ".join(variables)
         + " (for example ANTHROPIC_API_KEY or OPENAI_API_KEY), or choose a model with --model, CODLING_MODEL "
-        "or `model = \"provider:name\"` in $CODLING_HOME/config.toml."
+        'or `model = "provider:name"` in $CODLING_HOME/config.toml.'
     )
 
 

@@ -37,6 +37,7 @@ SEARCH_LINE_CHARS = 300
 SEARCH_MAX_FILE_BYTES = 5_000_000
 DIFF_MAX_LINES = 80
 _SUBPROCESS_TIMEOUT = 60.0
+_RG_LINE_LIMIT = 1 << 20
 
 
 # --- read_file ---------------------------------------------------------------------------------------------
@@ -101,9 +102,7 @@ def number_lines(text: str, start_line: int | None, end_line: int | None, shown:
 # --- list_files --------------------------------------------------------------------------------------------
 
 
-async def list_files(
-    ctx: RunContext[ToolDeps], path: str = ".", max_entries: int = LIST_DEFAULT_ENTRIES
-) -> ToolOutput:
+async def list_files(ctx: RunContext[ToolDeps], path: str = ".", max_entries: int = LIST_DEFAULT_ENTRIES) -> ToolOutput:
     """List the files under a directory, recursively, sorted by path. Files .gitignore ignores are left out.
 
     Paths are shown relative to the working directory.
@@ -124,17 +123,12 @@ async def list_files(
     if not listing.files:
         return ToolOutput(text=f"No files in {shown} (files ignored by .gitignore are not listed).")
     lines = [workspace.display(f) for f in listing.files[:limit]]
-    count = f"{len(listing.files)}" if listing.complete else f"more than {len(listing.files)}"
     if len(listing.files) > limit or not listing.complete:
-        lines.append(
-            f"[Showing {min(limit, len(listing.files))} of {count} files; list a subdirectory"
-            + (
-                f" or pass a larger max_entries (up to {LIST_MAX_ENTRIES})"
-                if limit < LIST_MAX_ENTRIES
-                else ""
-            )
-            + ".]"
-        )
+        total = str(len(listing.files)) if listing.complete else f"more than {len(listing.files)}"
+        hint = "list a subdirectory"
+        if limit < LIST_MAX_ENTRIES:
+            hint += f" or pass a larger max_entries (up to {LIST_MAX_ENTRIES})"
+        lines.append(f"[Showing {len(lines)} of {total} files; {hint}.]")
     return ToolOutput(text="\n".join(lines), locations=(Location(target),))
 
 
@@ -222,9 +216,7 @@ def walk_files(directory: Path, top: Path, max_files: int = WALK_MAX_FILES) -> F
     for dirpath, dirnames, filenames in os.walk(directory):
         base = Path(dirpath)
         dirnames[:] = [
-            d
-            for d in dirnames
-            if d != ".git" and not rules.ignored(base / d, is_dir=not os.path.islink(base / d))
+            d for d in dirnames if d != ".git" and not rules.ignored(base / d, is_dir=not os.path.islink(base / d))
         ]
         for name in filenames:
             file = base / name
@@ -374,9 +366,7 @@ async def search(
         return ToolOutput(text=f"No matches for /{pattern}/{where}.", locations=(Location(target),))
     lines = list(result.matches)
     if result.more:
-        lines.append(
-            f"[Showing the first {len(result.matches)} matches; narrow it with path, glob or pattern.]"
-        )
+        lines.append(f"[Showing the first {len(result.matches)} matches; narrow it with path, glob or pattern.]")
     return ToolOutput(text="\n".join(lines), locations=(Location(target),))
 
 
@@ -408,9 +398,7 @@ async def find_matches(
     if not pattern:
         raise ToolError("the search pattern is empty; give a regular expression to look for")
     if not target.exists():
-        raise PathError(
-            f"'{workspace.display(target)}' does not exist; use list_files to find the right path"
-        )
+        raise PathError(f"'{workspace.display(target)}' does not exist; use list_files to find the right path")
     if rg is not None:
         result = await _rg_search(rg, pattern, target, workspace, glob, ignore_case, max_matches)
         if result is not None:
@@ -437,9 +425,7 @@ def glob_matches(glob: str, relative: Path) -> bool:
     return bool(re.fullmatch(glob_regex(pattern.lstrip("/")), subject)) != negate
 
 
-def _python_search(
-    regex: re.Pattern[str], files: list[Path], workspace: Workspace, max_matches: int
-) -> SearchResult:
+def _python_search(regex: re.Pattern[str], files: list[Path], workspace: Workspace, max_matches: int) -> SearchResult:
     matches: list[str] = []
     for file in files:
         try:
@@ -478,6 +464,8 @@ async def _rg_search(
     cwd, where = (target, []) if target.is_dir() else (target.parent, [target.name])
     args = ["--line-number", "--no-heading", "--with-filename", "--null", "--color=never", "--no-require-git"]
     args += ["--hidden", "--glob", "!.git", "--sort=path"]  # hidden files are listed by git too
+    # A minified file can be one multi-megabyte line; only a preview of it is worth reading.
+    args += [f"--max-columns={SEARCH_LINE_CHARS * 4}", "--max-columns-preview"]
     if glob:
         args += ["--glob", glob]
     if ignore_case:
@@ -491,6 +479,7 @@ async def _rg_search(
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            limit=_RG_LINE_LIMIT,
         )
     except OSError:
         return None
@@ -518,6 +507,8 @@ async def _rg_search(
     if proc.returncode == 2 and not matches:
         if "regex parse error" in stderr or "error parsing regex" in stderr.lower():
             return None
+        if "No files were searched" in stderr:  # every file was filtered out (glob, .gitignore)
+            return SearchResult(())
         raise ToolError(f"search failed: {stderr.strip() or 'ripgrep exited with an error'}")
     return SearchResult(tuple(matches), more=more)
 
@@ -547,9 +538,7 @@ async def edit_file(ctx: RunContext[ToolDeps], path: str, old_text: str, new_tex
     target = workspace.resolve(path)
     shown = workspace.display(target)
     if not old_text:
-        raise EditError(
-            "old_text is empty; give the exact text to replace, or use write_file to create a file"
-        )
+        raise EditError("old_text is empty; give the exact text to replace, or use write_file to create a file")
     if old_text == new_text:
         raise EditError("old_text and new_text are the same, so there is nothing to change")
     original = await ctx.deps.fs.read_text(target)
@@ -613,9 +602,7 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> Tool
     return ToolOutput(text=text, diff=diff, locations=(Location(target, 1),))
 
 
-async def _ask(
-    ctx: RunContext[ToolDeps], tool_name: str, args: dict[str, str], target: Path, diff: FileDiff
-) -> None:
+async def _ask(ctx: RunContext[ToolDeps], tool_name: str, args: dict[str, str], target: Path, diff: FileDiff) -> None:
     info = describe_call(tool_name, args, ctx.deps.workspace)
     request = PermissionRequest(
         tool_call_id=ctx.tool_call_id or "",

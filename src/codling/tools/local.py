@@ -45,9 +45,7 @@ def _read_text(path: Path) -> str:
     except IsADirectoryError as e:
         raise PathError(f"{path} is a directory, not a file; use list_files to see what it contains") from e
     except UnicodeDecodeError as e:
-        raise PathError(
-            f"{path} is not a UTF-8 text file (it looks binary), so it cannot be read as text"
-        ) from e
+        raise PathError(f"{path} is not a UTF-8 text file (it looks binary), so it cannot be read as text") from e
     except PermissionError as e:
         raise PathError(f"{path} cannot be read: permission denied") from e
     except OSError as e:
@@ -104,15 +102,16 @@ class LocalTerminal:
             # The child has its own copy; ours must go or the pipe never reports EOF.
             os.close(write_fd)
 
-        # Our own pipe (not asyncio's) so we can stop reading while background children still hold it open.
-        reader = asyncio.StreamReader(limit=_CHUNK)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
-        )
+        pipe = os.fdopen(read_fd, "rb", buffering=0)
         capture = _Capture(output_limit)
-        drain = asyncio.create_task(_drain(reader, capture))
+        transport: asyncio.BaseTransport | None = None
+        drain: asyncio.Task[None] | None = None
         timed_out = False
         try:
+            # Our own pipe (not asyncio's) so we can stop reading while background children still hold it.
+            reader = asyncio.StreamReader(limit=_CHUNK)
+            transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+            drain = asyncio.create_task(_drain(reader, capture))
             try:
                 await asyncio.wait_for(proc.wait(), timeout)
             except TimeoutError:
@@ -121,14 +120,17 @@ class LocalTerminal:
             else:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(drain), _PIPE_LINGER_SECONDS)
-        except asyncio.CancelledError:
+        except BaseException:  # cancellation above all: nothing of the command may outlive the call
             await self._stop_group(proc, drain)
             raise
         finally:
-            drain.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await drain
-            transport.close()
+            if drain is not None:
+                drain.cancel()
+                await asyncio.wait([drain])  # unlike awaiting it, never swallows our own cancellation
+            if transport is not None:
+                transport.close()  # closes the pipe too
+            else:
+                pipe.close()
         output, truncated = capture.result()
         return CommandResult(
             exit_code=None if timed_out else proc.returncode,
@@ -137,14 +139,15 @@ class LocalTerminal:
             timed_out=timed_out,
         )
 
-    async def _stop_group(self, proc: asyncio.subprocess.Process, drain: asyncio.Task[None]) -> None:
+    async def _stop_group(self, proc: asyncio.subprocess.Process, drain: asyncio.Task[None] | None) -> None:
         """SIGTERM the process group, wait a little for it to go, then SIGKILL whatever is left."""
         pgid = proc.pid  # start_new_session makes the shell the group leader
         try:
             _signal_group(pgid, signal.SIGTERM)
             # The group is gone once the shell exited and every member closed the pipe.
+            gone = [proc.wait()] if drain is None else [proc.wait(), asyncio.shield(drain)]
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(proc.wait(), asyncio.shield(drain)), self.kill_grace)
+                await asyncio.wait_for(asyncio.gather(*gone), self.kill_grace)
         finally:
             _signal_group(pgid, signal.SIGKILL)
             with contextlib.suppress(TimeoutError):

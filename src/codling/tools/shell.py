@@ -13,9 +13,7 @@ MIN_TIMEOUT_SECONDS = 1.0
 MAX_TIMEOUT_SECONDS = 600.0
 
 
-async def run_command(
-    ctx: RunContext[ToolDeps], command: str, timeout_seconds: float | None = None
-) -> ToolOutput:
+async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: float | None = None) -> ToolOutput:
     """Run a shell command (/bin/sh -c) in the working directory; returns its exit code and output.
 
     stdout and stderr come back together. There is no input: a command that waits for a keypress or a
@@ -45,9 +43,7 @@ async def run_command(
         raw_input=raw_input,
     )
     await deps.permissions.check(request)
-    result = await deps.terminal.run(
-        command, cwd=deps.workspace.cwd, timeout=timeout, output_limit=deps.output_limit
-    )
+    result = await deps.terminal.run(command, cwd=deps.workspace.cwd, timeout=timeout, output_limit=deps.output_limit)
     if result.timed_out:
         status = f"timed out after {timeout:g}s, process group killed"
     elif result.exit_code is None:

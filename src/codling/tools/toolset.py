@@ -82,11 +82,14 @@ def build_toolset() -> AbstractToolset[ToolDeps]:
     from codling.tools.files import edit_file, list_files, read_file, search, write_file
     from codling.tools.shell import run_command
 
-    functions = FunctionToolset[ToolDeps](
-        [read_file, list_files, search, edit_file, write_file, run_command],
-        docstring_format="google",
-        require_parameter_descriptions=True,
-    )
+    functions = FunctionToolset[ToolDeps](docstring_format="google", require_parameter_descriptions=True)
+    for reader in (read_file, list_files, search):
+        functions.add_function(reader)
+    # pydantic-ai runs a response's tool calls concurrently: two edits of one file would each read the old
+    # text and the last write would win, and the user would get overlapping permission prompts. Sequential
+    # tools run alone, one at a time, in the order the model called them.
+    for changer in (edit_file, write_file, run_command):
+        functions.add_function(changer, sequential=True)
     return ReportingToolset(functions)
 
 

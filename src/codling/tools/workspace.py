@@ -54,9 +54,7 @@ class Workspace:
                 f"path '{path}' leads outside the workspace through a symbolic link (to {resolved}); "
                 "use a path inside the workspace"
             )
-        raise PathError(
-            f"path '{path}' is outside the workspace ({self._roots_text()}); use a path inside it"
-        )
+        raise PathError(f"path '{path}' is outside the workspace ({self._roots_text()}); use a path inside it")
 
     def display(self, path: Path) -> str:
         """How to show ``path`` to the model and the user: relative to the cwd if inside it, else absolute."""

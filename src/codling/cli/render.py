@@ -1,0 +1,432 @@
+"""Terminal output for ``codling run``: observers of the brain's event stream.
+
+:class:`TerminalRenderer` draws a turn for people (streamed text, thoughts, one line per tool call, diffs,
+errors, a spinner while the model is thinking); :class:`JsonLinesRenderer` prints one JSON object per event
+for scripts. The approver (``cli/approve.py``) shares the diff formatting and the styled writer, and uses
+:func:`prompting` so that a permission question is never overdrawn by a spinner or by a tool line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+import weakref
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.text import Text
+
+from codling.brain.events import (
+    Event,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
+from codling.tools.ports import FileDiff
+
+DIFF_LINES = 40
+"""How many diff lines the renderer shows for an edit before "… N more lines"."""
+
+_FAILURE_CHARS = 200
+
+# C0/C1 control characters other than newline and tab: model text, tool output or file contents could
+# otherwise move the cursor, recolor the terminal or hide part of a command the user is asked to approve.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def use_color(stream: TextIO, env: Mapping[str, str]) -> bool:
+    """Whether to style output on ``stream``: only on a terminal, with ``NO_COLOR`` unset (any value counts,
+    even empty) and ``TERM`` not ``dumb``."""
+    return is_terminal(stream) and "NO_COLOR" not in env and env.get("TERM") != "dumb"
+
+
+def printable(text: str) -> str:
+    """``text`` safe to write to a terminal: control characters other than newline and tab are shown as
+    ``\\xNN`` instead of being interpreted (a CR of a CRLF line end is dropped)."""
+    text = text.replace("\r\n", "\n")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def format_diff(diff: FileDiff, max_lines: int) -> list[str]:
+    """The unified diff of ``diff`` (hunks only, 3 lines of context, no trailing newlines), at most
+    ``max_lines`` lines plus a final "… N more lines" note when longer. A new file diffs against empty."""
+    old = (diff.old_text or "").splitlines()
+    new = diff.new_text.splitlines()
+    # The caller already shows the path, so the ---/+++ header lines would only repeat it.
+    lines = [line for line in difflib.unified_diff(old, new, lineterm="") if not line.startswith(("---", "+++"))]
+    if len(lines) > max_lines:
+        return [*lines[:max_lines], f"… {len(lines) - max_lines} more lines"]
+    return lines
+
+
+def diff_line_style(line: str) -> str | None:
+    """The rich style of one line from :func:`format_diff`."""
+    if line.startswith("+"):
+        return "green"
+    if line.startswith("-"):
+        return "red"
+    if line.startswith("@@"):
+        return "cyan"
+    if line.startswith("…"):
+        return "dim"
+    return None
+
+
+class StyledWriter:
+    """Writes text to one stream: styled through rich when ``color``, verbatim otherwise (so plain output
+    never holds an escape code). Flushes every write, knows whether the cursor is mid-line, and can hold its
+    output back for a while (see :func:`prompting`)."""
+
+    def __init__(self, stream: TextIO, *, color: bool) -> None:
+        self.stream = stream
+        self.color = color
+        self._console = (
+            Console(
+                file=stream,
+                force_terminal=True,
+                no_color=False,
+                color_system="standard",
+                highlight=False,
+                soft_wrap=True,
+            )
+            if color
+            else None
+        )
+        self._at_line_start = True
+        self._held: list[tuple[str, str | None]] | None = None
+
+    @property
+    def at_line_start(self) -> bool:
+        """Whether the last character written (or held) was a newline, or nothing was written yet."""
+        return self._at_line_start
+
+    def write(self, text: str, style: str | None = None) -> None:
+        """Write ``text`` (made :func:`printable`) in ``style``, a rich style such as ``"bold red"``."""
+        text = printable(text)
+        if not text:
+            return
+        self._at_line_start = text.endswith("\n")
+        if self._held is not None:
+            self._held.append((text, style))
+            return
+        self._emit(text, style)
+
+    def line(self, text: str = "", style: str | None = None) -> None:
+        """Write ``text`` and a newline."""
+        self.write(text, style)
+        self.write("\n")
+
+    def end_line(self) -> None:
+        """Move to the start of a line unless the cursor is already there."""
+        if not self._at_line_start:
+            self.write("\n")
+
+    def hold(self) -> None:
+        """Keep further writes back until :meth:`release`."""
+        if self._held is None:
+            self._held = []
+
+    def release(self) -> None:
+        """Write whatever was held back, in order."""
+        held, self._held = self._held, None
+        for text, style in held or ():
+            self._emit(text, style)
+
+    def _emit(self, text: str, style: str | None) -> None:
+        if self._console is None:
+            self.stream.write(text)
+        else:
+            self._console.print(Text(text, style=style or ""), end="")
+        self.stream.flush()
+
+
+class _Spinner:
+    """A transient rich spinner; it erases itself when stopped, so the cursor is back where it started."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._console = Console(
+            file=stream, force_terminal=True, color_system="standard", highlight=False, soft_wrap=True
+        )
+        self._live: Live | None = None
+
+    def start(self) -> None:
+        if self._live is not None:
+            return
+        spinner = Spinner("dots", text=Text("working…", style="dim"), style="cyan")
+        # No stdout/stderr redirection: the renderer and the approver write to the real streams themselves.
+        self._live = Live(
+            spinner,
+            console=self._console,
+            transient=True,
+            refresh_per_second=12.5,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._live.start()
+
+    def stop(self) -> None:
+        live, self._live = self._live, None
+        if live is not None:
+            live.stop()
+
+
+class _PromptGate:
+    """Lets a question to the user (the approver) pause every terminal renderer.
+
+    Events reach the renderer through the session's queue, so a tool line or a parallel tool's result may be
+    drawn while the user is typing an answer, and a spinner may be running when the question appears. While a
+    prompt is open every renderer's spinner is stopped and its output is held, then written when it closes.
+    """
+
+    def __init__(self) -> None:
+        self.open_prompts = 0
+        self.renderers: weakref.WeakSet[TerminalRenderer] = weakref.WeakSet()
+
+
+_GATE = _PromptGate()
+
+
+@contextmanager
+def prompting() -> Iterator[bool]:
+    """Hold every :class:`TerminalRenderer`'s output and stop its spinner while the user is asked something.
+
+    Yields whether some renderer's output stopped mid-line, so the question can start on a fresh line.
+    """
+    renderers = list(_GATE.renderers)
+    mid_line = any(not r.at_line_start for r in renderers)
+    _GATE.open_prompts += 1
+    for renderer in renderers:
+        renderer._pause()
+    try:
+        yield mid_line
+    finally:
+        _GATE.open_prompts -= 1
+        if _GATE.open_prompts == 0:
+            for renderer in list(_GATE.renderers):
+                renderer._resume()
+
+
+class TerminalRenderer:
+    """Draws a turn's events on a terminal (or plainly into a pipe or file) as they arrive.
+
+    ``color`` styles the output with rich; without it the output is plain text with no escape codes.
+    ``interactive`` (with ``color``) shows a spinner on ``err`` (or ``out``) while waiting for the model.
+    """
+
+    def __init__(self, out: TextIO, *, err: TextIO | None = None, color: bool, interactive: bool) -> None:
+        self._out = StyledWriter(out, color=color)
+        self._color = color
+        spinner_stream = err if err is not None and is_terminal(err) else out
+        self._spinner = _Spinner(spinner_stream) if interactive and color else None
+        self._thinking = False
+        self._thought_written = False
+        self._titles: dict[str, str] = {}  # call id -> title, for tool calls still running
+        self._open_tool: str | None = None  # the call whose title ends the current line
+        _GATE.renderers.add(self)
+
+    @property
+    def at_line_start(self) -> bool:
+        """Whether the renderer's output ends with a newline (or is empty)."""
+        return self._out.at_line_start
+
+    async def __call__(self, event: Event) -> None:
+        """Draw one event."""
+        self._stop_spinner()
+        if not isinstance(event, ThoughtDelta):
+            self._end_thought()
+        match event:
+            case TurnStarted():
+                self._reset()
+                self._start_spinner()
+            case TextDelta():
+                self._text(event)
+            case ThoughtDelta():
+                self._thought(event)
+            case ToolCallStarted():
+                self._tool_started(event)
+            case ToolCallFinished():
+                self._tool_finished(event)
+                if not self._titles:  # a tool still running (or asking) must not be overdrawn
+                    self._start_spinner()
+            case TurnFailed():
+                self._failed(event)
+            case TurnEnded():
+                self._ended(event)
+            case _:
+                pass  # ToolCallUpdated: the tool line already says what runs
+
+    def close(self) -> None:
+        """Stop the spinner, if any; call when the turn is over or interrupted."""
+        self._stop_spinner()
+
+    # -- events --------------------------------------------------------------------------------------------
+
+    def _text(self, event: TextDelta) -> None:
+        if self._open_tool is not None:
+            self._fresh_line()
+        self._out.write(event.text)
+
+    def _thought(self, event: ThoughtDelta) -> None:
+        if not self._thinking:
+            self._fresh_line()
+            self._thinking = True
+            if not self._color:
+                self._out.write("thinking: ")
+        # Compact: thoughts are context, not the answer, so blank lines inside them are dropped.
+        text = re.sub(r"\n{2,}", "\n", printable(event.text))
+        if self._out.at_line_start or not self._thought_written:
+            text = text.lstrip("\n")
+        self._thought_written = self._thought_written or bool(text)
+        self._out.write(text, "dim italic")
+
+    def _tool_started(self, event: ToolCallStarted) -> None:
+        title = one_line(event.title) or event.tool_name
+        self._titles[event.call_id] = title
+        self._fresh_line()
+        self._tool_title(title)
+        self._open_tool = event.call_id
+
+    def _tool_finished(self, event: ToolCallFinished) -> None:
+        title = self._titles.pop(event.call_id, event.tool_name)
+        if self._open_tool != event.call_id:
+            # Something else was drawn since the call started: repeat its title so the status is not orphaned.
+            self._fresh_line()
+            self._tool_title(title)
+        self._tool_status(event)
+        self._out.write("\n")
+        self._open_tool = None
+        if event.diff is not None:
+            for line in format_diff(event.diff, DIFF_LINES):
+                self._out.write("    ")
+                self._out.line(line, diff_line_style(line) if self._color else None)
+
+    def _failed(self, event: TurnFailed) -> None:
+        self._fresh_line()
+        if self._color:
+            self._out.write("Error:", "bold red")
+            self._out.line(f" {event.message}")
+        else:
+            self._out.line(f"Error: {event.message}")
+
+    def _ended(self, event: TurnEnded) -> None:
+        self._fresh_line()
+        if event.stop_reason == "cancelled":
+            self._out.line("(cancelled)", "yellow")
+        elif event.stop_reason != "end_turn":
+            self._out.line(f"(stopped: {event.stop_reason})", "yellow")
+        self._reset()
+
+    # -- pieces --------------------------------------------------------------------------------------------
+
+    def _tool_title(self, title: str) -> None:
+        if self._color:
+            self._out.write("⏺ ", "cyan")
+            self._out.write(title, "bold")
+        else:
+            self._out.write(f"[tool] {title}")
+
+    def _tool_status(self, event: ToolCallFinished) -> None:
+        reason = _first_line(event.text) if event.status == "failed" else ""
+        if not self._color:
+            self._out.write(f" -> {event.status}" + (f": {reason}" if reason else ""))
+        elif event.status == "completed":
+            self._out.write("  ✓ done", "green")
+        else:
+            self._out.write("  ✗ failed" + (f": {reason}" if reason else ""), "red")
+
+    def _fresh_line(self) -> None:
+        self._out.end_line()
+        self._open_tool = None
+
+    def _end_thought(self) -> None:
+        if self._thinking:
+            self._thinking = self._thought_written = False
+            self._fresh_line()
+
+    def _reset(self) -> None:
+        self._thinking = self._thought_written = False
+        self._titles.clear()
+        self._open_tool = None
+
+    def _start_spinner(self) -> None:
+        # Only at the start of a line (the spinner line is erased and the cursor returns there) and never
+        # over a question the approver is asking.
+        if self._spinner is not None and self._out.at_line_start and _GATE.open_prompts == 0:
+            self._spinner.start()
+
+    def _stop_spinner(self) -> None:
+        if self._spinner is not None:
+            self._spinner.stop()
+
+    def _pause(self) -> None:
+        self._stop_spinner()
+        self._out.hold()
+
+    def _resume(self) -> None:
+        self._out.release()
+
+
+class JsonLinesRenderer:
+    """Prints each event as one JSON object per line (see :func:`event_to_json`), flushed per line."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    async def __call__(self, event: Event) -> None:
+        """Print one event."""
+        self._out.write(json.dumps(event_to_json(event), ensure_ascii=False) + "\n")
+        self._out.flush()
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    """``{"type": event.kind, **fields}`` with every dataclass field of the event made JSON-ready: paths
+    as strings, datetimes as ISO 8601, nested dataclasses (usage, diffs, locations) as objects, tuples as
+    lists. Generic over the event classes, so a new event or field needs no code here."""
+    return {"type": event.kind, **_jsonable(event)}
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal; ``False`` for closed streams and objects without ``isatty``."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):  # closed or not a real stream
+        return False
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: its non-blank lines stripped and joined by spaces."""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _first_line(text: str) -> str:
+    for line in text.strip().splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= _FAILURE_CHARS else line[: _FAILURE_CHARS - 1] + "…"
+    return ""

@@ -1,0 +1,164 @@
+"""End to end: spawn `codling acp` with the SDK's client side, against the loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
+from acp.client.connection import ClientSideConnection
+
+from tests.fakes.acp_client import RecordingClient
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage, running_server
+
+API_KEY = "sk-test-secret-123456"
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
+
+
+def agent_env(home: Path, server: OpenAIServer) -> dict[str, str]:
+    return {
+        "CODLING_HOME": str(home),
+        "CODLING_MODEL": "openai-chat:fake-model",
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": API_KEY,
+        "CODLING_LOG_FILE": str(home / "codling.log"),
+        "CODLING_LOG_LEVEL": "DEBUG",
+    }
+
+
+@asynccontextmanager
+async def spawned(client: RecordingClient, home: Path, server: OpenAIServer) -> AsyncIterator[ClientSideConnection]:
+    async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=agent_env(home, server)) as (
+        conn,
+        process,
+    ):
+        try:
+            yield conn
+        finally:
+            if process.returncode is None:
+                process.kill()
+            await asyncio.wait_for(process.wait(), 10)
+
+
+async def test_initialize_new_prompt_with_tool_call_then_cancel(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("run_command", {"command": "echo from-the-agent > out.txt"}, id="call_1")]),
+        Reply(text=["The command ", "ran."], usage=Usage(120, 7)),
+        Reply(text=["slow "] * 200, delay=0.05),
+    )
+    client = RecordingClient(answers=["allow_once"])
+    async with spawned(client, home, server) as conn:
+        init = await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
+        assert init.agent_info is not None and init.agent_info.name == "codling"
+        session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
+        response = await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("write a file")]), 30
+        )
+        assert response.stop_reason == "end_turn"
+        assert (project / "out.txt").read_text() == "from-the-agent\n"
+        assert client.agent_text() == "The command ran."
+        (call,) = client.of_kind("tool_call")
+        assert (call.tool_call_id, call.kind) == ("call_1", "execute")
+        (permission,) = client.permissions
+        assert permission.tool_call.content[0].content.text == "echo from-the-agent > out.txt"
+        updates = client.of_kind("tool_call_update")
+        assert updates[-1].status == "completed"
+        assert "exit code 0" in updates[-1].content[0].content.text
+
+        # Cancel a slowly streaming reply: the prompt answers `cancelled` long before the stream would end.
+        client.update_seen.clear()
+        before = len(client.updates)
+        prompt = asyncio.create_task(
+            conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("talk slowly")])
+        )
+        while len(client.updates) == before:
+            await asyncio.wait_for(client.update_seen.wait(), 10)
+            client.update_seen.clear()
+        await conn.cancel(session_id=session.session_id)
+        cancelled = await asyncio.wait_for(prompt, 5)
+        assert cancelled.stop_reason == "cancelled"
+
+    # The provider got the real tool-call round trip and the key, which never reached the log.
+    bodies = server.requests
+    assert bodies[1]["messages"][-1]["role"] == "tool"
+    assert bodies[1]["messages"][-1]["tool_call_id"] == "call_1"
+    assert server.authorizations[0] == f"Bearer {API_KEY}"
+    log = (home / "codling.log").read_text()
+    assert API_KEY not in log
+
+
+async def test_provider_error_is_reported_and_session_continues(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    server.enqueue(ErrorReply(400, "This model's maximum context length is 10 tokens", code="bad_request"))
+    server.enqueue(Reply(text=["recovered"]))
+    client = RecordingClient()
+    async with spawned(client, home, server) as conn:
+        await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
+        session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
+        first = await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("one")]), 30
+        )
+        assert first.stop_reason == "end_turn"
+        assert "HTTP 400" in client.agent_text() and "maximum context length" in client.agent_text()
+        second = await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("two")]), 30
+        )
+        assert second.stop_reason == "end_turn"
+        assert client.agent_text().endswith("recovered")
+
+
+async def test_malformed_input_gets_json_rpc_errors_and_server_keeps_serving(home: Path, server: OpenAIServer) -> None:
+    env = {**agent_env(home, server), "PATH": "/usr/bin:/bin"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "codling",
+        "acp",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    lines = [
+        b"this is not json\n",
+        b"[1, 2, 3]\n",
+        b'{"jsonrpc": "2.0", "id": 7, "method": "no/such/method", "params": {}}\n',
+        b'{"jsonrpc": "2.0", "id": 8, "method": "session/prompt", "params": {"sessionId": 5}}\n',
+        b'{"jsonrpc": "2.0", "id": 9, "method": "session/new", "params": {"cwd": "relative"}}\n',
+        json.dumps({"jsonrpc": "2.0", "id": 10, "method": "initialize", "params": {"protocolVersion": 1}}).encode()
+        + b"\n",
+    ]
+    try:
+        for line in lines:
+            process.stdin.write(line)
+        await process.stdin.drain()
+        replies = []
+        while len(replies) < 6:
+            raw = await asyncio.wait_for(process.stdout.readline(), 30)
+            assert raw, "the agent closed stdout"
+            replies.append(json.loads(raw))
+    finally:
+        process.kill()
+        await process.wait()
+    by_id = {r.get("id"): r for r in replies if r.get("id") is not None}
+    unnamed = [r for r in replies if r.get("id") is None]
+    assert sorted(r["error"]["code"] for r in unnamed) == [-32700, -32600]
+    assert by_id[7]["error"]["code"] == -32601
+    assert by_id[8]["error"]["code"] == -32602
+    assert by_id[9]["error"]["code"] == -32602
+    assert by_id[10]["result"]["agentInfo"]["name"] == "codling"
+    assert all(r["jsonrpc"] == "2.0" for r in replies)

@@ -1,0 +1,162 @@
+"""End to end: the `codling` command in real subprocesses, against the loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, running_server
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
+
+
+def base_env(home: Path) -> dict[str, str]:
+    # A clean environment: no provider credentials leak in from the machine running the tests.
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODLING_HOME": str(home)}
+
+
+def codling(
+    *args: str, env: dict[str, str], cwd: Path | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "codling", *args],
+        env=env,
+        cwd=cwd,
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def model_env(home: Path, server: OpenAIServer) -> dict[str, str]:
+    return {
+        **base_env(home),
+        "CODLING_MODEL": "openai-chat:fake-model",
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": "sk-cli-test",
+    }
+
+
+def test_version_and_help(home: Path) -> None:
+    from codling import __version__
+
+    version = codling("--version", env=base_env(home))
+    assert (version.returncode, version.stdout.strip()) == (0, f"codling {__version__}")
+    help_ = codling("--help", env=base_env(home))
+    assert help_.returncode == 0
+    for command in ("acp", "run", "models"):
+        assert command in help_.stdout
+
+
+def test_no_credentials_exits_2_naming_the_variables(home: Path, project: Path) -> None:
+    result = codling("run", "hello", env=base_env(home), cwd=project)
+    assert result.returncode == 2
+    assert "ANTHROPIC_API_KEY" in result.stderr and "OPENAI_API_KEY" in result.stderr
+    assert result.stdout == ""
+
+
+def test_bad_usage_exits_2(home: Path, project: Path) -> None:
+    assert codling("run", "--mode", "chaos", "x", env=base_env(home), cwd=project).returncode == 2
+    assert codling("run", "--no-such-flag", env=base_env(home), cwd=project).returncode == 2
+    assert codling("run", "x", "--cwd", str(project / "missing"), env=base_env(home)).returncode == 2
+
+
+def test_models_table_shows_limits_and_credentials(home: Path) -> None:
+    (home / "models.json").write_text(
+        json.dumps({"models": {"openai-chat:local-coder": {"context_limit": 12345, "max_output_tokens": 100}}})
+    )
+    result = codling("models", env={**base_env(home), "ANTHROPIC_API_KEY": "x"})
+    assert result.returncode == 0
+    rows = {line.split()[1]: line for line in result.stdout.splitlines() if "│" in line and ":" in line}
+    assert "200,000" in rows["anthropic:claude-sonnet-4-5"] and "yes" in rows["anthropic:claude-sonnet-4-5"]
+    assert "no" in rows["openai:gpt-5"]
+    assert "12,345" in rows["openai-chat:local-coder"]
+
+
+def test_run_streams_reply_plain_when_piped(home: Path, project: Path, server: OpenAIServer) -> None:
+    server.enqueue(Reply(text=["Hello ", "from ", "the model."]))
+    result = codling("run", "say hi", env=model_env(home, server), cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Hello from the model."
+    assert "\x1b" not in result.stdout
+    assert "read-only" in result.stderr  # stdin is not a terminal: it says which mode it uses
+    assert server.requests[0]["messages"][-1]["content"] == "say hi"
+
+
+def test_run_reads_prompt_from_stdin(home: Path, project: Path, server: OpenAIServer) -> None:
+    server.enqueue(Reply(text=["ok"]))
+    result = codling("run", "-", env=model_env(home, server), cwd=project, stdin="prompt from a pipe\n")
+    assert result.returncode == 0, result.stderr
+    assert "prompt from a pipe" in server.requests[0]["messages"][-1]["content"]
+
+
+def test_run_read_only_refuses_commands_and_model_is_told(home: Path, project: Path, server: OpenAIServer) -> None:
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("run_command", {"command": "touch hacked"}, id="c1")]),
+        Reply(text=["I could not run it."]),
+    )
+    result = codling("run", "touch a file", env=model_env(home, server), cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert not (project / "hacked").exists()
+    tool_message = server.requests[1]["messages"][-1]
+    assert tool_message["role"] == "tool" and "read-only" in tool_message["content"]
+
+
+def test_run_json_prints_event_lines(home: Path, project: Path, server: OpenAIServer) -> None:
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "src/app.py"}, id="r1")]),
+        Reply(text=["It greets."]),
+    )
+    result = codling("run", "--json", "what does app.py do?", env=model_env(home, server), cwd=project)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "turn_started" and kinds[-1] == "turn_ended"
+    assert "tool_call_started" in kinds and "tool_call_finished" in kinds
+    finished = next(e for e in events if e["type"] == "tool_call_finished")
+    assert finished["status"] == "completed" and "return 'hello'" in finished["text"]
+    assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "It greets."
+
+
+def test_run_with_yolo_edits_and_shows_diff(home: Path, project: Path, server: OpenAIServer) -> None:
+    server.enqueue(
+        Reply(
+            tool_calls=[
+                ToolCall("edit_file", {"path": "src/app.py", "old_text": "'hello'", "new_text": "'howdy'"}, id="e1")
+            ]
+        ),
+        Reply(text=["Edited."]),
+    )
+    result = codling("run", "--mode", "yolo", "change it", env=model_env(home, server), cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert (project / "src" / "app.py").read_text() == "def greet():\n    return 'howdy'\n"
+    assert "+    return 'howdy'" in result.stdout and "-    return 'hello'" in result.stdout
+
+
+def test_failed_turn_exits_1_with_error(home: Path, project: Path, server: OpenAIServer) -> None:
+    server.enqueue(ErrorReply(401, "Incorrect API key provided", code="invalid_api_key"))
+    result = codling("run", "hi", env=model_env(home, server), cwd=project)
+    assert result.returncode == 1
+    assert "Error" in result.stdout + result.stderr
+    assert "Incorrect API key provided" in result.stdout + result.stderr
+
+
+def test_unknown_model_warns_and_still_works(home: Path, project: Path, server: OpenAIServer) -> None:
+    server.enqueue(Reply(text=["fine"]))
+    env = {**model_env(home, server), "CODLING_MODEL": "openai-chat:never-heard-of-it"}
+    result = codling("run", "hi", env=env, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "never-heard-of-it" in result.stderr and "no model catalog" in result.stderr
+    assert server.requests[0]["model"] == "never-heard-of-it"

@@ -1,0 +1,393 @@
+"""The terminal and JSON-lines renderers, fed whole scripted event sequences."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from codling.brain.events import (
+    Event,
+    StopReason,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+    Usage,
+)
+from codling.cli.render import (
+    JsonLinesRenderer,
+    TerminalRenderer,
+    event_to_json,
+    format_diff,
+    printable,
+    prompting,
+    use_color,
+)
+from codling.tools.ports import FileDiff, Location
+
+T = "t1"
+STARTED_AT = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+EDIT = FileDiff(Path("/p/src/a.py"), "x = 1\ny = 2\n", "x = 10\ny = 2\n")
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def started(prompt: str = "fix it") -> TurnStarted:
+    return TurnStarted(T, prompt, thinking=False, started_at=STARTED_AT)
+
+
+def call(call_id: str, title: str, tool: str = "run_command", kind: str = "execute") -> ToolCallStarted:
+    return ToolCallStarted(T, call_id, tool, title, kind, {"arg": call_id})  # type: ignore[arg-type]
+
+
+def done(call_id: str, tool: str = "run_command", text: str = "ok", diff: FileDiff | None = None) -> ToolCallFinished:
+    return ToolCallFinished(T, call_id, tool, "completed", text, diff=diff)
+
+
+def failed(call_id: str, text: str, tool: str = "read_file") -> ToolCallFinished:
+    return ToolCallFinished(T, call_id, tool, "failed", text)
+
+
+async def feed(renderer: TerminalRenderer | JsonLinesRenderer, events: Iterable[Event]) -> None:
+    for event in events:
+        await renderer(event)
+
+
+async def render_plain(events: Iterable[Event]) -> str:
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, color=False, interactive=False)
+    await feed(renderer, events)
+    renderer.close()
+    return out.getvalue()
+
+
+FULL_TURN: list[Event] = [
+    started(),
+    ThoughtDelta(T, "Let me"),
+    ThoughtDelta(T, " look.\n\n"),
+    TextDelta(T, "I'll run the tests."),
+    call("c1", "Run `pytest -q`"),
+    ToolCallUpdated(T, "c1", "in_progress"),
+    done("c1", text="3 passed"),
+    TextDelta(T, "Now the edit."),
+    call("c2", "Edit src/a.py", "edit_file", "edit"),
+    done("c2", "edit_file", diff=EDIT),
+    call("c3", "Read missing.py", "read_file", "read"),
+    failed("c3", "\nFile not found: missing.py\nmore detail"),
+    TextDelta(T, "All "),
+    TextDelta(T, "green.\n"),
+    TurnEnded(T, "end_turn", Usage(10, 5, 2)),
+]
+
+
+async def test_plain_transcript_of_a_whole_turn() -> None:
+    assert await render_plain(FULL_TURN) == (
+        "thinking: Let me look.\n"
+        "I'll run the tests.\n"
+        "[tool] Run `pytest -q` -> completed\n"
+        "Now the edit.\n"
+        "[tool] Edit src/a.py -> completed\n"
+        "    @@ -1,2 +1,2 @@\n"
+        "    -x = 1\n"
+        "    +x = 10\n"
+        "     y = 2\n"
+        "[tool] Read missing.py -> failed: File not found: missing.py\n"
+        "All green.\n"
+    )
+
+
+async def test_parallel_tool_calls_repeat_the_title_on_their_status_line() -> None:
+    events: list[Event] = [
+        started(),
+        call("a", "Read a.py", "read_file", "read"),
+        call("b", "Read b.py", "read_file", "read"),
+        done("a", "read_file"),
+        done("b", "read_file"),
+        TextDelta(T, "Both read."),
+        TurnEnded(T, "end_turn"),
+    ]
+    assert await render_plain(events) == (
+        "[tool] Read a.py\n[tool] Read b.py\n[tool] Read a.py -> completed\n[tool] Read b.py -> completed\nBoth read.\n"
+    )
+
+
+async def test_thoughts_are_compact_and_prefixed_once_per_run() -> None:
+    events: list[Event] = [
+        started(),
+        ThoughtDelta(T, "\nfirst\n\n\nsecond"),
+        TextDelta(T, "Answer."),
+        ThoughtDelta(T, "again"),
+        TurnEnded(T, "end_turn"),
+    ]
+    assert await render_plain(events) == "thinking: first\nsecond\nAnswer.\nthinking: again\n"
+
+
+async def test_failed_turn_shows_the_error_on_its_own_line() -> None:
+    events: list[Event] = [
+        started(),
+        TextDelta(T, "Working"),
+        TurnFailed(T, "model error: 401 Incorrect API key provided"),
+        TurnEnded(T, "end_turn", error=True),
+    ]
+    assert await render_plain(events) == "Working\nError: model error: 401 Incorrect API key provided\n"
+
+
+@pytest.mark.parametrize(
+    ("reason", "note"),
+    [("cancelled", "(cancelled)"), ("max_turn_requests", "(stopped: max_turn_requests)")],
+)
+async def test_a_turn_that_did_not_end_normally_says_so(reason: StopReason, note: str) -> None:
+    events: list[Event] = [started(), TextDelta(T, "partial"), TurnEnded(T, reason)]
+    assert await render_plain(events) == f"partial\n{note}\n"
+
+
+async def test_an_empty_turn_prints_nothing() -> None:
+    assert await render_plain([started(), TurnEnded(T, "end_turn")]) == ""
+
+
+async def test_text_is_written_as_each_delta_arrives() -> None:
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, color=False, interactive=False)
+    await renderer(started())
+    await renderer(TextDelta(T, "Hel"))
+    assert out.getvalue() == "Hel"
+    await renderer(TextDelta(T, "lo"))
+    assert out.getvalue() == "Hello"
+
+
+async def test_plain_output_has_no_escape_codes_even_from_the_content() -> None:
+    events = [*FULL_TURN[:-1], TextDelta(T, "\x1b[31mred\x1b[0m\n"), TurnEnded(T, "cancelled")]
+    text = await render_plain(events)
+    assert "\x1b" not in text
+    assert "\\x1b[31mred\\x1b[0m\n(cancelled)\n" in text
+
+
+async def test_color_output_is_styled_and_keeps_the_text() -> None:
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, color=True, interactive=False)
+    await feed(renderer, [*FULL_TURN[:-1], TurnFailed(T, "boom"), TurnEnded(T, "end_turn", error=True)])
+    text = out.getvalue()
+    assert "\x1b[" in text
+    assert "thinking:" not in text
+    assert "\x1b[2;3mLet me\x1b[0m" in text  # thoughts dim and italic
+    assert "⏺ \x1b[0m\x1b[1mRun `pytest -q`\x1b[0m\x1b[32m  ✓ done\x1b[0m\n" in text
+    assert "\x1b[32m+x = 10\x1b[0m" in text and "\x1b[31m-x = 1\x1b[0m" in text
+    assert "\x1b[31m  ✗ failed: File not found: missing.py\x1b[0m" in text
+    assert "\x1b[1;31mError:\x1b[0m boom\n" in text
+    assert "All green.\n" in text
+
+
+def test_format_diff_trims_long_diffs_with_a_note() -> None:
+    new = "".join(f"line {i}\n" for i in range(10))
+    assert format_diff(FileDiff(Path("/p/new.txt"), None, new), 4) == [
+        "@@ -0,0 +1,10 @@",
+        "+line 0",
+        "+line 1",
+        "+line 2",
+        "… 7 more lines",
+    ]
+
+
+def test_format_diff_of_an_unchanged_file_is_empty() -> None:
+    assert format_diff(FileDiff(Path("/p/a.py"), "x\n", "x\n"), 10) == []
+
+
+def test_printable_shows_control_characters_instead_of_sending_them() -> None:
+    assert printable("a\r\nb\tc\x1b[2K\x07\n") == "a\nb\tc\\x1b[2K\\x07\n"
+
+
+async def test_long_diffs_are_trimmed_in_the_transcript() -> None:
+    diff = FileDiff(Path("/p/big.txt"), None, "".join(f"{i}\n" for i in range(100)))
+    text = await render_plain([started(), call("w", "Write big.txt", "write_file", "edit"), done("w", diff=diff)])
+    lines = text.splitlines()
+    assert lines[0] == "[tool] Write big.txt -> completed"
+    assert lines[-1] == "    … 61 more lines"
+    assert len(lines) == 1 + 40 + 1
+
+
+# -- spinner ------------------------------------------------------------------------------------------------
+
+
+def spinning(renderer: TerminalRenderer) -> bool:
+    return renderer._spinner is not None and renderer._spinner._live is not None
+
+
+async def test_spinner_runs_while_waiting_for_the_model_and_never_over_text() -> None:
+    out, err = io.StringIO(), FakeTTY()
+    renderer = TerminalRenderer(out, err=err, color=True, interactive=True)
+    try:
+        await renderer(started())
+        assert spinning(renderer)
+        await asyncio.sleep(0.3)
+        assert "working…" in err.getvalue()
+        await renderer(TextDelta(T, "Hi"))
+        assert not spinning(renderer)
+        assert out.getvalue() == "Hi"  # the spinner is on err, the text alone on out
+        await renderer(TextDelta(T, "\n"))
+        await renderer(call("c1", "Run `ls`"))
+        assert not spinning(renderer)
+        await renderer(done("c1"))
+        assert spinning(renderer)  # back to waiting for the model
+        await renderer(TurnEnded(T, "end_turn"))
+        assert not spinning(renderer)
+    finally:
+        renderer.close()
+        renderer.close()
+    assert not spinning(renderer)
+
+
+async def test_no_spinner_while_another_tool_call_runs() -> None:
+    renderer = TerminalRenderer(io.StringIO(), err=FakeTTY(), color=True, interactive=True)
+    try:
+        await feed(renderer, [started(), call("a", "Run `a`"), call("b", "Run `b`"), done("a")])
+        assert not spinning(renderer)
+        await renderer(done("b"))
+        assert spinning(renderer)
+    finally:
+        renderer.close()
+
+
+async def test_no_spinner_in_plain_or_non_interactive_mode() -> None:
+    for color, interactive in [(False, True), (True, False)]:
+        err = FakeTTY()
+        renderer = TerminalRenderer(io.StringIO(), err=err, color=color, interactive=interactive)
+        await renderer(started())
+        assert not spinning(renderer)
+        renderer.close()
+        assert err.getvalue() == ""
+
+
+async def test_a_prompt_stops_the_spinner_and_holds_output_until_it_closes() -> None:
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, err=FakeTTY(), color=False, interactive=False)
+    await feed(renderer, [started(), TextDelta(T, "Let me run it")])
+    with prompting() as mid_line:
+        assert mid_line
+        await renderer(call("c1", "Run `make`"))
+        assert out.getvalue() == "Let me run it"
+    assert out.getvalue() == "Let me run it\n[tool] Run `make`"
+
+    colored = TerminalRenderer(io.StringIO(), err=FakeTTY(), color=True, interactive=True)
+    try:
+        await colored(started())
+        with prompting():
+            assert not spinning(colored)
+            await colored(done("x"))
+            assert not spinning(colored)  # never restarted over the question
+    finally:
+        colored.close()
+
+
+# -- JSON lines ----------------------------------------------------------------------------------------------
+
+
+async def test_json_lines_one_object_per_event_with_every_field() -> None:
+    out = io.StringIO()
+    renderer = JsonLinesRenderer(out)
+    finished = ToolCallFinished(
+        T, "c2", "edit_file", "completed", "ok", diff=EDIT, locations=(Location(Path("/p/src/a.py"), 1),)
+    )
+    events: list[Event] = [
+        started(),
+        TextDelta(T, "héllo"),
+        call("c1", "Run `ls`"),
+        finished,
+        TurnEnded(T, "end_turn", Usage(10, 5, 2)),
+    ]
+    for index, event in enumerate(events):
+        await renderer(event)
+        assert out.getvalue().count("\n") == index + 1  # each line is out as soon as its event is
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert lines == [
+        {
+            "type": "turn_started",
+            "turn_id": T,
+            "prompt": "fix it",
+            "thinking": False,
+            "started_at": "2025-01-02T03:04:05+00:00",
+            "kind": "turn_started",
+        },
+        {"type": "text_delta", "turn_id": T, "text": "héllo", "kind": "text_delta"},
+        {
+            "type": "tool_call_started",
+            "turn_id": T,
+            "call_id": "c1",
+            "tool_name": "run_command",
+            "title": "Run `ls`",
+            "tool_kind": "execute",
+            "raw_input": {"arg": "c1"},
+            "locations": [],
+            "kind": "tool_call_started",
+        },
+        {
+            "type": "tool_call_finished",
+            "turn_id": T,
+            "call_id": "c2",
+            "tool_name": "edit_file",
+            "status": "completed",
+            "text": "ok",
+            "diff": {"path": "/p/src/a.py", "old_text": "x = 1\ny = 2\n", "new_text": "x = 10\ny = 2\n"},
+            "locations": [{"path": "/p/src/a.py", "line": 1}],
+            "kind": "tool_call_finished",
+        },
+        {
+            "type": "turn_ended",
+            "turn_id": T,
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "output_tokens": 5, "requests": 2},
+            "error": False,
+            "kind": "turn_ended",
+        },
+    ]
+    assert lines == [event_to_json(e) for e in events]
+
+
+def test_event_to_json_of_a_new_file_diff_keeps_the_null() -> None:
+    event = done("w", diff=FileDiff(Path("/p/n.txt"), None, "new\n"))
+    assert event_to_json(event)["diff"] == {"path": "/p/n.txt", "old_text": None, "new_text": "new\n"}
+
+
+# -- use_color -----------------------------------------------------------------------------------------------
+
+
+class FakeStream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize(
+    ("tty", "env", "expected"),
+    [
+        (True, {}, True),
+        (True, {"TERM": "xterm-256color"}, True),
+        (False, {}, False),
+        (True, {"NO_COLOR": "1"}, False),
+        (True, {"NO_COLOR": ""}, False),
+        (True, {"TERM": "dumb"}, False),
+    ],
+)
+def test_use_color(tty: bool, env: dict[str, str], expected: bool) -> None:
+    assert use_color(FakeStream(tty), env) is expected
+
+
+def test_use_color_on_a_closed_stream_is_false() -> None:
+    stream = io.StringIO()
+    stream.close()
+    assert use_color(stream, {}) is False

@@ -1,0 +1,539 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from pydantic_ai import RunContext
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RunUsage
+
+from codling.errors import EditError, PathError, PermissionDenied, ToolError
+from codling.tools.approval import Permissions
+from codling.tools.base import PermissionMode, ToolOutput
+from codling.tools.files import (
+    FileListing,
+    SearchResult,
+    collect_files,
+    edit_file,
+    find_matches,
+    glob_matches,
+    list_files,
+    read_file,
+    search,
+    unified_diff,
+    walk_files,
+    write_file,
+)
+from codling.tools.local import LocalFileSystem, LocalTerminal
+from codling.tools.ports import Decision, FileDiff, Location, PermissionRequest
+from codling.tools.toolset import ToolDeps
+from codling.tools.workspace import Workspace
+
+GIT = shutil.which("git")
+RG = shutil.which("rg")
+
+
+class ScriptedApprover:
+    def __init__(self, *answers: Decision) -> None:
+        self.answers = list(answers)
+        self.asked: list[PermissionRequest] = []
+
+    async def ask(self, request: PermissionRequest) -> Decision:
+        self.asked.append(request)
+        return self.answers.pop(0)
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    return root
+
+
+def make_deps(root: Path, mode: PermissionMode = "yolo", approver: ScriptedApprover | None = None) -> ToolDeps:
+    return ToolDeps(
+        workspace=Workspace(root),
+        fs=LocalFileSystem(),
+        terminal=LocalTerminal(),
+        permissions=Permissions(mode, approver),
+    )
+
+
+def ctx_for(deps: ToolDeps, tool_name: str = "tool") -> RunContext[ToolDeps]:
+    return RunContext(deps=deps, model=TestModel(), usage=RunUsage(), tool_call_id="call-1", tool_name=tool_name)
+
+
+def ctx_in(root: Path) -> RunContext[ToolDeps]:
+    return ctx_for(make_deps(root))
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> None:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+
+
+def git_init(root: Path) -> None:
+    assert GIT is not None
+    subprocess.run([GIT, "init", "-q", str(root)], check=True, timeout=30)
+
+
+# --- read_file ---------------------------------------------------------------------------------------------
+
+
+async def test_read_file_numbers_lines(proj: Path) -> None:
+    write(proj, {"a.py": "one\ntwo\r\nthree"})
+    assert await read_file(ctx_in(proj), "a.py") == ToolOutput(
+        text="     1\tone\n     2\ttwo\n     3\tthree", locations=(Location(proj / "a.py"),)
+    )
+
+
+async def test_read_file_range(proj: Path) -> None:
+    write(proj, {"a.py": "".join(f"line {i}\n" for i in range(1, 11))})
+    result = await read_file(ctx_in(proj), "a.py", start_line=3, end_line=4)
+    assert result == ToolOutput(text="     3\tline 3\n     4\tline 4", locations=(Location(proj / "a.py", 3),))
+    tail = await read_file(ctx_in(proj), "a.py", start_line=9)
+    assert tail.text == "     9\tline 9\n    10\tline 10"
+    beyond = await read_file(ctx_in(proj), "a.py", start_line=10, end_line=99)
+    assert beyond.text == "    10\tline 10"
+
+
+async def test_read_file_caps_lines_with_a_note(proj: Path) -> None:
+    write(proj, {"big.txt": "x\n" * 2500})
+    result = await read_file(ctx_in(proj), "big.txt")
+    lines = result.text.split("\n")
+    assert len(lines) == 2001
+    assert lines[-2] == "  2000\tx"
+    assert lines[-1] == "[Showing lines 1-2000 of 2500. To read more, call read_file with start_line=2001.]"
+
+
+async def test_read_file_caps_characters(proj: Path) -> None:
+    write(proj, {"wide.txt": ("y" * 1000 + "\n") * 300})
+    result = await read_file(ctx_in(proj), "wide.txt", start_line=5)
+    assert 100_000 <= len(result.text) < 103_000
+    assert result.text.endswith("of 300. To read more, call read_file with start_line=105.]")
+
+
+async def test_read_file_cuts_long_lines(proj: Path) -> None:
+    write(proj, {"min.js": "z" * 2500})
+    result = await read_file(ctx_in(proj), "min.js")
+    assert result.text == "     1\t" + "z" * 2000 + " [… 500 more characters]"
+
+
+async def test_read_file_empty(proj: Path) -> None:
+    write(proj, {"empty.txt": ""})
+    assert (await read_file(ctx_in(proj), "empty.txt")).text == "(empty.txt is empty)"
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "message"),
+    [
+        (0, None, "start_line must be 1 or more (got 0)"),
+        (5, 4, "end_line (4) must not be before start_line (5)"),
+        (None, 0, "end_line (0) must not be before start_line (1)"),
+        (4, None, "start_line 4 is past the end of a.py, which has 3 lines"),
+    ],
+)
+async def test_read_file_bad_range(proj: Path, start: int | None, end: int | None, message: str) -> None:
+    write(proj, {"a.py": "1\n2\n3\n"})
+    with pytest.raises(ToolError) as e:
+        await read_file(ctx_in(proj), "a.py", start_line=start, end_line=end)
+    assert str(e.value) == message
+
+
+async def test_read_file_missing_and_outside(proj: Path) -> None:
+    with pytest.raises(PathError, match="does not exist; use list_files"):
+        await read_file(ctx_in(proj), "nope.py")
+    with pytest.raises(PathError, match="outside the workspace"):
+        await read_file(ctx_in(proj), "../x.py")
+
+
+# --- list_files --------------------------------------------------------------------------------------------
+
+IGNORE_TREE: dict[str, str | bytes] = {
+    ".gitignore": "# comment\n*.log\n!keep.log\nbuild/\n/top_only.txt\ndocs/**/*.tmp\n",
+    "a.py": "print('a')\n",
+    ".hidden.cfg": "x=1\n",
+    "app.log": "log\n",
+    "keep.log": "kept\n",
+    "build/out.js": "out\n",
+    "top_only.txt": "t\n",
+    "src/top_only.txt": "t\n",
+    "src/build": "a file named build is not a directory\n",
+    "src/.gitignore": "secret.py\n",
+    "src/secret.py": "s\n",
+    "src/main.py": "def main_file():\n    return 1\n",
+    "secret.py": "not secret up here\n",
+    "docs/z.tmp": "tmp\n",
+    "docs/x/y.tmp": "tmp\n",
+    "docs/guide.md": "# Guide\nmain_file is documented here\n",
+}
+
+VISIBLE = [
+    ".gitignore",
+    ".hidden.cfg",
+    "a.py",
+    "docs/guide.md",
+    "keep.log",
+    "secret.py",
+    "src/.gitignore",
+    "src/build",
+    "src/main.py",
+    "src/top_only.txt",
+]
+
+
+def names(listing: FileListing, root: Path) -> list[str]:
+    return [f.relative_to(root).as_posix() for f in listing.files]
+
+
+def test_walk_honours_gitignore(proj: Path) -> None:
+    write(proj, {**IGNORE_TREE, ".git/HEAD": "ref\n"})
+    assert names(walk_files(proj, proj), proj) == VISIBLE
+
+
+def test_walk_of_a_subdirectory_honours_parent_gitignore(proj: Path) -> None:
+    write(proj, IGNORE_TREE)
+    assert names(walk_files(proj / "src", proj), proj) == [
+        "src/.gitignore",
+        "src/build",
+        "src/main.py",
+        "src/top_only.txt",
+    ]
+    assert walk_files(proj / "build", proj) == FileListing([])
+
+
+def test_walk_stops_at_its_cap(proj: Path) -> None:
+    write(proj, {f"f{i}.txt": "" for i in range(10)})
+    listing = walk_files(proj, proj, max_files=4)
+    assert listing.complete is False
+    assert len(listing.files) == 4
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+async def test_git_listing_matches_walk(proj: Path) -> None:
+    write(proj, IGNORE_TREE)
+    git_init(proj)
+    ws = Workspace(proj)
+    via_git = await collect_files(proj, ws, git=GIT)
+    assert names(via_git, proj) == VISIBLE
+    assert via_git == await collect_files(proj, ws, git=None)
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+async def test_git_listing_skips_deleted_tracked_files(proj: Path) -> None:
+    write(proj, {"a.py": "a\n", "gone.py": "g\n"})
+    git_init(proj)
+    subprocess.run([GIT, "-C", str(proj), "add", "."], check=True, timeout=30)
+    (proj / "gone.py").unlink()
+    assert names(await collect_files(proj, Workspace(proj), git=GIT), proj) == ["a.py"]
+
+
+async def test_list_files_tool(proj: Path) -> None:
+    write(proj, IGNORE_TREE)
+    result = await list_files(ctx_in(proj))
+    assert result == ToolOutput(text="\n".join(VISIBLE), locations=(Location(proj),))
+    sub = await list_files(ctx_in(proj), "src")
+    assert sub.text == "src/.gitignore\nsrc/build\nsrc/main.py\nsrc/top_only.txt"
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+async def test_list_files_tool_in_git_repo(proj: Path) -> None:
+    write(proj, IGNORE_TREE)
+    git_init(proj)
+    assert (await list_files(ctx_in(proj))).text == "\n".join(VISIBLE)
+
+
+async def test_list_files_caps_with_a_note(proj: Path) -> None:
+    write(proj, {f"f{i:02d}.txt": "" for i in range(30)})
+    result = await list_files(ctx_in(proj), ".", max_entries=10)
+    assert result.text.split("\n")[-2:] == [
+        "f09.txt",
+        "[Showing 10 of 30 files; list a subdirectory or pass a larger max_entries (up to 5000).]",
+    ]
+
+
+async def test_list_files_errors(proj: Path) -> None:
+    write(proj, {"a.py": "", "build/x.js": "", ".gitignore": "build/\n"})
+    with pytest.raises(PathError) as e:
+        await list_files(ctx_in(proj), "a.py")
+    assert str(e.value) == "'a.py' is a file, not a directory; use read_file to read it"
+    with pytest.raises(PathError) as e:
+        await list_files(ctx_in(proj), "nope")
+    assert str(e.value) == "directory 'nope' does not exist; list its parent to see what is there"
+    result = await list_files(ctx_in(proj), "build")
+    assert result.text == "No files in build (files ignored by .gitignore are not listed)."
+
+
+# --- search ------------------------------------------------------------------------------------------------
+
+SEARCHERS = [
+    pytest.param(None, id="python"),
+    pytest.param(RG, id="ripgrep", marks=pytest.mark.skipif(RG is None, reason="rg is not installed")),
+]
+
+
+@pytest.fixture
+def search_tree(proj: Path) -> Path:
+    write(
+        proj,
+        {
+            **IGNORE_TREE,
+            "app.log": "main_file in an ignored log\n",
+            "image.bin": b"main_file\0\x01\x02",
+            "src/util.py": "import os\n\ndef Main_File():\n    pass\n",
+        },
+    )
+    return proj
+
+
+@pytest.mark.parametrize("rg", SEARCHERS)
+async def test_search_finds_matches_in_path_order(search_tree: Path, rg: str | None) -> None:
+    ws = Workspace(search_tree)
+    result = await find_matches("main_file", search_tree, ws, rg=rg, git=None)
+    assert result == SearchResult(("docs/guide.md:2: main_file is documented here", "src/main.py:1: def main_file():"))
+
+
+@pytest.mark.parametrize("rg", SEARCHERS)
+async def test_search_options(search_tree: Path, rg: str | None) -> None:
+    ws = Workspace(search_tree)
+    found = await find_matches("main_file", search_tree, ws, ignore_case=True, glob="*.py", rg=rg, git=None)
+    assert found.matches == ("src/main.py:1: def main_file():", "src/util.py:3: def Main_File():")
+    excluded = await find_matches("main_file", search_tree, ws, glob="!*.md", rg=rg, git=None)
+    assert excluded.matches == ("src/main.py:1: def main_file():",)
+    in_file = await find_matches("return", search_tree / "src" / "main.py", ws, rg=rg, git=None)
+    assert in_file.matches == ("src/main.py:2:     return 1",)
+    sub = await find_matches(r"^def \w+", search_tree / "src", ws, glob="src/*.py", rg=rg, git=None)
+    assert sub.matches == ()  # a glob with a slash is relative to the searched directory
+    sub = await find_matches(r"^def \w+", search_tree / "src", ws, glob="*.py", rg=rg, git=None)
+    assert sub.matches == ("src/main.py:1: def main_file():", "src/util.py:3: def Main_File():")
+
+
+@pytest.mark.parametrize("rg", SEARCHERS)
+async def test_search_caps_matches(proj: Path, rg: str | None) -> None:
+    write(proj, {"many.txt": "hit\n" * 10})
+    result = await find_matches("hit", proj, Workspace(proj), max_matches=3, rg=rg, git=None)
+    assert result == SearchResult(("many.txt:1: hit", "many.txt:2: hit", "many.txt:3: hit"), more=True)
+
+
+@pytest.mark.parametrize("rg", SEARCHERS)
+async def test_search_clips_long_lines(proj: Path, rg: str | None) -> None:
+    write(proj, {"min.js": "var hit=1;" + "x" * 200_000 + "\n"})
+    result = await find_matches("hit", proj, Workspace(proj), rg=rg, git=None)
+    assert result.matches == ("min.js:1: var hit=1;" + "x" * 290 + " […]",)
+
+
+@pytest.mark.parametrize("rg", SEARCHERS)
+async def test_search_invalid_regex(proj: Path, rg: str | None) -> None:
+    write(proj, {"a.txt": "x\n"})
+    with pytest.raises(ToolError) as e:
+        await find_matches("foo(", proj, Workspace(proj), rg=rg, git=None)
+    assert str(e.value) == "invalid regular expression 'foo(': missing ), unterminated subpattern at position 3"
+
+
+@pytest.mark.parametrize("rg", SEARCHERS)
+async def test_search_python_only_syntax_still_works(proj: Path, rg: str | None) -> None:
+    write(proj, {"a.txt": "foobar\nfoobaz\n"})
+    result = await find_matches("foo(?=baz)", proj, Workspace(proj), rg=rg, git=None)
+    assert result.matches == ("a.txt:2: foobaz",)
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+@pytest.mark.parametrize("rg", SEARCHERS)
+async def test_search_in_git_repo_skips_ignored(search_tree: Path, rg: str | None) -> None:
+    git_init(search_tree)
+    result = await find_matches("main_file", search_tree, Workspace(search_tree), rg=rg, git=GIT)
+    assert result.matches == (
+        "docs/guide.md:2: main_file is documented here",
+        "src/main.py:1: def main_file():",
+    )
+
+
+async def test_search_tool(search_tree: Path) -> None:
+    result = await search(ctx_in(search_tree), "def main")
+    assert result == ToolOutput(text="src/main.py:1: def main_file():", locations=(Location(search_tree),))
+    none = await search(ctx_in(search_tree), "nothing-like-this", path="src")
+    assert none.text == "No matches for /nothing-like-this/ in src."
+    with pytest.raises(PathError, match="does not exist"):
+        await search(ctx_in(search_tree), "x", path="missing")
+
+
+async def test_search_tool_note_when_capped(proj: Path) -> None:
+    write(proj, {"many.txt": "hit\n" * 250})
+    lines = (await search(ctx_in(proj), "hit")).text.split("\n")
+    assert len(lines) == 201
+    assert lines[-1] == "[Showing the first 200 matches; narrow it with path, glob or pattern.]"
+
+
+@pytest.mark.parametrize(
+    ("glob", "path", "expected"),
+    [
+        ("*.py", "a/b/c.py", True),
+        ("*.py", "a/b/c.pyc", False),
+        ("src/*.py", "src/a.py", True),
+        ("src/*.py", "src/x/a.py", False),
+        ("src/**/*.py", "src/x/y/a.py", True),
+        ("src/**/*.py", "src/a.py", True),
+        ("!*.md", "README.md", False),
+        ("!*.md", "a.py", True),
+        ("[ab].txt", "b.txt", True),
+        ("[!ab].txt", "b.txt", False),
+    ],
+)
+def test_glob_matches(glob: str, path: str, expected: bool) -> None:
+    assert glob_matches(glob, Path(path)) is expected
+
+
+# --- edit_file ---------------------------------------------------------------------------------------------
+
+
+async def test_edit_file_asks_then_writes(proj: Path) -> None:
+    write(proj, {"a.py": "def f():\n    return 1\n"})
+    approver = ScriptedApprover("allow_once")
+    deps = make_deps(proj, "ask", approver)
+    result = await edit_file(ctx_for(deps, "edit_file"), "a.py", "return 1", "return 2")
+    new = "def f():\n    return 2\n"
+    diff = FileDiff(proj / "a.py", "def f():\n    return 1\n", new)
+    assert (proj / "a.py").read_text() == new
+    assert result == ToolOutput(
+        text="Edited a.py.\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
+        diff=diff,
+        locations=(Location(proj / "a.py", 2),),
+    )
+    assert approver.asked == [
+        PermissionRequest(
+            tool_call_id="call-1",
+            tool_name="edit_file",
+            kind="edit",
+            title="Edit a.py",
+            subject=str(proj / "a.py"),
+            diff=diff,
+            raw_input={"path": "a.py", "old_text": "return 1", "new_text": "return 2"},
+        )
+    ]
+
+
+async def test_edit_file_rejected_leaves_file_alone(proj: Path) -> None:
+    write(proj, {"a.py": "x = 1\n"})
+    deps = make_deps(proj, "ask", ScriptedApprover("reject"))
+    with pytest.raises(PermissionDenied, match=r"The user rejected Edit a\.py"):
+        await edit_file(ctx_for(deps), "a.py", "1", "2")
+    assert (proj / "a.py").read_text() == "x = 1\n"
+
+
+async def test_edit_file_in_read_only_mode(proj: Path) -> None:
+    write(proj, {"a.py": "x = 1\n"})
+    with pytest.raises(PermissionDenied, match="read-only mode"):
+        await edit_file(ctx_for(make_deps(proj, "read-only")), "a.py", "1", "2")
+    assert (proj / "a.py").read_text() == "x = 1\n"
+
+
+async def test_edit_file_text_not_found(proj: Path) -> None:
+    write(proj, {"a.py": "x = 1\n"})
+    with pytest.raises(EditError) as e:
+        await edit_file(ctx_in(proj), "a.py", "y = 1", "y = 2")
+    assert str(e.value) == (
+        "old_text was not found in a.py; it must match the file exactly, including whitespace and "
+        "indentation. Use read_file to see the current text."
+    )
+
+
+async def test_edit_file_text_not_unique(proj: Path) -> None:
+    write(proj, {"a.py": "x = 1\nx = 1\nx = 1\n"})
+    with pytest.raises(EditError) as e:
+        await edit_file(ctx_in(proj), "a.py", "x = 1", "x = 2")
+    assert str(e.value) == (
+        "old_text matches 3 places in a.py; include more surrounding lines in old_text so it matches exactly one."
+    )
+    assert (proj / "a.py").read_text() == "x = 1\nx = 1\nx = 1\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("", "x", "old_text is empty; give the exact text to replace, or use write_file to create a file"),
+        ("x", "x", "old_text and new_text are the same, so there is nothing to change"),
+    ],
+)
+async def test_edit_file_pointless_edits(proj: Path, old: str, new: str, message: str) -> None:
+    write(proj, {"a.py": "x\n"})
+    with pytest.raises(EditError) as e:
+        await edit_file(ctx_in(proj), "a.py", old, new)
+    assert str(e.value) == message
+
+
+async def test_edit_file_missing_file(proj: Path) -> None:
+    with pytest.raises(PathError, match="does not exist"):
+        await edit_file(ctx_in(proj), "nope.py", "a", "b")
+
+
+async def test_edit_file_keeps_crlf(proj: Path) -> None:
+    (proj / "w.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    await edit_file(ctx_in(proj), "w.txt", "one\ntwo\n", "1\n2\n")
+    assert (proj / "w.txt").read_bytes() == b"1\r\n2\r\nthree\r\n"
+
+
+# --- write_file --------------------------------------------------------------------------------------------
+
+
+async def test_write_file_creates_with_parents(proj: Path) -> None:
+    approver = ScriptedApprover("allow_once")
+    deps = make_deps(proj, "ask", approver)
+    result = await write_file(ctx_for(deps, "write_file"), "new/dir/b.py", "a\nb\n")
+    target = proj / "new" / "dir" / "b.py"
+    assert target.read_text() == "a\nb\n"
+    assert result == ToolOutput(
+        text="Created new/dir/b.py (2 lines).",
+        diff=FileDiff(target, None, "a\nb\n"),
+        locations=(Location(target, 1),),
+    )
+    assert approver.asked == [
+        PermissionRequest(
+            tool_call_id="call-1",
+            tool_name="write_file",
+            kind="edit",
+            title="Write new/dir/b.py",
+            subject=str(target),
+            diff=FileDiff(target, None, "a\nb\n"),
+            raw_input={"path": "new/dir/b.py", "content": "a\nb\n"},
+        )
+    ]
+
+
+async def test_write_file_overwrites(proj: Path) -> None:
+    write(proj, {"a.py": "old\n"})
+    result = await write_file(ctx_in(proj), "a.py", "new\n")
+    assert (proj / "a.py").read_text() == "new\n"
+    assert result.text == "Overwrote a.py.\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-old\n+new"
+    assert result.diff == FileDiff(proj / "a.py", "old\n", "new\n")
+
+
+async def test_write_file_same_content_does_not_ask(proj: Path) -> None:
+    write(proj, {"a.py": "same\n"})
+    approver = ScriptedApprover()
+    result = await write_file(ctx_for(make_deps(proj, "ask", approver)), "a.py", "same\n")
+    assert result == ToolOutput(text="a.py already has exactly this content; nothing was written.")
+    assert approver.asked == []
+
+
+async def test_write_file_outside_or_read_only(proj: Path) -> None:
+    with pytest.raises(PathError, match="outside the workspace"):
+        await write_file(ctx_in(proj), "../evil.py", "x")
+    with pytest.raises(PermissionDenied, match="read-only"):
+        await write_file(ctx_for(make_deps(proj, "read-only")), "a.py", "x")
+    assert not (proj / "a.py").exists()
+
+
+def test_unified_diff_is_trimmed() -> None:
+    old = "".join(f"{i}\n" for i in range(100))
+    diff = unified_diff(old, "", "f.txt", max_lines=10)
+    lines = diff.split("\n")
+    assert lines[:3] == ["--- a/f.txt", "+++ b/f.txt", "@@ -1,100 +0,0 @@"]
+    assert lines[-1] == "[… 93 more diff lines]"
+    assert len(lines) == 11

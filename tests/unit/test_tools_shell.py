@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import RunContext
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RunUsage
+
+from codling.errors import PermissionDenied, ToolError
+from codling.tools.approval import Permissions
+from codling.tools.base import PermissionMode, ToolOutput
+from codling.tools.local import LocalFileSystem, LocalTerminal
+from codling.tools.ports import Decision, PermissionRequest
+from codling.tools.shell import run_command
+from codling.tools.toolset import ToolDeps
+from codling.tools.workspace import Workspace
+
+
+class ScriptedApprover:
+    def __init__(self, *answers: Decision) -> None:
+        self.answers = list(answers)
+        self.asked: list[PermissionRequest] = []
+
+    async def ask(self, request: PermissionRequest) -> Decision:
+        self.asked.append(request)
+        return self.answers.pop(0)
+
+
+def ctx(
+    root: Path,
+    mode: PermissionMode = "yolo",
+    approver: ScriptedApprover | None = None,
+    command_timeout: float = 30.0,
+    output_limit: int = 30_000,
+) -> RunContext[ToolDeps]:
+    deps = ToolDeps(
+        workspace=Workspace(root),
+        fs=LocalFileSystem(),
+        terminal=LocalTerminal(kill_grace=0.5),
+        permissions=Permissions(mode, approver),
+        command_timeout=command_timeout,
+        output_limit=output_limit,
+    )
+    return RunContext(deps=deps, model=TestModel(), usage=RunUsage(), tool_call_id="call-7", tool_name="run_command")
+
+
+async def bounded(call: Coroutine[Any, Any, ToolOutput]) -> ToolOutput:
+    return await asyncio.wait_for(call, 30)
+
+
+async def test_runs_in_cwd_and_reports_exit_code(tmp_path: Path) -> None:
+    result = await bounded(run_command(ctx(tmp_path), "pwd; echo oops >&2; exit 2"))
+    assert result == ToolOutput(text=f"exit code 2\n{tmp_path}\noops\n")
+
+
+async def test_no_output(tmp_path: Path) -> None:
+    assert (await bounded(run_command(ctx(tmp_path), "true"))).text == "exit code 0\n(no output)"
+
+
+async def test_asks_with_the_actual_command(tmp_path: Path) -> None:
+    approver = ScriptedApprover("allow_once")
+    await bounded(run_command(ctx(tmp_path, "ask", approver), "echo hi > out.txt", timeout_seconds=5))
+    assert (tmp_path / "out.txt").read_text() == "hi\n"
+    assert approver.asked == [
+        PermissionRequest(
+            tool_call_id="call-7",
+            tool_name="run_command",
+            kind="execute",
+            title="Run `echo hi > out.txt`",
+            subject="echo hi > out.txt",
+            raw_input={"command": "echo hi > out.txt", "timeout_seconds": 5},
+        )
+    ]
+
+
+async def test_rejected_command_does_not_run(tmp_path: Path) -> None:
+    with pytest.raises(PermissionDenied, match="The user rejected Run `touch marker`"):
+        await bounded(run_command(ctx(tmp_path, "ask", ScriptedApprover("reject")), "touch marker"))
+    assert not (tmp_path / "marker").exists()
+
+
+async def test_read_only_mode_refuses(tmp_path: Path) -> None:
+    with pytest.raises(PermissionDenied, match="read-only mode"):
+        await bounded(run_command(ctx(tmp_path, "read-only"), "touch marker"))
+    assert not (tmp_path / "marker").exists()
+
+
+async def test_timeout_is_reported_in_the_text(tmp_path: Path) -> None:
+    result = await bounded(run_command(ctx(tmp_path), "echo started; sleep 30", timeout_seconds=0.2))
+    assert result == ToolOutput(text="timed out after 1s, process group killed\nstarted\n")  # clamped to 1s
+
+
+async def test_default_timeout_comes_from_deps(tmp_path: Path) -> None:
+    result = await bounded(run_command(ctx(tmp_path, command_timeout=1.5), "sleep 30"))
+    assert result.text == "timed out after 1.5s, process group killed\n(no output)"
+
+
+async def test_output_limit_comes_from_deps(tmp_path: Path) -> None:
+    result = await bounded(run_command(ctx(tmp_path, output_limit=200), "seq 1 10000"))
+    assert result.text.startswith("exit code 0\n1\n2\n")
+    assert "characters omitted" in result.text
+    assert len(result.text) <= len("exit code 0\n") + 200
+
+
+async def test_empty_command(tmp_path: Path) -> None:
+    with pytest.raises(ToolError) as e:
+        await run_command(ctx(tmp_path), "  ")
+    assert str(e.value) == "the command is empty; give a shell command line to run"
