@@ -133,7 +133,7 @@ def progress(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-def machine_header(config: Config) -> str:
+def machine_header(config: Config, load: float) -> str:
     """Python, CPUs, platform and the versions of the libraries that matter."""
     versions = []
     for dist in ("codling", "agent-client-protocol", "pydantic-ai-slim", "pydantic", "openai"):
@@ -145,7 +145,7 @@ def machine_header(config: Config) -> str:
         [
             f"codling bench{' (--quick)' if config.quick else ''}",
             f"python {platform.python_version()} ({sys.executable})",
-            f"{os.cpu_count()} cpus, {platform.platform()}",
+            f"{os.cpu_count()} cpus, load average {load:.2f} at start, {platform.platform()}",
             ", ".join(versions),
         ]
     )
@@ -330,60 +330,102 @@ async def prompt(conn: ClientSideConnection, session_id: str, text: str) -> None
         raise RuntimeError(f"the prompt ended with {response.stop_reason!r}, not end_turn")
 
 
-async def codling_prompt_times(config: Config) -> list[float]:
-    """Round-trip seconds of each measured prompt through the in-process ACP layer."""
+@dataclass
+class PromptTimes:
+    """Seconds per prompt: codling's round trip, and a bare run with the same history right after it."""
+
+    codling: list[float] = field(default_factory=list)
+    matched: list[float] = field(default_factory=list)
+
+    def differences(self) -> list[float]:
+        """codling minus the matched bare run, prompt by prompt."""
+        return [c - b for c, b in zip(self.codling, self.matched, strict=True)]
+
+
+def ok_model() -> Any:
+    """A zero-latency scripted model that answers every request with "ok"."""
     from tests.fakes.scenarios import Say, Script
 
-    script = Script([], fallback=lambda _messages: [Say("ok")])
+    return Script([], fallback=lambda _messages: [Say("ok")])
+
+
+def exchange() -> list[Any]:
+    """One user/assistant text exchange, as codling records a turn in its history."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    return [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("ok")])]
+
+
+async def bare_run(agent: Any, history: list[Any] | None) -> float:
+    """Seconds for one ``agent.run("hi")``."""
+    start = time.perf_counter()
+    result = await agent.run("hi", message_history=history)
+    elapsed = time.perf_counter() - start
+    if result.output != "ok":
+        raise RuntimeError(f"the bare agent answered {result.output!r}")
+    return elapsed
+
+
+async def prompt_times(config: Config) -> PromptTimes:
+    """Prompts through the in-process ACP layer, each followed by a bare pydantic-ai run given a history as
+    long as codling's was (interleaved, so both see the same machine load)."""
+    from pydantic_ai import Agent
+
+    script = ok_model()
+    bare = Agent(ok_model().model())
     client = RecordingClient()
-    samples: list[float] = []
+    times = PromptTimes()
+    history: list[Any] = []
     async with inproc_session(script, client) as (conn, session_id):
         for i in range(config.warm_prompts + config.prompts):
             start = time.perf_counter()
             await prompt(conn, session_id, "hi")
+            elapsed = time.perf_counter() - start
+            matched = await bare_run(bare, list(history) or None)
+            history += exchange()
             if i >= config.warm_prompts:
-                samples.append(time.perf_counter() - start)
+                times.codling.append(elapsed)
+                times.matched.append(matched)
     if client.agent_text() != "ok" * (config.warm_prompts + config.prompts):
         raise RuntimeError("the client did not receive every reply")
-    return samples
+    return times
 
 
-async def bare_run_times(config: Config) -> list[float]:
-    """Seconds per ``pydantic_ai.Agent(model).run(...)`` on the same kind of scripted model."""
+async def bare_times(config: Config) -> list[float]:
+    """Seconds per ``pydantic_ai.Agent(model).run(...)`` with no history."""
     from pydantic_ai import Agent
 
-    from tests.fakes.scenarios import Say, Script
-
-    agent = Agent(Script([], fallback=lambda _messages: [Say("ok")]).model())
-    samples: list[float] = []
-    for i in range(config.warm_prompts + config.bare_runs):
-        start = time.perf_counter()
-        result = await agent.run("hi")
-        if i >= config.warm_prompts:
-            samples.append(time.perf_counter() - start)
-        if result.output != "ok":
-            raise RuntimeError(f"the bare agent answered {result.output!r}")
-    return samples
+    agent = Agent(ok_model().model())
+    samples = [await bare_run(agent, None) for _ in range(config.warm_prompts + config.bare_runs)]
+    return samples[config.warm_prompts :]
 
 
 async def bench_prompt_overhead(config: Config) -> list[Row]:
     """Per-prompt round trip in-process vs a bare pydantic-ai run; and whether it grows with history."""
     progress(f"per-prompt overhead: {config.prompts} prompts after {config.warm_prompts} warm-up")
-    codling = await codling_prompt_times(config)
-    bare = await bare_run_times(config)
+    times = await prompt_times(config)
+    bare = await bare_times(config)
+    codling, matched, diffs = times.codling, times.matched, times.differences()
     overhead = median(codling) - median(bare)
     window = min(50, len(codling) // 2)
     turns = config.warm_prompts + len(codling)
-    first, last = median(codling[:window]), median(codling[-window:])
-    growth = f"{ms(last)} (×{last / first:.2f} the first)"
     return [
         Row("prompt round trip in-process, codling (median)", ms(median(codling))),
         Row("prompt round trip in-process, codling (p95)", ms(p95(codling))),
-        Row("bare pydantic_ai.Agent.run, same model (median)", ms(median(bare))),
+        Row("bare pydantic_ai.Agent.run, same model, no history (median)", ms(median(bare))),
         Row("  codling overhead per prompt (median − bare)", ms(overhead), "≤ 20 ms", overhead <= 0.020),
-        Row(f"  first {window} prompts (median)", ms(first)),
-        Row(f"  last {window} prompts (median, up to {turns} turns of history)", growth),
+        Row("bare run given codling's history, interleaved (median)", ms(median(matched))),
+        Row("  codling overhead at equal history (median of pairs)", ms(median(diffs))),
+        Row(f"history growth over {turns} turns, first {window} → last {window} prompts (medians):", ""),
+        Row("  codling round trip", _growth(codling, window)),
+        Row("  bare run with the same history", _growth(matched, window)),
+        Row("  codling overhead at equal history", _growth(diffs, window)),
     ]
+
+
+def _growth(samples: Sequence[float], window: int) -> str:
+    first, last = median(samples[:window]), median(samples[-window:])
+    return f"{ms(first)} → {ms(last)}"
 
 
 # --- 4: streaming ------------------------------------------------------------------------------------------
@@ -570,9 +612,12 @@ def main(argv: Sequence[str] | None = None, out: IO[str] = sys.stdout) -> int:
     if not ECHO_AGENT.exists():
         print(f"[bench] {ECHO_AGENT} is missing", file=sys.stderr)
         return 2
+    load = os.getloadavg()[0]
+    if load > 0.5 * (os.cpu_count() or 1):
+        progress(f"the machine is busy (load average {load:.2f}): start-up numbers will be noisy")
     started = time.perf_counter()
     rows = asyncio.run(run(config))
-    print(machine_header(config), file=out)
+    print(machine_header(config, load), file=out)
     print(f"total bench time {time.perf_counter() - started:.1f} s\n", file=out)
     print(render(rows), file=out)
     return 1 if any(r.ok is False for r in rows) else 0

@@ -9,6 +9,7 @@ they care about and let the rest propagate::
     │   └── UnknownProviderError  a model id whose provider codling cannot build
     ├── ToolError              a tool could not do what the model asked; the message goes back to the model
     │   ├── PathError          a path is missing, outside the workspace, or of the wrong type
+    │   │   └── MissingPathError   nothing exists at the path
     │   ├── EditError          an edit's old text is missing or not unique
     │   ├── PermissionDenied   the user or the mode refused the action
     │   └── CommandError       a command could not start or was stopped
@@ -45,6 +46,10 @@ class ToolError(CodlingError):
 
 class PathError(ToolError):
     """A path is missing, outside the workspace, or not what the tool needs."""
+
+
+class MissingPathError(PathError):
+    """Nothing exists at the path (a write may create it; a read cannot)."""
 
 
 class EditError(ToolError):

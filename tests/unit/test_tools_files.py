@@ -9,7 +9,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
-from codling.errors import EditError, PathError, PermissionDenied, ToolError
+from codling.errors import EditError, MissingPathError, PathError, PermissionDenied, ToolError
 from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ToolOutput
 from codling.tools.files import (
@@ -537,3 +537,14 @@ def test_unified_diff_is_trimmed() -> None:
     assert lines[:3] == ["--- a/f.txt", "+++ b/f.txt", "@@ -1,100 +0,0 @@"]
     assert lines[-1] == "[… 93 more diff lines]"
     assert len(lines) == 11
+
+
+async def test_write_file_does_not_silently_replace_a_file_it_cannot_read(proj: Path) -> None:
+    (proj / "blob.bin").write_bytes(b"\xff\xfe\x00binary")
+    approver = ScriptedApprover()
+    with pytest.raises(PathError) as info:
+        await write_file(ctx_for(make_deps(proj, "ask", approver)), "blob.bin", "text\n")
+    assert not isinstance(info.value, MissingPathError)
+    assert "not a UTF-8 text file" in str(info.value)
+    assert (proj / "blob.bin").read_bytes() == b"\xff\xfe\x00binary"
+    assert approver.asked == []

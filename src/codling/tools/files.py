@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic_ai import RunContext
 
-from codling.errors import EditError, PathError, ToolError
+from codling.errors import EditError, MissingPathError, PathError, ToolError
 from codling.tools.base import ToolOutput
 from codling.tools.ports import FileDiff, Location, PermissionRequest
 from codling.tools.toolset import ToolDeps, describe_call
@@ -587,8 +587,8 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> Tool
     shown = workspace.display(target)
     try:
         original: str | None = await ctx.deps.fs.read_text(target)
-    except PathError:
-        original = None  # a new file (or one that cannot be read as text, which is being replaced)
+    except MissingPathError:
+        original = None  # a new file
     if original == content:
         return ToolOutput(text=f"{shown} already has exactly this content; nothing was written.")
     diff = FileDiff(target, original, content)

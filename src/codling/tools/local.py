@@ -9,7 +9,7 @@ import os
 import signal
 from pathlib import Path
 
-from codling.errors import CommandError, PathError
+from codling.errors import CommandError, MissingPathError, PathError
 from codling.tools.ports import CommandResult
 
 _KILL_GRACE_SECONDS = 2.0
@@ -41,7 +41,7 @@ def _read_text(path: Path) -> str:
         with open(path, encoding="utf-8", newline="") as f:
             return f.read()
     except FileNotFoundError as e:
-        raise PathError(f"file {path} does not exist; use list_files to find the right path") from e
+        raise MissingPathError(f"file {path} does not exist; use list_files to find the right path") from e
     except IsADirectoryError as e:
         raise PathError(f"{path} is a directory, not a file; use list_files to see what it contains") from e
     except UnicodeDecodeError as e:

@@ -73,7 +73,7 @@ class FileSystem(Protocol):
     """Reads and writes text files by absolute path."""
 
     async def read_text(self, path: Path) -> str:
-        """Return the file's text; raise ``PathError`` if it cannot be read."""
+        """Return the file's text; raise ``MissingPathError`` if it does not exist, ``PathError`` if unreadable."""
         ...
 
     async def write_text(self, path: Path, content: str) -> None:
