@@ -1,0 +1,115 @@
+"""Model catalog, settings and model selection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from codling.config import Settings, load_settings
+from codling.errors import ConfigError, NoModelError, UnknownProviderError
+from codling.llm.catalog import DEFAULT_CONTEXT_LIMIT, ModelInfo, bundled_catalog_text, load_catalog
+from codling.llm.providers import ModelChoice, build_model, has_credentials, select_model
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_packaged_catalog_is_the_top_level_models_json() -> None:
+    assert json.loads(bundled_catalog_text()) == json.loads((ROOT / "models.json").read_text())
+
+
+def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:
+    user = tmp_path / "models.json"
+    user.write_text(
+        json.dumps(
+            {
+                "models": {
+                    "openai:gpt-5": {"context_limit": 1000, "max_output_tokens": 10},
+                    "openai-chat:tiny": {"context_limit": 4096, "max_output_tokens": 512, "thinking": True},
+                }
+            }
+        )
+    )
+    catalog = load_catalog(user)
+    assert catalog.get("openai:gpt-5") == ModelInfo("openai:gpt-5", 1000, 10)
+    assert catalog.get("openai-chat:tiny") == ModelInfo("openai-chat:tiny", 4096, 512, thinking=True)
+    assert list(catalog.models)[-1] == "openai-chat:tiny"
+
+
+def test_unknown_model_gets_conservative_defaults() -> None:
+    info = load_catalog().get("openai-chat:whatever")
+    assert info == ModelInfo("openai-chat:whatever", DEFAULT_CONTEXT_LIMIT, known=False)
+    assert info.provider == "openai-chat"
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["not json", '{"models": []}', '{"models": {"no-provider": {}}}', '{"models": {"a:b": {"context_limit": "x"}}}'],
+)
+def test_bad_user_catalog_is_a_config_error(tmp_path: Path, content: str) -> None:
+    user = tmp_path / "models.json"
+    user.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        load_catalog(user)
+    assert str(user) in str(info.value)
+
+
+def test_settings_from_config_toml(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        'model = "anthropic:claude-haiku-4-5"\nmode = "accept-edits"\nmax_requests_per_turn = 7\ncommand_timeout = 5\n'
+    )
+    settings = load_settings({"CODLING_HOME": str(tmp_path)})
+    assert settings == Settings(
+        home=tmp_path,
+        model="anthropic:claude-haiku-4-5",
+        mode="accept-edits",
+        max_requests_per_turn=7,
+        command_timeout=5.0,
+        env={"CODLING_HOME": str(tmp_path)},
+    )
+
+
+@pytest.mark.parametrize(
+    "toml", ['mode = "wild"', "max_requests_per_turn = 0", "model = 3", "this is not toml", "command_timeout = true"]
+)
+def test_bad_config_is_a_config_error(tmp_path: Path, toml: str) -> None:
+    (tmp_path / "config.toml").write_text(toml)
+    with pytest.raises(ConfigError):
+        load_settings({"CODLING_HOME": str(tmp_path)})
+
+
+def test_selection_order(tmp_path: Path) -> None:
+    catalog = load_catalog()
+    env = {"CODLING_MODEL": "openai:gpt-5-mini", "ANTHROPIC_API_KEY": "k"}
+    settings = Settings(home=tmp_path, model="openai:gpt-4.1", env=env)
+    assert select_model("openai:gpt-5", settings, catalog) == ModelChoice(catalog.get("openai:gpt-5"), "--model")
+    assert select_model(None, settings, catalog).source == "CODLING_MODEL"
+    no_env = Settings(home=tmp_path, model="openai:gpt-4.1", env={"ANTHROPIC_API_KEY": "k"})
+    assert select_model(None, no_env, catalog) == ModelChoice(catalog.get("openai:gpt-4.1"), "config.toml")
+    creds_only = Settings(home=tmp_path, env={"OPENAI_API_KEY": "k"})
+    assert select_model(None, creds_only, catalog) == ModelChoice(catalog.get("openai:gpt-5"), "credentials")
+
+
+def test_no_model_and_no_credentials_names_the_variables(tmp_path: Path) -> None:
+    with pytest.raises(NoModelError) as info:
+        select_model(None, Settings(home=tmp_path, env={}), load_catalog())
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY"):
+        assert name in str(info.value)
+
+
+def test_model_id_without_provider_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        select_model("gpt-5", Settings(home=tmp_path, env={}), load_catalog())
+
+
+def test_credentials() -> None:
+    assert has_credentials("anthropic:x", {"ANTHROPIC_API_KEY": "k"})
+    assert not has_credentials("anthropic:x", {"OPENAI_API_KEY": "k"})
+    assert has_credentials("openai-chat:local", {"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"})
+    assert has_credentials("ollama:qwen", {"OLLAMA_BASE_URL": "http://127.0.0.1:11434/v1"})
+
+
+def test_build_model_errors_are_config_errors() -> None:
+    with pytest.raises(UnknownProviderError):
+        build_model("no-such-provider:model")
