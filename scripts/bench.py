@@ -117,15 +117,17 @@ def p95(values: Sequence[float]) -> float:
 def render(rows: Sequence[Row]) -> str:
     """The rows as an aligned text table."""
     header = ("metric", "value", "target", "ok?")
-    cells = [header] + [(r.metric, r.value, r.target or "-", _ok(r.ok)) for r in rows]
+    cells = [header] + [_cells(r) for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(4)]
     lines = ["  ".join(c[i].ljust(widths[i]) for i in range(4)).rstrip() for c in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 
-def _ok(ok: bool | None) -> str:
-    return "-" if ok is None else ("yes" if ok else "NO")
+def _cells(row: Row) -> tuple[str, str, str, str]:
+    if not row.value:  # a heading for the rows under it
+        return (row.metric, "", "", "")
+    return (row.metric, row.value, row.target or "-", "-" if row.ok is None else ("yes" if row.ok else "NO"))
 
 
 def progress(message: str) -> None:

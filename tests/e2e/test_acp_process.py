@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -162,3 +163,22 @@ async def test_malformed_input_gets_json_rpc_errors_and_server_keeps_serving(hom
     assert by_id[9]["error"]["code"] == -32602
     assert by_id[10]["result"]["agentInfo"]["name"] == "codling"
     assert all(r["jsonrpc"] == "2.0" for r in replies)
+
+
+def test_serves_from_and_to_regular_files(home: Path, tmp_path: Path, server: OpenAIServer) -> None:
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}) + "\n"
+    )
+    replies = tmp_path / "replies.jsonl"
+    with requests.open() as stdin, replies.open("w") as stdout:
+        subprocess.run(
+            [sys.executable, "-m", "codling", "acp"],
+            stdin=stdin,
+            stdout=stdout,
+            env={**agent_env(home, server), "PATH": "/usr/bin:/bin"},
+            timeout=60,
+            check=True,
+        )
+    (reply,) = [json.loads(line) for line in replies.read_text().splitlines()]
+    assert reply["id"] == 1 and reply["result"]["agentInfo"]["name"] == "codling"

@@ -386,7 +386,14 @@ async def serve(cli_model: str | None = None) -> None:
 
     from codling.acp.transport import TolerantTransport
 
-    reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    try:
+        reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    except ValueError:
+        # stdin or stdout is a regular file (e.g. `codling acp < requests.jsonl > out.jsonl`), which asyncio's
+        # pipe transports refuse; the SDK's thread-fed streams (its Windows path) work with any file.
+        from acp.stdio import _windows_stdio_streams
+
+        reader, writer = await _windows_stdio_streams(asyncio.get_running_loop(), DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     transport = TolerantTransport(reader, MessageSender(writer, TaskSupervisor(source="codling.acp")))
     # codling leaves out the Agent protocol methods it does not advertise (load, list, fork, resume, close);
     # the SDK router answers those with method-not-found.
