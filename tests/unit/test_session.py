@@ -256,6 +256,10 @@ async def test_cancel_kills_running_command(project: Path, settings: Settings) -
 
     events = await asyncio.wait_for(consume(), timeout=10)
     assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
+    # The interrupted call is closed, so no client shows it running forever.
+    assert events[-2] == ToolCallFinished(
+        events[0].turn_id, "c1", "run_command", "failed", "aborted: the user cancelled the turn"
+    )
     pid = int(pid_file.read_text())
     for _ in range(100):
         if not _alive(pid):
@@ -299,3 +303,14 @@ async def test_usage_is_reported(project: Path, settings: Settings) -> None:
     assert result.usage.requests == 1
     assert result.usage.input_tokens > 0
     assert isinstance(result.usage, Usage)
+
+
+async def test_bad_tool_arguments_are_retried_and_failed_calls_are_closed(project: Path, settings: Settings) -> None:
+    script = Script([[Call("read_file", {"wrong": 1}, "c1")], [Say("sorry")]])
+    session = session_for(script, project, settings)
+    events = await collect(session, "read")
+    started = next(e for e in events if isinstance(e, ToolCallStarted))
+    finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    assert started.title == "read_file (no path given)"
+    assert finished.status == "failed" and "path" in finished.text
+    assert isinstance(events[-1], TurnEnded) and not events[-1].error

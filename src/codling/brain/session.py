@@ -48,6 +48,9 @@ Observer = Callable[[Event], Awaitable[None]]
 
 ModelFactory = Callable[[str], "Model"]
 
+TOOL_RETRIES = 3
+"""How often the model may retry a tool call whose arguments did not validate, per tool and turn."""
+
 
 @dataclass(frozen=True)
 class SessionOptions:
@@ -231,6 +234,8 @@ class ConversationSession:
                 deps_type=ToolDeps,
                 instructions=system_prompt(self.state.cwd, self.state.additional_dirs),
                 toolsets=[build_toolset()] if self.options.run_tools else [],
+                # Models often fix bad tool arguments on a second or third try; the default (1) fails too soon.
+                retries=TOOL_RETRIES,
             )
         return self._agent
 
@@ -263,13 +268,24 @@ class ConversationSession:
                 raise
             stop = "cancelled"
         except Exception as e:
-            send(TurnFailed(turn_id, _describe_failure(e)))
+            failure = _describe_failure(e)
+            self._close_open_calls(turn_id, log_, "aborted: the turn failed", send)
+            send(TurnFailed(turn_id, failure))
             if not _is_expected_failure(e):
                 log.exception("turn %s failed", turn_id)
         finally:
             self._record_turn(user_text, log_, cancelled=stop == "cancelled")
+        if stop == "cancelled":
+            self._close_open_calls(turn_id, log_, "aborted: the user cancelled the turn", send)
         send(TurnEnded(turn_id, stop, usage, error=log_.error is not None))
         emit(_DONE)
+
+    @staticmethod
+    def _close_open_calls(turn_id: str, log_: _TurnLog, reason: str, send: Callable[[Event], None]) -> None:
+        """Finish every tool call that started but never finished, so no client shows it running forever."""
+        for call_id, started in list(log_.calls.items()):
+            if call_id not in log_.finished:
+                send(ToolCallFinished(turn_id, call_id, started.tool_name, "failed", reason))
 
     async def _drive(self, turn_id: str, user_text: str, send: Callable[[Event], None]) -> tuple[StopReason, Usage]:
         from pydantic_ai import Agent

@@ -110,6 +110,8 @@ def _describe(tool_name: str, args: dict[str, Any], workspace: Workspace, kind: 
         return ToolCallInfo(title=f"Run `{_short_command(str(args['command']))}`", kind=kind)
     if tool_name not in _TOOL_KINDS:
         return ToolCallInfo(title=tool_name, kind=kind)
+    if tool_name in ("read_file", "edit_file", "write_file") and not args.get("path"):
+        return ToolCallInfo(title=f"{tool_name} (no path given)", kind=kind)
     raw_path = str(args.get("path") or ".")
     shown, resolved = _path_for_title(raw_path, workspace)
     if tool_name == "read_file":
