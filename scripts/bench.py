@@ -220,7 +220,7 @@ def agent_env(server: OpenAIServer) -> Iterator[Env]:
 @asynccontextmanager
 async def spawned(client: RecordingClient, argv: Sequence[str], env: Env) -> AsyncIterator[ClientSideConnection]:
     """An agent process started with the SDK's client side; killed (not drained) on exit."""
-    with env.stderr_path.open("ab") as stderr:
+    with env.stderr_path.open("wb") as stderr:  # the latest agent's stderr, for error messages
         async with spawn_agent_process(
             client,
             sys.executable,
