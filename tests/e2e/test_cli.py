@@ -160,3 +160,49 @@ def test_unknown_model_warns_and_still_works(home: Path, project: Path, server: 
     assert result.returncode == 0, result.stderr
     assert "never-heard-of-it" in result.stderr and "no model catalog" in result.stderr
     assert server.requests[0]["model"] == "never-heard-of-it"
+
+
+def test_run_on_a_terminal_asks_before_a_command(home: Path, project: Path, server: OpenAIServer) -> None:
+    import pty
+    import select
+
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("run_command", {"command": "echo approved > proof.txt"}, id="c1")]),
+        Reply(text=["Done."]),
+    )
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "codling", "run", "make proof"],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        env={**model_env(home, server), "NO_COLOR": "1", "TERM": "dumb"},
+        cwd=project,
+    )
+    os.close(secondary)
+    seen = b""
+    answered = False
+    try:
+        while process.poll() is None or select.select([primary], [], [], 0)[0]:
+            ready, _, _ = select.select([primary], [], [], 30)
+            assert ready, f"no output from codling; got so far: {seen!r}"
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if not answered and b"Allow?" in seen:
+                os.write(primary, b"y\n")
+                answered = True
+        assert process.wait(timeout=30) == 0, seen
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(primary)
+    text = seen.decode(errors="replace")
+    assert answered, text
+    assert "echo approved > proof.txt" in text
+    assert (project / "proof.txt").read_text() == "approved\n"
+    assert "Done." in text
