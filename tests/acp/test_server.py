@@ -76,6 +76,9 @@ async def test_initialize_advertises_only_what_is_implemented(start) -> None:  #
     assert caps.load_session is False
     assert caps.prompt_capabilities is not None
     assert (caps.prompt_capabilities.embedded_context, caps.prompt_capabilities.image) == (True, False)
+    sessions = caps.session_capabilities
+    assert sessions is not None and sessions.additional_directories is not None
+    assert (sessions.list, sessions.fork, sessions.resume) == (None, None, None)
     assert response.auth_methods == []
 
 
@@ -219,6 +222,9 @@ async def test_set_mode_and_config_options(start) -> None:  # type: ignore[no-un
         sid = await h.new()
         with pytest.raises(RequestError):
             await h.conn.set_session_mode(session_id=sid, mode_id="chaos")
+        await h.conn.set_session_mode(session_id=sid, mode_id="read-only")
+        (synced,) = h.client.of_kind("config_option_update")
+        assert {o.id: o.current_value for o in synced.config_options}["mode"] == "read-only"
         response = await h.conn.set_config_option(config_id="mode", session_id=sid, value="yolo")
         modes = {o.id: o.current_value for o in response.config_options}
         assert modes["mode"] == "yolo"
@@ -265,3 +271,17 @@ async def test_max_turn_requests_stop_reason(start) -> None:  # type: ignore[no-
         sid = await h.new(mode="yolo")
         assert await h.say(sid, "loop") == "max_turn_requests"
     assert len(script.requests) == 2
+
+
+async def test_additional_directories_are_part_of_the_workspace(start, project: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    extra = tmp_path / "shared-lib"
+    extra.mkdir()
+    (extra / "util.py").write_text("VALUE = 42\n")
+    script = Script([[Call("read_file", {"path": str(extra / "util.py")}, "r1")], [Say("42")]])
+    async with start(script) as h:
+        await h.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        session = await h.conn.new_session(cwd=str(project), additional_directories=[str(extra)])
+        await h.conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("read it")])
+    (update,) = h.client.of_kind("tool_call_update")
+    assert update.status == "completed"
+    assert "VALUE = 42" in update.content[0].content.text

@@ -21,6 +21,7 @@ from acp.schema import (
     AgentCapabilities,
     AudioContentBlock,
     ClientCapabilities,
+    ConfigOptionUpdate,
     EmbeddedResourceContentBlock,
     ImageContentBlock,
     Implementation,
@@ -29,6 +30,8 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
+    SessionAdditionalDirectoriesCapabilities,
+    SessionCapabilities,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
     SessionMode,
@@ -149,6 +152,9 @@ class CodlingAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=False,
                 prompt_capabilities=PromptCapabilities(embedded_context=True, image=False, audio=False),
+                session_capabilities=SessionCapabilities(
+                    additional_directories=SessionAdditionalDirectoriesCapabilities()
+                ),
             ),
             agent_info=Implementation(name="codling", title="codling", version=__version__),
         )
@@ -254,6 +260,9 @@ class CodlingAgent:
         """Switch the permission mode."""
         session = self._session(session_id)
         session.brain.set_mode(_mode(mode_id))
+        # Clients that show the mode as a config option learn of the change too.
+        update = ConfigOptionUpdate(session_update="config_option_update", config_options=self._config_options(session))
+        await self.client.session_update(session_id=session_id, update=update)
         return SetSessionModeResponse()
 
     async def set_config_option(

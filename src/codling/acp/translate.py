@@ -21,7 +21,6 @@ from codling.brain.events import (
     ThoughtDelta,
     ToolCallFinished,
     ToolCallStarted,
-    ToolCallUpdated,
     TurnEnded,
     TurnFailed,
     TurnStarted,
@@ -69,8 +68,6 @@ def translate(event: Event) -> list[Update]:
                     raw_input=event.raw_input,
                 )
             ]
-        case ToolCallUpdated():
-            return [helpers.update_tool_call(event.call_id, status=event.status)]
         case ToolCallFinished():
             return [
                 helpers.update_tool_call(

@@ -1,7 +1,7 @@
 """The brain's typed event stream.
 
-A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``,
-``ToolCallUpdated`` and ``ToolCallFinished``; at most one ``TurnFailed``; and exactly one ``TurnEnded``.
+A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``
+and ``ToolCallFinished``; at most one ``TurnFailed``; and exactly one ``TurnEnded``.
 Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Events are
 frozen and carry no provider or protocol types.
 """
@@ -16,8 +16,6 @@ from codling.tools.ports import FileDiff, Location, ToolKind
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 """Why a turn ended; the same set ACP uses. A failed turn ends with ``end_turn`` and ``error=True``."""
-
-ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
 
 
 @dataclass(frozen=True)
@@ -73,16 +71,6 @@ class ToolCallStarted:
 
 
 @dataclass(frozen=True)
-class ToolCallUpdated:
-    """A tool call changed status while running (e.g. permission granted, command started)."""
-
-    turn_id: str
-    call_id: str
-    status: ToolStatus
-    kind: Literal["tool_call_updated"] = "tool_call_updated"
-
-
-@dataclass(frozen=True)
 class ToolCallFinished:
     """A tool call completed or failed; ``text`` is what the model was told."""
 
@@ -116,14 +104,5 @@ class TurnEnded:
     kind: Literal["turn_ended"] = "turn_ended"
 
 
-Event = (
-    TurnStarted
-    | TextDelta
-    | ThoughtDelta
-    | ToolCallStarted
-    | ToolCallUpdated
-    | ToolCallFinished
-    | TurnFailed
-    | TurnEnded
-)
+Event = TurnStarted | TextDelta | ThoughtDelta | ToolCallStarted | ToolCallFinished | TurnFailed | TurnEnded
 """Any brain event."""

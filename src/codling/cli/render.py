@@ -264,8 +264,6 @@ class TerminalRenderer:
                 self._failed(event)
             case TurnEnded():
                 self._ended(event)
-            case _:
-                pass  # ToolCallUpdated: the tool line already says what runs
 
     def close(self) -> None:
         """Stop the spinner, if any; call when the turn is over or interrupted."""
