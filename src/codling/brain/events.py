@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from codling.brain.prompt import PromptBlock
 from codling.tools.ports import FileDiff, Location, ToolKind
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
@@ -33,8 +34,11 @@ class TurnStarted:
 
     turn_id: str
     prompt: str
+    """The prompt as a user would describe it (typed text and attachment names)."""
     thinking: bool
     started_at: datetime
+    blocks: tuple[PromptBlock, ...] = ()
+    """The prompt's content blocks, as the user sent them."""
     kind: Literal["turn_started"] = "turn_started"
 
 

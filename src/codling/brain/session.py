@@ -11,10 +11,10 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.events import (
     Event,
@@ -87,15 +87,33 @@ class TurnResult:
 
 _DONE = object()
 
+_ENDING_NOTES = {
+    "cancelled": "[The user cancelled this turn.]",
+    "interrupted": "[This turn was interrupted before it finished.]",
+}
+
 
 @dataclass
 class _TurnLog:
     """What a turn produced so far; becomes the history entry whatever way the turn ends."""
 
+    user_text: str
     text: list[str] = field(default_factory=list)
     calls: dict[str, ToolCallStarted] = field(default_factory=dict)
     finished: dict[str, ToolCallFinished] = field(default_factory=dict)
     error: str | None = None
+
+    def apply(self, event: Event) -> None:
+        """Take note of one event of the turn."""
+        match event:
+            case TextDelta():
+                self.text.append(event.text)
+            case ToolCallStarted():
+                self.calls[event.call_id] = event
+            case ToolCallFinished():
+                self.finished[event.call_id] = event
+            case TurnFailed():
+                self.error = event.message
 
     def reply(self) -> str:
         parts = ["".join(self.text).strip()]
@@ -242,23 +260,15 @@ class ConversationSession:
     async def _turn(self, blocks: tuple[PromptBlock, ...], emit: Callable[[Any], None]) -> None:
         """The turn loop: one pydantic-ai run, translated into brain events."""
         turn_id = uuid.uuid4().hex
-        log_ = _TurnLog()
+        user_text = render_prompt(blocks)
+        log_ = _TurnLog(user_text)
 
         def send(event: Event) -> None:
-            match event:
-                case TextDelta():
-                    log_.text.append(event.text)
-                case ToolCallStarted():
-                    log_.calls[event.call_id] = event
-                case ToolCallFinished():
-                    log_.finished[event.call_id] = event
-                case TurnFailed():
-                    log_.error = event.message
+            log_.apply(event)
             emit(event)
 
-        user_text = render_prompt(blocks)
         thinking = self.state.model.thinking
-        send(TurnStarted(turn_id, prompt_summary(blocks), thinking, datetime.now(UTC)))
+        send(TurnStarted(turn_id, prompt_summary(blocks), thinking, datetime.now(UTC), blocks))
         stop: StopReason = "end_turn"
         usage = Usage()
         try:
@@ -274,7 +284,7 @@ class ConversationSession:
             if not _is_expected_failure(e):
                 log.exception("turn %s failed", turn_id)
         finally:
-            self._record_turn(user_text, log_, cancelled=stop == "cancelled")
+            self._record_turn(log_, "cancelled" if stop == "cancelled" else None)
         if stop == "cancelled":
             self._close_open_calls(turn_id, log_, "aborted: the user cancelled the turn", send)
         send(TurnEnded(turn_id, stop, usage, error=log_.error is not None))
@@ -359,14 +369,35 @@ class ConversationSession:
             locations=info.locations,
         )
 
-    def _record_turn(self, user_text: str, log_: _TurnLog, *, cancelled: bool) -> None:
+    def restore(self, events: Iterable[Event]) -> None:
+        """Rebuild the text history from a recorded event stream (e.g. read back from history.jsonl).
+
+        Each turn enters the history exactly as it did live; a turn whose end was never recorded (the process
+        died) enters it with a note that it was interrupted.
+        """
+        log_: _TurnLog | None = None
+        for event in events:
+            if isinstance(event, TurnStarted):
+                if log_ is not None:
+                    self._record_turn(log_, "interrupted")
+                log_ = _TurnLog(render_prompt(event.blocks) if event.blocks else event.prompt)
+            elif log_ is not None:
+                log_.apply(event)
+                if isinstance(event, TurnEnded):
+                    self._record_turn(log_, "cancelled" if event.stop_reason == "cancelled" else None)
+                    log_ = None
+        if log_ is not None:
+            self._record_turn(log_, "interrupted")
+
+    def _record_turn(self, log_: _TurnLog, ending: Literal["cancelled", "interrupted"] | None) -> None:
         """Append the turn to the text history (user text, then reply text with tool summaries)."""
         from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
         reply = log_.reply()
-        if cancelled:
-            reply = (reply + "\n\n" if reply else "") + "[The user cancelled this turn.]"
-        self.state.history.append(ModelRequest(parts=[UserPromptPart(user_text)]))
+        if ending is not None:
+            note = _ENDING_NOTES[ending]
+            reply = (reply + "\n\n" if reply else "") + note
+        self.state.history.append(ModelRequest(parts=[UserPromptPart(log_.user_text)]))
         self.state.history.append(ModelResponse(parts=[TextPart(reply or "(no reply)")]))
         self.state.turn_count += 1
 

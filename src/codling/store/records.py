@@ -1,0 +1,185 @@
+"""history.jsonl records: brain events and session facts as versioned JSON objects, and back.
+
+Every record has ``v`` (format version), ``ts`` (UTC, ISO 8601), ``session_id``, ``kind`` and, for records of
+a turn, ``turn_id``. The format is documented in docs/history-format.md.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from codling.brain.events import (
+    Event,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+    Usage,
+)
+from codling.brain.prompt import PromptBlock, ResourceBlock, TextBlock, prompt_summary
+from codling.tools.ports import FileDiff, Location
+
+VERSION = 1
+
+TURN_KINDS = frozenset({"turn_start", "message", "thought", "tool_call", "tool_result", "turn_end"})
+"""Record kinds that belong to a turn (and carry ``turn_id``)."""
+
+
+def now() -> str:
+    """The current UTC time as written in records."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(value: str) -> datetime:
+    """A record timestamp as an aware datetime."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+# -- prompt blocks in ACP wire format --------------------------------------------------------------------------
+
+
+def block_to_wire(block: PromptBlock) -> dict[str, Any]:
+    """A prompt block as an ACP content block (JSON): text, embedded text resource, or resource link."""
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if block.text is not None:
+        return {"type": "resource", "resource": {"uri": block.uri, "text": block.text}}
+    name = block.uri.rstrip("/").rsplit("/", 1)[-1] or block.uri
+    wire: dict[str, Any] = {"type": "resource_link", "uri": block.uri, "name": name}
+    if block.note:
+        wire["description"] = block.note
+    return wire
+
+
+def block_from_wire(wire: dict[str, Any]) -> PromptBlock:
+    """The inverse of :func:`block_to_wire`."""
+    kind = wire.get("type")
+    if kind == "text":
+        return TextBlock(str(wire.get("text", "")))
+    if kind == "resource":
+        resource = wire.get("resource") or {}
+        return ResourceBlock(str(resource.get("uri", "")), text=resource.get("text"))
+    return ResourceBlock(str(wire.get("uri", "")), note=wire.get("description"))
+
+
+# -- events → records ------------------------------------------------------------------------------------------
+
+
+def _locations(items: tuple[Location, ...]) -> list[dict[str, Any]]:
+    return [{"path": str(loc.path), "line": loc.line} for loc in items]
+
+
+def _diff(diff: FileDiff | None) -> dict[str, Any] | None:
+    if diff is None:
+        return None
+    return {"path": str(diff.path), "old_text": diff.old_text, "new_text": diff.new_text}
+
+
+def event_payload(event: Event, error: str | None = None) -> dict[str, Any]:
+    """The kind-specific part of the record for one event (text deltas arrive here already merged).
+
+    ``TurnFailed`` has no record of its own: its message is kept as the ``error`` of the turn's end record.
+    """
+    match event:
+        case TurnStarted():
+            return {
+                "kind": "turn_start",
+                "prompt": [block_to_wire(b) for b in event.blocks],
+                "thinking": event.thinking,
+                "started_at": event.started_at.isoformat(),
+            }
+        case TextDelta():
+            return {"kind": "message", "text": event.text}
+        case ThoughtDelta():
+            return {"kind": "thought", "text": event.text}
+        case ToolCallStarted():
+            return {
+                "kind": "tool_call",
+                "call_id": event.call_id,
+                "tool_name": event.tool_name,
+                "title": event.title,
+                "tool_kind": event.tool_kind,
+                "raw_input": event.raw_input,
+                "locations": _locations(event.locations),
+            }
+        case ToolCallFinished():
+            return {
+                "kind": "tool_result",
+                "call_id": event.call_id,
+                "tool_name": event.tool_name,
+                "status": event.status,
+                "text": event.text,
+                "diff": _diff(event.diff),
+                "locations": _locations(event.locations),
+            }
+        case TurnEnded():
+            usage = event.usage
+            return {
+                "kind": "turn_end",
+                "stop_reason": event.stop_reason,
+                "usage": {
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                    "requests": usage.requests,
+                },
+                "error": error,
+            }
+    raise ValueError(f"no record for {type(event).__name__}")
+
+
+# -- records → events ------------------------------------------------------------------------------------------
+
+
+def _locations_from(items: Any) -> tuple[Location, ...]:
+    return tuple(Location(Path(i["path"]), i.get("line")) for i in items or ())
+
+
+def record_events(record: dict[str, Any]) -> list[Event]:
+    """The brain events one turn record stands for (none for records outside turns)."""
+    kind = record.get("kind")
+    turn_id = str(record.get("turn_id", ""))
+    match kind:
+        case "turn_start":
+            blocks = tuple(block_from_wire(w) for w in record.get("prompt", ()))
+            started = parse_time(record.get("started_at") or record["ts"])
+            return [TurnStarted(turn_id, prompt_summary(blocks), bool(record.get("thinking")), started, blocks)]
+        case "message":
+            return [TextDelta(turn_id, record["text"])]
+        case "thought":
+            return [ThoughtDelta(turn_id, record["text"])]
+        case "tool_call":
+            return [
+                ToolCallStarted(
+                    turn_id,
+                    record["call_id"],
+                    record["tool_name"],
+                    record["title"],
+                    record.get("tool_kind", "other"),
+                    record.get("raw_input") or {},
+                    _locations_from(record.get("locations")),
+                )
+            ]
+        case "tool_result":
+            diff = record.get("diff")
+            return [
+                ToolCallFinished(
+                    turn_id,
+                    record["call_id"],
+                    record["tool_name"],
+                    record["status"],
+                    record.get("text", ""),
+                    FileDiff(Path(diff["path"]), diff.get("old_text"), diff["new_text"]) if diff else None,
+                    _locations_from(record.get("locations")),
+                )
+            ]
+        case "turn_end":
+            usage = Usage(**(record.get("usage") or {}))
+            error = record.get("error")
+            ended = TurnEnded(turn_id, record["stop_reason"], usage, error=error is not None)
+            return [TurnFailed(turn_id, error), ended] if error is not None else [ended]
+    return []

@@ -1,0 +1,227 @@
+"""history.jsonl: records, the writer, the tolerant reader and the session store."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from codling.brain.events import (
+    Event,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+    Usage,
+)
+from codling.brain.prompt import ResourceBlock, TextBlock
+from codling.errors import SessionError, UnknownSessionError
+from codling.store.history import HistoryFile, HistoryRecorder, Redactor, SessionHeader, read_history
+from codling.store.index import SessionStore
+from codling.tools.ports import FileDiff, Location
+
+T = "turn-1"
+STARTED = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+BLOCKS = (
+    TextBlock("fix the bug"),
+    ResourceBlock("file:///p/a.py", text="x = 1\n"),
+    ResourceBlock("https://e/x", note="n"),
+)
+
+TURN: list[Event] = [
+    TurnStarted(T, "fix the bug @a.py @x", True, STARTED, BLOCKS),
+    ThoughtDelta(T, "Let me look."),
+    ToolCallStarted(T, "c1", "edit_file", "Edit a.py", "edit", {"path": "a.py"}, (Location(Path("/p/a.py"), 1),)),
+    ToolCallFinished(T, "c1", "edit_file", "completed", "Edited a.py", FileDiff(Path("/p/a.py"), "x = 1\n", "x = 2\n")),
+    TextDelta(T, "Fixed."),
+    TurnEnded(T, "end_turn", Usage(100, 20, 2)),
+]
+
+
+def header(session_id: str = "s1", cwd: Path = Path("/p")) -> SessionHeader:
+    return SessionHeader(session_id, cwd, "openai-chat:m", "ask", created_at="2026-11-22T10:00:00.000Z")
+
+
+async def record(path: Path, events: list[Event], redact: Redactor | None = None) -> None:
+    file = HistoryFile(path, "s1", redact)
+    file.write_record(header().record())
+    recorder = HistoryRecorder(file)
+    for event in events:
+        await recorder(event)
+    file.close()
+
+
+async def test_events_round_trip_through_records(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    await record(path, TURN)
+    session = read_history(path)
+    assert session.events == TURN
+    assert session.header == header()
+    assert (session.turns, session.title, session.skipped_lines) == (1, "fix the bug @a.py @x", 0)
+    kinds = [json.loads(line)["kind"] for line in path.read_text().splitlines()]
+    assert kinds == ["session", "turn_start", "settings", "thought", "tool_call", "tool_result", "message", "turn_end"]
+
+
+async def test_deltas_are_merged_per_segment_and_every_turn_record_has_the_turn_id(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    events: list[Event] = [
+        TurnStarted(T, "hi", False, STARTED, (TextBlock("hi"),)),
+        TextDelta(T, "Hel"),
+        TextDelta(T, "lo"),
+        ThoughtDelta(T, "a"),
+        ThoughtDelta(T, "b"),
+        TextDelta(T, "!"),
+        TurnFailed(T, "provider down"),
+        TurnEnded(T, "end_turn", error=True),
+    ]
+    await record(path, events)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    turn_records = [r for r in records if r["kind"] not in ("session", "settings")]
+    assert [(r["kind"], r.get("text")) for r in turn_records] == [
+        ("turn_start", None),
+        ("message", "Hello"),
+        ("thought", "ab"),
+        ("message", "!"),
+        ("turn_end", None),
+    ]
+    assert all(r["turn_id"] == T and r["v"] == 1 and r["ts"].endswith("Z") for r in turn_records)
+    assert turn_records[-1]["error"] == "provider down"
+    back = read_history(path).events
+    assert back[-2:] == [TurnFailed(T, "provider down"), TurnEnded(T, "end_turn", error=True)]
+
+
+async def test_torn_last_line_is_ignored_then_cut_before_the_next_append(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "history.jsonl"
+    await record(path, TURN)
+    with path.open("a") as f:
+        f.write('{"v":1,"kind":"message","te')  # a crash in the middle of a write
+    with caplog.at_level(logging.WARNING):
+        assert read_history(path).events == TURN
+    assert "torn" in caplog.text
+    file = HistoryFile(path, "s1")
+    file.append({"kind": "settings", "mode": "yolo"})
+    file.close()
+    lines = path.read_text().splitlines()
+    assert all(json.loads(line) for line in lines)
+    assert json.loads(lines[-1])["mode"] == "yolo"
+    assert read_history(path).mode == "yolo"
+
+
+async def test_corrupt_middle_line_is_skipped_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "history.jsonl"
+    await record(path, TURN)
+    lines = path.read_text().splitlines()
+    lines.insert(3, "{not json at all")
+    lines.insert(4, "[1, 2]")
+    path.write_text("\n".join(lines) + "\n")
+    with caplog.at_level(logging.WARNING):
+        session = read_history(path)
+    assert session.events == TURN
+    assert session.skipped_lines == 2
+    assert "corrupt" in caplog.text
+
+
+def test_a_file_without_a_session_record_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_text('{"kind": "message", "text": "orphan"}\n')
+    with pytest.raises(SessionError):
+        read_history(path)
+
+
+async def test_secrets_never_reach_the_file(tmp_path: Path) -> None:
+    secret = "sk-live-0123456789abcdef"
+    redact = Redactor.from_env({"OPENAI_API_KEY": secret, "PATH": "/usr/bin:/bin", "SHORT_TOKEN": "abc"})
+    path = tmp_path / "history.jsonl"
+    events: list[Event] = [
+        TurnStarted(T, "x", False, STARTED, (TextBlock(f"my key is {secret}"),)),
+        TurnFailed(T, f"HTTP 401: Incorrect API key provided: {secret}"),
+        TurnEnded(T, "end_turn", error=True),
+    ]
+    await record(path, events, redact)
+    text = path.read_text()
+    assert secret not in text
+    assert "[redacted]" in text
+    assert "/usr/bin:/bin" in Redactor.from_env({"PATH": "/usr/bin:/bin"})("/usr/bin:/bin")
+
+
+def test_appending_a_record_is_one_flushed_line(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    file = HistoryFile(path, "s1")
+    file.append({"kind": "settings", "title": "t"})
+    # Visible to another reader before close: flushed per record.
+    assert json.loads(path.read_text())["title"] == "t"
+    file.close()
+
+
+# -- the store ---------------------------------------------------------------------------------------------------
+
+
+def make_session(store: SessionStore, session_id: str, cwd: Path, title: str | None = None) -> None:
+    file = store.create(header(session_id, cwd))
+    if title:
+        file.append({"kind": "settings", "title": title})
+        store._write_meta(header(session_id, cwd), title)
+    file.close()
+
+
+def test_list_filters_by_cwd_newest_first_and_resolves_prefixes(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    make_session(store, "aaa111", Path("/p"), "first")
+    make_session(store, "aab222", Path("/q"), "other dir")
+    make_session(store, "bbb333", Path("/p"), "second")
+    import os
+
+    os.utime(store.history_path("aaa111"), (1, 1))
+    listed = store.list(Path("/p"))
+    assert [s.session_id for s in listed] == ["bbb333", "aaa111"]
+    assert listed[0].title == "second" and listed[0].cwd == Path("/p")
+    assert len(store.list()) == 3
+    assert store.resolve("bbb") == "bbb333"
+    with pytest.raises(SessionError):
+        store.resolve("aa")
+    with pytest.raises(UnknownSessionError):
+        store.resolve("zzz")
+
+
+def test_missing_or_corrupt_meta_is_rebuilt_from_history(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    make_session(store, "s1", Path("/p"), "kept title")
+    meta = store.root / "s1" / "meta.json"
+    meta.write_text("{garbage")
+    (summary,) = store.list()
+    assert summary.title == "kept title"
+    assert json.loads(meta.read_text())["title"] == "kept title"
+
+
+def test_fork_copies_history_and_records_parent(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    make_session(store, "parent1", Path("/p"), "the original")
+    file = store.open("parent1")
+    file.append({"kind": "message", "text": "hello"}, "t1")
+    file.close()
+    fork = store.fork("parent1", "child1")
+    assert fork.header.parent == "parent1"
+    assert fork.header.session_id == "child1"
+    assert fork.title == "the original (fork)"
+    assert fork.events == [TextDelta("t1", "hello")]
+    assert all(r["session_id"] == "child1" for r in fork.records)
+    assert store.read("parent1").title == "the original"
+
+
+def test_delete_removes_only_that_session(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    make_session(store, "s1", Path("/p"))
+    make_session(store, "s2", Path("/p"))
+    removed = store.delete("s1")
+    assert not removed.exists()
+    assert [s.session_id for s in store.list()] == ["s2"]
+    with pytest.raises(UnknownSessionError):
+        store.delete("s1")
