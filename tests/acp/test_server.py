@@ -73,12 +73,17 @@ async def test_initialize_advertises_only_what_is_implemented(start) -> None:  #
     assert response.agent_info is not None and response.agent_info.name == "codling"
     caps = response.agent_capabilities
     assert caps is not None
-    assert caps.load_session is False
+    assert caps.load_session is True
     assert caps.prompt_capabilities is not None
     assert (caps.prompt_capabilities.embedded_context, caps.prompt_capabilities.image) == (True, False)
     sessions = caps.session_capabilities
-    assert sessions is not None and sessions.additional_directories is not None
-    assert (sessions.list, sessions.fork, sessions.resume) == (None, None, None)
+    assert sessions is not None
+    advertised = {
+        name
+        for name in ("list", "fork", "resume", "close", "additional_directories", "delete")
+        if getattr(sessions, name) is not None
+    }
+    assert advertised == {"list", "fork", "resume", "close", "additional_directories"}
     assert response.auth_methods == []
 
 
@@ -183,7 +188,7 @@ async def test_cancel_answers_cancelled_promptly(start) -> None:  # type: ignore
     async with start(script) as h:
         sid = await h.new()
         prompt = asyncio.create_task(h.say(sid, "slow"))
-        await asyncio.wait_for(h.client.update_seen.wait(), 5)
+        await h.client.wait_for("agent_message_chunk")
         await h.conn.cancel(session_id=sid)
         assert await asyncio.wait_for(prompt, 5) == "cancelled"
         # The session keeps working after a cancel.

@@ -79,14 +79,11 @@ async def test_initialize_new_prompt_with_tool_call_then_cancel(
         assert "exit code 0" in updates[-1].content[0].content.text
 
         # Cancel a slowly streaming reply: the prompt answers `cancelled` long before the stream would end.
-        client.update_seen.clear()
-        before = len(client.updates)
+        chunks_before = len(client.of_kind("agent_message_chunk"))
         prompt = asyncio.create_task(
             conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("talk slowly")])
         )
-        while len(client.updates) == before:
-            await asyncio.wait_for(client.update_seen.wait(), 10)
-            client.update_seen.clear()
+        await client.wait_for("agent_message_chunk", chunks_before + 1)
         await conn.cancel(session_id=session.session_id)
         cancelled = await asyncio.wait_for(prompt, 5)
         assert cancelled.stop_reason == "cancelled"

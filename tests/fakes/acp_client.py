@@ -65,6 +65,13 @@ class RecordingClient:
     async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
         raise RequestError.method_not_found("fs/read_text_file")
 
+    async def wait_for(self, kind: str, count: int = 1, timeout: float = 10) -> None:
+        """Wait until at least ``count`` updates of one kind have arrived."""
+        async with asyncio.timeout(timeout):
+            while len(self.of_kind(kind)) < count:
+                self.update_seen.clear()
+                await self.update_seen.wait()
+
     def of_kind(self, kind: str) -> list[Any]:
         """The updates of one sessionUpdate kind, in order."""
         return [u for _, u in self.updates if u.session_update == kind]

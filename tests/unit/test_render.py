@@ -316,6 +316,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "prompt": "fix it",
             "thinking": False,
             "started_at": "2025-01-02T03:04:05+00:00",
+            "blocks": [],
             "kind": "turn_started",
         },
         {"type": "text_delta", "turn_id": T, "text": "héllo", "kind": "text_delta"},

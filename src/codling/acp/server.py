@@ -1,8 +1,8 @@
 """The ACP agent: session/* requests in, brain events out as session/update notifications.
 
-Start-up is kept light: this module imports the ACP SDK and codling's foundation only. The brain (and with it
-pydantic-ai and the provider SDKs) is imported when the first session is created, and warmed up in a
-background thread right after ``initialize`` has been answered.
+Start-up is kept light: this module imports the ACP SDK and codling's foundation only. The brain, the store
+(and with them pydantic-ai and the provider SDKs) are imported when the first session is opened, and warmed up
+in a background thread right after ``initialize`` has been answered.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -19,69 +18,70 @@ from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.interfaces import Agent, Client
 from acp.schema import (
     AgentCapabilities,
-    AudioContentBlock,
     ClientCapabilities,
     ConfigOptionUpdate,
-    EmbeddedResourceContentBlock,
-    ImageContentBlock,
+    ForkSessionResponse,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
-    ResourceContentBlock,
+    ResumeSessionResponse,
     SessionAdditionalDirectoriesCapabilities,
     SessionCapabilities,
-    SessionConfigOptionSelect,
-    SessionConfigSelectOption,
-    SessionMode,
-    SessionModeState,
+    SessionCloseCapabilities,
+    SessionForkCapabilities,
+    SessionInfo,
+    SessionInfoUpdate,
+    SessionListCapabilities,
+    SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
-    TextContentBlock,
-    TextResourceContents,
 )
 
 from codling import __version__
+from codling.acp.options import config_options, mode_state, parse_mode
 from codling.acp.translate import translate
-from codling.config import PERMISSION_MODES, PermissionMode, Settings, load_settings
-from codling.errors import CodlingError, ConfigError
+from codling.config import Settings, load_settings
+from codling.errors import CodlingError, ConfigError, SessionError
 from codling.llm.catalog import Catalog, load_catalog
 from codling.paths import user_catalog_file
 
 if TYPE_CHECKING:
+    from codling.acp.content import ContentBlock
     from codling.brain.events import Event
-    from codling.brain.prompt import PromptBlock
     from codling.brain.session import ConversationSession, ModelFactory
+    from codling.store.history import HistoryRecorder, SessionHeader, SessionLog
+    from codling.store.index import SessionStore
 
 log = logging.getLogger(__name__)
 
-MODE_DESCRIPTIONS: dict[PermissionMode, tuple[str, str]] = {
-    "read-only": ("Read only", "Reads and searches; refuses edits and commands."),
-    "ask": ("Ask", "Asks before every edit and command."),
-    "accept-edits": ("Accept edits", "Edits files without asking; asks before commands."),
-    "yolo": ("Yolo", "Edits and runs commands without asking."),
-}
-
-ContentBlock = (
-    TextContentBlock | ImageContentBlock | AudioContentBlock | ResourceContentBlock | EmbeddedResourceContentBlock
-)
+LIST_PAGE_SIZE = 50
 
 
 @dataclass
 class AcpSession:
-    """One ACP session: the brain session behind it and the ACP-facing bits."""
+    """One open ACP session: the brain session behind it and the recorder writing its history."""
 
     id: str
     brain: ConversationSession
+    recorder: HistoryRecorder
+
+    async def close(self) -> None:
+        """Stop any running turn and release the history file."""
+        await self.brain.stop()
+        self.recorder.file.close()
 
 
 def _warm_up() -> None:
-    """Import the heavy modules a first prompt needs, off the event loop's critical path."""
+    """Import the heavy modules a first session needs, off the event loop's critical path."""
     try:
         import codling.brain.session
-        import codling.llm.providers  # noqa: F401
-    except Exception:
+        import codling.llm.providers
+        import codling.store.index  # noqa: F401
+    except Exception:  # warm-up is best effort; the real import reports errors
         log.debug("warm-up import failed", exc_info=True)
 
 
@@ -91,16 +91,17 @@ class CodlingAgent:
     def __init__(
         self,
         *,
-        settings_loader: Callable[[], Settings] = load_settings,
+        settings_loader: Any = load_settings,
         model_factory: ModelFactory | None = None,
         cli_model: str | None = None,
         warm_up: bool = True,
     ) -> None:
-        self._cli_model = cli_model
         self._settings_loader = settings_loader
         self._settings: Settings | None = None
         self._catalog: Catalog | None = None
+        self._store: SessionStore | None = None
         self._model_factory = model_factory
+        self._cli_model = cli_model
         self._warm_up = warm_up
         self._client: Client | None = None
         self._sessions: dict[str, AcpSession] = {}
@@ -117,20 +118,32 @@ class CodlingAgent:
             raise RequestError.internal_error({"details": "no client connection"})
         return self._client
 
-    def _config(self) -> tuple[Settings, Catalog]:
-        if self._settings is None or self._catalog is None:
+    def _config(self) -> tuple[Settings, Catalog, SessionStore]:
+        if self._settings is None or self._catalog is None or self._store is None:
+            from codling.store.history import Redactor
+            from codling.store.index import SessionStore
+
             try:
-                self._settings = self._settings_loader()
-                self._catalog = load_catalog(user_catalog_file(self._settings.home))
+                settings = self._settings_loader()
+                self._catalog = load_catalog(user_catalog_file(settings.home))
             except ConfigError as e:
                 raise RequestError.internal_error({"details": f"configuration error: {e}"}) from e
-        return self._settings, self._catalog
+            self._settings = settings
+            self._store = SessionStore(settings.home, Redactor.from_env(settings.env))
+        return self._settings, self._catalog, self._store
 
     def _session(self, session_id: str) -> AcpSession:
         session = self._sessions.get(session_id)
         if session is None:
-            raise RequestError.invalid_params({"sessionId": session_id, "message": "unknown session id"})
+            raise RequestError.invalid_params({"sessionId": session_id, "message": "unknown or closed session id"})
         return session
+
+    def _stored(self, session_id: str) -> SessionLog:
+        _, _, store = self._config()
+        try:
+            return store.read(store.resolve(session_id))
+        except SessionError as e:
+            raise RequestError.invalid_params({"sessionId": session_id, "message": str(e)}) from e
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
@@ -150,10 +163,14 @@ class CodlingAgent:
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
-                load_session=False,
+                load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=True, image=False, audio=False),
                 session_capabilities=SessionCapabilities(
-                    additional_directories=SessionAdditionalDirectoriesCapabilities()
+                    list=SessionListCapabilities(),
+                    resume=SessionResumeCapabilities(),
+                    fork=SessionForkCapabilities(),
+                    close=SessionCloseCapabilities(),
+                    additional_directories=SessionAdditionalDirectoriesCapabilities(),
                 ),
             ),
             agent_info=Implementation(name="codling", title="codling", version=__version__),
@@ -171,12 +188,12 @@ class CodlingAgent:
         **kwargs: Any,
     ) -> NewSessionResponse:
         """Create a session working in ``cwd`` (which must be an absolute, existing directory)."""
-        settings, catalog = self._config()
+        settings, catalog, _ = self._config()
         root = _directory(cwd, "cwd")
         extra = tuple(_directory(d, "additionalDirectories") for d in additional_directories or ())
-        from codling.acp.ports import AcpApprover
-        from codling.brain.factory import open_session
         from codling.llm.providers import select_model
+        from codling.store.history import SessionHeader
+        from codling.store.index import new_session_id
 
         try:
             choice = select_model(self._cli_model, settings, catalog)
@@ -184,28 +201,138 @@ class CodlingAgent:
             raise RequestError.internal_error({"details": str(e)}) from e
         if not choice.info.known:
             log.warning(
-                "model %s is in no catalog; assuming a %d-token context",
-                choice.info.id,
-                choice.info.context_limit,
+                "model %s is in no catalog; assuming a %d-token context", choice.info.id, choice.info.context_limit
             )
-        session_id = _new_id()
-        brain = open_session(
-            settings,
-            choice.info,
-            root,
-            approver=AcpApprover(self.client, session_id),
-            additional_dirs=extra,
-            model_factory=self._model_factory,
-            session_id=session_id,
-        )
-        session = AcpSession(session_id, brain)
-        brain.subscribe(self._forwarder(session_id))
-        self._sessions[session_id] = session
+        header = SessionHeader(new_session_id(), root, choice.info.id, settings.mode, extra)
+        session = self._open(header, None)
         return NewSessionResponse(
-            session_id=session_id, modes=self._modes(session), config_options=self._config_options(session)
+            session_id=session.id, modes=self._modes(session), config_options=self._options(session)
         )
 
-    def _forwarder(self, session_id: str) -> Callable[[Event], Any]:
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[Any] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse:
+        """Replay the whole conversation as session/update notifications, then continue it."""
+        from codling.acp.replay import replay_updates
+
+        stored = self._stored(session_id)
+        session = await self._reopen(stored, cwd, additional_directories)
+        for update in replay_updates(stored.events):
+            await self.client.session_update(session_id=session.id, update=update)
+        return LoadSessionResponse(modes=self._modes(session), config_options=self._options(session))
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> ResumeSessionResponse:
+        """Continue a stored session without replaying it."""
+        session = await self._reopen(self._stored(session_id), cwd, additional_directories)
+        return ResumeSessionResponse(modes=self._modes(session), config_options=self._options(session))
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> ForkSessionResponse:
+        """A new session holding the history so far of ``session_id`` (which records it as its parent)."""
+        from codling.store.index import new_session_id
+
+        source = self._stored(session_id)
+        _, _, store = self._config()
+        forked = store.fork(source.header.session_id, new_session_id(), _directory(cwd, "cwd"))
+        session = await self._reopen(forked, cwd, additional_directories)
+        return ForkSessionResponse(
+            session_id=session.id, modes=self._modes(session), config_options=self._options(session)
+        )
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> None:
+        """Cancel any running turn and free the session; later prompts on it are errors."""
+        session = self._session(session_id)
+        del self._sessions[session_id]
+        await session.close()
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        """Sessions on disk (a fresh process sees every one), newest first, optionally only those in ``cwd``."""
+        _, _, store = self._config()
+        try:
+            start = int(cursor) if cursor else 0
+        except ValueError as e:
+            raise RequestError.invalid_params({"cursor": cursor, "message": "not a cursor codling gave out"}) from e
+        found = store.list(Path(cwd) if cwd else None)
+        page = found[start : start + LIST_PAGE_SIZE]
+        more = start + LIST_PAGE_SIZE < len(found)
+        return ListSessionsResponse(
+            sessions=[
+                SessionInfo(session_id=s.session_id, cwd=str(s.cwd), title=s.title, updated_at=s.updated_at)
+                for s in page
+            ],
+            next_cursor=str(start + LIST_PAGE_SIZE) if more else None,
+        )
+
+    async def _reopen(self, stored: SessionLog, cwd: str, additional_directories: list[str] | None) -> AcpSession:
+        from dataclasses import replace
+
+        root = _directory(cwd, "cwd")
+        extra = tuple(_directory(d, "additionalDirectories") for d in additional_directories or ())
+        header = replace(stored.header, cwd=root, additional_dirs=extra or stored.header.additional_dirs)
+        existing = self._sessions.pop(header.session_id, None)
+        if existing is not None:
+            await existing.close()
+        return self._open(header, stored)
+
+    def _open(self, header: SessionHeader, stored: SessionLog | None) -> AcpSession:
+        """Make a session live: its brain (restored from ``stored`` if given), its recorder, its forwarder."""
+        from codling.acp.ports import AcpApprover
+        from codling.brain.factory import open_session
+
+        settings, catalog, store = self._config()
+        model = catalog.get(stored.model if stored else header.model)
+        mode = parse_mode(stored.mode if stored else header.mode)
+        try:
+            file = store.open(header.session_id) if stored else store.create(header)
+        except (OSError, CodlingError) as e:
+            raise RequestError.internal_error({"details": f"cannot write the session history: {e}"}) from e
+        brain = open_session(
+            settings,
+            model,
+            header.cwd,
+            approver=AcpApprover(self.client, header.session_id),
+            mode=mode,
+            additional_dirs=header.additional_dirs,
+            model_factory=self._model_factory,
+            session_id=header.session_id,
+        )
+        if stored is not None:
+            brain.restore(stored.events)
+
+        async def send_title(title: str) -> None:
+            from codling.store.records import now
+
+            update = SessionInfoUpdate(session_update="session_info_update", title=title, updated_at=now())
+            await self.client.session_update(session_id=header.session_id, update=update)
+
+        recorder = store.recorder(header, file, title=stored.title if stored else None, on_title=send_title)
+        session = AcpSession(header.session_id, brain, recorder)
+        brain.subscribe(recorder)
+        brain.subscribe(self._forwarder(session.id))
+        self._sessions[session.id] = session
+        return session
+
+    def _forwarder(self, session_id: str) -> Any:
         async def forward(event: Event) -> None:
             for update in translate(event):
                 await self.client.session_update(session_id=session_id, update=update)
@@ -214,56 +341,32 @@ class CodlingAgent:
 
     # -- modes and config options ---------------------------------------------------------------------------
 
-    def _modes(self, session: AcpSession) -> SessionModeState:
-        return SessionModeState(
-            current_mode_id=session.brain.state.mode,
-            available_modes=[
-                SessionMode(id=mode, name=MODE_DESCRIPTIONS[mode][0], description=MODE_DESCRIPTIONS[mode][1])
-                for mode in PERMISSION_MODES
-            ],
-        )
+    def _modes(self, session: AcpSession) -> Any:
+        return mode_state(session.brain.state.mode)
 
     def _model_ids(self, session: AcpSession) -> list[str]:
         from codling.llm.providers import has_credentials
 
-        settings, catalog = self._config()
+        settings, catalog, _ = self._config()
         current = session.brain.state.model.id
-        ids = [current] + [m.id for m in catalog if m.id != current and has_credentials(m.id, settings.env)]
-        return ids
+        return [current] + [m.id for m in catalog if m.id != current and has_credentials(m.id, settings.env)]
 
-    def _config_options(self, session: AcpSession) -> list[Any]:
-        return [
-            SessionConfigOptionSelect(
-                type="select",
-                id="model",
-                name="Model",
-                category="model",
-                current_value=session.brain.state.model.id,
-                options=[SessionConfigSelectOption(value=m, name=m) for m in self._model_ids(session)],
-            ),
-            SessionConfigOptionSelect(
-                type="select",
-                id="mode",
-                name="Mode",
-                category="mode",
-                current_value=session.brain.state.mode,
-                options=[
-                    SessionConfigSelectOption(
-                        value=m, name=MODE_DESCRIPTIONS[m][0], description=MODE_DESCRIPTIONS[m][1]
-                    )
-                    for m in PERMISSION_MODES
-                ],
-            ),
-        ]
+    def _options(self, session: AcpSession) -> list[Any]:
+        state = session.brain.state
+        return config_options(state.model.id, self._model_ids(session), state.mode)
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
         """Switch the permission mode."""
         session = self._session(session_id)
-        session.brain.set_mode(_mode(mode_id))
+        self._set_mode(session, mode_id)
         # Clients that show the mode as a config option learn of the change too.
-        update = ConfigOptionUpdate(session_update="config_option_update", config_options=self._config_options(session))
+        update = ConfigOptionUpdate(session_update="config_option_update", config_options=self._options(session))
         await self.client.session_update(session_id=session_id, update=update)
         return SetSessionModeResponse()
+
+    def _set_mode(self, session: AcpSession, mode_id: str) -> None:
+        session.brain.set_mode(parse_mode(mode_id))
+        session.recorder.settings(mode=mode_id)
 
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
@@ -271,74 +374,37 @@ class CodlingAgent:
         """Change the model or the mode; answers with every option's current value."""
         session = self._session(session_id)
         if config_id == "mode" and isinstance(value, str):
-            session.brain.set_mode(_mode(value))
+            self._set_mode(session, value)
             await self.client.session_update(session_id=session_id, update=helpers.update_current_mode(value))
         elif config_id == "model" and isinstance(value, str):
             if value not in self._model_ids(session):
                 raise RequestError.invalid_params({"value": value, "message": "not an available model"})
-            _, catalog = self._config()
+            _, catalog, _ = self._config()
             session.brain.set_model(catalog.get(value))
+            session.recorder.settings(model=value)
         else:
             raise RequestError.invalid_params({"configId": config_id, "message": "unknown config option or value"})
-        return SetSessionConfigOptionResponse(config_options=self._config_options(session))
+        return SetSessionConfigOptionResponse(config_options=self._options(session))
 
     # -- prompts --------------------------------------------------------------------------------------------
 
     async def prompt(self, session_id: str, prompt: list[ContentBlock], **kwargs: Any) -> PromptResponse:
         """Run one turn; updates stream as session/update notifications while this request is pending."""
+        from codling.acp.content import to_prompt
+        from codling.brain.events import StopReason, TurnEnded
+
         session = self._session(session_id)
         if session.brain.running:
             raise RequestError.invalid_request({"message": "a prompt is already running in this session"})
-        blocks, notes = await self._convert(session, prompt)
+        deps = session.brain.deps
+        blocks, notes = await to_prompt(prompt, deps.workspace, deps.fs)
         for note in notes:
             await self.client.session_update(session_id=session_id, update=helpers.update_agent_message_text(note))
-        from codling.brain.events import StopReason, TurnEnded
-
         stop_reason: StopReason = "end_turn"
         async for event in session.brain.stream(blocks):
             if isinstance(event, TurnEnded):
                 stop_reason = event.stop_reason
         return PromptResponse(stop_reason=stop_reason)
-
-    async def _convert(
-        self, session: AcpSession, prompt: list[ContentBlock]
-    ) -> tuple[tuple[PromptBlock, ...], list[str]]:
-        """ACP content blocks → brain prompt blocks, plus notes for the user about anything not sent as is."""
-        from codling.brain.prompt import ResourceBlock, TextBlock
-
-        blocks: list[PromptBlock] = []
-        notes: list[str] = []
-        for block in prompt:
-            if isinstance(block, TextContentBlock):
-                blocks.append(TextBlock(block.text))
-            elif isinstance(block, ResourceContentBlock):
-                blocks.append(await self._read_link(session, block.uri))
-            elif isinstance(block, EmbeddedResourceContentBlock):
-                res = block.resource
-                if isinstance(res, TextResourceContents):
-                    blocks.append(ResourceBlock(res.uri, text=res.text))
-                else:
-                    note = "binary content is not supported; only its name was passed on"
-                    blocks.append(ResourceBlock(res.uri, note=note))
-                    notes.append(f"Note: {res.uri}: {note}.\n\n")
-            else:
-                kind = getattr(block, "type", "unknown")
-                note = f"a {kind} attachment was not sent to the model: codling does not accept {kind} input yet"
-                blocks.append(TextBlock(f"[The user attached {kind} content that could not be passed on.]"))
-                notes.append(f"Note: {note}.\n\n")
-        return tuple(blocks), notes
-
-    async def _read_link(self, session: AcpSession, uri: str) -> PromptBlock:
-        from codling.brain.prompt import ResourceBlock
-
-        path = _path_from_uri(uri)
-        if path is None:
-            return ResourceBlock(uri, note="not a file; only its address was passed on")
-        try:
-            resolved = session.brain.deps.workspace.resolve(str(path))
-            return ResourceBlock(uri, text=await session.brain.deps.fs.read_text(resolved))
-        except CodlingError as e:
-            return ResourceBlock(uri, note=f"could not be read: {e}")
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """Stop the session's running turn; its prompt request answers ``cancelled``."""
@@ -354,18 +420,6 @@ class CodlingAgent:
         """Extension notifications are ignored."""
 
 
-def _new_id() -> str:
-    import uuid
-
-    return uuid.uuid4().hex
-
-
-def _mode(value: str) -> PermissionMode:
-    if value not in PERMISSION_MODES:
-        raise RequestError.invalid_params({"modeId": value, "message": f"choose one of {', '.join(PERMISSION_MODES)}"})
-    return cast(PermissionMode, value)
-
-
 def _directory(value: str, field: str) -> Path:
     path = Path(value)
     if not path.is_absolute():
@@ -373,17 +427,6 @@ def _directory(value: str, field: str) -> Path:
     if not path.is_dir():
         raise RequestError.invalid_params({field: value, "message": f"{field} is not an existing directory"})
     return path.resolve()
-
-
-def _path_from_uri(uri: str) -> Path | None:
-    from urllib.parse import unquote, urlparse
-
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return Path(unquote(parsed.path))
-    if parsed.scheme == "" and uri:
-        return Path(uri)
-    return None
 
 
 async def serve(cli_model: str | None = None) -> None:
@@ -404,7 +447,7 @@ async def serve(cli_model: str | None = None) -> None:
 
         reader, writer = await _windows_stdio_streams(asyncio.get_running_loop(), DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     transport = TolerantTransport(reader, MessageSender(writer, TaskSupervisor(source="codling.acp")))
-    # codling leaves out the Agent protocol methods it does not advertise (load, list, fork, resume, close);
-    # the SDK router answers those with method-not-found.
+    # The agent implements every Agent protocol method it advertises; the SDK router answers the rest
+    # with method-not-found.
     agent = cast(Agent, CodlingAgent(cli_model=cli_model))
     await run_agent(agent, transport, use_unstable_protocol=True)

@@ -167,6 +167,12 @@ class ConversationSession:
         """Whether a turn is in progress."""
         return self._task is not None and not self._task.done()
 
+    async def stop(self) -> None:
+        """Cancel the running turn, if any, and wait until it has ended."""
+        if self._task is not None and not self._task.done():
+            self.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
     def cancel(self) -> None:
         """Stop the running turn (and its tools); it ends with stop reason ``cancelled``."""
         if self.running:

@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -220,7 +220,11 @@ class HistoryRecorder:
     """
 
     def __init__(
-        self, file: HistoryFile, *, title: str | None = None, on_title: Callable[[str], None] | None = None
+        self,
+        file: HistoryFile,
+        *,
+        title: str | None = None,
+        on_title: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.file = file
         self.title = title
@@ -247,14 +251,14 @@ class HistoryRecorder:
             self._error = None
         elif isinstance(event, TurnStarted) and self.title is None:
             # Until a better one exists, a session is named after the user's first request.
-            self.set_title(first_request_title(event))
+            await self.set_title(first_request_title(event))
 
-    def set_title(self, title: str) -> None:
+    async def set_title(self, title: str) -> None:
         """Record a new title and tell whoever shows it."""
         self.title = title
         self.settings(title=title)
         if self._on_title is not None:
-            self._on_title(title)
+            await self._on_title(title)
 
     def _flush(self) -> None:
         if self._pending_kind is None:

@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,13 +70,19 @@ class SessionStore:
         return HistoryFile(path, session_id, self._redact)
 
     def recorder(
-        self, header: SessionHeader, file: HistoryFile, *, title: str | None, on_title: Callable[[str], None]
+        self,
+        header: SessionHeader,
+        file: HistoryFile,
+        *,
+        title: str | None = None,
+        on_title: Callable[[str], Awaitable[None]] | None = None,
     ) -> HistoryRecorder:
         """A recorder for the session that also keeps meta.json's title current."""
 
-        def titled(new_title: str) -> None:
+        async def titled(new_title: str) -> None:
             self._write_meta(header, new_title)
-            on_title(new_title)
+            if on_title is not None:
+                await on_title(new_title)
 
         return HistoryRecorder(file, title=title, on_title=titled)
 

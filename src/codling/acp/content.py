@@ -1,0 +1,86 @@
+"""ACP content blocks ⇄ brain prompt blocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from acp import helpers
+from acp.schema import (
+    AudioContentBlock,
+    EmbeddedResourceContentBlock,
+    ImageContentBlock,
+    ResourceContentBlock,
+    TextContentBlock,
+    TextResourceContents,
+)
+
+from codling.brain.prompt import PromptBlock, ResourceBlock, TextBlock
+from codling.errors import CodlingError
+from codling.tools.ports import FileSystem
+from codling.tools.workspace import Workspace
+
+ContentBlock = (
+    TextContentBlock | ImageContentBlock | AudioContentBlock | ResourceContentBlock | EmbeddedResourceContentBlock
+)
+
+
+async def to_prompt(
+    blocks: list[ContentBlock], workspace: Workspace, fs: FileSystem
+) -> tuple[tuple[PromptBlock, ...], list[str]]:
+    """Brain prompt blocks for a session/prompt, plus notes for the user about anything not sent as is.
+
+    Text and embedded text resources pass through; a resource link is read through the FileSystem port (inside
+    the workspace); images, audio and binary resources are replaced by a note the model sees too.
+    """
+    out: list[PromptBlock] = []
+    notes: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextContentBlock):
+            out.append(TextBlock(block.text))
+        elif isinstance(block, ResourceContentBlock):
+            out.append(await _read_link(block.uri, workspace, fs))
+        elif isinstance(block, EmbeddedResourceContentBlock):
+            res = block.resource
+            if isinstance(res, TextResourceContents):
+                out.append(ResourceBlock(res.uri, text=res.text))
+            else:
+                note = "binary content is not supported; only its name was passed on"
+                out.append(ResourceBlock(res.uri, note=note))
+                notes.append(f"Note: {res.uri}: {note}.\n\n")
+        else:
+            kind = block.type
+            out.append(TextBlock(f"[The user attached {kind} content that could not be passed on.]"))
+            notes.append(
+                f"Note: a {kind} attachment was not sent to the model: codling does not accept {kind} input yet.\n\n"
+            )
+    return tuple(out), notes
+
+
+async def _read_link(uri: str, workspace: Workspace, fs: FileSystem) -> ResourceBlock:
+    path = _path_from_uri(uri)
+    if path is None:
+        return ResourceBlock(uri, note="not a file; only its address was passed on")
+    try:
+        return ResourceBlock(uri, text=await fs.read_text(workspace.resolve(str(path))))
+    except CodlingError as e:
+        return ResourceBlock(uri, note=f"could not be read: {e}")
+
+
+def _path_from_uri(uri: str) -> Path | None:
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    if parsed.scheme == "" and uri:
+        return Path(uri)
+    return None
+
+
+def to_acp(block: PromptBlock) -> TextContentBlock | EmbeddedResourceContentBlock | ResourceContentBlock:
+    """The ACP content block a prompt block is shown as (on replay)."""
+    if isinstance(block, TextBlock):
+        return helpers.text_block(block.text)
+    if block.text is not None:
+        return helpers.resource_block(helpers.embedded_text_resource(block.uri, block.text))
+    name = block.uri.rstrip("/").rsplit("/", 1)[-1] or block.uri
+    return helpers.resource_link_block(name, block.uri, description=block.note)

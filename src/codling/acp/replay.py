@@ -1,0 +1,46 @@
+"""Replay: the session/update stream a client receives on session/load, derived from recorded events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from acp import helpers
+from acp.schema import UserMessageChunk
+
+from codling.acp.content import to_acp
+from codling.acp.translate import Update, translate
+from codling.brain.events import Event, ToolCallFinished, ToolCallStarted, TurnEnded, TurnStarted
+
+INTERRUPTED = "interrupted: the agent stopped before this tool call finished"
+
+
+def replay_updates(events: Iterable[Event]) -> list[Update | UserMessageChunk]:
+    """Every update of a recorded conversation: user chunks, agent chunks, thoughts, tool calls (with their
+    final status and content). A tool call the process never finished (it died) is shown as failed."""
+    updates: list[Update | UserMessageChunk] = []
+    open_calls: list[str] = []
+
+    def close_open() -> None:
+        for call_id in open_calls:
+            note = helpers.tool_content(helpers.text_block(INTERRUPTED))
+            updates.append(helpers.update_tool_call(call_id, status="failed", content=[note]))
+        open_calls.clear()
+
+    for event in events:
+        if isinstance(event, TurnStarted):
+            close_open()
+            blocks = event.blocks or ()
+            if blocks:
+                updates.extend(helpers.update_user_message(to_acp(b)) for b in blocks)
+            else:
+                updates.append(helpers.update_user_message_text(event.prompt))
+            continue
+        if isinstance(event, ToolCallStarted):
+            open_calls.append(event.call_id)
+        elif isinstance(event, ToolCallFinished) and event.call_id in open_calls:
+            open_calls.remove(event.call_id)
+        elif isinstance(event, TurnEnded):
+            close_open()
+        updates.extend(translate(event))
+    close_open()
+    return updates
