@@ -1,0 +1,162 @@
+"""Sessions that survive: load (with replay), list, resume, fork and close, across fresh agents."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, helpers
+from acp.client.connection import ClientSideConnection
+from pydantic_ai.messages import ModelRequest, ModelResponse
+
+from codling.acp.server import LIST_PAGE_SIZE, CodlingAgent
+from codling.config import Settings
+from codling.store.history import SessionHeader
+from codling.store.index import SessionStore
+from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.scenarios import Call, Say, Script, Wait
+
+MODEL_ID = "openai-chat:scripted"
+
+Agent = Callable[[Script], "AsyncIterator[tuple[ClientSideConnection, RecordingClient]]"]
+
+
+@pytest.fixture
+def agent(home: Path) -> Callable[..., object]:
+    """A fresh CodlingAgent (as a fresh process would be) on the same CODLING_HOME, connected and initialized."""
+
+    @asynccontextmanager
+    async def make(script: Script, client: RecordingClient | None = None):  # type: ignore[no-untyped-def]
+        settings = Settings(home=home, mode="yolo", env={"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID})
+        codling = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
+        recording = client or RecordingClient()
+        async with connected(codling, recording) as conn:
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            yield conn, recording
+
+    return make
+
+
+async def say(conn: ClientSideConnection, session_id: str, text: str) -> str:
+    response = await conn.prompt(session_id=session_id, prompt=[helpers.text_block(text)])
+    return response.stop_reason
+
+
+async def test_load_replays_everything_and_continues_with_full_context(agent, project: Path) -> None:  # type: ignore[no-untyped-def]
+    first = Script(
+        [
+            [Call("read_file", {"path": "src/app.py"}, "r1")],
+            [Say("It returns hello.")],
+        ]
+    )
+    async with agent(first) as (conn, client):
+        session = await conn.new_session(cwd=str(project))
+        assert await say(conn, session.session_id, "what does greet return?") == "end_turn"
+        live = [u for _, u in client.updates if u.session_update != "session_info_update"]
+        (info,) = client.of_kind("session_info_update")
+        assert info.title == "what does greet return?"
+
+    second = Script([[Say("Still hello.")]])
+    async with agent(second) as (conn, client):
+        response = await conn.load_session(cwd=str(project), session_id=session.session_id)
+        assert response.modes is not None and response.modes.current_mode_id == "yolo"
+        replayed = [u for _, u in client.updates]
+        kinds = [u.session_update for u in replayed]
+        assert kinds == ["user_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk"]
+        assert replayed[0].content.text == "what does greet return?"
+        # Tool calls and text replay exactly as the client first saw them.
+        assert [u.model_dump() for u in replayed[1:]] == [u.model_dump() for u in live]
+        assert await say(conn, session.session_id, "and now?") == "end_turn"
+    history = second.requests[0]
+    texts = [str(p.content) for m in history for p in m.parts if isinstance(m, ModelRequest | ModelResponse)]
+    assert any("what does greet return?" in t for t in texts)
+    assert any("It returns hello." in t and "Read src/app.py" in t for t in texts)
+
+
+async def test_resume_restores_without_replay(agent, project: Path) -> None:  # type: ignore[no-untyped-def]
+    async with agent(Script([[Say("noted: blue")]])) as (conn, _):
+        session = await conn.new_session(cwd=str(project))
+        await say(conn, session.session_id, "my favourite colour is blue")
+    script = Script([[Say("blue")]])
+    async with agent(script) as (conn, client):
+        await conn.resume_session(session_id=session.session_id, cwd=str(project))
+        assert client.updates == []
+        await say(conn, session.session_id, "what is my favourite colour?")
+    assert "my favourite colour is blue" in str(script.requests[0][0].parts[0].content)
+
+
+async def test_list_reads_disk_filters_by_cwd_and_pages(agent, project: Path, home: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = SessionStore(home)
+    elsewhere = tmp_path / "elsewhere"
+    for i in range(LIST_PAGE_SIZE + 5):
+        store.create(SessionHeader(f"bulk-{i:03}", project, MODEL_ID, "ask")).close()
+    store.create(SessionHeader("other-dir", elsewhere, MODEL_ID, "ask")).close()
+    async with agent(Script([[Say("ok")]])) as (conn, _):
+        session = await conn.new_session(cwd=str(project))
+        await say(conn, session.session_id, "  name   this\nsession  ")
+        first = await conn.list_sessions(cwd=str(project))
+        assert len(first.sessions) == LIST_PAGE_SIZE and first.next_cursor is not None
+        assert first.sessions[0].session_id == session.session_id  # newest first
+        assert first.sessions[0].title == "name this session"
+        assert first.sessions[0].updated_at is not None
+        second = await conn.list_sessions(cwd=str(project), cursor=first.next_cursor)
+        assert second.next_cursor is None
+        listed = {s.session_id for s in first.sessions + second.sessions}
+        assert len(listed) == LIST_PAGE_SIZE + 6 and "other-dir" not in listed
+        everything = await conn.list_sessions()
+        assert everything.next_cursor is not None
+        with pytest.raises(RequestError):
+            await conn.list_sessions(cursor="bogus")
+
+
+async def test_fork_copies_history_and_leaves_the_original(agent, project: Path, home: Path) -> None:  # type: ignore[no-untyped-def]
+    script = Script([[Say("first answer")], [Say("fork answer")]])
+    async with agent(script) as (conn, _):
+        original = await conn.new_session(cwd=str(project))
+        await say(conn, original.session_id, "first question")
+        fork = await conn.fork_session(session_id=original.session_id, cwd=str(project))
+        assert fork.session_id != original.session_id
+        await say(conn, fork.session_id, "fork question")
+    assert "first question" in str(script.requests[1][0].parts[0].content)
+    store = SessionStore(home)
+    forked, parent = store.read(fork.session_id), store.read(original.session_id)
+    assert forked.header.parent == original.session_id
+    assert forked.turns == 2 and parent.turns == 1
+    assert forked.title == "first question (fork)"
+
+
+async def test_close_cancels_the_running_turn_and_frees_the_session(agent, project: Path) -> None:  # type: ignore[no-untyped-def]
+    async with agent(Script([[Say("slow"), Wait(30)]])) as (conn, client):
+        session = await conn.new_session(cwd=str(project))
+        prompt = asyncio.create_task(say(conn, session.session_id, "take your time"))
+        await client.wait_for("agent_message_chunk")
+        await asyncio.wait_for(conn.close_session(session_id=session.session_id), 5)
+        assert await asyncio.wait_for(prompt, 5) == "cancelled"
+        with pytest.raises(RequestError):
+            await say(conn, session.session_id, "still there?")
+        # Closed, not deleted: it can be loaded again.
+        await conn.load_session(cwd=str(project), session_id=session.session_id)
+
+
+async def test_load_of_unknown_session_is_an_error(agent, project: Path) -> None:  # type: ignore[no-untyped-def]
+    async with agent(Script([])) as (conn, _):
+        with pytest.raises(RequestError) as info:
+            await conn.load_session(cwd=str(project), session_id="no-such-session")
+    assert info.value.code == -32602
+
+
+async def test_mode_changes_are_recorded_and_restored(agent, project: Path, home: Path) -> None:  # type: ignore[no-untyped-def]
+    async with agent(Script([])) as (conn, _):
+        session = await conn.new_session(cwd=str(project))
+        await conn.set_session_mode(session_id=session.session_id, mode_id="read-only")
+    records = [
+        json.loads(line) for line in SessionStore(home).history_path(session.session_id).read_text().splitlines()
+    ]
+    assert records[-1]["kind"] == "settings" and records[-1]["mode"] == "read-only"
+    async with agent(Script([])) as (conn, _):
+        loaded = await conn.load_session(cwd=str(project), session_id=session.session_id)
+    assert loaded.modes is not None and loaded.modes.current_mode_id == "read-only"
