@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -52,27 +51,14 @@ from codling.paths import user_catalog_file
 if TYPE_CHECKING:
     from codling.acp.content import ContentBlock
     from codling.brain.events import Event
-    from codling.brain.session import ConversationSession, ModelFactory
-    from codling.store.history import HistoryRecorder, SessionHeader, SessionLog
+    from codling.brain.session import ModelFactory
+    from codling.store.history import SessionHeader, SessionLog
     from codling.store.index import SessionStore
+    from codling.store.live import LiveSession
 
 log = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE = 50
-
-
-@dataclass
-class AcpSession:
-    """One open ACP session: the brain session behind it and the recorder writing its history."""
-
-    id: str
-    brain: ConversationSession
-    recorder: HistoryRecorder
-
-    async def close(self) -> None:
-        """Stop any running turn and release the history file."""
-        await self.brain.stop()
-        self.recorder.file.close()
 
 
 def _warm_up() -> None:
@@ -104,7 +90,7 @@ class CodlingAgent:
         self._cli_model = cli_model
         self._warm_up = warm_up
         self._client: Client | None = None
-        self._sessions: dict[str, AcpSession] = {}
+        self._sessions: dict[str, LiveSession] = {}
 
     # -- plumbing -------------------------------------------------------------------------------------------
 
@@ -132,7 +118,7 @@ class CodlingAgent:
             self._store = SessionStore(settings.home, Redactor.from_env(settings.env))
         return self._settings, self._catalog, self._store
 
-    def _session(self, session_id: str) -> AcpSession:
+    def _session(self, session_id: str) -> LiveSession:
         session = self._sessions.get(session_id)
         if session is None:
             raise RequestError.invalid_params({"sessionId": session_id, "message": "unknown or closed session id"})
@@ -283,7 +269,7 @@ class CodlingAgent:
             next_cursor=str(start + LIST_PAGE_SIZE) if more else None,
         )
 
-    async def _reopen(self, stored: SessionLog, cwd: str, additional_directories: list[str] | None) -> AcpSession:
+    async def _reopen(self, stored: SessionLog, cwd: str, additional_directories: list[str] | None) -> LiveSession:
         from dataclasses import replace
 
         root = _directory(cwd, "cwd")
@@ -294,41 +280,32 @@ class CodlingAgent:
             await existing.close()
         return self._open(header, stored)
 
-    def _open(self, header: SessionHeader, stored: SessionLog | None) -> AcpSession:
+    def _open(self, header: SessionHeader, stored: SessionLog | None) -> LiveSession:
         """Make a session live: its brain (restored from ``stored`` if given), its recorder, its forwarder."""
         from codling.acp.ports import AcpApprover
-        from codling.brain.factory import open_session
+        from codling.store.live import start_session
+        from codling.store.records import now
 
         settings, catalog, store = self._config()
-        model = catalog.get(stored.model if stored else header.model)
-        mode = parse_mode(stored.mode if stored else header.mode)
-        try:
-            file = store.open(header.session_id) if stored else store.create(header)
-        except (OSError, CodlingError) as e:
-            raise RequestError.internal_error({"details": f"cannot write the session history: {e}"}) from e
-        brain = open_session(
-            settings,
-            model,
-            header.cwd,
-            approver=AcpApprover(self.client, header.session_id),
-            mode=mode,
-            additional_dirs=header.additional_dirs,
-            model_factory=self._model_factory,
-            session_id=header.session_id,
-        )
-        if stored is not None:
-            brain.restore(stored.events)
 
         async def send_title(title: str) -> None:
-            from codling.store.records import now
-
             update = SessionInfoUpdate(session_update="session_info_update", title=title, updated_at=now())
             await self.client.session_update(session_id=header.session_id, update=update)
 
-        recorder = store.recorder(header, file, title=stored.title if stored else None, on_title=send_title)
-        session = AcpSession(header.session_id, brain, recorder)
-        brain.subscribe(recorder)
-        brain.subscribe(self._forwarder(session.id))
+        try:
+            session = start_session(
+                store,
+                settings,
+                catalog.get(stored.model if stored else header.model),
+                header,
+                stored,
+                approver=AcpApprover(self.client, header.session_id),
+                model_factory=self._model_factory,
+                on_title=send_title,
+            )
+        except (OSError, CodlingError) as e:
+            raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
+        session.brain.subscribe(self._forwarder(session.id))
         self._sessions[session.id] = session
         return session
 
@@ -341,17 +318,17 @@ class CodlingAgent:
 
     # -- modes and config options ---------------------------------------------------------------------------
 
-    def _modes(self, session: AcpSession) -> Any:
+    def _modes(self, session: LiveSession) -> Any:
         return mode_state(session.brain.state.mode)
 
-    def _model_ids(self, session: AcpSession) -> list[str]:
+    def _model_ids(self, session: LiveSession) -> list[str]:
         from codling.llm.providers import has_credentials
 
         settings, catalog, _ = self._config()
         current = session.brain.state.model.id
         return [current] + [m.id for m in catalog if m.id != current and has_credentials(m.id, settings.env)]
 
-    def _options(self, session: AcpSession) -> list[Any]:
+    def _options(self, session: LiveSession) -> list[Any]:
         state = session.brain.state
         return config_options(state.model.id, self._model_ids(session), state.mode)
 
@@ -364,9 +341,8 @@ class CodlingAgent:
         await self.client.session_update(session_id=session_id, update=update)
         return SetSessionModeResponse()
 
-    def _set_mode(self, session: AcpSession, mode_id: str) -> None:
-        session.brain.set_mode(parse_mode(mode_id))
-        session.recorder.settings(mode=mode_id)
+    def _set_mode(self, session: LiveSession, mode_id: str) -> None:
+        session.set_mode(parse_mode(mode_id))
 
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
@@ -380,8 +356,7 @@ class CodlingAgent:
             if value not in self._model_ids(session):
                 raise RequestError.invalid_params({"value": value, "message": "not an available model"})
             _, catalog, _ = self._config()
-            session.brain.set_model(catalog.get(value))
-            session.recorder.settings(model=value)
+            session.set_model(catalog.get(value))
         else:
             raise RequestError.invalid_params({"configId": config_id, "message": "unknown config option or value"})
         return SetSessionConfigOptionResponse(config_options=self._options(session))

@@ -1,0 +1,79 @@
+"""Live sessions: a brain session wired to its history file, new or restored from disk.
+
+Both front ends (ACP and the terminal) open sessions through here, so a session is recorded and restored the
+same way whichever one started it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from codling.brain.factory import open_session
+from codling.brain.session import ConversationSession, ModelFactory
+from codling.config import Settings, parse_mode
+from codling.llm.catalog import ModelInfo
+from codling.store.history import HistoryRecorder, SessionHeader, SessionLog
+from codling.store.index import SessionStore
+from codling.tools.ports import Approver
+
+
+@dataclass
+class LiveSession:
+    """An open session: the brain running its turns and the recorder writing them to history.jsonl."""
+
+    header: SessionHeader
+    brain: ConversationSession
+    recorder: HistoryRecorder
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self.header.session_id
+
+    def set_mode(self, mode: str) -> None:
+        """Change the permission mode and record the change."""
+        self.brain.set_mode(parse_mode(mode))
+        self.recorder.settings(mode=mode)
+
+    def set_model(self, model: ModelInfo) -> None:
+        """Switch models and record the change."""
+        self.brain.set_model(model)
+        self.recorder.settings(model=model.id)
+
+    async def close(self) -> None:
+        """Stop any running turn and release the history file."""
+        await self.brain.stop()
+        self.recorder.file.close()
+
+
+def start_session(
+    store: SessionStore,
+    settings: Settings,
+    model: ModelInfo,
+    header: SessionHeader,
+    stored: SessionLog | None = None,
+    *,
+    approver: Approver | None,
+    model_factory: ModelFactory | None = None,
+    on_title: Callable[[str], Awaitable[None]] | None = None,
+) -> LiveSession:
+    """Open ``header``'s session: a new one (its history file is created) or, given ``stored``, the stored one
+    with its brain restored from the recorded events and its mode as last recorded."""
+    file = store.open(header.session_id) if stored is not None else store.create(header)
+    mode = parse_mode(stored.mode if stored is not None else header.mode)
+    brain = open_session(
+        settings,
+        model,
+        header.cwd,
+        approver=approver,
+        mode=mode,
+        additional_dirs=header.additional_dirs,
+        model_factory=model_factory,
+        session_id=header.session_id,
+    )
+    if stored is not None:
+        brain.restore(stored.events)
+    recorder = store.recorder(header, file, title=stored.title if stored else None, on_title=on_title)
+    brain.subscribe(recorder)
+    return LiveSession(header, brain, recorder)
