@@ -14,6 +14,9 @@ What it measures (see DESIGN.md §13):
    same model driven by a bare ``pydantic_ai.Agent``; codling's overhead is the difference of the medians.
 4. streaming: text deltas per second delivered to an ACP client in-process and from a spawned
    ``codling acp`` fed by a loopback OpenAI-compatible server, and the extra latency of the first delta.
+5. the session store: session/load of a 1,000-turn session until the replay is complete and session/list over
+   1,000 sessions, both through an in-process agent on histories written by codling's own recorder; the time
+   to append one record to a history.jsonl, and the records per second a HistoryRecorder writes.
 
 Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this.
 """
@@ -35,6 +38,7 @@ import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -75,12 +79,16 @@ class Config:
     inproc_deltas: int
     process_deltas: int
     first_delta_runs: int
+    load_runs: int
+    list_runs: int
+    appends: int
+    recorder_turns: int
 
     @classmethod
     def make(cls, quick: bool) -> Config:
         if quick:
-            return cls(True, 5, 3, 10, 60, 60, 20_000, 2_000, 2)
-        return cls(False, 15, 7, 20, 300, 300, 20_000, 5_000, 5)
+            return cls(True, 5, 3, 10, 60, 60, 20_000, 2_000, 2, 2, 5, 1_000, 100)
+        return cls(False, 15, 7, 20, 300, 300, 20_000, 5_000, 5, 7, 15, 5_000, 500)
 
 
 # --- results -----------------------------------------------------------------------------------------------
@@ -108,10 +116,15 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """A percentile (``fraction`` of 1), nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
+
+
 def p95(values: Sequence[float]) -> float:
     """The 95th percentile, nearest rank."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered)) - 1))]
+    return percentile(values, 0.95)
 
 
 def render(rows: Sequence[Row]) -> str:
@@ -565,6 +578,335 @@ async def bench_first_delta(config: Config, server: OpenAIServer, env: Env) -> l
     ]
 
 
+# --- 5: the session store ----------------------------------------------------------------------------------
+
+
+STORE_MODEL = "openai-chat:scripted"
+LOAD_TURNS = 1_000
+LIST_SESSIONS = 1_000
+LIST_PROJECTS = 10
+DELTA_SIZE = 16
+"""Characters per streamed text or thought delta (a few tokens, as providers send them)."""
+
+_PROSE = (
+    "the function returns a value when its argument is empty so the caller should check the result before "
+    "using it in the loop below which reads each line of the file and splits it on commas then we update "
+    "tests to cover this case and run them again to make sure nothing else broke"
+)
+_VOCABULARY = tuple(_PROSE.split())
+
+
+def prose(seed: int, length: int) -> str:
+    """Deterministic English-looking text of ``length`` characters."""
+    out: list[str] = []
+    size, i = 0, seed
+    while size < length:
+        word = _VOCABULARY[i % len(_VOCABULARY)]
+        out.append(word)
+        size += len(word) + 1
+        i += 7
+    return " ".join(out)[:length]
+
+
+def pieces(text: str) -> list[str]:
+    """``text`` cut into streamed deltas."""
+    return [text[i : i + DELTA_SIZE] for i in range(0, len(text), DELTA_SIZE)]
+
+
+def small_file(n: int) -> str:
+    """A 20-line Python module (about 600 characters)."""
+    lines = [f"def helper_{n}_{i}(value):" if i % 4 == 0 else f"    value = value + {i}  # step {i}" for i in range(19)]
+    return "\n".join([*lines, "    return value"]) + "\n"
+
+
+def tool_events(n: int, turn: str, project: Path) -> list[Any]:
+    """One tool call of turn ``n``, started and finished: a read, an edit (with a diff) or a command in turn."""
+    from codling.brain.events import ToolCallFinished, ToolCallStarted
+    from codling.tools.ports import FileDiff, Location
+
+    call, path = f"call-{n:05}", f"src/module_{n % 40}.py"
+    where = (Location(project / path),)
+    match n % 3:
+        case 0:
+            text = small_file(n)
+            return [
+                ToolCallStarted(turn, call, "read_file", f"Read {path}", "read", {"path": path}, where),
+                ToolCallFinished(turn, call, "read_file", "completed", text, None, where),
+            ]
+        case 1:
+            old = small_file(n)
+            new = old.replace("+ 5  # step 5", "- 5  # step 5, fixed")
+            args = {"path": path, "old_text": "+ 5  # step 5", "new_text": "- 5  # step 5, fixed"}
+            diff = FileDiff(project / path, old, new)
+            return [
+                ToolCallStarted(turn, call, "edit_file", f"Edit {path}", "edit", args, where),
+                ToolCallFinished(turn, call, "edit_file", "completed", f"Edited {path}.", diff, where),
+            ]
+    command = f"pytest -q tests/test_module_{n % 40}.py"
+    output = f"$ {command}\n" + prose(n, 250) + "\n3 passed in 0.42s\n"
+    return [
+        ToolCallStarted(turn, call, "run_command", f"Run `{command}`", "execute", {"command": command}),
+        ToolCallFinished(turn, call, "run_command", "completed", output),
+    ]
+
+
+def turn_events(n: int, project: Path) -> list[Any]:
+    """The brain events of one realistic turn: a ~100-character prompt, streamed thinking and text (a few hundred
+    characters each), one tool call, more text, the end. Replayed, it is 6 updates; recorded, 7 records."""
+    from codling.brain.events import TextDelta, ThoughtDelta, TurnEnded, TurnStarted, Usage
+    from codling.brain.prompt import TextBlock
+
+    turn = f"turn-{n:05}"
+    request = prose(n, 100)
+    events: list[Any] = [TurnStarted(turn, request, True, datetime.now(UTC), (TextBlock(request),))]
+    events += [ThoughtDelta(turn, t) for t in pieces(prose(n + 1, 300))]
+    events += [TextDelta(turn, t) for t in pieces(prose(n + 2, 200))]
+    events += tool_events(n, turn, project)
+    events += [TextDelta(turn, t) for t in pieces(prose(n + 3, 400))]
+    events.append(TurnEnded(turn, "end_turn", Usage(2_000 + 40 * n, 180, 2)))
+    return events
+
+
+UPDATES_PER_TURN = {
+    "user_message_chunk": 1,
+    "agent_thought_chunk": 1,
+    "agent_message_chunk": 2,
+    "tool_call": 1,
+    "tool_call_update": 1,
+}
+RECORDS_PER_TURN = 7
+
+
+async def write_long_session(home: Path, project: Path, turns: int) -> str:
+    """A session of ``turns`` turns written through codling's own store and recorder; returns its id."""
+    from codling.store.history import SessionHeader
+    from codling.store.index import SessionStore, new_session_id
+
+    store = SessionStore(home)
+    header = SessionHeader(new_session_id(), project, STORE_MODEL, "yolo")
+    file = store.create(header)
+    try:
+        recorder = store.recorder(header, file)
+        for n in range(turns):
+            for event in turn_events(n, project):
+                await recorder(event)
+    finally:
+        file.close()
+    return header.session_id
+
+
+async def until_updates(client: RecordingClient, count: int) -> None:
+    """Wait (within the bench's timeout) until the client holds at least ``count`` updates."""
+    async with asyncio.timeout(RPC_TIMEOUT):
+        while len(client.updates) < count:
+            client.update_seen.clear()
+            await client.update_seen.wait()
+
+
+@dataclass(frozen=True)
+class LoadRun:
+    """One session/load: seconds until the response, until the replay was complete, and updates at response."""
+
+    response: float
+    complete: float
+    at_response: int
+
+
+async def time_load(home: Path, project: Path, session_id: str, turns: int) -> LoadRun:
+    """session/load in a fresh in-process agent; checks every replayed update arrived, of the expected kinds."""
+    from tests.fakes.acp_client import connected
+
+    expected = turns * sum(UPDATES_PER_TURN.values())
+    client = TimedClient()
+    async with connected(inproc_agent(ok_model(), home), client) as conn:
+        await rpc(conn.initialize(protocol_version=PROTOCOL_VERSION), "initialize")
+        start = time.perf_counter()
+        await rpc(conn.load_session(cwd=str(project), session_id=session_id), "session/load")
+        answered = time.perf_counter()
+        at_response = len(client.updates)
+        await until_updates(client, expected)  # notifications are handled in tasks: a few may still be queued
+        complete = max(answered, client.times[-1])
+        await rpc(conn.close_session(session_id=session_id), "session/close")
+    kinds: dict[str, int] = {}
+    for _, update in client.updates:
+        kinds[update.session_update] = kinds.get(update.session_update, 0) + 1
+    if kinds != {kind: per_turn * turns for kind, per_turn in UPDATES_PER_TURN.items()}:
+        raise RuntimeError(f"replay sent {len(client.updates):,} updates ({kinds}), expected {expected:,}")
+    return LoadRun(answered - start, complete - start, at_response)
+
+
+async def bench_session_load(config: Config) -> list[Row]:
+    """session/load of a long session in a fresh in-process agent, until every replayed update has arrived."""
+    turns = LOAD_TURNS
+    progress(f"session/load: writing a {turns:,}-turn session, then {config.load_runs} loads (after 1 warm-up)")
+    with tempfile.TemporaryDirectory(prefix="codling-bench-") as tmp:
+        home, project = Path(tmp) / "home", Path(tmp) / "project"
+        home.mkdir()
+        project.mkdir()
+        session_id = await write_long_session(home, project, turns)
+        history = home / "sessions" / session_id / "history.jsonl"
+        size, records = history.stat().st_size, history.read_bytes().count(b"\n")
+        await time_load(home, project, session_id, turns)  # imports and first-use caches, not counted
+        runs = [await time_load(home, project, session_id, turns) for _ in range(config.load_runs)]
+    complete = median([r.complete for r in runs])
+    updates = turns * sum(UPDATES_PER_TURN.values())
+    return [
+        Row(
+            f"session/load, {turns:,}-turn session, replay complete (median)", ms(complete), "≤ 1.5 s", complete <= 1.5
+        ),
+        Row("  session/update notifications replayed", f"{updates:,}"),
+        Row("  response alone (median)", ms(median([r.response for r in runs]))),
+        Row("  updates already received when the response arrived", f"{min(r.at_response for r in runs):,} (min)"),
+        Row("  history.jsonl read", f"{records:,} records, {size / 1e6:.1f} MB"),
+    ]
+
+
+async def write_many_sessions(home: Path, projects: Sequence[Path], count: int) -> None:
+    """``count`` one-turn sessions spread over ``projects``, titled by the recorder as codling titles them."""
+    from codling.brain.events import TextDelta, TurnEnded, TurnStarted
+    from codling.brain.prompt import TextBlock
+    from codling.store.history import SessionHeader
+    from codling.store.index import SessionStore, new_session_id
+
+    store = SessionStore(home)
+    for i in range(count):
+        header = SessionHeader(new_session_id(), projects[i % len(projects)], STORE_MODEL, "ask")
+        file = store.create(header)
+        try:
+            recorder = store.recorder(header, file)  # the first request becomes the title (meta.json too)
+            request = prose(i, 100)
+            await recorder(TurnStarted("t1", request, False, datetime.now(UTC), (TextBlock(request),)))
+            await recorder(TextDelta("t1", prose(i + 1, 200)))
+            await recorder(TurnEnded("t1", "end_turn"))
+        finally:
+            file.close()
+
+
+async def bench_session_list(config: Config) -> list[Row]:
+    """session/list (first page, all and one cwd) over many sessions through an in-process agent; and the
+    store's list() alone."""
+    from codling.acp.server import LIST_PAGE_SIZE
+    from codling.store.index import SessionStore
+    from tests.fakes.acp_client import connected
+
+    count, runs = LIST_SESSIONS, config.list_runs
+    progress(f"session/list: writing {count:,} sessions, then {runs} lists of each kind")
+    with tempfile.TemporaryDirectory(prefix="codling-bench-") as tmp:
+        home = Path(tmp) / "home"
+        projects = [Path(tmp) / f"project-{i}" for i in range(LIST_PROJECTS)]
+        for directory in (home, *projects):
+            directory.mkdir()
+        await write_many_sessions(home, projects, count)
+        in_one = count // LIST_PROJECTS
+        async with connected(inproc_agent(ok_model(), home), RecordingClient()) as conn:
+            await rpc(conn.initialize(protocol_version=PROTOCOL_VERSION), "initialize")
+            start = time.perf_counter()
+            await rpc(conn.list_sessions(), "session/list")  # also loads settings and the model catalog
+            first = time.perf_counter() - start
+            everything: list[float] = []
+            filtered: list[float] = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                page = await rpc(conn.list_sessions(), "session/list")
+                everything.append(time.perf_counter() - start)
+                check_page(page, LIST_PAGE_SIZE, count)
+                start = time.perf_counter()
+                page = await rpc(conn.list_sessions(cwd=str(projects[0])), "session/list")
+                filtered.append(time.perf_counter() - start)
+                check_page(page, LIST_PAGE_SIZE, in_one, projects[0])
+        store = SessionStore(home)
+        direct: list[float] = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            found = store.list()
+            direct.append(time.perf_counter() - start)
+            if len(found) != count:
+                raise RuntimeError(f"SessionStore.list() found {len(found):,} sessions, not {count:,}")
+    listed, in_cwd = median(everything), median(filtered)
+    return [
+        Row(f"session/list over {count:,} sessions, first page (median)", ms(listed), "≤ 300 ms", listed <= 0.3),
+        Row(f"  with cwd ({in_one} match), first page (median)", ms(in_cwd), "≤ 300 ms", in_cwd <= 0.3),
+        Row("  first session/list of a fresh agent (one sample)", ms(first)),
+        Row(f"  SessionStore.list() directly, all {count:,} (median)", ms(median(direct))),
+    ]
+
+
+def check_page(page: Any, size: int, total: int, cwd: Path | None = None) -> None:
+    """Fail unless a first page is full (or holds everything), titled, in ``cwd`` and says whether there is more."""
+    expected = min(size, total)
+    if len(page.sessions) != expected or (page.next_cursor is None) != (total <= size):
+        raise RuntimeError(f"session/list gave {len(page.sessions)} sessions (cursor {page.next_cursor!r})")
+    if any(not s.title or (cwd is not None and s.cwd != str(cwd)) for s in page.sessions):
+        raise RuntimeError("session/list gave an untitled session or one from another directory")
+
+
+def time_appends(path: Path, count: int) -> list[float]:
+    """Seconds per HistoryFile.append of a ~300-character message record (after 100 not counted)."""
+    from codling.store.history import HistoryFile, Redactor
+
+    # codling redacts every record; a user typically has one API key in the environment.
+    redact = Redactor.from_env({"OPENAI_API_KEY": "sk-bench-0123456789abcdef"})
+    file = HistoryFile(path, "20261122-0123456789ab", redact)
+    payload = {"kind": "message", "text": prose(0, 300)}
+    samples: list[float] = []
+    try:
+        for i in range(100 + count):
+            start = time.perf_counter()
+            file.append(payload, "turn-00042")
+            if i >= 100:
+                samples.append(time.perf_counter() - start)
+    finally:
+        file.close()
+    if path.read_bytes().count(b"\n") != 100 + count:
+        raise RuntimeError("not every appended record reached the file")
+    return samples
+
+
+async def recorder_rate(path: Path, turns: int) -> tuple[float, float]:
+    """Records and events per second a HistoryRecorder writes while consuming realistic turns."""
+    from codling.store.history import HistoryFile, HistoryRecorder
+
+    project = path.parent
+    events = [event for n in range(turns) for event in turn_events(n, project)]
+    file = HistoryFile(path, "20261122-0123456789ab")
+    recorder = HistoryRecorder(file, title="bench")  # titled already: no settings records in the way
+    try:
+        start = time.perf_counter()
+        for event in events:
+            await recorder(event)
+        elapsed = time.perf_counter() - start
+    finally:
+        file.close()
+    records = path.read_bytes().count(b"\n")
+    if records != turns * RECORDS_PER_TURN:
+        raise RuntimeError(f"the recorder wrote {records:,} records, expected {turns * RECORDS_PER_TURN:,}")
+    return records / elapsed, len(events) / elapsed
+
+
+async def bench_append(config: Config) -> list[Row]:
+    """HistoryFile.append latency, and HistoryRecorder throughput on realistic turns."""
+    progress(f"history append: {config.appends:,} appends, then {config.recorder_turns} recorded turns")
+    with tempfile.TemporaryDirectory(prefix="codling-bench-") as tmp:
+        samples = time_appends(Path(tmp) / "append.jsonl", config.appends)
+        records, events = await recorder_rate(Path(tmp) / "recorder.jsonl", config.recorder_turns)
+    typical = median(samples)
+    per_turn = len(turn_events(0, Path(".")))
+    return [
+        Row(
+            f"append one ~300-char message record, {len(samples):,} appends (median)",
+            f"{typical * 1000:.3f} ms",
+            "≤ 0.2 ms",
+            typical <= 0.0002,
+        ),
+        Row("  p99", f"{percentile(samples, 0.99) * 1000:.3f} ms"),
+        Row(
+            f"HistoryRecorder, {config.recorder_turns} turns ({per_turn} events → {RECORDS_PER_TURN} records each)",
+            f"{records:,.0f} records/s",
+        ),
+        Row("  events consumed", f"{events:,.0f} events/s"),
+    ]
+
+
 # --- driver ------------------------------------------------------------------------------------------------
 
 
@@ -596,6 +938,9 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("stream in-process", lambda: bench_stream_inproc(config))
         rows += await guarded("stream via process", lambda: bench_stream_process(config, server, env), env)
         rows += await guarded("first delta", lambda: bench_first_delta(config, server, env), env)
+        rows += await guarded("session/load", lambda: bench_session_load(config))
+        rows += await guarded("session/list", lambda: bench_session_list(config))
+        rows += await guarded("history append", lambda: bench_append(config))
     return rows
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from acp import helpers
-from acp.schema import UserMessageChunk
+from acp import CLIENT_METHODS, helpers
+from acp.schema import SessionNotification, UserMessageChunk
+from acp.utils import serialize_params
 
 from codling.acp.content import to_acp
 from codling.acp.translate import Update, translate
@@ -44,3 +46,16 @@ def replay_updates(events: Iterable[Event]) -> list[Update | UserMessageChunk]:
         updates.extend(translate(event))
     close_open()
     return updates
+
+
+def replay_messages(session_id: str, events: Iterable[Event]) -> list[dict[str, Any]]:
+    """The replay as the JSON-RPC notifications a client reads on its stdin, serialized as the SDK does."""
+    method = CLIENT_METHODS["session_update"]
+    return [
+        {
+            "jsonrpc": "2.0",
+            "method": method,
+            "params": serialize_params(SessionNotification(session_id=session_id, update=update)),
+        }
+        for update in replay_updates(events)
+    ]

@@ -9,6 +9,7 @@ import asyncio
 import os
 import signal
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -16,10 +17,12 @@ import typer
 
 from codling import __version__
 from codling.cli.acp_main import run_acp, setup_logging
+from codling.cli.sessions import open_store, sessions_app
 from codling.config import PermissionMode, Settings, load_settings, parse_mode
-from codling.errors import ConfigError
+from codling.errors import CodlingError, ConfigError, SessionError
 from codling.llm.catalog import Catalog, ModelInfo, load_catalog
 from codling.paths import user_catalog_file
+from codling.store.history import SessionHeader, SessionLog
 
 app = typer.Typer(
     name="codling",
@@ -28,6 +31,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+app.add_typer(sessions_app, name="sessions")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -109,10 +114,19 @@ def run(
             help="read-only | ask | accept-edits | yolo. Default: ask on a terminal, read-only when stdin is not one.",
         ),
     ] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", "-r", help="Continue this session (an id or unambiguous prefix).")
+    ] = None,
+    continue_: Annotated[
+        bool, typer.Option("--continue", "-c", help="Continue the latest session in this directory.")
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the event stream as JSON lines.")] = False,
 ) -> None:
-    """Run one prompt in the terminal and print the reply as it streams."""
+    """Run one prompt in the terminal and print the reply as it streams; the session is recorded."""
     setup_logging()
+    if resume and continue_:
+        typer.echo("codling: use --resume or --continue, not both", err=True)
+        raise typer.Exit(EXIT_USAGE)
     text, from_stdin = _read_prompt(prompt)
     if not text.strip():
         typer.echo("codling: the prompt is empty", err=True)
@@ -123,12 +137,11 @@ def run(
         raise typer.Exit(EXIT_USAGE)
     try:
         settings, catalog = _load()
-        from codling.llm.providers import select_model
-
-        choice = select_model(model, settings, catalog)
         chosen_mode: PermissionMode | None = parse_mode(mode) if mode else None
-    except ConfigError as e:
-        raise _fail_config(e) from e
+        plan = _plan_session(settings, catalog, model, workdir, resume, continue_, cwd is not None)
+    except CodlingError as e:
+        typer.echo(f"codling: {e}", err=True)
+        raise typer.Exit(EXIT_USAGE) from e
     interactive = sys.stdin.isatty() and not from_stdin
     if not interactive and chosen_mode is None:
         chosen_mode = "read-only"
@@ -137,23 +150,64 @@ def run(
             "running in read-only mode (use --mode to change).",
             err=True,
         )
-    code = asyncio.run(_run_turn(text, settings, choice.info, workdir, chosen_mode, interactive, json_output))
+    code = asyncio.run(_run_turn(text, settings, plan, chosen_mode, interactive, json_output))
     raise typer.Exit(code)
+
+
+@dataclass(frozen=True)
+class _SessionPlan:
+    """Which session `codling run` works in: a new one, or a stored one to continue."""
+
+    model: ModelInfo
+    header: SessionHeader
+    stored: SessionLog | None
+
+
+def _plan_session(
+    settings: Settings,
+    catalog: Catalog,
+    model: str | None,
+    workdir: Path,
+    resume: str | None,
+    continue_: bool,
+    cwd_given: bool,
+) -> _SessionPlan:
+    from codling.llm.providers import select_model
+    from codling.store.history import SessionHeader
+    from codling.store.index import new_session_id
+
+    choice = select_model(model, settings, catalog)
+    if not resume and not continue_:
+        header = SessionHeader(new_session_id(), workdir, choice.info.id, settings.mode)
+        return _SessionPlan(choice.info, header, None)
+    store = open_store(settings)
+    if resume:
+        session_id = store.resolve(resume)
+    else:
+        latest = store.latest(workdir)
+        if latest is None:
+            raise SessionError(f"no session to continue in {workdir}; start one without --continue")
+        session_id = latest.session_id
+    stored = store.read(session_id)
+    # A resumed session keeps its own model and directory unless told otherwise on the command line.
+    info = choice.info if choice.source == "--model" else catalog.get(stored.model)
+    header = replace(stored.header, cwd=workdir) if cwd_given else stored.header
+    return _SessionPlan(info, header, stored)
 
 
 async def _run_turn(
     text: str,
     settings: Settings,
-    info: ModelInfo,
-    workdir: Path,
+    plan: _SessionPlan,
     mode: PermissionMode | None,
     interactive: bool,
     json_output: bool,
 ) -> int:
-    from codling.brain.factory import open_session
     from codling.cli.approve import TerminalApprover
     from codling.cli.render import JsonLinesRenderer, TerminalRenderer, use_color
+    from codling.store.live import start_session
 
+    info = plan.model
     if not info.known:
         print(
             f"codling: warning: {info.id} is in no model catalog; assuming a {info.context_limit:,}-token context "
@@ -162,21 +216,30 @@ async def _run_turn(
         )
     color = use_color(sys.stdout, os.environ)
     approver = TerminalApprover(input=sys.stdin, output=sys.stderr, color=color) if interactive else None
-    session = open_session(settings, info, workdir, approver=approver, mode=mode)
+    header = plan.header if plan.stored or mode is None else replace(plan.header, mode=mode)
+    live = start_session(open_store(settings), settings, info, header, plan.stored, approver=approver)
+    if plan.stored is not None and info.id != plan.stored.model:
+        live.set_model(info)
+    if mode is not None:
+        # This run's mode only: a resumed session keeps its recorded mode for its next user.
+        live.brain.set_mode(mode)
     renderer: JsonLinesRenderer | TerminalRenderer
     if json_output:
         renderer = JsonLinesRenderer(sys.stdout)
     else:
         renderer = TerminalRenderer(sys.stdout, err=sys.stderr, color=color, interactive=sys.stdout.isatty())
-    session.subscribe(renderer)
+    live.brain.subscribe(renderer)
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, session.cancel)
+    loop.add_signal_handler(signal.SIGINT, live.brain.cancel)
     try:
-        result = await session.run(text)
+        result = await live.brain.run(text)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         if isinstance(renderer, TerminalRenderer):
             renderer.close()
+        await live.close()
+    if not json_output:
+        print(f"codling: session {live.id} (continue with: codling run --resume {live.id} …)", file=sys.stderr)
     if result.error is not None or result.stop_reason == "cancelled":
         return EXIT_FAILED
     return EXIT_OK

@@ -1,0 +1,138 @@
+"""``codling sessions …``: list, show, replay, fork and delete recorded sessions.
+
+A session id prefix is accepted wherever it is unambiguous.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from codling.config import Settings, load_settings
+from codling.errors import CodlingError, ConfigError, SessionError
+from codling.store.history import Redactor
+from codling.store.index import SessionStore, SessionSummary, new_session_id
+
+sessions_app = typer.Typer(help="List, show, replay, fork and delete recorded sessions.", no_args_is_help=True)
+
+EXIT_USAGE = 2
+
+IdArgument = Annotated[str, typer.Argument(help="A session id, or an unambiguous prefix of one.")]
+
+
+def open_store(settings: Settings) -> SessionStore:
+    """The session store of the data home, redacting the environment's secrets from what it writes."""
+    return SessionStore(settings.home, Redactor.from_env(settings.env))
+
+
+def _store() -> SessionStore:
+    try:
+        return open_store(load_settings())
+    except ConfigError as e:
+        typer.echo(f"codling: {e}", err=True)
+        raise typer.Exit(EXIT_USAGE) from e
+
+
+def _resolve(store: SessionStore, id_or_prefix: str) -> str:
+    try:
+        return store.resolve(id_or_prefix)
+    except SessionError as e:
+        typer.echo(f"codling: {e}", err=True)
+        raise typer.Exit(EXIT_USAGE) from e
+
+
+def _local_time(stamp: str) -> str:
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return stamp
+
+
+def _summary_json(summary: SessionSummary) -> dict[str, object]:
+    return {
+        "session_id": summary.session_id,
+        "cwd": str(summary.cwd),
+        "title": summary.title,
+        "created_at": summary.created_at,
+        "updated_at": summary.updated_at,
+        "parent": summary.parent,
+        "model": summary.model,
+    }
+
+
+@sessions_app.command("list")
+def list_sessions(
+    cwd: Annotated[Path | None, typer.Option("--cwd", help="Only sessions working in this directory.")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="One JSON object per session, per line.")] = False,
+) -> None:
+    """Recorded sessions, most recently updated first."""
+    store = _store()
+    sessions = store.list(cwd.resolve() if cwd else None)
+    if json_output:
+        for summary in sessions:
+            print(json.dumps(_summary_json(summary), ensure_ascii=False))
+        return
+    if not sessions:
+        typer.echo("no sessions" + (f" in {cwd}" if cwd else ""), err=True)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("id", "updated", "title", "directory", box=None, pad_edge=False)
+    for summary in sessions:
+        table.add_row(summary.session_id, _local_time(summary.updated_at), summary.title or "", str(summary.cwd))
+    Console(soft_wrap=True).print(table)
+
+
+@sessions_app.command()
+def show(session: IdArgument) -> None:
+    """The transcript by turn: prompts, replies, tool calls; reasoning collapsed, errors marked."""
+    from codling.cli.render import use_color
+    from codling.cli.transcript import print_transcript
+
+    store = _store()
+    stored = store.read(_resolve(store, session))
+    header = stored.header
+    typer.echo(f"session {header.session_id} · {stored.title or '(untitled)'} · {header.cwd} · {stored.model}")
+    if header.parent:
+        typer.echo(f"forked from {header.parent}")
+    print_transcript(stored.events, sys.stdout, color=use_color(sys.stdout, os.environ))
+
+
+@sessions_app.command()
+def replay(session: IdArgument) -> None:
+    """The session/update notifications an ACP client receives when it loads the session, as JSON lines."""
+    from codling.acp.replay import replay_messages
+
+    store = _store()
+    stored = store.read(_resolve(store, session))
+    for message in replay_messages(stored.header.session_id, stored.events):
+        print(json.dumps(message, ensure_ascii=False, separators=(",", ":")))
+
+
+@sessions_app.command()
+def fork(session: IdArgument) -> None:
+    """A new session holding a copy of this one's history; prints the new id."""
+    store = _store()
+    try:
+        forked = store.fork(_resolve(store, session), new_session_id())
+    except CodlingError as e:
+        typer.echo(f"codling: {e}", err=True)
+        raise typer.Exit(EXIT_USAGE) from e
+    print(forked.header.session_id)
+
+
+@sessions_app.command()
+def delete(session: IdArgument) -> None:
+    """Delete a session's directory (its history and metadata) for good."""
+    store = _store()
+    session_id = _resolve(store, session)
+    stored = store.read(session_id)
+    removed = store.delete(session_id)
+    typer.echo(f"deleted session {session_id} ({stored.title or 'untitled'}, {stored.turns} turns): {removed}")

@@ -1,0 +1,111 @@
+"""`codling run --resume/--continue` and `codling sessions …` in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_cli import codling, model_env
+from tests.fakes.openai_server import OpenAIServer, Reply, running_server
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN_ID = "20261122-goldensess01"
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
+
+
+def sessions_json(env: dict[str, str], *args: str) -> list[dict[str, object]]:
+    result = codling("sessions", "list", "--json", *args, env=env)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_continue_and_resume_carry_the_conversation(home: Path, project: Path, server: OpenAIServer) -> None:
+    env = model_env(home, server)
+    server.enqueue(Reply(text=["Noted: the password hint is 'teal'."]))
+    assert codling("run", "remember: the hint is teal", env=env, cwd=project).returncode == 0
+    (listed,) = sessions_json(env)
+    assert listed["title"] == "remember: the hint is teal" and listed["cwd"] == str(project)
+
+    server.enqueue(Reply(text=["teal"]))
+    second = codling("run", "--continue", "what was the hint?", env=env, cwd=project)
+    assert second.returncode == 0, second.stderr
+    contents = [m["content"] for m in server.requests[-1]["messages"]]
+    assert "remember: the hint is teal" in contents and "what was the hint?" in contents
+
+    server.enqueue(Reply(text=["still teal"]))
+    prefix = str(listed["session_id"])[:12]
+    third = codling("run", "--resume", prefix, "once more?", env=env, cwd=home)
+    assert third.returncode == 0, third.stderr
+    assert len(server.requests[-1]["messages"]) > len(server.requests[-2]["messages"])
+    assert len(sessions_json(env)) == 1
+
+    shown = codling("sessions", "show", prefix, env=env)
+    assert shown.returncode == 0, shown.stderr
+    for text in ("remember: the hint is teal", "what was the hint?", "once more?", "still teal"):
+        assert text in shown.stdout
+    assert "\x1b" not in shown.stdout
+
+
+def test_continue_without_a_session_here_is_a_usage_error(home: Path, project: Path, server: OpenAIServer) -> None:
+    result = codling("run", "--continue", "hello", env=model_env(home, server), cwd=project)
+    assert result.returncode == 2
+    assert "no session to continue" in result.stderr
+
+
+def test_unknown_or_ambiguous_ids_are_usage_errors(home: Path, server: OpenAIServer) -> None:
+    env = model_env(home, server)
+    for sid in ("20261122-aaaa1", "20261122-aaaa2"):
+        (home / "sessions" / sid).mkdir(parents=True)
+        shutil.copy(GOLDEN / "history.jsonl", home / "sessions" / sid / "history.jsonl")
+    ambiguous = codling("sessions", "show", "20261122-aaaa", env=env)
+    assert ambiguous.returncode == 2 and "matches 2 sessions" in ambiguous.stderr
+    unknown = codling("run", "--resume", "nope", "hi", env=env)
+    assert unknown.returncode == 2 and "no session matches" in unknown.stderr
+
+
+def install_golden(home: Path) -> None:
+    target = home / "sessions" / GOLDEN_ID
+    target.mkdir(parents=True)
+    shutil.copy(GOLDEN / "history.jsonl", target / "history.jsonl")
+
+
+def test_replay_matches_the_golden_stream(home: Path, server: OpenAIServer) -> None:
+    install_golden(home)
+    result = codling("sessions", "replay", GOLDEN_ID[:14], env=model_env(home, server))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (GOLDEN / "replay.jsonl").read_text()
+
+
+def test_show_marks_errors_and_interrupted_turns(home: Path, server: OpenAIServer) -> None:
+    install_golden(home)
+    result = codling("sessions", "show", GOLDEN_ID, env=model_env(home, server))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "rename greet" in out and "Renamed `greet` to `welcome`." in out
+    assert "reasoning (1 tool call)" in out
+    assert "Error: The model provider returned HTTP 500" in out
+    assert "interrupted" in out
+
+
+def test_fork_and_delete(home: Path, server: OpenAIServer) -> None:
+    env = model_env(home, server)
+    install_golden(home)
+    forked = codling("sessions", "fork", GOLDEN_ID, env=env)
+    assert forked.returncode == 0, forked.stderr
+    fork_id = forked.stdout.strip()
+    listed = {s["session_id"]: s for s in sessions_json(env)}
+    assert set(listed) == {GOLDEN_ID, fork_id}
+    assert listed[fork_id]["parent"] == GOLDEN_ID
+    deleted = codling("sessions", "delete", fork_id, env=env)
+    assert deleted.returncode == 0 and fork_id in deleted.stdout
+    assert [s["session_id"] for s in sessions_json(env)] == [GOLDEN_ID]
+    assert (home / "sessions" / GOLDEN_ID / "history.jsonl").exists()
