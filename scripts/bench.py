@@ -958,7 +958,7 @@ async def run(config: Config) -> list[Row]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Config:
-    """``--quick`` for fewer repetitions (about 30 s instead of about 2 minutes)."""
+    """``--quick`` for fewer repetitions (about 30 s instead of about a minute)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, for a fast check")
     return Config.make(parser.parse_args(argv).quick)
