@@ -216,6 +216,142 @@ async def test_long_diffs_are_trimmed_in_the_transcript() -> None:
     assert len(lines) == 1 + 40 + 1
 
 
+# -- thinking turns: reasoning blocks collapsed ------------------------------------------------------------------
+
+
+def thinking_started(prompt: str = "fix it") -> TurnStarted:
+    return TurnStarted(T, prompt, thinking=True, started_at=STARTED_AT)
+
+
+THINKING_TURN: list[Event] = [
+    thinking_started(),
+    ThoughtDelta(T, "Which test fails?"),
+    call("c1", "Run `pytest -q`"),
+    done("c1", text="1 failed"),
+    ThoughtDelta(T, "The assert in a.py."),
+    call("c2", "Edit src/a.py", "edit_file", "edit"),
+    done("c2", "edit_file", diff=EDIT),  # inside the block: no diff
+    TextDelta(T, "Fixed the "),
+    TextDelta(T, "assert."),
+    ThoughtDelta(T, "Check again."),
+    call("c3", "Read a.py", "read_file", "read"),
+    call("c4", "Run `pytest`"),  # a tool no think precedes: the block ends before it
+    failed("c3", "permission denied"),  # c3 is in the drawn block: its failure gets a line of its own
+    done("c4", text="all passed"),
+    ThoughtDelta(T, "Good."),
+    call("c5", "Read b.py", "read_file", "read"),
+    failed("c5", "no such file"),
+    ThoughtDelta(T, "Never mind."),
+    TextDelta(T, "Done.\n"),
+    ThoughtDelta(T, "Nothing else."),
+    TurnEnded(T, "end_turn", Usage(10, 5, 4)),
+]
+
+
+async def test_plain_thinking_turn_collapses_each_reasoning_block() -> None:
+    assert await render_plain(THINKING_TURN) == (
+        "reasoning (2 tool calls)\n"
+        "Fixed the assert.\n"
+        "reasoning (1 tool call)\n"
+        "[tool] Run `pytest`\n"
+        "[tool] Read a.py -> failed: permission denied\n"
+        "[tool] Run `pytest` -> completed\n"
+        "reasoning (1 tool call, 1 failed)\n"
+        "Done.\n"
+        "reasoning\n"
+    )
+
+
+async def test_color_thinking_turn_shows_the_collapsed_lines_and_no_thoughts() -> None:
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, color=True, interactive=False)
+    await feed(renderer, THINKING_TURN)
+    text = out.getvalue()
+    assert "\x1b[2mreasoning (2 tool calls)\x1b[0m\n" in text
+    assert "\x1b[2mreasoning (1 tool call, \x1b[0m\x1b[31m1 failed\x1b[0m\x1b[2m)\x1b[0m\n" in text
+    assert "Fixed the assert.\n" in text and "Done.\n" in text
+    for hidden in ("Which test", "Check again", "Never mind", "thinking", "Edit src/a.py", "x = 10", "Read b.py"):
+        assert hidden not in text
+
+
+async def test_plain_prints_a_block_only_when_it_closes() -> None:
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, color=False, interactive=False)
+    await feed(
+        renderer, [thinking_started(), TextDelta(T, "Let me see"), ThoughtDelta(T, "hm"), call("c1", "Run `ls`")]
+    )
+    assert out.getvalue() == "Let me see\n"
+    await feed(renderer, [done("c1"), ThoughtDelta(T, "ok"), call("c2", "Run `ls -a`"), done("c2")])
+    assert out.getvalue() == "Let me see\n"
+    await renderer(TextDelta(T, "Two files."))
+    assert out.getvalue() == "Let me see\nreasoning (2 tool calls)\nTwo files."
+
+
+async def test_an_error_closes_the_open_block_first() -> None:
+    events: list[Event] = [
+        thinking_started(),
+        ThoughtDelta(T, "hm"),
+        call("c1", "Run `make`"),
+        failed("c1", "aborted: the turn failed"),
+        TurnFailed(T, "model error: overloaded"),
+        TurnEnded(T, "end_turn", error=True),
+    ]
+    assert await render_plain(events) == "reasoning (1 tool call, 1 failed)\nError: model error: overloaded\n"
+
+
+async def test_close_draws_a_block_left_open_and_the_next_turn_starts_clean() -> None:
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, color=False, interactive=False)
+    await feed(renderer, [thinking_started(), ThoughtDelta(T, "hm"), call("c1", "Run `a`")])
+    renderer.close()
+    renderer.close()
+    assert out.getvalue() == "reasoning (1 tool call)\n"
+    await feed(renderer, [started(), ThoughtDelta(T, "shown"), call("c2", "Run `b`"), done("c2")])
+    assert out.getvalue() == "reasoning (1 tool call)\nthinking: shown\n[tool] Run `b` -> completed\n"
+
+
+def spinner_label(renderer: TerminalRenderer) -> str:
+    assert renderer._spinner is not None and renderer._spinner._spinner is not None
+    return str(renderer._spinner._spinner.text)
+
+
+async def test_interactive_block_is_the_spinner_label_until_it_closes() -> None:
+    out, err = FakeTTY(), FakeTTY()
+    renderer = TerminalRenderer(out, err=err, color=True, interactive=True)
+    try:
+        await feed(renderer, [thinking_started(), TextDelta(T, "Looking"), ThoughtDelta(T, "hm")])
+        assert spinning(renderer) and spinner_label(renderer) == "reasoning"
+        await feed(renderer, [ThoughtDelta(T, " more"), call("c1", "Run `ls`")])
+        assert spinning(renderer) and spinner_label(renderer) == "reasoning (1 tool call)"
+        await feed(renderer, [failed("c1", "nope"), ThoughtDelta(T, "so"), call("c2", "Run `ls -a`"), done("c2")])
+        assert spinning(renderer) and spinner_label(renderer) == "reasoning (2 tool calls, 1 failed)"
+        await asyncio.sleep(0.2)
+        assert "reasoning (2 tool calls, 1 failed)" in err.getvalue()
+        assert out.getvalue() == "Looking\n"  # nothing of the block on out while it is open
+        await renderer(TextDelta(T, "Found it."))
+        assert not spinning(renderer)
+        assert out.getvalue() == (
+            "Looking\n\x1b[2mreasoning (2 tool calls, \x1b[0m\x1b[31m1 failed\x1b[0m\x1b[2m)\x1b[0m\nFound it."
+        )
+        await renderer(TurnEnded(T, "end_turn"))
+        assert not spinning(renderer)
+    finally:
+        renderer.close()
+
+
+async def test_a_question_inside_a_block_pauses_its_line_and_shows_it_again() -> None:
+    renderer = TerminalRenderer(io.StringIO(), err=FakeTTY(), color=True, interactive=True)
+    try:
+        await feed(renderer, [thinking_started(), ThoughtDelta(T, "hm")])
+        with prompting():
+            assert not spinning(renderer)
+            await renderer(call("c1", "Run `rm x`"))
+            assert not spinning(renderer)  # never over the question
+        assert spinning(renderer) and spinner_label(renderer) == "reasoning (1 tool call)"
+    finally:
+        renderer.close()
+
+
 # -- spinner ------------------------------------------------------------------------------------------------
 
 

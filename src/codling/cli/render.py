@@ -1,9 +1,11 @@
 """Terminal output for ``codling run``: observers of the brain's event stream.
 
 :class:`TerminalRenderer` draws a turn for people (streamed text, thoughts, one line per tool call, diffs,
-errors, a spinner while the model is thinking); :class:`JsonLinesRenderer` prints one JSON object per event
-for scripts. The approver (``cli/approve.py``) shares the diff formatting and the styled writer, and uses
-:func:`prompting` so that a permission question is never overdrawn by a spinner or by a tool line.
+errors, a spinner while the model is thinking, reasoning blocks collapsed); :class:`JsonLinesRenderer` prints one
+JSON object per event for scripts. The approver (``cli/approve.py``) shares the diff formatting and the styled
+writer, and uses :func:`prompting` so that a permission question is never overdrawn by a spinner or by a tool
+line. The ``write_*`` helpers draw one piece of a turn the same way here and in ``codling sessions show``
+(``cli/transcript.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rich.text import Text
 
 from codling.brain.events import (
     Event,
+    StopReason,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
@@ -34,12 +37,15 @@ from codling.brain.events import (
     TurnFailed,
     TurnStarted,
 )
+from codling.brain.reasoning import BlockTracker, SegmentSplitter
 from codling.tools.ports import FileDiff
 
 DIFF_LINES = 40
 """How many diff lines the renderer shows for an edit before "… N more lines"."""
 
 _FAILURE_CHARS = 200
+
+_WORKING = "working…"
 
 # C0/C1 control characters other than newline and tab: model text, tool output or file contents could
 # otherwise move the cursor, recolor the terminal or hide part of a command the user is asked to approve.
@@ -152,22 +158,105 @@ class StyledWriter:
         self.stream.flush()
 
 
+# -- pieces of a turn, shared with the transcript ----------------------------------------------------------------
+
+
+def write_tool_title(out: StyledWriter, title: str) -> None:
+    """The start of a tool call's line: ``[tool] title`` plain, ``⏺ title`` styled (no newline)."""
+    if out.color:
+        out.write("⏺ ", "cyan")
+        out.write(title, "bold")
+    else:
+        out.write(f"[tool] {title}")
+
+
+def write_tool_status(out: StyledWriter, event: ToolCallFinished) -> None:
+    """How a tool call ended, after its title (no newline); a failure shows the first line of its reason."""
+    reason = _first_line(event.text) if event.status == "failed" else ""
+    if not out.color:
+        out.write(f" -> {event.status}" + (f": {reason}" if reason else ""))
+    elif event.status == "completed":
+        out.write("  ✓ done", "green")
+    else:
+        out.write("  ✗ failed" + (f": {reason}" if reason else ""), "red")
+
+
+def write_diff(out: StyledWriter, diff: FileDiff) -> None:
+    """An edit's diff under its tool line: indented, at most :data:`DIFF_LINES` lines."""
+    for line in format_diff(diff, DIFF_LINES):
+        out.write("    ")
+        out.line(line, diff_line_style(line) if out.color else None)
+
+
+def compact_thought(text: str) -> str:
+    """Thought text as shown: thoughts are context, not the answer, so blank lines inside them are dropped."""
+    return re.sub(r"\n{2,}", "\n", printable(text))
+
+
+def reasoning_label(tool_calls: int, failed: int = 0) -> str:
+    """The text of a collapsed reasoning block: ``reasoning`` when it called no tool, else e.g.
+    ``reasoning (1 tool call)`` or ``reasoning (3 tool calls, 1 failed)``."""
+    if tool_calls == 0:
+        return "reasoning"
+    calls = "1 tool call" if tool_calls == 1 else f"{tool_calls} tool calls"
+    return f"reasoning ({calls}, {failed} failed)" if failed else f"reasoning ({calls})"
+
+
+def write_reasoning(out: StyledWriter, tool_calls: int, failed: int = 0) -> None:
+    """A collapsed reasoning block as one line (see :func:`reasoning_label`); failures stand out in red."""
+    label = reasoning_label(tool_calls, failed)
+    if out.color and failed:
+        head, _, tail = label.rpartition(f"{failed} failed")
+        out.write(head, "dim")
+        out.write(f"{failed} failed", "red")
+        out.line(tail, "dim")
+    else:
+        out.line(label, "dim")
+
+
+def write_error(out: StyledWriter, message: str) -> None:
+    """A failed turn's error on its own line: ``Error: message``, with a bold red ``Error:`` when styled."""
+    out.end_line()
+    if out.color:
+        out.write("Error:", "bold red")
+        out.line(f" {message}")
+    else:
+        out.line(f"Error: {message}")
+
+
+def write_stop_note(out: StyledWriter, stop_reason: StopReason) -> None:
+    """A note for a turn that did not end normally (cancelled, out of requests or tokens); nothing otherwise."""
+    out.end_line()
+    if stop_reason == "cancelled":
+        out.line("(cancelled)", "yellow")
+    elif stop_reason != "end_turn":
+        out.line(f"(stopped: {stop_reason})", "yellow")
+
+
+# -- live rendering ----------------------------------------------------------------------------------------------
+
+
 class _Spinner:
-    """A transient rich spinner; it erases itself when stopped, so the cursor is back where it started."""
+    """A transient rich spinner with a label; it erases itself when stopped, so the cursor is back where it
+    started."""
 
     def __init__(self, stream: TextIO) -> None:
         self._console = Console(
             file=stream, force_terminal=True, color_system="standard", highlight=False, soft_wrap=True
         )
         self._live: Live | None = None
+        self._spinner: Spinner | None = None
 
-    def start(self) -> None:
-        if self._live is not None:
+    def start(self, label: str = _WORKING) -> None:
+        """Show the spinner with ``label``, or change the label of the running spinner in place."""
+        text = Text(label, style="dim")
+        if self._live is not None and self._spinner is not None:
+            self._spinner.update(text=text)
             return
-        spinner = Spinner("dots", text=Text("working…", style="dim"), style="cyan")
+        self._spinner = Spinner("dots", text=text, style="cyan")
         # No stdout/stderr redirection: the renderer and the approver write to the real streams themselves.
         self._live = Live(
-            spinner,
+            self._spinner,
             console=self._console,
             transient=True,
             refresh_per_second=12.5,
@@ -218,11 +307,33 @@ def prompting() -> Iterator[bool]:
                 renderer._resume()
 
 
+@dataclasses.dataclass
+class _OpenBlock:
+    """The reasoning block being drawn: its tool calls so far."""
+
+    calls: set[str] = dataclasses.field(default_factory=set)
+    failed: int = 0
+    orphans: int = 0  # results of calls whose start was never seen
+
+    @property
+    def tool_calls(self) -> int:
+        return len(self.calls) + self.orphans
+
+
 class TerminalRenderer:
     """Draws a turn's events on a terminal (or plainly into a pipe or file) as they arrive.
 
     ``color`` styles the output with rich; without it the output is plain text with no escape codes.
     ``interactive`` (with ``color``) shows a spinner on ``err`` (or ``out``) while waiting for the model.
+
+    In a thinking turn (``TurnStarted.thinking``) each reasoning block (see :mod:`codling.brain.reasoning`) is
+    collapsed into one ``reasoning (N tool calls)`` line: the thoughts and the tool lines inside the block are
+    not printed, and neither is the diff of an edit made inside it (the edit is one of the N calls). A call
+    inside a block that fails is counted (``reasoning (3 tool calls, 1 failed)``). Interactive, the line is the
+    spinner's label while the block is open, its count updated in place; the final line is printed when the
+    block closes, which is also the only time it is printed otherwise. A call of a block that finishes only after
+    its block closed (parallel calls) prints a tool line if it failed, so the failure is not lost. Tools outside
+    blocks, text, errors and non-thinking turns are drawn as they come.
     """
 
     def __init__(self, out: TextIO, *, err: TextIO | None = None, color: bool, interactive: bool) -> None:
@@ -234,6 +345,11 @@ class TerminalRenderer:
         self._thought_written = False
         self._titles: dict[str, str] = {}  # call id -> title, for tool calls still running
         self._open_tool: str | None = None  # the call whose title ends the current line
+        self._thinking_turn = False
+        self._splitter = SegmentSplitter()
+        self._tracker = BlockTracker()
+        self._block: _OpenBlock | None = None
+        self._collapsed: dict[str, str] = {}  # call id -> title, for calls of blocks already closed
         _GATE.renderers.add(self)
 
     @property
@@ -243,12 +359,16 @@ class TerminalRenderer:
 
     async def __call__(self, event: Event) -> None:
         """Draw one event."""
+        if self._thinking_turn and not isinstance(event, TurnStarted) and self._reasoning(event):
+            return
         self._stop_spinner()
         if not isinstance(event, ThoughtDelta):
             self._end_thought()
         match event:
             case TurnStarted():
+                self.close()  # a block left open by a turn that never ended is drawn before the next turn
                 self._reset()
+                self._thinking_turn = event.thinking
                 self._start_spinner()
             case TextDelta():
                 self._text(event)
@@ -261,13 +381,73 @@ class TerminalRenderer:
                 if not self._titles:  # a tool still running (or asking) must not be overdrawn
                     self._start_spinner()
             case TurnFailed():
-                self._failed(event)
+                write_error(self._out, event.message)
+                self._open_tool = None
             case TurnEnded():
                 self._ended(event)
 
     def close(self) -> None:
-        """Stop the spinner, if any; call when the turn is over or interrupted."""
+        """Stop the spinner, if any; call when the turn is over or interrupted (an open block is drawn)."""
+        if self._tracker.end():
+            self._close_block()
         self._stop_spinner()
+
+    # -- reasoning blocks ----------------------------------------------------------------------------------
+
+    def _reasoning(self, event: Event) -> bool:
+        """Place an event of a thinking turn in its block; whether it is collapsed (drawn by the block alone)."""
+        if isinstance(event, TurnFailed | TurnEnded):
+            if self._tracker.end():
+                self._close_block()
+            return False
+        kind = self._splitter.feed(event)
+        if kind is not None:
+            step = self._tracker.feed(kind)
+            if step.closed_before:
+                self._close_block()
+            if step.opened:
+                self._open_block()
+            if not step.in_block:
+                return False
+            block = self._block
+            assert block is not None  # opened above or earlier
+            if isinstance(event, ToolCallStarted):
+                block.calls.add(event.call_id)
+                self._collapsed[event.call_id] = one_line(event.title) or event.tool_name
+            elif isinstance(event, ToolCallFinished):  # a result whose call was never seen
+                block.orphans += 1
+                block.failed += int(event.status == "failed")
+            self._start_spinner()
+            return True
+        if isinstance(event, ThoughtDelta):
+            return True  # a think segment always lies inside a block
+        if isinstance(event, ToolCallFinished) and event.call_id in self._collapsed:
+            title = self._collapsed.pop(event.call_id)
+            if self._block is not None and event.call_id in self._block.calls:
+                self._block.failed += int(event.status == "failed")
+                self._start_spinner()
+                return True
+            if event.status == "failed":
+                # Its block is already drawn without it: show the failure as a tool line of its own.
+                self._titles[event.call_id] = title
+                return False
+            return True
+        return False
+
+    def _open_block(self) -> None:
+        self._block = _OpenBlock()
+        if not self._out.at_line_start:
+            self._stop_spinner()
+            self._fresh_line()
+
+    def _close_block(self) -> None:
+        block, self._block = self._block, None
+        if block is None:
+            return
+        self._stop_spinner()
+        self._end_thought()
+        self._fresh_line()
+        write_reasoning(self._out, block.tool_calls, block.failed)
 
     # -- events --------------------------------------------------------------------------------------------
 
@@ -282,8 +462,7 @@ class TerminalRenderer:
             self._thinking = True
             if not self._color:
                 self._out.write("thinking: ")
-        # Compact: thoughts are context, not the answer, so blank lines inside them are dropped.
-        text = re.sub(r"\n{2,}", "\n", printable(event.text))
+        text = compact_thought(event.text)
         if self._out.at_line_start or not self._thought_written:
             text = text.lstrip("\n")
         self._thought_written = self._thought_written or bool(text)
@@ -293,7 +472,7 @@ class TerminalRenderer:
         title = one_line(event.title) or event.tool_name
         self._titles[event.call_id] = title
         self._fresh_line()
-        self._tool_title(title)
+        write_tool_title(self._out, title)
         self._open_tool = event.call_id
 
     def _tool_finished(self, event: ToolCallFinished) -> None:
@@ -301,48 +480,19 @@ class TerminalRenderer:
         if self._open_tool != event.call_id:
             # Something else was drawn since the call started: repeat its title so the status is not orphaned.
             self._fresh_line()
-            self._tool_title(title)
-        self._tool_status(event)
+            write_tool_title(self._out, title)
+        write_tool_status(self._out, event)
         self._out.write("\n")
         self._open_tool = None
         if event.diff is not None:
-            for line in format_diff(event.diff, DIFF_LINES):
-                self._out.write("    ")
-                self._out.line(line, diff_line_style(line) if self._color else None)
-
-    def _failed(self, event: TurnFailed) -> None:
-        self._fresh_line()
-        if self._color:
-            self._out.write("Error:", "bold red")
-            self._out.line(f" {event.message}")
-        else:
-            self._out.line(f"Error: {event.message}")
+            write_diff(self._out, event.diff)
 
     def _ended(self, event: TurnEnded) -> None:
         self._fresh_line()
-        if event.stop_reason == "cancelled":
-            self._out.line("(cancelled)", "yellow")
-        elif event.stop_reason != "end_turn":
-            self._out.line(f"(stopped: {event.stop_reason})", "yellow")
+        write_stop_note(self._out, event.stop_reason)
         self._reset()
 
     # -- pieces --------------------------------------------------------------------------------------------
-
-    def _tool_title(self, title: str) -> None:
-        if self._color:
-            self._out.write("⏺ ", "cyan")
-            self._out.write(title, "bold")
-        else:
-            self._out.write(f"[tool] {title}")
-
-    def _tool_status(self, event: ToolCallFinished) -> None:
-        reason = _first_line(event.text) if event.status == "failed" else ""
-        if not self._color:
-            self._out.write(f" -> {event.status}" + (f": {reason}" if reason else ""))
-        elif event.status == "completed":
-            self._out.write("  ✓ done", "green")
-        else:
-            self._out.write("  ✗ failed" + (f": {reason}" if reason else ""), "red")
 
     def _fresh_line(self) -> None:
         self._out.end_line()
@@ -357,12 +507,18 @@ class TerminalRenderer:
         self._thinking = self._thought_written = False
         self._titles.clear()
         self._open_tool = None
+        self._thinking_turn = False
+        self._splitter = SegmentSplitter()
+        self._tracker = BlockTracker()
+        self._block = None
+        self._collapsed.clear()
 
     def _start_spinner(self) -> None:
         # Only at the start of a line (the spinner line is erased and the cursor returns there) and never
         # over a question the approver is asking.
         if self._spinner is not None and self._out.at_line_start and _GATE.open_prompts == 0:
-            self._spinner.start()
+            block = self._block
+            self._spinner.start(_WORKING if block is None else reasoning_label(block.tool_calls, block.failed))
 
     def _stop_spinner(self) -> None:
         if self._spinner is not None:
@@ -374,6 +530,8 @@ class TerminalRenderer:
 
     def _resume(self) -> None:
         self._out.release()
+        if self._block is not None:
+            self._start_spinner()  # the open block's line is the spinner's: show it again after the question
 
 
 class JsonLinesRenderer:

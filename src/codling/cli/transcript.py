@@ -1,0 +1,126 @@
+"""A recorded session as a readable transcript, for ``codling sessions show``.
+
+Each turn gets a header line (number, local start time, whether it was a thinking turn), the user's prompt, and
+its timeline drawn with the live renderer's pieces (``cli/render.py``), so a session reads the same afterwards
+as it did while it ran: tool lines with their status, edits' diffs trimmed, errors, and the reasoning blocks of
+thinking turns collapsed into ``reasoning (N tool calls)`` lines (:mod:`codling.brain.reasoning`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from codling.brain.events import Event, ToolCallFinished, TurnEnded, TurnFailed, TurnStarted
+from codling.brain.reasoning import ReasoningBlock, Segment, TimelineItem, segment_turn, split_segments
+from codling.cli.render import (
+    StyledWriter,
+    compact_thought,
+    one_line,
+    write_diff,
+    write_error,
+    write_reasoning,
+    write_stop_note,
+    write_tool_status,
+    write_tool_title,
+)
+
+INTERRUPTED_NOTE = "(interrupted: the agent stopped before this turn finished)"
+"""Shown under a turn whose end was never recorded (the process died or was killed)."""
+
+TIME_FORMAT = "%Y-%m-%d %H:%M"
+"""How a turn's start time is shown, in local time."""
+
+
+@dataclass
+class _Turn:
+    started: TurnStarted
+    events: list[Event] = field(default_factory=list)
+
+
+def print_transcript(events: Sequence[Event], out: TextIO, *, color: bool) -> None:
+    """Write the conversation that ``events`` (a whole session, e.g. ``SessionLog.events``) hold to ``out``.
+
+    Turns are separated by a blank line. A thinking turn's reasoning blocks are collapsed into one line each (the
+    thoughts, tool lines and diffs inside a block are not shown); everything else is drawn as the live renderer
+    draws it. A failed turn ends with its error, a cancelled or stopped one with a note, and a turn whose
+    ``TurnEnded`` is missing with :data:`INTERRUPTED_NOTE`. ``color`` styles the output; without it the output
+    holds no escape codes (not even from the recorded content). Events before the first ``TurnStarted`` belong
+    to no turn and are not shown.
+    """
+    writer = StyledWriter(out, color=color)
+    for number, turn in enumerate(_split_turns(events), start=1):
+        if number > 1:
+            writer.line()
+        _write_turn(writer, number, turn)
+
+
+def _split_turns(events: Sequence[Event]) -> list[_Turn]:
+    turns: list[_Turn] = []
+    for event in events:
+        if isinstance(event, TurnStarted):
+            turns.append(_Turn(event))
+        elif turns:
+            turns[-1].events.append(event)
+    return turns
+
+
+def _write_turn(out: StyledWriter, number: int, turn: _Turn) -> None:
+    started = turn.started
+    header = f"Turn {number} · {started.started_at.astimezone().strftime(TIME_FORMAT)}"
+    out.line(header + (" · thinking" if started.thinking else ""), "bold")
+    for line in (started.prompt or "").splitlines() or [""]:
+        out.write(">", "cyan")
+        out.line(f" {line}" if line.strip() else "")
+
+    # Only thinking turns are grouped; other turns show their thoughts and tools as they came, as live.
+    items: Sequence[TimelineItem] = segment_turn(turn.events) if started.thinking else split_segments(turn.events)
+    for item in items:
+        if isinstance(item, ReasoningBlock):
+            out.end_line()
+            write_reasoning(out, item.tool_calls, item.failed_tool_calls)
+        else:
+            _write_segment(out, item)
+
+    ended: TurnEnded | None = None
+    for event in turn.events:
+        if isinstance(event, TurnFailed):
+            write_error(out, event.message)
+        elif isinstance(event, TurnEnded):
+            ended = event
+    out.end_line()
+    if ended is None:
+        out.line(INTERRUPTED_NOTE, "yellow")
+    else:
+        write_stop_note(out, ended.stop_reason)
+
+
+def _write_segment(out: StyledWriter, segment: Segment) -> None:
+    match segment.kind:
+        case "text":
+            out.write(segment.text)
+        case "think":
+            out.end_line()
+            if not out.color:
+                out.write("thinking: ")
+            out.line(compact_thought(segment.text).strip("\n"), "dim italic")
+        case "tool":
+            started, finished = segment.started, segment.finished
+            out.end_line()
+            if started is not None:
+                write_tool_title(out, one_line(started.title) or started.tool_name)
+            else:
+                write_tool_title(out, finished.tool_name if finished is not None else "")
+            _write_result(out, finished)
+
+
+def _write_result(out: StyledWriter, finished: ToolCallFinished | None) -> None:
+    if finished is None:
+        # Recorded sessions close every call a turn left open, so this is a call the process died in.
+        out.line(" -> interrupted" if not out.color else "  … interrupted", "yellow")
+        return
+    write_tool_status(out, finished)
+    out.write("\n")
+    if finished.diff is not None:
+        write_diff(out, finished.diff)
