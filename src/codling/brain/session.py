@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from codling.brain.coalesce import TextCoalescer
 from codling.brain.events import (
     Event,
     StopReason,
@@ -60,9 +61,11 @@ class SessionOptions:
     """Model requests one turn may make; reaching it ends the turn with ``max_turn_requests``."""
     run_tools: bool = True
     """Whether the model is offered tools at all."""
+    merge_window: float = 0.005
+    """Coalescing: while text streams, deltas are merged and delivered at most once per this many seconds;
+    the first delta of a run of text is never held (see ``brain/coalesce.py``). 0 merges only what is queued."""
     max_chunk_chars: int = 8192
-    """Coalescing: text deltas already waiting are merged up to this size. Waiting deltas are only ever
-    merged, never waited for, so the first delta (and any delta arriving to an idle consumer) goes out at once."""
+    """Coalescing: the largest merged text delta."""
 
 
 @dataclass(frozen=True)
@@ -213,15 +216,9 @@ class ConversationSession:
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._cancel_requested = False
         self._task = asyncio.create_task(self._turn(blocks, queue.put_nowait))
-        pending: Any = None
+        coalescer = TextCoalescer(queue, window=self.options.merge_window, max_chars=self.options.max_chunk_chars)
         try:
-            while True:
-                item = pending if pending is not None else await queue.get()
-                pending = None
-                if item is _DONE:
-                    break
-                if isinstance(item, TextDelta):
-                    item, pending = self._coalesce(item, queue)
+            while (item := await coalescer.next()) is not _DONE:
                 for observer in list(self._observers):
                     await observer(item)
                 yield item
@@ -230,21 +227,6 @@ class ConversationSession:
                 self._cancel_requested = True
                 self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-
-    def _coalesce(self, first: TextDelta, queue: asyncio.Queue[Any]) -> tuple[TextDelta, Any]:
-        """Merge text deltas that are already waiting (never wait for more); return the merged delta and
-        the first non-text item taken from the queue, if any."""
-        if queue.empty():
-            return first, None
-        parts = [first.text]
-        size = len(first.text)
-        while size < self.options.max_chunk_chars and not queue.empty():
-            item = queue.get_nowait()
-            if not isinstance(item, TextDelta):
-                return TextDelta(first.turn_id, "".join(parts)), item
-            parts.append(item.text)
-            size += len(item.text)
-        return TextDelta(first.turn_id, "".join(parts)), None
 
     def _get_agent(self) -> Agent[ToolDeps, str]:
         if self._agent is None:

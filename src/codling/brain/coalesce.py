@@ -1,0 +1,75 @@
+"""Coalescing of streamed text: fewer, larger text deltas when the model is fast, never a later first delta."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from codling.brain.events import TextDelta
+
+
+class TextCoalescer:
+    """Takes items off a turn's event queue, merging consecutive text deltas.
+
+    The first text delta of a run (at the start of a turn or after any other event) is delivered at once.
+    While text keeps coming, later deltas are held until ``window`` seconds have passed since the previous
+    delivery, and everything that arrived meanwhile goes out as one delta (at most ``max_chars`` long). A model
+    streaming a token at a time therefore produces at most one notification per window, and a slow model —
+    deltas further apart than the window — sees no delay at all. Deltas already waiting are always merged.
+    """
+
+    def __init__(
+        self,
+        queue: asyncio.Queue[Any],
+        *,
+        window: float,
+        max_chars: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._queue = queue
+        self._window = window
+        self._max_chars = max_chars
+        self._clock = clock
+        self._pending: Any = None
+        self._has_pending = False
+        self._last_text: float | None = None
+
+    async def next(self) -> Any:
+        """The next item to deliver: a (possibly merged) text delta, or any other queued item as it was."""
+        item = self._take_pending() if self._has_pending else await self._queue.get()
+        if not isinstance(item, TextDelta):
+            self._last_text = None
+            return item
+        parts = [item.text]
+        size = len(item.text)
+        if self._last_text is not None and self._window > 0:
+            deadline = self._last_text + self._window
+            while size < self._max_chars and (remaining := deadline - self._clock()) > 0:
+                try:
+                    following = await asyncio.wait_for(self._queue.get(), remaining)
+                except TimeoutError:
+                    break
+                if not isinstance(following, TextDelta):
+                    self._hold(following)
+                    break
+                parts.append(following.text)
+                size += len(following.text)
+        while size < self._max_chars and not self._has_pending and not self._queue.empty():
+            following = self._queue.get_nowait()
+            if not isinstance(following, TextDelta):
+                self._hold(following)
+                break
+            parts.append(following.text)
+            size += len(following.text)
+        self._last_text = None if self._has_pending else self._clock()
+        return item if len(parts) == 1 else TextDelta(item.turn_id, "".join(parts))
+
+    def _hold(self, item: Any) -> None:
+        self._pending = item
+        self._has_pending = True
+
+    def _take_pending(self) -> Any:
+        item, self._pending, self._has_pending = self._pending, None, False
+        return item
