@@ -85,6 +85,9 @@ class ToolCallFinished:
     text: str
     diff: FileDiff | None = None
     locations: tuple[Location, ...] = ()
+    summary: str = ""
+    """What the call did, concretely and briefly (command, exit status and trimmed output; path and trimmed
+    diff …), kept in the history across turns in place of the call; empty when the tool gave none."""
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 

@@ -411,6 +411,7 @@ def _tool_finished(turn_id: str, part: Any) -> ToolCallFinished:
             text=text,
             diff=output.diff if output else None,
             locations=output.locations if output else (),
+            summary=output.summary if output else "",
         )
     content = part.content if isinstance(part.content, str) else part.model_response_str()
     failed = getattr(part, "outcome", "success") != "success"

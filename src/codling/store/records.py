@@ -116,6 +116,7 @@ def event_payload(event: Event, error: str | None = None) -> dict[str, Any]:
                 "text": event.text,
                 "diff": _diff(event.diff),
                 "locations": _locations(event.locations),
+                "summary": event.summary,
             }
         case TurnEnded():
             usage = event.usage
@@ -175,6 +176,7 @@ def record_events(record: dict[str, Any]) -> list[Event]:
                     record.get("text", ""),
                     FileDiff(Path(diff["path"]), diff.get("old_text"), diff["new_text"]) if diff else None,
                     _locations_from(record.get("locations")),
+                    record.get("summary", ""),
                 )
             ]
         case "turn_end":

@@ -15,6 +15,9 @@ class ToolOutput:
     text: str
     diff: FileDiff | None = None
     locations: tuple[Location, ...] = ()
+    summary: str = ""
+    """A concrete, brief account of what the call did, kept across turns in place of the call (the command,
+    cwd, exit status and trimmed output; the path and a trimmed diff; the path and range read …)."""
 
 
 @dataclass(frozen=True)
