@@ -17,6 +17,8 @@ from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.interfaces import Agent, Client
 from acp.schema import (
     AgentCapabilities,
+    AvailableCommand,
+    AvailableCommandInput,
     ClientCapabilities,
     ConfigOptionUpdate,
     ForkSessionResponse,
@@ -38,6 +40,7 @@ from acp.schema import (
     SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
+    UnstructuredCommandInput,
 )
 
 from codling import __version__
@@ -91,6 +94,7 @@ class CodlingAgent:
         self._warm_up = warm_up
         self._client: Client | None = None
         self._sessions: dict[str, LiveSession] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     # -- plumbing -------------------------------------------------------------------------------------------
 
@@ -307,7 +311,27 @@ class CodlingAgent:
             raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
         session.brain.subscribe(self._forwarder(session.id))
         self._sessions[session.id] = session
+        # After the response that introduces the session id (it is queued before this task first runs).
+        task = asyncio.get_running_loop().create_task(self._advertise_commands(session.id))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
         return session
+
+    async def _advertise_commands(self, session_id: str) -> None:
+        from codling.brain.turns import COMMANDS
+
+        commands = [
+            AvailableCommand(
+                name=name,
+                description=description,
+                input=AvailableCommandInput(root=UnstructuredCommandInput(hint="optional instructions")),
+            )
+            for name, description in COMMANDS.items()
+        ]
+        try:
+            await self.client.session_update(session_id=session_id, update=helpers.update_available_commands(commands))
+        except Exception:  # the client may be gone already; commands are a convenience
+            log.debug("could not advertise commands", exc_info=True)
 
     def _forwarder(self, session_id: str) -> Any:
         async def forward(event: Event) -> None:

@@ -13,9 +13,13 @@ from acp.schema import (
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
+    UsageUpdate,
 )
 
+from codling.brain import compaction
 from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
     Event,
     TextDelta,
     ThoughtDelta,
@@ -24,10 +28,11 @@ from codling.brain.events import (
     TurnEnded,
     TurnFailed,
     TurnStarted,
+    UsageUpdated,
 )
 from codling.tools.ports import Location
 
-Update = AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
+Update = AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress | UsageUpdate
 
 
 def locations(items: Sequence[Location]) -> list[ToolCallLocation] | None:
@@ -79,6 +84,20 @@ def translate(event: Event) -> list[Update]:
             ]
         case TurnFailed():
             return [helpers.update_agent_message_text(error_text(event.message))]
+        case CompactionStarted():
+            title = f"Compacting context ({event.tokens_before:,} tokens)"
+            return [helpers.start_tool_call(event.call_id, title, kind="think", status="in_progress")]
+        case ContextCompacted():
+            return [
+                helpers.update_tool_call(
+                    event.call_id,
+                    title=compaction.title(event.tokens_before, event.tokens_after, event.fallback),
+                    status="completed",
+                    content=[helpers.tool_content(helpers.text_block(event.summary))],
+                )
+            ]
+        case UsageUpdated():
+            return [UsageUpdate(session_update="usage_update", used=event.used, size=event.size)]
         case TurnStarted() | TurnEnded():
             return []
     return []

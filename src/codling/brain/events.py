@@ -1,7 +1,8 @@
 """The brain's typed event stream.
 
-A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``
-and ``ToolCallFinished``; at most one ``TurnFailed``; and exactly one ``TurnEnded``.
+A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``,
+``ToolCallFinished`` and compaction pairs (``CompactionStarted`` then ``ContextCompacted``); at most one
+``TurnFailed``; one ``UsageUpdated``; and exactly one ``TurnEnded``.
 Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Events are
 frozen and carry no provider or protocol types.
 """
@@ -10,10 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.prompt import PromptBlock
 from codling.tools.ports import FileDiff, Location, ToolKind
+
+if TYPE_CHECKING:
+    # summaries.py builds these from events, so the import only exists for type checkers.
+    from codling.brain.summaries import TurnExecutionSummary
+
+CompactionReason = Literal["threshold", "overflow", "command"]
+"""Why the history was compacted: the context passed the threshold, the provider said it overflowed, or the
+user asked (/compact)."""
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 """Why a turn ended; the same set ACP uses. A failed turn ends with ``end_turn`` and ``error=True``."""
@@ -92,6 +101,43 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True)
+class CompactionStarted:
+    """The history is being compacted (shown to the client as a tool call until ``ContextCompacted``)."""
+
+    turn_id: str
+    call_id: str
+    tokens_before: int
+    reason: CompactionReason
+    kind: Literal["compaction_started"] = "compaction_started"
+
+
+@dataclass(frozen=True)
+class ContextCompacted:
+    """The history was replaced by the kept user messages plus ``summary``."""
+
+    turn_id: str
+    call_id: str
+    summary: str
+    kept_user_messages: tuple[str, ...]
+    tokens_before: int
+    tokens_after: int
+    fallback: bool
+    """True when the model's summary failed or was unusable and a deterministic one was built instead."""
+    reason: CompactionReason = "threshold"
+    kind: Literal["context_compacted"] = "context_compacted"
+
+
+@dataclass(frozen=True)
+class UsageUpdated:
+    """How full the context is after a turn: ``used`` of ``size`` tokens."""
+
+    turn_id: str
+    used: int
+    size: int
+    kind: Literal["usage_updated"] = "usage_updated"
+
+
+@dataclass(frozen=True)
 class TurnFailed:
     """The turn could not finish: ``message`` is the error reply shown to the user."""
 
@@ -108,8 +154,21 @@ class TurnEnded:
     stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)
     error: bool = False
+    summary: TurnExecutionSummary | None = None
+    """What the turn did, for the next turns' prompts (None for command turns such as /compact)."""
     kind: Literal["turn_ended"] = "turn_ended"
 
 
-Event = TurnStarted | TextDelta | ThoughtDelta | ToolCallStarted | ToolCallFinished | TurnFailed | TurnEnded
+Event = (
+    TurnStarted
+    | TextDelta
+    | ThoughtDelta
+    | ToolCallStarted
+    | ToolCallFinished
+    | CompactionStarted
+    | ContextCompacted
+    | UsageUpdated
+    | TurnFailed
+    | TurnEnded
+)
 """Any brain event."""

@@ -3,21 +3,28 @@
 ``stream(prompt)`` yields a turn's events as they happen; ``run(prompt)`` drives the same loop and returns a
 ``TurnResult``. Every event also goes, in order, to the session's observers. The turn itself runs in its own
 task so that ``cancel()`` can stop it (and the tools it is running) at any await point.
+
+Before a turn whose context would pass the compaction threshold, and when the provider reports that the context
+overflowed (then the request is retried once), the history is compacted (``brain/compaction.py``). A prompt of
+``/compact [instructions]`` compacts on demand.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from codling.brain import compaction
 from codling.brain.coalesce import TextCoalescer
 from codling.brain.events import (
+    CompactionReason,
+    CompactionStarted,
+    ContextCompacted,
     Event,
     StopReason,
     TextDelta,
@@ -28,14 +35,27 @@ from codling.brain.events import (
     TurnFailed,
     TurnStarted,
     Usage,
+    UsageUpdated,
 )
-from codling.brain.prompt import PromptBlock, TextBlock, prompt_summary, render_prompt, system_prompt
-from codling.brain.state import SessionState
-from codling.brain.summaries import summarize_tool_call
+from codling.brain.prompt import PromptBlock, TextBlock, prompt_summary, render_prompt, system_prompt, turn_context
+from codling.brain.state import HistoryEntry, SessionState
+from codling.brain.summaries import build_turn_summary, update_recent_files
+from codling.brain.turns import (
+    Ending,
+    TurnLog,
+    args_dict,
+    describe_failure,
+    is_command_turn,
+    is_context_overflow,
+    is_expected_failure,
+    parse_command,
+    stop_reason,
+    tool_finished,
+)
 from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
-from codling.tools.base import ToolReport
+from codling.llm.tokens import count_tokens
 from codling.tools.toolset import ToolDeps, build_toolset, describe_call
 
 if TYPE_CHECKING:
@@ -52,6 +72,12 @@ ModelFactory = Callable[[str], "Model"]
 TOOL_RETRIES = 3
 """How often the model may retry a tool call whose arguments did not validate, per tool and turn."""
 
+TOOL_SCHEMA_TOKENS = 1_500
+"""An estimate of what the tool definitions add to every request."""
+
+SUMMARY_TIMEOUT = 180.0
+"""Seconds the summarizer may take before the deterministic fallback is used."""
+
 
 @dataclass(frozen=True)
 class SessionOptions:
@@ -66,6 +92,8 @@ class SessionOptions:
     the first delta of a run of text is never held (see ``brain/coalesce.py``). 0 merges only what is queued."""
     max_chunk_chars: int = 8192
     """Coalescing: the largest merged text delta."""
+    compact_threshold: float = compaction.DEFAULT_THRESHOLD
+    """Compact before a turn once the context passes this share of the model's context limit."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +106,7 @@ class ToolCallRecord:
 
 @dataclass(frozen=True)
 class TurnResult:
-    """What ``run()`` returns: the turn's reply, how it ended, and its tool calls."""
+    """What ``run()`` returns: the turn's reply, how it ended, its tool calls and how full the context is."""
 
     turn_id: str
     text: str
@@ -86,46 +114,10 @@ class TurnResult:
     usage: Usage
     error: str | None = None
     tool_calls: tuple[ToolCallRecord, ...] = ()
+    context: UsageUpdated | None = None
 
 
 _DONE = object()
-
-_ENDING_NOTES = {
-    "cancelled": "[The user cancelled this turn.]",
-    "interrupted": "[This turn was interrupted before it finished.]",
-}
-
-
-@dataclass
-class _TurnLog:
-    """What a turn produced so far; becomes the history entry whatever way the turn ends."""
-
-    user_text: str
-    text: list[str] = field(default_factory=list)
-    calls: dict[str, ToolCallStarted] = field(default_factory=dict)
-    finished: dict[str, ToolCallFinished] = field(default_factory=dict)
-    error: str | None = None
-
-    def apply(self, event: Event) -> None:
-        """Take note of one event of the turn."""
-        match event:
-            case TextDelta():
-                self.text.append(event.text)
-            case ToolCallStarted():
-                self.calls[event.call_id] = event
-            case ToolCallFinished():
-                self.finished[event.call_id] = event
-            case TurnFailed():
-                self.error = event.message
-
-    def reply(self) -> str:
-        parts = ["".join(self.text).strip()]
-        if self.calls:
-            lines = [summarize_tool_call(s, self.finished.get(cid)) for cid, s in self.calls.items()]
-            parts.append("[Tool calls in this turn]\n" + "\n".join(lines))
-        if self.error:
-            parts.append(f"[Error] {self.error}")
-        return "\n\n".join(p for p in parts if p)
 
 
 class ConversationSession:
@@ -145,6 +137,9 @@ class ConversationSession:
         self._model_factory = model_factory
         self._observers: list[Observer] = []
         self._agent: Agent[ToolDeps, str] | None = None
+        self._summarizer: Agent[None, str] | None = None
+        self._system_prompt: str | None = None
+        self._system_tokens = 0
         self._task: asyncio.Task[None] | None = None
         self._cancel_requested = False
 
@@ -164,6 +159,7 @@ class ConversationSession:
         """Switch models; the next turn uses the new one with the same history."""
         self.state.model = model
         self._agent = None
+        self._summarizer = None
 
     @property
     def running(self) -> bool:
@@ -183,6 +179,17 @@ class ConversationSession:
             self._cancel_requested = True
             self._task.cancel()
 
+    # -- context accounting --------------------------------------------------------------------------------
+
+    def context_used(self) -> int:
+        """Tokens the next request would start from: the larger of codling's estimate (system prompt, tools,
+        history; each counted once) and the input tokens the provider last reported."""
+        estimate = self._system_tokens + TOOL_SCHEMA_TOKENS + self.state.history_tokens
+        return max(estimate, self.state.reported_input_tokens)
+
+    def _usage_event(self, turn_id: str) -> UsageUpdated:
+        return UsageUpdated(turn_id, self.context_used(), self.state.model.context_limit)
+
     # -- turns ---------------------------------------------------------------------------------------------
 
     async def run(self, prompt: str | tuple[PromptBlock, ...]) -> TurnResult:
@@ -191,6 +198,7 @@ class ConversationSession:
         calls: dict[str, ToolCallStarted] = {}
         finished: dict[str, ToolCallFinished] = {}
         error: str | None = None
+        context: UsageUpdated | None = None
         end: TurnEnded | None = None
         async for event in self.stream(prompt):
             match event:
@@ -202,11 +210,13 @@ class ConversationSession:
                     finished[event.call_id] = event
                 case TurnFailed():
                     error = event.message
+                case UsageUpdated():
+                    context = event
                 case TurnEnded():
                     end = event
         assert end is not None, "every turn ends with TurnEnded"
         records = tuple(ToolCallRecord(s, finished.get(cid)) for cid, s in calls.items())
-        return TurnResult(end.turn_id, "".join(text), end.stop_reason, end.usage, error, records)
+        return TurnResult(end.turn_id, "".join(text), end.stop_reason, end.usage, error, records, context)
 
     async def stream(self, prompt: str | tuple[PromptBlock, ...]) -> AsyncIterator[Event]:
         """Run one turn, yielding its events as they happen (observers see each one first)."""
@@ -228,6 +238,34 @@ class ConversationSession:
                 self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
+    def restore(self, events: Iterable[Event]) -> None:
+        """Rebuild the state from a recorded event stream (e.g. read back from history.jsonl).
+
+        Each turn enters the history exactly as it did live; compactions replace the history as they did live;
+        a turn whose end was never recorded (the process died) enters it with a note that it was interrupted.
+        """
+        log_: TurnLog | None = None
+        for event in events:
+            if isinstance(event, TurnStarted):
+                if log_ is not None:
+                    self._record_turn(log_, "interrupted")
+                text = render_prompt(event.blocks) if event.blocks else event.prompt
+                log_ = None if is_command_turn(event) else TurnLog(self.state.turn_count + 1, text)
+                continue
+            if isinstance(event, ContextCompacted):
+                self.state.replace_history(compaction.rebuilt_history(_as_compaction(event)))
+            elif isinstance(event, ToolCallFinished):
+                self.state.recent_files = update_recent_files(self.state.recent_files, event)
+            elif isinstance(event, TurnEnded) and event.summary is not None:
+                self.state.remember_turn(event.summary)
+            if log_ is not None:
+                log_.apply(event)
+                if isinstance(event, TurnEnded):
+                    self._record_turn(log_, "cancelled" if event.stop_reason == "cancelled" else None)
+                    log_ = None
+        if log_ is not None:
+            self._record_turn(log_, "interrupted")
+
     def _get_agent(self) -> Agent[ToolDeps, str]:
         if self._agent is None:
             from pydantic_ai import Agent
@@ -235,10 +273,12 @@ class ConversationSession:
             from codling.llm.providers import build_model
 
             factory = self._model_factory or build_model
+            self._system_prompt = system_prompt(self.state.cwd, self.state.additional_dirs)
+            self._system_tokens = count_tokens(self._system_prompt)
             self._agent = Agent(
                 factory(self.state.model.id),
                 deps_type=ToolDeps,
-                instructions=system_prompt(self.state.cwd, self.state.additional_dirs),
+                instructions=self._system_prompt,
                 toolsets=[build_toolset()] if self.options.run_tools else [],
                 # Models often fix bad tool arguments on a second or third try; the default (1) fails too soon.
                 retries=TOOL_RETRIES,
@@ -246,44 +286,70 @@ class ConversationSession:
         return self._agent
 
     async def _turn(self, blocks: tuple[PromptBlock, ...], emit: Callable[[Any], None]) -> None:
-        """The turn loop: one pydantic-ai run, translated into brain events."""
+        """One turn: a slash command, or the user's prompt run through the model (compacting when needed)."""
         turn_id = uuid.uuid4().hex
         user_text = render_prompt(blocks)
-        log_ = _TurnLog(user_text)
+        log_ = TurnLog(self.state.turn_count + 1, user_text)
 
         def send(event: Event) -> None:
             log_.apply(event)
+            if isinstance(event, ToolCallFinished):
+                self.state.recent_files = update_recent_files(self.state.recent_files, event)
             emit(event)
 
-        thinking = self.state.model.thinking
-        send(TurnStarted(turn_id, prompt_summary(blocks), thinking, datetime.now(UTC), blocks))
+        send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
+        command = parse_command(user_text) if len(blocks) == 1 else None
         stop: StopReason = "end_turn"
         usage = Usage()
+        ending: Ending | None = None
         try:
-            stop, usage = await self._drive(turn_id, user_text, send)
+            self._get_agent()  # the system prompt's size is part of the context estimate
+            if command is not None:
+                await self._compact(turn_id, send, "command", command[1] or None)
+            else:
+                stop, usage = await self._model_turn(turn_id, user_text, send)
         except asyncio.CancelledError:
             if not self._cancel_requested:
                 raise
-            stop = "cancelled"
-        except Exception as e:
-            failure = _describe_failure(e)
-            self._close_open_calls(turn_id, log_, "aborted: the turn failed", send)
-            send(TurnFailed(turn_id, failure))
-            if not _is_expected_failure(e):
-                log.exception("turn %s failed", turn_id)
-        finally:
-            self._record_turn(log_, "cancelled" if stop == "cancelled" else None)
-        if stop == "cancelled":
+            stop, ending = "cancelled", "cancelled"
             self._close_open_calls(turn_id, log_, "aborted: the user cancelled the turn", send)
-        send(TurnEnded(turn_id, stop, usage, error=log_.error is not None))
+        except Exception as e:
+            self._close_open_calls(turn_id, log_, "aborted: the turn failed", send)
+            send(TurnFailed(turn_id, describe_failure(e)))
+            if not is_expected_failure(e):
+                log.exception("turn %s failed", turn_id)
+        summary = None
+        if command is None:
+            self._record_turn(log_, ending)
+            summary = build_turn_summary(log_.turn_number, log_.events)
+            self.state.remember_turn(summary)
+        send(self._usage_event(turn_id))
+        send(TurnEnded(turn_id, stop, usage, error=log_.error is not None, summary=summary))
         emit(_DONE)
 
-    @staticmethod
-    def _close_open_calls(turn_id: str, log_: _TurnLog, reason: str, send: Callable[[Event], None]) -> None:
-        """Finish every tool call that started but never finished, so no client shows it running forever."""
-        for call_id, started in list(log_.calls.items()):
-            if call_id not in log_.finished:
-                send(ToolCallFinished(turn_id, call_id, started.tool_name, "failed", reason))
+    async def _model_turn(
+        self, turn_id: str, user_text: str, send: Callable[[Event], None]
+    ) -> tuple[StopReason, Usage]:
+        """Run the prompt; compact first past the threshold, and once more (then retry) on a context overflow."""
+        limit = self.state.model.context_limit
+        if self.state.entries and self.context_used() > self.options.compact_threshold * limit:
+            await self._compact(turn_id, send, "threshold")
+        try:
+            return await self._drive(turn_id, user_text, send)
+        except Exception as e:
+            if not is_context_overflow(e) or not self.state.entries:
+                raise
+            log.info("context overflow reported by the provider; compacting and retrying once")
+        await self._compact(turn_id, send, "overflow")
+        try:
+            return await self._drive(turn_id, user_text, send)
+        except Exception as e:
+            if is_context_overflow(e):
+                raise SessionError(
+                    f"The conversation is still too long for {self.state.model.id} after compacting it "
+                    f"({self.context_used():,} of {limit:,} tokens). Shorten the request, or start a new session."
+                ) from e
+            raise
 
     async def _drive(self, turn_id: str, user_text: str, send: Callable[[Event], None]) -> tuple[StopReason, Usage]:
         from pydantic_ai import Agent
@@ -306,13 +372,15 @@ class ConversationSession:
         if self.state.model.thinking:
             settings["thinking"] = True
         limits = UsageLimits(request_limit=self.options.max_requests_per_turn)
+        context = turn_context(self.state.recent_files, self.state.turn_summaries, self.state.cwd)
         stop: StopReason = "end_turn"
         async with agent.iter(
             user_text,
-            message_history=self.state.history,
+            message_history=self.state.messages(),
             deps=self.deps,
             usage_limits=limits,
             model_settings=settings,
+            instructions=context or None,
         ) as run:
             try:
                 async for node in run:
@@ -331,21 +399,23 @@ class ConversationSession:
                                         send(TextDelta(turn_id, delta.content_delta))
                                     elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
                                         send(ThoughtDelta(turn_id, delta.content_delta))
-                        stop = _stop_reason(events.response.finish_reason)
+                        response = events.response
+                        stop = stop_reason(response.finish_reason)
+                        self.state.reported_input_tokens = response.usage.input_tokens
                     elif Agent.is_call_tools_node(node):
                         async with node.stream(run.ctx) as tool_events:
                             async for ev in tool_events:
                                 if isinstance(ev, FunctionToolCallEvent):
                                     send(self._tool_started(turn_id, ev.part.tool_name, ev.part))
                                 elif isinstance(ev, FunctionToolResultEvent):
-                                    send(_tool_finished(turn_id, ev.part))
+                                    send(tool_finished(turn_id, ev.part))
             except UsageLimitExceeded:
                 stop = "max_turn_requests"
             run_usage = run.usage
         return stop, Usage(run_usage.input_tokens, run_usage.output_tokens, run_usage.requests)
 
     def _tool_started(self, turn_id: str, name: str, part: Any) -> ToolCallStarted:
-        args = _args_dict(part)
+        args = args_dict(part)
         info = describe_call(name, args, self.deps.workspace)
         return ToolCallStarted(
             turn_id=turn_id,
@@ -357,101 +427,67 @@ class ConversationSession:
             locations=info.locations,
         )
 
-    def restore(self, events: Iterable[Event]) -> None:
-        """Rebuild the text history from a recorded event stream (e.g. read back from history.jsonl).
+    @staticmethod
+    def _close_open_calls(turn_id: str, log_: TurnLog, reason: str, send: Callable[[Event], None]) -> None:
+        """Finish every tool call that started but never finished, so no client shows it running forever."""
+        for started in log_.open_calls():
+            send(ToolCallFinished(turn_id, started.call_id, started.tool_name, "failed", reason))
 
-        Each turn enters the history exactly as it did live; a turn whose end was never recorded (the process
-        died) enters it with a note that it was interrupted.
-        """
-        log_: _TurnLog | None = None
-        for event in events:
-            if isinstance(event, TurnStarted):
-                if log_ is not None:
-                    self._record_turn(log_, "interrupted")
-                log_ = _TurnLog(render_prompt(event.blocks) if event.blocks else event.prompt)
-            elif log_ is not None:
-                log_.apply(event)
-                if isinstance(event, TurnEnded):
-                    self._record_turn(log_, "cancelled" if event.stop_reason == "cancelled" else None)
-                    log_ = None
-        if log_ is not None:
-            self._record_turn(log_, "interrupted")
-
-    def _record_turn(self, log_: _TurnLog, ending: Literal["cancelled", "interrupted"] | None) -> None:
+    def _record_turn(self, log_: TurnLog, ending: Ending | None) -> None:
         """Append the turn to the text history (user text, then reply text with tool summaries)."""
-        from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
-
-        reply = log_.reply()
-        if ending is not None:
-            note = _ENDING_NOTES[ending]
-            reply = (reply + "\n\n" if reply else "") + note
-        self.state.history.append(ModelRequest(parts=[UserPromptPart(log_.user_text)]))
-        self.state.history.append(ModelResponse(parts=[TextPart(reply or "(no reply)")]))
+        self.state.add(HistoryEntry.of("user", log_.user_text))
+        self.state.add(HistoryEntry.of("assistant", log_.reply(ending)))
         self.state.turn_count += 1
 
+    # -- compaction ----------------------------------------------------------------------------------------
 
-def _args_dict(part: Any) -> dict[str, Any]:
-    try:
-        args = part.args_as_dict()
-    except (ValueError, TypeError, json.JSONDecodeError):
-        return {"_raw": part.args}
-    return args if isinstance(args, dict) else {"_raw": args}
-
-
-def _tool_finished(turn_id: str, part: Any) -> ToolCallFinished:
-    report = getattr(part, "metadata", None)
-    if isinstance(report, ToolReport):
-        output = report.output
-        text = output.text if output is not None and not report.failed else report.error or ""
-        return ToolCallFinished(
-            turn_id=turn_id,
-            call_id=part.tool_call_id,
-            tool_name=part.tool_name,
-            status="failed" if report.failed else "completed",
-            text=text,
-            diff=output.diff if output else None,
-            locations=output.locations if output else (),
-            summary=output.summary if output else "",
+    async def _compact(
+        self, turn_id: str, send: Callable[[Event], None], reason: CompactionReason, instructions: str | None = None
+    ) -> None:
+        """Replace the history by recent user messages plus a summary, telling observers before and after."""
+        if not self.state.entries:
+            send(TextDelta(turn_id, "There is nothing to compact yet."))
+            return
+        call_id = f"compact-{uuid.uuid4().hex[:12]}"
+        before = self.context_used()
+        send(CompactionStarted(turn_id, call_id, before, reason))
+        model = self.state.model
+        entries = list(self.state.entries)
+        transcript = compaction.compaction_input(
+            entries, compaction.input_budget(model.context_limit, model.max_output_tokens)
         )
-    content = part.content if isinstance(part.content, str) else part.model_response_str()
-    failed = getattr(part, "outcome", "success") != "success"
-    return ToolCallFinished(turn_id, part.tool_call_id, part.tool_name, "failed" if failed else "completed", content)
+        summary: str | None = None
+        try:
+            summary = await asyncio.wait_for(self._summarize(transcript, instructions), SUMMARY_TIMEOUT)
+        except Exception as e:  # any failure of the summarizer means the deterministic fallback
+            log.warning("compaction summary failed (%s: %s); using the fallback", type(e).__name__, e)
+        fallback = not compaction.usable(summary)
+        if fallback or summary is None:
+            summary = compaction.fallback_summary(
+                entries,
+                recent_files=self.state.recent_files,
+                commands=[c for s in self.state.turn_summaries for c in s.commands],
+            )
+        rebuilt = compaction.rebuild(entries, summary, compaction.kept_user_budget(model.context_limit))
+        self.state.replace_history(rebuilt)
+        kept = tuple(e.text for e in rebuilt if e.role == "user")
+        send(ContextCompacted(turn_id, call_id, summary, kept, before, self.context_used(), fallback, reason))
+        send(self._usage_event(turn_id))
+
+    async def _summarize(self, transcript: str, instructions: str | None) -> str:
+        """The model's handoff summary of ``transcript`` (a plain request: no tools, no history)."""
+        from pydantic_ai import Agent
+
+        if self._summarizer is None:
+            self._summarizer = Agent(self._get_agent().model, instructions=compaction.compaction_prompt())
+        prompt = transcript
+        if instructions:
+            prompt += f"\n\n---\nThe user asked that the summary also: {instructions}"
+        result = await self._summarizer.run(prompt, model_settings={"max_tokens": self.state.model.max_output_tokens})
+        return result.output
 
 
-def _stop_reason(finish_reason: str | None) -> StopReason:
-    if finish_reason == "length":
-        return "max_tokens"
-    if finish_reason == "content_filter":
-        return "refusal"
-    return "end_turn"
-
-
-def _is_expected_failure(e: Exception) -> bool:
-    from pydantic_ai.exceptions import AgentRunError
-
-    return isinstance(e, AgentRunError)
-
-
-def _describe_failure(e: Exception) -> str:
-    """A message for the user: what failed, in words, without a traceback."""
-    from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior
-
-    from codling.errors import CodlingError
-
-    if isinstance(e, ModelHTTPError):
-        return f"The model provider returned HTTP {e.status_code} for {e.model_name}: {_body_message(e.body)}"
-    if isinstance(e, ModelAPIError):
-        return f"The model provider failed ({e.model_name}): {e.message}"
-    if isinstance(e, UnexpectedModelBehavior):
-        return f"The model's response could not be used: {e.message}"
-    if isinstance(e, CodlingError):
-        return str(e)
-    return f"Internal error: {type(e).__name__}: {e}"
-
-
-def _body_message(body: object) -> str:
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-    return str(body)[:500] if body else "no details"
+def _as_compaction(event: ContextCompacted) -> compaction.Compaction:
+    return compaction.Compaction(
+        event.summary, event.kept_user_messages, event.tokens_before, event.tokens_after, event.fallback
+    )

@@ -4,21 +4,52 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from codling.config import PermissionMode
 from codling.llm.catalog import ModelInfo
+from codling.llm.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from pydantic_ai.messages import ModelMessage
+    from codling.brain.summaries import TurnExecutionSummary
+
+SUMMARY_PREFIX = "[Summary of the conversation so far: earlier turns were compacted]\n\n"
+"""Starts every compaction summary in the history, so later compactions can find and exclude it."""
+
+Role = Literal["user", "assistant", "summary"]
+
+KEPT_TURN_SUMMARIES = 2
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One message of the text history and its token count (counted once, when it is added)."""
+
+    role: Role
+    text: str
+    tokens: int
+
+    @classmethod
+    def of(cls, role: Role, text: str) -> HistoryEntry:
+        """An entry with its tokens counted."""
+        return cls(role, text, count_tokens(text))
+
+    def message(self) -> Any:
+        """The pydantic-ai message for this entry (a summary is a user message behind SUMMARY_PREFIX)."""
+        from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+        if self.role == "assistant":
+            return ModelResponse(parts=[TextPart(self.text)])
+        return ModelRequest(parts=[UserPromptPart(self.text)])
 
 
 @dataclass
 class SessionState:
     """What one session knows: where it works, with which model and mode, and its text history.
 
-    ``history`` holds only user and assistant text (tool calls appear as plain-text summaries inside the
-    assistant text), so no provider rejects a truncated tool-call history across turns.
+    The history holds only user and assistant text (tool calls appear as plain-text summaries inside the
+    assistant text) and compaction summaries, so no provider rejects a truncated tool-call history across
+    turns. Token counts are kept per entry and as a running total, so accounting costs only each new message.
     """
 
     session_id: str
@@ -26,5 +57,33 @@ class SessionState:
     model: ModelInfo
     mode: PermissionMode = "ask"
     additional_dirs: tuple[Path, ...] = ()
-    history: list[ModelMessage] = field(default_factory=list)
+    entries: list[HistoryEntry] = field(default_factory=list)
+    history_tokens: int = 0
     turn_count: int = 0
+    recent_files: tuple[Path, ...] = ()
+    turn_summaries: tuple[TurnExecutionSummary, ...] = ()
+    """The last two turns' execution summaries, oldest first."""
+    reported_input_tokens: int = 0
+    """Input tokens the provider reported for the latest request (0 after a compaction)."""
+    _messages: list[Any] = field(default_factory=list, repr=False)
+
+    def add(self, entry: HistoryEntry) -> None:
+        """Append one entry to the history."""
+        self.entries.append(entry)
+        self._messages.append(entry.message())
+        self.history_tokens += entry.tokens
+
+    def replace_history(self, entries: list[HistoryEntry]) -> None:
+        """Swap the whole history (after a compaction)."""
+        self.entries = list(entries)
+        self._messages = [e.message() for e in self.entries]
+        self.history_tokens = sum(e.tokens for e in self.entries)
+        self.reported_input_tokens = 0
+
+    def messages(self) -> list[Any]:
+        """The history as pydantic-ai messages (built once per entry, not per request)."""
+        return list(self._messages)
+
+    def remember_turn(self, summary: TurnExecutionSummary) -> None:
+        """Keep a turn's execution summary; only the last two are kept."""
+        self.turn_summaries = (*self.turn_summaries, summary)[-KEPT_TURN_SUMMARIES:]

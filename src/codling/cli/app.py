@@ -239,7 +239,15 @@ async def _run_turn(
             renderer.close()
         await live.close()
     if not json_output:
+        if result.context is not None:
+            print(context_meter(result.context.used, result.context.size), file=sys.stderr)
         print(f"codling: session {live.id} (continue with: codling run --resume {live.id} …)", file=sys.stderr)
     if result.error is not None or result.stop_reason == "cancelled":
         return EXIT_FAILED
     return EXIT_OK
+
+
+def context_meter(used: int, size: int) -> str:
+    """The one-line context meter printed after a turn: ``context: 12,345 / 200,000 tokens (6%)``."""
+    share = used / size if size else 0.0
+    return f"context: {used:,} / {size:,} tokens ({share:.0%})"

@@ -26,7 +26,10 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
+from codling.brain import compaction
 from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
     Event,
     StopReason,
     TextDelta,
@@ -383,6 +386,13 @@ class TerminalRenderer:
             case TurnFailed():
                 write_error(self._out, event.message)
                 self._open_tool = None
+            case CompactionStarted():
+                self._start_spinner()
+            case ContextCompacted():
+                self._out.end_line()
+                write_tool_title(self._out, compaction.title(event.tokens_before, event.tokens_after, event.fallback))
+                self._out.line()
+                self._start_spinner()
             case TurnEnded():
                 self._ended(event)
 

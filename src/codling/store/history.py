@@ -246,7 +246,9 @@ class HistoryRecorder:
         if isinstance(event, TurnFailed):
             self._error = event.message
             return
-        self.file.append(event_payload(event, self._error), event.turn_id)
+        payload = event_payload(event, self._error)
+        if payload is not None:
+            self.file.append(payload, event.turn_id)
         if isinstance(event, TurnEnded):
             self._error = None
         elif isinstance(event, TurnStarted) and self.title is None:
@@ -264,7 +266,9 @@ class HistoryRecorder:
         if self._pending_kind is None:
             return
         merged = self._pending_kind(self._pending_turn, "".join(self._pending))
-        self.file.append(event_payload(merged), merged.turn_id)
+        payload = event_payload(merged)
+        assert payload is not None
+        self.file.append(payload, merged.turn_id)
         self._pending.clear()
         self._pending_kind = None
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
     Event,
     TextDelta,
     ThoughtDelta,
@@ -22,11 +24,12 @@ from codling.brain.events import (
     Usage,
 )
 from codling.brain.prompt import PromptBlock, ResourceBlock, TextBlock, prompt_summary
+from codling.brain.summaries import TurnExecutionSummary
 from codling.tools.ports import FileDiff, Location
 
 VERSION = 1
 
-TURN_KINDS = frozenset({"turn_start", "message", "thought", "tool_call", "tool_result", "turn_end"})
+TURN_KINDS = frozenset({"turn_start", "message", "thought", "tool_call", "tool_result", "compaction", "turn_end"})
 """Record kinds that belong to a turn (and carry ``turn_id``)."""
 
 
@@ -80,11 +83,11 @@ def _diff(diff: FileDiff | None) -> dict[str, Any] | None:
     return {"path": str(diff.path), "old_text": diff.old_text, "new_text": diff.new_text}
 
 
-def event_payload(event: Event, error: str | None = None) -> dict[str, Any]:
-    """The kind-specific part of the record for one event (text deltas arrive here already merged).
-
-    ``TurnFailed`` has no record of its own: its message is kept as the ``error`` of the turn's end record.
-    """
+def event_payload(event: Event, error: str | None = None) -> dict[str, Any] | None:
+    """The kind-specific part of the record for one event (text deltas arrive here already merged), or None
+    for events that have no record of their own: ``TurnFailed`` (its message is the ``error`` of the turn's
+    end record), ``CompactionStarted`` (the ``compaction`` record stands for both) and ``UsageUpdated``
+    (derived again on load)."""
     match event:
         case TurnStarted():
             return {
@@ -118,6 +121,17 @@ def event_payload(event: Event, error: str | None = None) -> dict[str, Any]:
                 "locations": _locations(event.locations),
                 "summary": event.summary,
             }
+        case ContextCompacted():
+            return {
+                "kind": "compaction",
+                "call_id": event.call_id,
+                "reason": event.reason,
+                "summary": event.summary,
+                "kept_messages": list(event.kept_user_messages),
+                "tokens_before": event.tokens_before,
+                "tokens_after": event.tokens_after,
+                "fallback": event.fallback,
+            }
         case TurnEnded():
             usage = event.usage
             return {
@@ -129,8 +143,9 @@ def event_payload(event: Event, error: str | None = None) -> dict[str, Any]:
                     "requests": usage.requests,
                 },
                 "error": error,
+                "summary": event.summary.to_dict() if event.summary is not None else None,
             }
-    raise ValueError(f"no record for {type(event).__name__}")
+    return None
 
 
 # -- records → events ------------------------------------------------------------------------------------------
@@ -179,9 +194,27 @@ def record_events(record: dict[str, Any]) -> list[Event]:
                     record.get("summary", ""),
                 )
             ]
+        case "compaction":
+            reason = record.get("reason", "threshold")
+            before = int(record.get("tokens_before", 0))
+            return [
+                CompactionStarted(turn_id, record["call_id"], before, reason),
+                ContextCompacted(
+                    turn_id,
+                    record["call_id"],
+                    record["summary"],
+                    tuple(record.get("kept_messages") or ()),
+                    before,
+                    int(record.get("tokens_after", 0)),
+                    bool(record.get("fallback")),
+                    reason,
+                ),
+            ]
         case "turn_end":
             usage = Usage(**(record.get("usage") or {}))
             error = record.get("error")
-            ended = TurnEnded(turn_id, record["stop_reason"], usage, error=error is not None)
+            raw_summary = record.get("summary")
+            summary = TurnExecutionSummary.from_dict(raw_summary) if raw_summary else None
+            ended = TurnEnded(turn_id, record["stop_reason"], usage, error=error is not None, summary=summary)
             return [TurnFailed(turn_id, error), ended] if error is not None else [ended]
     return []

@@ -36,6 +36,11 @@ SEARCH_MAX_MATCHES = 200
 SEARCH_LINE_CHARS = 300
 SEARCH_MAX_FILE_BYTES = 5_000_000
 DIFF_MAX_LINES = 80
+SUMMARY_DIFF_LINES = 40
+"""Most diff lines an edit's summary keeps."""
+SUMMARY_SEARCH_PATHS = 5
+"""How many matching files a search's summary names."""
+SUMMARY_PATTERN_CHARS = 200
 _SUBPROCESS_TIMEOUT = 60.0
 _RG_LINE_LIMIT = 1 << 20
 
@@ -58,13 +63,33 @@ async def read_file(
     """
     workspace = ctx.deps.workspace
     target = workspace.resolve(path)
+    shown = workspace.display(target)
     text = await ctx.deps.fs.read_text(target)
-    body = number_lines(text, start_line, end_line, workspace.display(target))
-    return ToolOutput(text=body, locations=(Location(target, start_line),))
+    numbered = _numbered(text, start_line, end_line, shown)
+    if numbered.total == 0:
+        summary = f"Read {shown}: the file is empty"
+    elif numbered.first == numbered.last:
+        summary = f"Read {shown}: line {numbered.first} of {numbered.total}"
+    else:
+        summary = f"Read {shown}: lines {numbered.first}-{numbered.last} of {numbered.total}"
+    return ToolOutput(text=numbered.text, locations=(Location(target, start_line),), summary=summary)
 
 
 def number_lines(text: str, start_line: int | None, end_line: int | None, shown: str) -> str:
     """The numbered lines ``start_line..end_line`` of ``text``, capped, with a note if more remain."""
+    return _numbered(text, start_line, end_line, shown).text
+
+
+@dataclass(frozen=True)
+class _Numbered:
+    text: str
+    first: int
+    last: int
+    """The last line actually shown (0 for an empty file)."""
+    total: int
+
+
+def _numbered(text: str, start_line: int | None, end_line: int | None, shown: str) -> _Numbered:
     if start_line is not None and start_line < 1:
         raise ToolError(f"start_line must be 1 or more (got {start_line})")
     if end_line is not None and end_line < (start_line or 1):
@@ -74,7 +99,7 @@ def number_lines(text: str, start_line: int | None, end_line: int | None, shown:
         lines.pop()
     total = len(lines)
     if total == 0:
-        return f"({shown} is empty)"
+        return _Numbered(f"({shown} is empty)", 0, 0, 0)
     first = start_line or 1
     if first > total:
         raise ToolError(f"start_line {first} is past the end of {shown}, which has {total} lines")
@@ -96,7 +121,7 @@ def number_lines(text: str, start_line: int | None, end_line: int | None, shown:
             f"[Showing lines {first}-{shown_last} of {total}. To read more, call read_file with "
             f"start_line={shown_last + 1}.]"
         )
-    return "\n".join(out)
+    return _Numbered("\n".join(out), first, shown_last, total)
 
 
 # --- list_files --------------------------------------------------------------------------------------------
@@ -121,15 +146,21 @@ async def list_files(ctx: RunContext[ToolDeps], path: str = ".", max_entries: in
     limit = min(max(max_entries, 1), LIST_MAX_ENTRIES)
     listing = await collect_files(target, workspace, git=shutil.which("git"))
     if not listing.files:
-        return ToolOutput(text=f"No files in {shown} (files ignored by .gitignore are not listed).")
+        return ToolOutput(
+            text=f"No files in {shown} (files ignored by .gitignore are not listed).",
+            summary=f"Listed {shown}: no files",
+        )
     lines = [workspace.display(f) for f in listing.files[:limit]]
+    total = str(len(listing.files)) if listing.complete else f"more than {len(listing.files)}"
     if len(listing.files) > limit or not listing.complete:
-        total = str(len(listing.files)) if listing.complete else f"more than {len(listing.files)}"
         hint = "list a subdirectory"
         if limit < LIST_MAX_ENTRIES:
             hint += f" or pass a larger max_entries (up to {LIST_MAX_ENTRIES})"
         lines.append(f"[Showing {len(lines)} of {total} files; {hint}.]")
-    return ToolOutput(text="\n".join(lines), locations=(Location(target),))
+        summary = f"Listed {shown}: {total} files (the first {limit} shown)"
+    else:
+        summary = f"Listed {shown}: {_count(len(listing.files), 'file')}"
+    return ToolOutput(text="\n".join(lines), locations=(Location(target),), summary=summary)
 
 
 @dataclass(frozen=True)
@@ -361,13 +392,50 @@ async def search(
         git=shutil.which("git"),
     )
     shown = workspace.display(target)
+    searched = _searched(pattern, shown, glob, ignore_case)
     if not result.matches:
         where = "" if target == workspace.cwd else f" in {shown}"
-        return ToolOutput(text=f"No matches for /{pattern}/{where}.", locations=(Location(target),))
+        return ToolOutput(
+            text=f"No matches for /{pattern}/{where}.",
+            locations=(Location(target),),
+            summary=f"{searched}: no matches",
+        )
     lines = list(result.matches)
     if result.more:
         lines.append(f"[Showing the first {len(result.matches)} matches; narrow it with path, glob or pattern.]")
-    return ToolOutput(text="\n".join(lines), locations=(Location(target),))
+    return ToolOutput(text="\n".join(lines), locations=(Location(target),), summary=f"{searched}: {_found(result)}")
+
+
+def _searched(pattern: str, shown: str, glob: str | None, ignore_case: bool) -> str:
+    if len(pattern) > SUMMARY_PATTERN_CHARS:
+        pattern = pattern[:SUMMARY_PATTERN_CHARS] + "…"
+    options = [f"files matching {glob}"] if glob else []
+    if ignore_case:
+        options.append("ignoring case")
+    extra = f" ({', '.join(options)})" if options else ""
+    return f"Searched /{pattern}/ in {shown}{extra}"
+
+
+def _found(result: SearchResult) -> str:
+    """How many matches in how many files, naming the first few files."""
+    paths = list(dict.fromkeys(_match_path(m) for m in result.matches))
+    matches = f"{len(result.matches)}+ matches (capped)" if result.more else _count(len(result.matches), "match")
+    files = _count(len(paths), "file") + ("+" if result.more else "")
+    named = ", ".join(paths[:SUMMARY_SEARCH_PATHS])
+    if len(paths) > SUMMARY_SEARCH_PATHS:
+        named += f", … ({len(paths) - SUMMARY_SEARCH_PATHS} more)"
+    return f"{matches} in {files}: {named}"
+
+
+def _match_path(match: str) -> str:
+    """The path of a ``path:line: text`` match line."""
+    found = re.match(r"(.*?):\d+: ", match)
+    return found.group(1) if found else match.partition(":")[0]
+
+
+def _count(n: int, noun: str) -> str:
+    plural = noun + ("es" if noun.endswith("ch") else "s")
+    return f"{n} {noun if n == 1 else plural}"
 
 
 @dataclass(frozen=True)
@@ -570,6 +638,7 @@ async def edit_file(ctx: RunContext[ToolDeps], path: str, old_text: str, new_tex
         text=f"Edited {shown}.\n{unified_diff(original, updated, shown)}",
         diff=diff,
         locations=(Location(target, line),),
+        summary=f"Edited {shown}:\n{summary_diff(original, updated)}",
     )
 
 
@@ -590,16 +659,21 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> Tool
     except MissingPathError:
         original = None  # a new file
     if original == content:
-        return ToolOutput(text=f"{shown} already has exactly this content; nothing was written.")
+        return ToolOutput(
+            text=f"{shown} already has exactly this content; nothing was written.",
+            summary=f"Wrote nothing to {shown}: it already had this content",
+        )
     diff = FileDiff(target, original, content)
     await _ask(ctx, "write_file", {"path": path, "content": content}, target, diff)
     await ctx.deps.fs.write_text(target, content)
     if original is None:
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         text = f"Created {shown} ({lines} lines)."
+        summary = f"Created {shown} ({_count(lines, 'line')})"
     else:
         text = f"Overwrote {shown}.\n{unified_diff(original, content, shown)}"
-    return ToolOutput(text=text, diff=diff, locations=(Location(target, 1),))
+        summary = f"Overwrote {shown}:\n{summary_diff(original, content)}"
+    return ToolOutput(text=text, diff=diff, locations=(Location(target, 1),), summary=summary)
 
 
 async def _ask(ctx: RunContext[ToolDeps], tool_name: str, args: dict[str, str], target: Path, diff: FileDiff) -> None:
@@ -614,6 +688,14 @@ async def _ask(ctx: RunContext[ToolDeps], tool_name: str, args: dict[str, str], 
         raw_input=args,
     )
     await ctx.deps.permissions.check(request)
+
+
+def summary_diff(old: str, new: str, max_lines: int = SUMMARY_DIFF_LINES) -> str:
+    """The diff for an edit's summary: hunks only (the summary names the file), cut to ``max_lines`` lines."""
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm=""))[2:]  # no ---/+++ header
+    if len(lines) > max_lines:
+        lines = [*lines[:max_lines], f"[… {len(lines) - max_lines} more diff lines cut]"]
+    return "\n".join(lines)
 
 
 def unified_diff(old: str, new: str, shown: str, max_lines: int = DIFF_MAX_LINES) -> str:

@@ -11,6 +11,8 @@ from codling.tools.toolset import ToolDeps, describe_call
 
 MIN_TIMEOUT_SECONDS = 1.0
 MAX_TIMEOUT_SECONDS = 600.0
+SUMMARY_OUTPUT_CHARS = 1_500
+"""Most characters of a command's output kept in its summary (its head and its tail)."""
 
 
 async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: float | None = None) -> ToolOutput:
@@ -43,12 +45,31 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
         raw_input=raw_input,
     )
     await deps.permissions.check(request)
-    result = await deps.terminal.run(command, cwd=deps.workspace.cwd, timeout=timeout, output_limit=deps.output_limit)
+    cwd = deps.workspace.cwd
+    result = await deps.terminal.run(command, cwd=cwd, timeout=timeout, output_limit=deps.output_limit)
     if result.timed_out:
-        status = f"timed out after {timeout:g}s, process group killed"
+        status = f"timed out after {timeout:g}s"
+        detail = ", process group killed"
     elif result.exit_code is None:
-        status = "stopped before it exited (no exit code)"
+        status, detail = "stopped before it exited (no exit code)", ""
     else:
-        status = f"exit code {result.exit_code}"
+        status, detail = f"exit code {result.exit_code}", ""
     output = result.output if result.output.strip() else "(no output)"
-    return ToolOutput(text=f"{status}\n{output}")
+    shown = trim_middle(output.rstrip().lstrip("\n"), SUMMARY_OUTPUT_CHARS)
+    summary = f"`{command}` in {cwd} → {status}\n{shown}"
+    return ToolOutput(text=f"{status}{detail}\n{output}", summary=summary)
+
+
+def trim_middle(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters: its head and tail, at line breaks where that loses little,
+    around a note saying how many characters were left out."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    head = text[:half]
+    if (cut := head.rfind("\n")) >= half // 2:
+        head = head[:cut]
+    tail = text[-half:]
+    if 0 <= (cut := tail.find("\n")) <= half // 2:
+        tail = tail[cut + 1 :]
+    return f"{head}\n[… {len(text) - len(head) - len(tail)} characters trimmed …]\n{tail}"

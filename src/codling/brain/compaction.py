@@ -1,0 +1,158 @@
+"""Compaction: when the context fills, the history is replaced by recent user messages plus a summary.
+
+1. ``compaction_input`` builds a bounded transcript of the history: each message capped, oldest messages dropped
+   until it fits the summarizer's budget.
+2. The model writes a handoff summary from it (``prompts/compact.md``).
+3. If that reply is empty, failed or clearly unusable, ``fallback_summary`` builds one deterministically.
+4. ``rebuild`` keeps the most recent real user messages within a token budget (newest first, restored to
+   chronological order; earlier summaries are never counted as user messages) and appends one entry holding the
+   summary behind ``SUMMARY_PREFIX``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+from codling.llm.tokens import tail_tokens, truncate_to_tokens
+
+DEFAULT_THRESHOLD = 0.7
+"""Compact before a turn once the context passes this share of the model's limit."""
+
+KEPT_USER_TOKENS = 20_000
+"""Budget for the recent user messages kept verbatim, for large context windows."""
+
+MESSAGE_CAP_TOKENS = 2_000
+"""No single message takes more than this in the compaction input."""
+
+MIN_SUMMARY_CHARS = 40
+
+_LABELS = {"user": "User", "assistant": "Assistant", "summary": "Earlier summary"}
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """The outcome of one compaction."""
+
+    summary: str
+    kept_user_messages: tuple[str, ...]
+    tokens_before: int
+    tokens_after: int
+    fallback: bool
+    instructions: str | None = None
+
+
+def title(tokens_before: int, tokens_after: int, fallback: bool) -> str:
+    """How a finished compaction is shown: the token counts before and after."""
+    note = " (fallback summary)" if fallback else ""
+    return f"Compacted context: {tokens_before:,} → {tokens_after:,} tokens{note}"
+
+
+def compaction_prompt() -> str:
+    """The summarizer's instructions."""
+    return resources.files("codling.brain").joinpath("prompts/compact.md").read_text(encoding="utf-8")
+
+
+def kept_user_budget(context_limit: int) -> int:
+    """Tokens of recent user messages to keep: 20k, or less for small context windows."""
+    return max(256, min(KEPT_USER_TOKENS, context_limit // 10))
+
+
+def input_budget(context_limit: int, max_output_tokens: int) -> int:
+    """Tokens the summarizer may be given: the window minus room for its prompt and its answer."""
+    return max(1_000, int(context_limit * 0.8) - min(max_output_tokens, context_limit // 4) - 1_000)
+
+
+def _capped(entry: HistoryEntry, cap: int) -> str:
+    if entry.tokens <= cap:
+        return entry.text
+    half = cap // 2
+    head = truncate_to_tokens(entry.text, half)
+    tail = tail_tokens(entry.text, half)
+    return f"{head}\n[… {entry.tokens - cap} tokens trimmed …]\n{tail}"
+
+
+def compaction_input(entries: Sequence[HistoryEntry], budget: int, cap: int = MESSAGE_CAP_TOKENS) -> str:
+    """The history as a transcript for the summarizer, at most ``budget`` tokens (estimated from the per-entry
+    counts): each message capped at ``cap`` tokens, the oldest dropped first."""
+    chosen: list[str] = []
+    used = 0
+    for entry in reversed(entries):
+        cost = min(entry.tokens, cap) + 8
+        if used + cost > budget:
+            break
+        chosen.append(f"### {_LABELS[entry.role]}\n{_capped(entry, cap)}")
+        used += cost
+    dropped = len(entries) - len(chosen)
+    chosen.reverse()
+    if dropped:
+        chosen.insert(0, f"[{dropped} older messages were left out to fit.]")
+    return "\n\n".join(chosen)
+
+
+def usable(summary: str | None) -> bool:
+    """Whether a model-written summary can replace the history (non-empty, not a refusal or an echo)."""
+    if summary is None:
+        return False
+    text = summary.strip()
+    if len(text) < MIN_SUMMARY_CHARS:
+        return False
+    lowered = text.lower()
+    return not lowered.startswith(("i'm sorry", "i am sorry", "i cannot", "i can't", "error", "as an ai"))
+
+
+def fallback_summary(
+    entries: Sequence[HistoryEntry],
+    *,
+    recent_files: Sequence[Path] = (),
+    commands: Sequence[str] = (),
+    delegate_results: Sequence[str] = (),
+) -> str:
+    """A summary built without the model: the last request, recent file updates, commands run, delegate
+    results and the last assistant reply."""
+    last_user = next((e.text for e in reversed(entries) if e.role == "user"), None)
+    last_reply = next((e.text for e in reversed(entries) if e.role == "assistant"), None)
+    earlier = next((e.text for e in reversed(entries) if e.role == "summary"), None)
+    parts = ["## Note\nThis summary was assembled automatically because a written summary was not available."]
+    if earlier:
+        parts.append("## Earlier summary\n" + truncate_to_tokens(earlier.removeprefix(SUMMARY_PREFIX), 1_500))
+    if last_user:
+        parts.append("## Last user request\n" + truncate_to_tokens(last_user, 1_000))
+    if recent_files:
+        parts.append("## Files recently changed\n" + "\n".join(f"- {p}" for p in recent_files))
+    if commands:
+        parts.append("## Commands run\n" + "\n".join(f"- {c}" for c in commands))
+    if delegate_results:
+        parts.append("## Delegate results\n" + "\n".join(f"- {truncate_to_tokens(r, 300)}" for r in delegate_results))
+    if last_reply:
+        parts.append("## Last assistant reply\n" + tail_tokens(last_reply, 1_500))
+    return "\n\n".join(parts)
+
+
+def rebuild(entries: Sequence[HistoryEntry], summary: str, user_budget: int) -> list[HistoryEntry]:
+    """Recent real user messages within ``user_budget`` tokens (chronological), then the summary."""
+    kept: list[HistoryEntry] = []
+    used = 0
+    for entry in reversed(entries):
+        if entry.role != "user":
+            continue
+        if used + entry.tokens > user_budget:
+            break
+        kept.append(entry)
+        used += entry.tokens
+    kept.reverse()
+    return [*kept, summary_entry(summary)]
+
+
+def summary_entry(summary: str) -> HistoryEntry:
+    """The history entry holding a summary behind the recognisable prefix."""
+    return HistoryEntry.of("summary", SUMMARY_PREFIX + summary.strip())
+
+
+def rebuilt_history(compaction: Compaction) -> list[HistoryEntry]:
+    """The history a recorded compaction left (for restoring a session from disk)."""
+    kept = [HistoryEntry.of("user", text) for text in compaction.kept_user_messages]
+    return [*kept, summary_entry(compaction.summary)]

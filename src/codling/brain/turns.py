@@ -1,0 +1,184 @@
+"""Turn bookkeeping shared by the live turn loop and by restoring a session from recorded events."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from codling.brain.events import (
+    Event,
+    StopReason,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFailed,
+    TurnStarted,
+)
+from codling.brain.summaries import summarize_tool_call
+from codling.tools.base import ToolReport
+
+COMMAND_PREFIX = "/"
+
+ENDING_NOTES = {
+    "cancelled": "[The user cancelled this turn.]",
+    "interrupted": "[This turn was interrupted before it finished.]",
+}
+
+Ending = Literal["cancelled", "interrupted"]
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``("compact", "keep the API notes")`` for "/compact keep the API notes"; None for an ordinary prompt."""
+    stripped = text.strip()
+    if not stripped.startswith(COMMAND_PREFIX) or len(stripped) < 2:
+        return None
+    name, _, rest = stripped[1:].partition(" ")
+    return (name, rest.strip()) if name in COMMANDS else None
+
+
+COMMANDS = {"compact": "Summarise the conversation so far to free context (optional: what to keep)."}
+"""Slash commands a prompt may consist of, with their descriptions."""
+
+
+@dataclass
+class TurnLog:
+    """What a turn produced so far; becomes the history entry whatever way the turn ends."""
+
+    turn_number: int
+    user_text: str
+    events: list[Event] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    calls: dict[str, ToolCallStarted] = field(default_factory=dict)
+    finished: dict[str, ToolCallFinished] = field(default_factory=dict)
+    error: str | None = None
+
+    def apply(self, event: Event) -> None:
+        """Take note of one event of the turn."""
+        self.events.append(event)
+        match event:
+            case TextDelta():
+                self.text.append(event.text)
+            case ToolCallStarted():
+                self.calls[event.call_id] = event
+            case ToolCallFinished():
+                self.finished[event.call_id] = event
+            case TurnFailed():
+                self.error = event.message
+
+    def open_calls(self) -> list[ToolCallStarted]:
+        """Tool calls that started and never finished."""
+        return [s for cid, s in self.calls.items() if cid not in self.finished]
+
+    def reply(self, ending: Ending | None = None) -> str:
+        """The assistant's side of the turn as history text: reply, tool summaries, error, ending note."""
+        parts = ["".join(self.text).strip()]
+        if self.calls:
+            lines = [summarize_tool_call(s, self.finished.get(cid)) for cid, s in self.calls.items()]
+            parts.append("[Tool calls in this turn]\n" + "\n".join(lines))
+        if self.error:
+            parts.append(f"[Error] {self.error}")
+        if ending is not None:
+            parts.append(ENDING_NOTES[ending])
+        return "\n\n".join(p for p in parts if p) or "(no reply)"
+
+
+def is_command_turn(event: TurnStarted) -> bool:
+    """Whether a recorded turn was a slash command (kept out of the text history)."""
+    return parse_command(event.prompt) is not None
+
+
+def args_dict(part: Any) -> dict[str, Any]:
+    """A tool call's arguments as a dict, whatever the model sent."""
+    try:
+        args = part.args_as_dict()
+    except (ValueError, TypeError, json.JSONDecodeError):
+        return {"_raw": part.args}
+    return args if isinstance(args, dict) else {"_raw": args}
+
+
+def tool_finished(turn_id: str, part: Any) -> ToolCallFinished:
+    """A ToolCallFinished for pydantic-ai's result part (a ToolReturnPart, or a RetryPromptPart for bad args)."""
+    report = getattr(part, "metadata", None)
+    if isinstance(report, ToolReport):
+        output = report.output
+        text = output.text if output is not None and not report.failed else report.error or ""
+        return ToolCallFinished(
+            turn_id=turn_id,
+            call_id=part.tool_call_id,
+            tool_name=part.tool_name,
+            status="failed" if report.failed else "completed",
+            text=text,
+            diff=output.diff if output else None,
+            locations=output.locations if output else (),
+            summary=output.summary if output else "",
+        )
+    content = part.content if isinstance(part.content, str) else part.model_response_str()
+    failed = getattr(part, "outcome", "success") != "success"
+    return ToolCallFinished(turn_id, part.tool_call_id, part.tool_name, "failed" if failed else "completed", content)
+
+
+def stop_reason(finish_reason: str | None) -> StopReason:
+    """ACP's stop reason for a model's finish reason."""
+    if finish_reason == "length":
+        return "max_tokens"
+    if finish_reason == "content_filter":
+        return "refusal"
+    return "end_turn"
+
+
+_OVERFLOW_MARKERS = (
+    "context length",
+    "context_length",
+    "context window",
+    "maximum context",
+    "too many tokens",
+    "prompt is too long",
+    "input is too long",
+)
+
+
+def is_context_overflow(e: Exception) -> bool:
+    """Whether the provider rejected a request because the context was too long."""
+    from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
+
+    if isinstance(e, ModelContextWindowExceededError):
+        return True
+    if isinstance(e, ModelHTTPError) and e.status_code in (400, 413, 422):
+        text = str(e.body).lower() + " " + str(e.message).lower()
+        return any(marker in text for marker in _OVERFLOW_MARKERS)
+    return False
+
+
+def is_expected_failure(e: Exception) -> bool:
+    """Provider and model failures are expected (no traceback in the log); anything else is a bug."""
+    from pydantic_ai.exceptions import AgentRunError
+
+    from codling.errors import CodlingError
+
+    return isinstance(e, AgentRunError | CodlingError)
+
+
+def describe_failure(e: Exception) -> str:
+    """A message for the user: what failed, in words, without a traceback."""
+    from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior
+
+    from codling.errors import CodlingError
+
+    if isinstance(e, ModelHTTPError):
+        return f"The model provider returned HTTP {e.status_code} for {e.model_name}: {_body_message(e.body)}"
+    if isinstance(e, ModelAPIError):
+        return f"The model provider failed ({e.model_name}): {e.message}"
+    if isinstance(e, UnexpectedModelBehavior):
+        return f"The model's response could not be used: {e.message}"
+    if isinstance(e, CodlingError):
+        return str(e)
+    return f"Internal error: {type(e).__name__}: {e}"
+
+
+def _body_message(body: object) -> str:
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+    return str(body)[:500] if body else "no details"

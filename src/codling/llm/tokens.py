@@ -1,0 +1,152 @@
+"""Token counting with tiktoken's o200k_base encoding, loaded offline (DESIGN.md section 7).
+
+This is the only module of codling that imports tiktoken, and it does so lazily: importing it is cheap, and the
+encoding is built on first use (or by :func:`warm_up` in a background thread), once per process. The ranks come
+from ``data/o200k_base.tiktoken.gz`` shipped inside the package and are checked against their known sha256, so
+nothing is ever downloaded; ``tiktoken.get_encoding`` is never called because it may fetch the file.
+
+Counting is done by tiktoken's Rust core. Counts are not cached here: callers count each message once, when it is
+added, and keep the number with it (see ``HistoryEntry`` in ``codling.brain.state``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from codling.errors import CodlingError, ConfigError
+
+if TYPE_CHECKING:
+    import tiktoken
+
+log = logging.getLogger(__name__)
+
+ENCODING_NAME = "o200k_base"
+DATA_FILE = "data/o200k_base.tiktoken.gz"
+"""Where the gzipped ranks live, relative to the ``codling.llm`` package."""
+EXPECTED_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+"""sha256 of the decompressed ranks; the same hash tiktoken checks when it downloads them."""
+
+# The pattern and special tokens are copied from ``o200k_base()`` in tiktoken_ext/openai_public.py (tiktoken
+# 0.14). They cannot be read from there: that function builds them inline, next to a call that downloads the
+# ranks. tests/unit/test_tokens.py checks them against tiktoken's own definition, offline.
+_PAT_STR = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+
+_MAX_UTF8_BYTES_PER_CHAR = 4
+"""Every token covers at least one byte, so a text has at most this many tokens per character."""
+
+_lock = threading.Lock()
+_encoding: tiktoken.Encoding | None = None
+
+
+def _damaged(path: object, what: str) -> ConfigError:
+    return ConfigError(
+        f"codling's token data file {path} is damaged ({what}); reinstall codling "
+        "(for example `pip install --force-reinstall codling`) to restore it."
+    )
+
+
+def _read_ranks(path: Path | None = None) -> dict[bytes, int]:
+    """The mergeable ranks from the gzipped ranks file (the shipped one unless ``path`` is given), verified."""
+    import binascii
+    import gzip
+    import hashlib
+    import zlib
+    from importlib import resources
+
+    source = resources.files("codling.llm").joinpath(DATA_FILE) if path is None else path
+    try:
+        data = gzip.decompress(source.read_bytes())
+    except FileNotFoundError as e:
+        raise _damaged(source, "the file is missing") from e
+    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+        raise _damaged(source, f"cannot decompress it: {e}") from e
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != EXPECTED_SHA256:
+        raise _damaged(source, f"sha256 {digest}, expected {EXPECTED_SHA256}")
+    # Lines are "<base64 token> <rank>"; the hash pins the content, so splitting on whitespace is safe and about
+    # twice as fast as tiktoken's line-by-line parse.
+    fields = data.split()
+    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
+
+
+def _load_encoding(path: Path | None = None) -> tiktoken.Encoding:
+    """Build the o200k_base encoding from the ranks file; raises :class:`ConfigError` if the file is damaged."""
+    import tiktoken
+
+    return tiktoken.Encoding(
+        ENCODING_NAME, pat_str=_PAT_STR, mergeable_ranks=_read_ranks(path), special_tokens=dict(_SPECIAL_TOKENS)
+    )
+
+
+def _get_encoding() -> tiktoken.Encoding:
+    """The process-wide encoding, built on first use; concurrent first callers wait for one build."""
+    global _encoding
+    enc = _encoding
+    if enc is None:
+        with _lock:
+            enc = _encoding
+            if enc is None:
+                enc = _encoding = _load_encoding()
+    return enc
+
+
+def warm_up() -> None:
+    """Load the encoding now (meant for a background thread); a damaged file is reported on first real use."""
+    try:
+        _get_encoding()
+    except CodlingError:
+        log.debug("token encoding warm-up failed", exc_info=True)
+
+
+def count_tokens(text: str) -> int:
+    """How many o200k_base tokens ``text`` takes; special-token text such as ``<|endoftext|>`` counts as plain text."""
+    if not text:
+        return 0
+    # encode_ordinary is tiktoken's faster equivalent of encode(text, disallowed_special=()).
+    return len(_get_encoding().encode_ordinary(text))
+
+
+def truncate_to_tokens(text: str, max_tokens: int) -> str:
+    """The beginning of ``text`` in at most ``max_tokens`` tokens, cut at a token boundary (all of it if it fits)."""
+    return _cut(text, max_tokens, keep_end=False)
+
+
+def tail_tokens(text: str, max_tokens: int) -> str:
+    """The end of ``text`` in at most ``max_tokens`` tokens, cut at a token boundary (all of it if it fits)."""
+    return _cut(text, max_tokens, keep_end=True)
+
+
+def _cut(text: str, max_tokens: int, *, keep_end: bool) -> str:
+    if max_tokens <= 0:
+        return ""
+    if len(text) * _MAX_UTF8_BYTES_PER_CHAR <= max_tokens:
+        return text
+    enc = _get_encoding()
+    tokens = enc.encode_ordinary(text)
+    keep = max_tokens
+    while keep > 0:
+        if len(tokens) <= keep:
+            return text
+        part = tokens[-keep:] if keep_end else tokens[:keep]
+        # A cut may split a multi-byte character; drop its stray bytes rather than insert U+FFFD.
+        piece = enc.decode_bytes(part).decode("utf-8", errors="ignore")
+        # Re-tokenizing a piece can, rarely, take more tokens than the slice it came from; shrink until it fits.
+        count = len(enc.encode_ordinary(piece))
+        if count <= max_tokens:
+            return piece
+        keep -= count - max_tokens
+    return ""
