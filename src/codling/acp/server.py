@@ -70,6 +70,9 @@ def _warm_up() -> None:
         import codling.brain.session
         import codling.llm.providers
         import codling.store.index  # noqa: F401
+        from codling.llm.tokens import warm_up
+
+        warm_up()  # the tokenizer's tables, so the first turn's accounting does not wait for them
     except Exception:  # warm-up is best effort; the real import reports errors
         log.debug("warm-up import failed", exc_info=True)
 

@@ -48,10 +48,9 @@ def summarize_tool_call(started: ToolCallStarted, finished: ToolCallFinished | N
     if finished is None:
         return f"- {started.title}: aborted before it finished"
     outcome = "failed" if finished.status == "failed" else "done"
-    if finished.summary.strip():
-        body = _trim(finished.summary, MAX_TOOL_SUMMARY_CHARS)
-    else:
-        body = _trim(finished.text)
+    # A failed call has no tool output, so no summary: its text is the error message.
+    summary = finished.summary.strip()
+    body = _trim(summary, MAX_TOOL_SUMMARY_CHARS) if summary else _trim(finished.text)
     return f"- {started.title} ({outcome}):\n{_indent(body)}" if body else f"- {started.title} ({outcome})"
 
 
@@ -252,9 +251,7 @@ def display_path(path: Path, cwd: Path | None) -> str:
 # --- recent files ------------------------------------------------------------------------------------------
 
 
-def update_recent_files(
-    recent: tuple[Path, ...], event: Event, limit: int = RECENT_FILES_LIMIT
-) -> tuple[Path, ...]:
+def update_recent_files(recent: tuple[Path, ...], event: Event, limit: int = RECENT_FILES_LIMIT) -> tuple[Path, ...]:
     """``recent`` after ``event``: a completed edit or write moves its file to the end (most recent last);
     each file appears once and only the last ``limit`` are kept. Other events leave it as it is."""
     if not isinstance(event, ToolCallFinished) or event.status != "completed" or event.diff is None:
