@@ -56,7 +56,7 @@ async def test_load_replays_everything_and_continues_with_full_context(agent, pr
     async with agent(first) as (conn, client):
         session = await conn.new_session(cwd=str(project))
         assert await say(conn, session.session_id, "what does greet return?") == "end_turn"
-        live = [u for _, u in client.updates if u.session_update != "session_info_update"]
+        live = client.conversation()
         (info,) = client.of_kind("session_info_update")
         assert info.title == "what does greet return?"
 
@@ -64,7 +64,7 @@ async def test_load_replays_everything_and_continues_with_full_context(agent, pr
     async with agent(second) as (conn, client):
         response = await conn.load_session(cwd=str(project), session_id=session.session_id)
         assert response.modes is not None and response.modes.current_mode_id == "yolo"
-        replayed = [u for _, u in client.updates]
+        replayed = client.conversation()
         kinds = [u.session_update for u in replayed]
         assert kinds == ["user_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk"]
         assert replayed[0].content.text == "what does greet return?"
@@ -84,7 +84,7 @@ async def test_resume_restores_without_replay(agent, project: Path) -> None:  # 
     script = Script([[Say("blue")]])
     async with agent(script) as (conn, client):
         await conn.resume_session(session_id=session.session_id, cwd=str(project))
-        assert client.updates == []
+        assert client.conversation() == []
         await say(conn, session.session_id, "what is my favourite colour?")
     assert "my favourite colour is blue" in str(script.requests[0][0].parts[0].content)
 

@@ -60,7 +60,7 @@ async def test_sigkill_mid_stream_then_fresh_process_loads_and_continues(
         assert [s.session_id for s in listed.sessions] == [sid]
         assert listed.sessions[0].title == "what does greet do?"
         await asyncio.wait_for(conn.load_session(cwd=str(project), session_id=sid), 30)
-        kinds = [u.session_update for _, u in second.updates]
+        kinds = [u.session_update for u in second.conversation()]
         # The completed first turn replays whole; the killed turn shows its prompt.
         assert kinds[:4] == ["user_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk"]
         users = [u.content.text for u in second.of_kind("user_message_chunk")]

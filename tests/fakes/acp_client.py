@@ -22,6 +22,10 @@ from acp.schema import (
 
 from codling.acp.server import CodlingAgent
 
+METADATA_UPDATES = frozenset(
+    {"session_info_update", "available_commands_update", "usage_update", "current_mode_update", "config_option_update"}
+)
+
 
 @dataclass
 class PermissionCall:
@@ -71,6 +75,11 @@ class RecordingClient:
             while len(self.of_kind(kind)) < count:
                 self.update_seen.clear()
                 await self.update_seen.wait()
+
+    def conversation(self) -> list[Any]:
+        """The updates that make up the conversation itself (no session metadata such as titles, commands,
+        usage or mode changes), in order."""
+        return [u for _, u in self.updates if u.session_update not in METADATA_UPDATES]
 
     def of_kind(self, kind: str) -> list[Any]:
         """The updates of one sessionUpdate kind, in order."""

@@ -485,6 +485,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "stop_reason": "end_turn",
             "usage": {"input_tokens": 10, "output_tokens": 5, "requests": 2},
             "error": False,
+            "summary": None,
             "kind": "turn_ended",
         },
     ]

@@ -20,6 +20,7 @@ from codling.brain.events import (
     TurnFailed,
     TurnStarted,
     Usage,
+    UsageUpdated,
 )
 from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession
@@ -102,7 +103,7 @@ async def test_observers_see_exactly_what_stream_yields(project: Path, settings:
     session.subscribe(observer)
     streamed = await collect(session, "x")
     assert observed == streamed
-    assert [type(e) for e in streamed] == [TurnStarted, ThoughtDelta, TextDelta, TurnEnded]
+    assert [type(e) for e in streamed] == [TurnStarted, ThoughtDelta, TextDelta, UsageUpdated, TurnEnded]
     assert streamed[1] == ThoughtDelta(streamed[0].turn_id, "hmm")
 
 
@@ -172,9 +173,8 @@ async def test_provider_error_gives_error_reply_and_session_stays_usable(project
     result = await session.run("second")
     assert (result.text, result.error) == ("back again", None)
     # The failed turn is in the history as an error reply.
-    first_reply = session.state.history[1]
-    assert isinstance(first_reply, ModelResponse)
-    assert "[Error]" in first_reply.parts[0].content  # type: ignore[union-attr]
+    first_reply = session.state.entries[1]
+    assert first_reply.role == "assistant" and "[Error]" in first_reply.text
 
 
 async def test_history_across_turns_is_text_with_tool_summaries(project: Path, settings: Settings) -> None:
@@ -257,7 +257,7 @@ async def test_cancel_kills_running_command(project: Path, settings: Settings) -
     events = await asyncio.wait_for(consume(), timeout=10)
     assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
     # The interrupted call is closed, so no client shows it running forever.
-    assert events[-2] == ToolCallFinished(
+    assert events[-3] == ToolCallFinished(
         events[0].turn_id, "c1", "run_command", "failed", "aborted: the user cancelled the turn"
     )
     pid = int(pid_file.read_text())

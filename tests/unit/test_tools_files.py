@@ -90,14 +90,20 @@ def git_init(root: Path) -> None:
 async def test_read_file_numbers_lines(proj: Path) -> None:
     write(proj, {"a.py": "one\ntwo\r\nthree"})
     assert await read_file(ctx_in(proj), "a.py") == ToolOutput(
-        text="     1\tone\n     2\ttwo\n     3\tthree", locations=(Location(proj / "a.py"),)
+        text="     1\tone\n     2\ttwo\n     3\tthree",
+        locations=(Location(proj / "a.py"),),
+        summary="Read a.py: lines 1-3 of 3",
     )
 
 
 async def test_read_file_range(proj: Path) -> None:
     write(proj, {"a.py": "".join(f"line {i}\n" for i in range(1, 11))})
     result = await read_file(ctx_in(proj), "a.py", start_line=3, end_line=4)
-    assert result == ToolOutput(text="     3\tline 3\n     4\tline 4", locations=(Location(proj / "a.py", 3),))
+    assert result == ToolOutput(
+        text="     3\tline 3\n     4\tline 4",
+        locations=(Location(proj / "a.py", 3),),
+        summary="Read a.py: lines 3-4 of 10",
+    )
     tail = await read_file(ctx_in(proj), "a.py", start_line=9)
     assert tail.text == "     9\tline 9\n    10\tline 10"
     beyond = await read_file(ctx_in(proj), "a.py", start_line=10, end_line=99)
@@ -238,7 +244,9 @@ async def test_git_listing_skips_deleted_tracked_files(proj: Path) -> None:
 async def test_list_files_tool(proj: Path) -> None:
     write(proj, IGNORE_TREE)
     result = await list_files(ctx_in(proj))
-    assert result == ToolOutput(text="\n".join(VISIBLE), locations=(Location(proj),))
+    assert result == ToolOutput(
+        text="\n".join(VISIBLE), locations=(Location(proj),), summary=f"Listed .: {len(VISIBLE)} files"
+    )
     sub = await list_files(ctx_in(proj), "src")
     assert sub.text == "src/.gitignore\nsrc/build\nsrc/main.py\nsrc/top_only.txt"
 
@@ -357,7 +365,11 @@ async def test_search_in_git_repo_skips_ignored(search_tree: Path, rg: str | Non
 
 async def test_search_tool(search_tree: Path) -> None:
     result = await search(ctx_in(search_tree), "def main")
-    assert result == ToolOutput(text="src/main.py:1: def main_file():", locations=(Location(search_tree),))
+    assert result == ToolOutput(
+        text="src/main.py:1: def main_file():",
+        locations=(Location(search_tree),),
+        summary="Searched /def main/ in .: 1 match in 1 file: src/main.py",
+    )
     none = await search(ctx_in(search_tree), "nothing-like-this", path="src")
     assert none.text == "No matches for /nothing-like-this/ in src."
     with pytest.raises(PathError, match="does not exist"):
@@ -405,6 +417,7 @@ async def test_edit_file_asks_then_writes(proj: Path) -> None:
         text="Edited a.py.\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
         diff=diff,
         locations=(Location(proj / "a.py", 2),),
+        summary="Edited a.py:\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
     )
     assert approver.asked == [
         PermissionRequest(
@@ -492,6 +505,7 @@ async def test_write_file_creates_with_parents(proj: Path) -> None:
         text="Created new/dir/b.py (2 lines).",
         diff=FileDiff(target, None, "a\nb\n"),
         locations=(Location(target, 1),),
+        summary="Created new/dir/b.py (2 lines)",
     )
     assert approver.asked == [
         PermissionRequest(
@@ -518,7 +532,10 @@ async def test_write_file_same_content_does_not_ask(proj: Path) -> None:
     write(proj, {"a.py": "same\n"})
     approver = ScriptedApprover()
     result = await write_file(ctx_for(make_deps(proj, "ask", approver)), "a.py", "same\n")
-    assert result == ToolOutput(text="a.py already has exactly this content; nothing was written.")
+    assert result == ToolOutput(
+        text="a.py already has exactly this content; nothing was written.",
+        summary="Wrote nothing to a.py: it already had this content",
+    )
     assert approver.asked == []
 
 

@@ -54,7 +54,10 @@ async def bounded(call: Coroutine[Any, Any, ToolOutput]) -> ToolOutput:
 
 async def test_runs_in_cwd_and_reports_exit_code(tmp_path: Path) -> None:
     result = await bounded(run_command(ctx(tmp_path), "pwd; echo oops >&2; exit 2"))
-    assert result == ToolOutput(text=f"exit code 2\n{tmp_path}\noops\n")
+    assert result == ToolOutput(
+        text=f"exit code 2\n{tmp_path}\noops\n",
+        summary=f"`pwd; echo oops >&2; exit 2` in {tmp_path} → exit code 2\n{tmp_path}\noops",
+    )
 
 
 async def test_no_output(tmp_path: Path) -> None:
@@ -91,7 +94,10 @@ async def test_read_only_mode_refuses(tmp_path: Path) -> None:
 
 async def test_timeout_is_reported_in_the_text(tmp_path: Path) -> None:
     result = await bounded(run_command(ctx(tmp_path), "echo started; sleep 30", timeout_seconds=0.2))
-    assert result == ToolOutput(text="timed out after 1s, process group killed\nstarted\n")  # clamped to 1s
+    assert result == ToolOutput(  # clamped to 1s
+        text="timed out after 1s, process group killed\nstarted\n",
+        summary=f"`echo started; sleep 30` in {tmp_path} → timed out after 1s\nstarted",
+    )
 
 
 async def test_default_timeout_comes_from_deps(tmp_path: Path) -> None:

@@ -134,7 +134,9 @@ async def test_reporting_toolset_wraps_outputs_and_tool_errors(tmp_path: Path) -
     ok = await toolset.call_tool("read_file", {"path": "a.txt"}, ctx, tools["read_file"])
     assert ok == ToolReturn(
         return_value="     1\thi",
-        metadata=ToolReport(ToolOutput("     1\thi", locations=(Location(tmp_path / "a.txt"),))),
+        metadata=ToolReport(
+            ToolOutput("     1\thi", locations=(Location(tmp_path / "a.txt"),), summary="Read a.txt: line 1 of 1")
+        ),
     )
     failed = await toolset.call_tool("read_file", {"path": "../x"}, ctx, tools["read_file"])
     message = f"path '../x' is outside the workspace ({tmp_path}); use a path inside it"
@@ -240,6 +242,7 @@ async def test_agent_edits_a_file_and_reports_the_diff(tmp_path: Path, streaming
             text=diff_text,
             diff=FileDiff(target, "def f():\n    return 1\n", new),
             locations=(Location(target, 2),),
+            summary="Edited a.py:\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
         )
     )
     assert by_id["call-1"].content == diff_text

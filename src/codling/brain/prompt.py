@@ -1,13 +1,29 @@
-"""Prompt assembly: the system prompt and the user's content blocks as the model sees them."""
+"""Prompt assembly: the system prompt and the user's content blocks as the model sees them.
+
+The system prompt (``system_prompt``) is static for a session: brain/prompts/system.md, the project's
+instructions (AGENTS.md files from the repository root down to the cwd) and a short environment block. What
+changes from turn to turn (``turn_context``: recently edited files and the last turn summaries) is given to each
+model request as extra instructions, so the history itself stays plain conversation.
+"""
 
 from __future__ import annotations
 
 import platform
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # summaries.py imports events.py, which imports this module: the runtime import is inside turn_context.
+    from codling.brain.summaries import TurnExecutionSummary
+
+INSTRUCTIONS_FILE = "AGENTS.md"
+INSTRUCTIONS_MAX_BYTES = 20_000
+"""Most bytes of one AGENTS.md put in the system prompt."""
 
 
 @dataclass(frozen=True)
@@ -75,9 +91,58 @@ def _git_branch(cwd: Path) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def find_project_instructions(cwd: Path) -> list[tuple[Path, str]]:
+    """The AGENTS.md files that apply in ``cwd``, outermost first, with their text.
+
+    They are looked for in ``cwd`` and each parent up to the repository root (the nearest directory holding a
+    ``.git`` file or directory); outside a repository only ``cwd`` itself counts. Each text is capped at
+    ``INSTRUCTIONS_MAX_BYTES``, with a note when cut. Empty and unreadable files are skipped.
+    """
+    cwd = Path(cwd).resolve()
+    chain: list[Path] = []
+    for directory in (cwd, *cwd.parents):
+        chain.append(directory)
+        if (directory / ".git").exists():
+            break
+    else:
+        chain = [cwd]
+    found: list[tuple[Path, str]] = []
+    for directory in reversed(chain):
+        file = directory / INSTRUCTIONS_FILE
+        try:
+            if not file.is_file():
+                continue
+            data = file.read_bytes()
+        except OSError:
+            continue
+        text = _capped(data)
+        if text.strip():
+            found.append((file, text))
+    return found
+
+
+def _capped(data: bytes) -> str:
+    if len(data) <= INSTRUCTIONS_MAX_BYTES:
+        return data.decode("utf-8", "replace")
+    cut = data[:INSTRUCTIONS_MAX_BYTES]
+    if (newline := cut.rfind(b"\n")) >= INSTRUCTIONS_MAX_BYTES // 2:
+        cut = cut[: newline + 1]
+    text = cut.decode("utf-8", "ignore").rstrip("\n")  # "ignore": a character split by the cut
+    return f"{text}\n[… cut: only the first {len(cut):,} of {len(data):,} bytes are shown]"
+
+
 def system_prompt(cwd: Path, additional_dirs: tuple[Path, ...] = ()) -> str:
-    """The system prompt: brain/prompts/system.md plus a short environment block."""
+    """The system prompt: brain/prompts/system.md, the project's AGENTS.md instructions and a short
+    environment block."""
     base = resources.files("codling.brain").joinpath("prompts/system.md").read_text(encoding="utf-8")
+    parts = [base.rstrip()]
+    if instructions := find_project_instructions(cwd):
+        sections = [f"## {path}\n\n{text.strip()}" for path, text in instructions]
+        parts.append(
+            "# Project instructions (AGENTS.md)\n"
+            "The project's own instructions for agents, outermost directory first (nearer ones take precedence). "
+            "Follow them unless the user says otherwise.\n\n" + "\n\n".join(sections)
+        )
     lines = [
         f"- Working directory: {cwd}",
         f"- Platform: {platform.system()} {platform.release()}",
@@ -87,4 +152,22 @@ def system_prompt(cwd: Path, additional_dirs: tuple[Path, ...] = ()) -> str:
         lines.append("- Additional directories: " + ", ".join(str(d) for d in additional_dirs))
     if branch := _git_branch(cwd):
         lines.append(f"- Git branch: {branch}")
-    return base.rstrip() + "\n\n# Environment\n" + "\n".join(lines) + "\n"
+    parts.append("# Environment\n" + "\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+def turn_context(recent_files: Sequence[Path], summaries: Sequence[TurnExecutionSummary], cwd: Path) -> str:
+    """The part of the prompt that changes each turn: the recently edited files (most recent last) and the
+    last two turn summaries (oldest first). Empty when there is nothing to say."""
+    from codling.brain.summaries import display_path, render_turn_summary
+
+    parts: list[str] = []
+    if recent_files:
+        shown = ", ".join(display_path(p, cwd) for p in recent_files)
+        parts.append(f"Recently edited files (most recent last): {shown}")
+    kept = list(summaries[-2:])
+    if len(kept) == 2:
+        parts.append("# Prior turn summary\n" + render_turn_summary(kept[0], cwd))
+    if kept:
+        parts.append("# Last turn summary\n" + render_turn_summary(kept[-1], cwd))
+    return "\n\n".join(parts)
