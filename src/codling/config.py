@@ -6,6 +6,7 @@ config.toml keys (all optional)::
     mode = "ask"                            # read-only | ask | accept-edits | yolo
     max_requests_per_turn = 50              # model requests one turn may make
     command_timeout = 120                   # seconds before run_command kills a command
+    compact_threshold = 0.7                 # compact once the context passes this share of the limit
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class Settings:
     mode: PermissionMode = "ask"
     max_requests_per_turn: int = 50
     command_timeout: float = 120.0
+    compact_threshold: float = 0.7
+    """Compact the history before a turn once the context passes this share of the model's limit."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The environment the settings were read from (never logged: it holds secrets)."""
 
@@ -52,6 +55,13 @@ def _positive(data: dict[str, object], key: str, default: float, path: Path) -> 
     if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
         raise ConfigError(f"{path}: {key} must be a positive number, not {value!r}")
     return float(value)
+
+
+def _share(data: dict[str, object], key: str, default: float, path: Path) -> float:
+    value = _positive(data, key, default, path)
+    if value > 1:
+        raise ConfigError(f"{path}: {key} is a share of the context window, between 0 and 1, not {value}")
+    return value
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -77,5 +87,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         mode=parse_mode(mode),
         max_requests_per_turn=int(_positive(data, "max_requests_per_turn", 50, path)),
         command_timeout=_positive(data, "command_timeout", 120.0, path),
+        compact_threshold=_share(data, "compact_threshold", 0.7, path),
         env=env,
     )

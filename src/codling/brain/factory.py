@@ -43,5 +43,8 @@ def open_session(
         permissions=Permissions(mode, approver),
         command_timeout=settings.command_timeout,
     )
-    options = SessionOptions(max_requests_per_turn=settings.max_requests_per_turn)
+    options = SessionOptions(
+        max_requests_per_turn=settings.max_requests_per_turn,
+        compact_threshold=settings.compact_threshold,
+    )
     return ConversationSession(state, deps, model_factory=model_factory, options=options)

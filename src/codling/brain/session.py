@@ -181,6 +181,11 @@ class ConversationSession:
 
     # -- context accounting --------------------------------------------------------------------------------
 
+    @property
+    def compact_threshold(self) -> float:
+        """The share of the context limit past which the history is compacted before a turn."""
+        return self.state.model.compact_threshold or self.options.compact_threshold
+
     def context_used(self) -> int:
         """Tokens the next request would start from: the larger of codling's estimate (system prompt, tools,
         history; each counted once) and the input tokens the provider last reported."""
@@ -332,7 +337,7 @@ class ConversationSession:
     ) -> tuple[StopReason, Usage]:
         """Run the prompt; compact first past the threshold, and once more (then retry) on a context overflow."""
         limit = self.state.model.context_limit
-        if self.state.entries and self.context_used() > self.options.compact_threshold * limit:
+        if self.state.entries and self.context_used() > self.compact_threshold * limit:
             await self._compact(turn_id, send, "threshold")
         try:
             return await self._drive(turn_id, user_text, send)

@@ -1,8 +1,9 @@
 """The model catalog: ``models.json`` bundled with codling, plus ``$CODLING_HOME/models.json``.
 
 Both files have the shape ``{"models": {"<provider:model>": {"context_limit": N, "max_output_tokens": N,
-"thinking": bool, "images": bool}}}``; the user's entries add to or replace the bundled ones. An id found in
-neither still works, with conservative defaults (``ModelInfo.known`` is then false and a warning is due).
+"thinking": bool, "images": bool, "compact_threshold": share (optional)}}}``; the user's entries add to or
+replace the bundled ones. An id found in neither still works, with conservative defaults (``ModelInfo.known``
+is then false and a warning is due).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class ModelInfo:
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     thinking: bool = False
     images: bool = False
+    compact_threshold: float | None = None
+    """This model's own compaction threshold (share of the context limit), overriding config.toml's."""
     known: bool = True
     """False when the id is in no catalog and the defaults above are guesses."""
 
@@ -57,6 +60,14 @@ class Catalog:
         return iter(self.models.values())
 
 
+def _threshold(value: Any, model_id: str, source: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ConfigError(f"{source}: {model_id}: compact_threshold must be a number between 0 and 1")
+    return float(value)
+
+
 def _parse(data: Any, source: str) -> dict[str, ModelInfo]:
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise ConfigError(f'{source}: expected {{"models": {{"<provider:model>": {{...}}}}}}')
@@ -71,6 +82,7 @@ def _parse(data: Any, source: str) -> dict[str, ModelInfo]:
                 max_output_tokens=int(entry.get("max_output_tokens", DEFAULT_MAX_OUTPUT_TOKENS)),
                 thinking=bool(entry.get("thinking", False)),
                 images=bool(entry.get("images", False)),
+                compact_threshold=_threshold(entry.get("compact_threshold"), model_id, source),
             )
         except (TypeError, ValueError) as e:
             raise ConfigError(f"{source}: entry {model_id!r} has a non-numeric limit: {e}") from e
