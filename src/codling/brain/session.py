@@ -280,11 +280,16 @@ class ConversationSession:
             factory = self._model_factory or build_model
             self._system_prompt = system_prompt(self.state.cwd, self.state.additional_dirs)
             self._system_tokens = count_tokens(self._system_prompt)
+            from pydantic_ai.capabilities import ProcessHistory
+
+            from codling.brain.sanitize import sanitize_messages
+
             self._agent = Agent(
                 factory(self.state.model.id),
                 deps_type=ToolDeps,
                 instructions=self._system_prompt,
                 toolsets=[build_toolset()] if self.options.run_tools else [],
+                capabilities=[ProcessHistory(sanitize_messages)],
                 # Models often fix bad tool arguments on a second or third try; the default (1) fails too soon.
                 retries=TOOL_RETRIES,
             )

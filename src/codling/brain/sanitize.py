@@ -1,0 +1,100 @@
+"""Sanitising the message list before every model request (a pydantic-ai history processor).
+
+Providers reject histories with empty messages, tool calls without results, or results without calls. The
+text history across turns cannot produce those, but a turn can (a cancelled or failed tool, a retried request),
+so every request is checked: empty text parts and messages are dropped, a tool call with no result gets a
+synthetic "aborted" result, and a result whose call is not in the preceding response is dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+
+ABORTED = "aborted: this tool call never finished"
+
+
+def _result_id(part: Any) -> str | None:
+    if isinstance(part, ToolReturnPart):
+        return part.tool_call_id
+    if isinstance(part, RetryPromptPart) and part.tool_name is not None:
+        return part.tool_call_id
+    return None
+
+
+def _clean_response(message: ModelResponse) -> ModelResponse | None:
+    parts = [p for p in message.parts if not (isinstance(p, TextPart) and not p.content)]
+    if not parts:
+        return None
+    return message if len(parts) == len(message.parts) else _with_parts(message, parts)
+
+
+def _with_parts(message: Any, parts: list[Any]) -> Any:
+    from dataclasses import replace
+
+    return replace(message, parts=parts)
+
+
+def sanitize_messages(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """The messages with empty parts and messages removed and every tool call paired with exactly one result."""
+    out: list[ModelMessage] = []
+    pending: dict[str, str] = {}  # call id → tool name, for the calls of the last response
+    for index, message in enumerate(messages):
+        last = index == len(messages) - 1
+        if isinstance(message, ModelResponse):
+            if pending:
+                out.append(_aborted_request(pending))
+                pending = {}
+            cleaned = _clean_response(message)
+            if cleaned is None:
+                continue
+            out.append(cleaned)
+            pending = {p.tool_call_id: p.tool_name for p in cleaned.parts if isinstance(p, ToolCallPart)}
+            continue
+        parts = []
+        for part in message.parts:
+            call_id = _result_id(part)
+            if call_id is None:
+                parts.append(part)
+            elif call_id in pending:
+                pending.pop(call_id)
+                parts.append(part)
+            # else: a result without its call is dropped
+        parts.extend(ToolReturnPart(name, ABORTED, tool_call_id=cid) for cid, name in pending.items())
+        pending = {}
+        if parts or (last and message.instructions):
+            out.append(message if parts == list(message.parts) else _with_parts(message, parts))
+    if pending:
+        out.append(_aborted_request(pending))
+    return out
+
+
+def _aborted_request(pending: dict[str, str]) -> ModelRequest:
+    return ModelRequest(parts=[ToolReturnPart(name, ABORTED, tool_call_id=cid) for cid, name in pending.items()])
+
+
+def orphans(messages: list[ModelMessage]) -> list[str]:
+    """Tool call ids that break pairing: calls with no result in the next request, results with no call in
+    the previous response (empty when the list is well formed)."""
+    problems: list[str] = []
+    calls: set[str] = set()
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            problems.extend(f"call {cid} has no result" for cid in calls)
+            calls = {p.tool_call_id for p in message.parts if isinstance(p, ToolCallPart)}
+            continue
+        results = {cid for p in message.parts if (cid := _result_id(p)) is not None}
+        problems.extend(f"result {cid} has no call" for cid in results - calls)
+        problems.extend(f"call {cid} has no result" for cid in calls - results)
+        calls = set()
+    problems.extend(f"call {cid} has no result" for cid in calls)
+    return problems

@@ -1,0 +1,252 @@
+"""Compaction: the pure pieces, and long scripted sessions on a small-context model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
+
+from codling.brain import compaction
+from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
+    Event,
+    TextDelta,
+    TurnEnded,
+    TurnFailed,
+    UsageUpdated,
+)
+from codling.brain.factory import open_session
+from codling.brain.sanitize import orphans
+from codling.brain.session import ConversationSession
+from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo
+from codling.llm.tokens import count_tokens
+from tests.fakes.scenarios import Call, Fail, Response, Say, Script
+
+SMALL = ModelInfo("test:small", context_limit=8_000, max_output_tokens=1_000)
+SUMMARY = "## Goal\nThe user is building a parser.\n## Progress and decisions\nThe user's lucky number is 42."
+
+
+def entry(role: str, text: str) -> HistoryEntry:
+    return HistoryEntry.of(role, text)  # type: ignore[arg-type]
+
+
+# -- pure pieces -------------------------------------------------------------------------------------------------
+
+
+def test_rebuild_keeps_recent_user_messages_in_order_then_the_summary() -> None:
+    entries = [
+        entry("summary", SUMMARY_PREFIX + "an older summary"),
+        entry("user", "first " * 50),
+        entry("assistant", "reply one"),
+        entry("user", "second"),
+        entry("assistant", "reply two"),
+        entry("user", "third"),
+        entry("assistant", "reply three"),
+    ]
+    budget = entries[3].tokens + entries[5].tokens  # room for "second" and "third" only
+    rebuilt = compaction.rebuild(entries, "new summary", budget)
+    assert [(e.role, e.text) for e in rebuilt] == [
+        ("user", "second"),
+        ("user", "third"),
+        ("summary", SUMMARY_PREFIX + "new summary"),
+    ]
+
+
+def test_earlier_summaries_are_never_kept_as_user_messages() -> None:
+    entries = [entry("summary", SUMMARY_PREFIX + "old"), entry("assistant", "a")]
+    assert [e.role for e in compaction.rebuild(entries, "s", 10_000)] == ["summary"]
+    assert compaction.rebuild(entries, "s", 10_000)[0].text == SUMMARY_PREFIX + "s"
+
+
+def test_kept_user_budget_scales_down_for_small_windows() -> None:
+    assert compaction.kept_user_budget(400_000) == 20_000
+    assert compaction.kept_user_budget(32_000) == 3_200
+    assert compaction.kept_user_budget(1_000) == 256
+
+
+def test_compaction_input_is_bounded_capped_and_keeps_the_newest() -> None:
+    entries = [entry("user", f"message {i} " + "word " * 3_000) for i in range(20)]
+    text = compaction.compaction_input(entries, budget=10_000, cap=2_000)
+    assert count_tokens(text) <= 10_000 + 500  # the cap and the markers, not whole messages
+    assert "message 19" in text and "message 0 " not in text
+    assert "older messages were left out" in text
+    assert "tokens trimmed" in text
+
+
+@pytest.mark.parametrize(
+    ("summary", "ok"),
+    [
+        (None, False),
+        ("", False),
+        ("ok", False),
+        ("I'm sorry, I can't help with that request at all.", False),
+        (SUMMARY, True),
+    ],
+)
+def test_usable(summary: str | None, ok: bool) -> None:
+    assert compaction.usable(summary) is ok
+
+
+def test_fallback_summary_holds_the_essentials() -> None:
+    entries = [entry("user", "rename greet to welcome"), entry("assistant", "Renamed it in app.py.")]
+    text = compaction.fallback_summary(entries, recent_files=[Path("app.py")], commands=["`pytest -q` → exit 0"])
+    for fact in ("rename greet to welcome", "app.py", "`pytest -q` → exit 0", "Renamed it in app.py."):
+        assert fact in text
+
+
+# -- scripted sessions ---------------------------------------------------------------------------------------
+
+
+def is_summary_request(messages: list[ModelMessage]) -> bool:
+    last = messages[-1]
+    return isinstance(last, ModelRequest) and "handoff summary" in (last.instructions or "")
+
+
+def responder(summary: Callable[[list[ModelMessage]], Response]) -> Callable[[list[ModelMessage]], Response]:
+    def respond(messages: list[ModelMessage]) -> Response:
+        return summary(messages) if is_summary_request(messages) else [Say("ok")]
+
+    return respond
+
+
+def small_session(script: Script, project: Path, settings: Settings, model: ModelInfo = SMALL) -> ConversationSession:
+    return open_session(settings, model, project, approver=None, mode="yolo", model_factory=script.factory())
+
+
+async def events_of(session: ConversationSession, prompt: str) -> list[Event]:
+    return [e async for e in session.stream(prompt)]
+
+
+def user_texts(messages: list[ModelMessage]) -> list[str]:
+    return [
+        str(p.content)
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, UserPromptPart)
+    ]
+
+
+async def test_a_long_session_compacts_past_the_threshold_and_remembers(project: Path, settings: Settings) -> None:
+    script = Script([], fallback=responder(lambda _m: [Say(SUMMARY)]))
+    session = small_session(script, project, settings)
+    await session.run("My lucky number is 42. Remember it.")
+    padding = "Here is some context about the parser. " * 120  # ~1,000 tokens a turn
+    compacted: list[ContextCompacted] = []
+    for i in range(8):
+        events = await events_of(session, f"turn {i}: {padding}")
+        compacted += [e for e in events if isinstance(e, ContextCompacted)]
+        usage = [e for e in events if isinstance(e, UsageUpdated)][-1]
+        assert usage.size == SMALL.context_limit
+        assert usage.used == session.context_used()
+    assert compacted, "the session never compacted"
+    first = compacted[0]
+    assert first.reason == "threshold" and not first.fallback
+    assert first.tokens_after < first.tokens_before
+    summary_requests = [r for r in script.requests if is_summary_request(r)]
+    assert "My lucky number is 42." in user_texts(summary_requests[0])[0]
+    # The next ordinary request carries the summary, not the old replies.
+    after = script.requests[script.requests.index(summary_requests[0]) + 1]
+    texts = user_texts(after)
+    assert any(t.startswith(SUMMARY_PREFIX) and "lucky number is 42" in t for t in texts)
+    assert all(c.tokens_after < compaction.DEFAULT_THRESHOLD * SMALL.context_limit for c in compacted)
+    for request in script.requests:
+        assert orphans(request) == []
+
+
+async def test_failing_summarizer_falls_back_and_the_turn_goes_on(project: Path, settings: Settings) -> None:
+    script = Script([], fallback=responder(lambda _m: [Fail(ModelHTTPError(500, "test:small", {"message": "down"}))]))
+    session = small_session(script, project, settings)
+    await session.run("please rename greet to welcome " + "x " * 4_000)
+    events = await events_of(session, "next step " + "y " * 100)
+    (done,) = [e for e in events if isinstance(e, ContextCompacted)]
+    assert done.fallback
+    assert "please rename greet to welcome" in done.summary
+    assert isinstance(events[-1], TurnEnded) and not events[-1].error
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "ok"
+
+
+async def test_junk_summary_is_replaced_by_the_fallback(project: Path, settings: Settings) -> None:
+    script = Script([], fallback=responder(lambda _m: [Say("ok")]))
+    session = small_session(script, project, settings)
+    await session.run("first request " + "x " * 2_500)
+    events = await events_of(session, "/compact")
+    (done,) = [e for e in events if isinstance(e, ContextCompacted)]
+    assert done.fallback and done.reason == "command"
+
+
+async def test_compact_command_uses_instructions_and_stays_out_of_the_history(
+    project: Path, settings: Settings
+) -> None:
+    script = Script([], fallback=responder(lambda _m: [Say(SUMMARY)]))
+    session = small_session(script, project, settings)
+    await session.run("remember the API notes")
+    events = await events_of(session, "/compact keep the API notes verbatim")
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == [
+        "TurnStarted",
+        "CompactionStarted",
+        "ContextCompacted",
+        "UsageUpdated",
+        "UsageUpdated",
+        "TurnEnded",
+    ]
+    assert "keep the API notes verbatim" in user_texts(script.requests[-1])[0]
+    assert [e.role for e in session.state.entries] == ["user", "summary"]
+    assert session.state.entries[0].text == "remember the API notes"
+
+
+async def test_compact_with_nothing_to_compact_says_so(project: Path, settings: Settings) -> None:
+    session = small_session(Script([]), project, settings)
+    result = await session.run("/compact")
+    assert result.text == "There is nothing to compact yet."
+
+
+async def test_provider_overflow_compacts_and_retries_once(project: Path, settings: Settings) -> None:
+    overflow = ModelHTTPError(
+        400, "test:small", {"message": "maximum context length exceeded", "code": "context_length_exceeded"}
+    )
+    script = Script([[Say("first answer")], [Fail(overflow)], [Say(SUMMARY)], [Say("recovered")]])
+    session = small_session(script, project, settings, ModelInfo("test:big", context_limit=1_000_000))
+    await session.run("hello")
+    events = await events_of(session, "another question")
+    started = [e for e in events if isinstance(e, CompactionStarted)]
+    assert [e.reason for e in started] == ["overflow"]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "recovered"
+    assert not any(isinstance(e, TurnFailed) for e in events)
+
+
+async def test_overflow_twice_ends_the_turn_with_a_clear_error(project: Path, settings: Settings) -> None:
+    overflow = ModelHTTPError(400, "test:small", {"message": "This model's maximum context length is 8192 tokens"})
+    script = Script([[Say("first answer")], [Fail(overflow)], [Say(SUMMARY)], [Fail(overflow)], [Say("fine again")]])
+    session = small_session(script, project, settings, ModelInfo("test:big", context_limit=1_000_000))
+    await session.run("hello")
+    result = await session.run("too big")
+    assert result.error is not None and "still too long" in result.error
+    assert (await session.run("small")).text == "fine again"
+
+
+async def test_no_orphan_tool_calls_in_any_request(project: Path, settings: Settings) -> None:
+    script = Script(
+        [
+            [Call("list_files", {}, "a"), Call("read_file", {"path": "src/app.py"}, "b")],
+            [Call("run_command", {"command": "echo hi"}, "c")],
+            [Say("done")],
+            [Say("second turn")],
+        ]
+    )
+    session = small_session(script, project, settings)
+    await session.run("explore")
+    await session.run("again")
+    assert len(script.requests) == 4
+    for request in script.requests:
+        assert orphans(request) == []
+    # Across turns the history is text: the second turn's request has no tool parts at all.
+    assert all(isinstance(m, ModelRequest | ModelResponse) for m in script.requests[3])
+    assert not any(p.part_kind in ("tool-call", "tool-return") for m in script.requests[3][:-1] for p in m.parts)

@@ -1,0 +1,73 @@
+"""The message sanitizer run before every model request."""
+
+from __future__ import annotations
+
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
+
+from codling.brain.sanitize import ABORTED, orphans, sanitize_messages
+
+
+def call(cid: str) -> ToolCallPart:
+    return ToolCallPart("read_file", {"path": "a"}, tool_call_id=cid)
+
+
+def result(cid: str) -> ToolReturnPart:
+    return ToolReturnPart("read_file", "text", tool_call_id=cid)
+
+
+def shape(messages: list[ModelRequest | ModelResponse]) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """Messages without timestamps: (kind, [(part kind, content or tool name, call id)])."""
+    out = []
+    for m in messages:
+        parts = [
+            (p.part_kind, str(getattr(p, "content", getattr(p, "tool_name", ""))), getattr(p, "tool_call_id", ""))
+            for p in m.parts
+        ]
+        out.append((m.kind, parts))
+    return out
+
+
+def test_well_formed_history_is_left_alone() -> None:
+    messages = [
+        ModelRequest(parts=[UserPromptPart("hi")]),
+        ModelResponse(parts=[TextPart("looking"), call("a")]),
+        ModelRequest(parts=[result("a")]),
+    ]
+    assert sanitize_messages(messages) == messages
+    assert orphans(messages) == []
+
+
+def test_a_call_without_result_gets_an_aborted_result() -> None:
+    messages = [
+        ModelRequest(parts=[UserPromptPart("hi")]),
+        ModelResponse(parts=[call("a"), call("b")]),
+        ModelRequest(parts=[result("a")]),
+    ]
+    assert orphans(messages) == ["call b has no result"]
+    cleaned = sanitize_messages(messages)
+    assert shape(cleaned[-1:]) == [("request", [("tool-return", "text", "a"), ("tool-return", ABORTED, "b")])]
+    assert orphans(cleaned) == []
+
+
+def test_a_result_without_its_call_is_dropped_and_empty_messages_go() -> None:
+    messages = [
+        ModelRequest(parts=[UserPromptPart("hi")]),
+        ModelResponse(parts=[TextPart("")]),
+        ModelRequest(parts=[result("ghost"), UserPromptPart("again")]),
+    ]
+    assert orphans(messages) == ["result ghost has no call"]
+    assert shape(sanitize_messages(messages)) == [
+        ("request", [("user-prompt", "hi", "")]),
+        ("request", [("user-prompt", "again", "")]),
+    ]
+
+
+def test_calls_followed_by_another_response_are_closed_in_between() -> None:
+    messages = [ModelResponse(parts=[call("a")]), ModelResponse(parts=[TextPart("next")])]
+    cleaned = sanitize_messages(messages)
+    assert shape(cleaned) == [
+        ("response", [("tool-call", "read_file", "a")]),
+        ("request", [("tool-return", ABORTED, "a")]),
+        ("response", [("text", "next", "")]),
+    ]
+    assert orphans(cleaned) == []
