@@ -1,0 +1,103 @@
+"""Context over ACP: usage updates, the /compact command, compaction shown as a tool call, and compacted
+sessions surviving load and resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from acp import PROTOCOL_VERSION, helpers
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+
+from codling.acp.server import CodlingAgent
+from codling.brain.state import SUMMARY_PREFIX
+from codling.config import Settings
+from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.scenarios import Say, Script
+
+MODEL_ID = "openai-chat:small-scripted"
+SUMMARY = "## Goal\nA parser.\n## User constraints and preferences\nThe user's lucky number is 42."
+
+
+def small_model_home(home: Path) -> Settings:
+    (home / "models.json").write_text(
+        json.dumps({"models": {MODEL_ID: {"context_limit": 8000, "max_output_tokens": 1000}}})
+    )
+    return Settings(home=home, mode="yolo", env={"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID})
+
+
+def respond(messages: list[ModelMessage]) -> list[Say]:
+    last = messages[-1]
+    if isinstance(last, ModelRequest) and "handoff summary" in (last.instructions or ""):
+        return [Say(SUMMARY)]
+    return [Say("ok")]
+
+
+def user_texts(messages: list[ModelMessage]) -> list[str]:
+    return [str(p.content) for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
+
+
+async def test_usage_commands_and_compaction_are_visible_and_survive_load(home: Path, project: Path) -> None:
+    settings = small_model_home(home)
+    script = Script([], fallback=respond)
+    agent = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
+    client = RecordingClient()
+    async with connected(agent, client) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        session = await conn.new_session(cwd=str(project))
+        sid = session.session_id
+        await client.wait_for("available_commands_update")
+        (commands,) = client.of_kind("available_commands_update")
+        assert [c.name for c in commands.available_commands] == ["compact"]
+        await conn.prompt(session_id=sid, prompt=[helpers.text_block("My lucky number is 42.")])
+        usage = client.of_kind("usage_update")
+        assert len(usage) == 1 and usage[0].size == 8000 and 0 < usage[0].used < 8000
+        for i in range(6):
+            await conn.prompt(session_id=sid, prompt=[helpers.text_block(f"part {i}: " + "context " * 900)])
+        titles = [u.title for u in client.of_kind("tool_call_update") if u.title]
+        assert titles and titles[0].startswith("Compacted context: ")
+        before, after = (
+            int(n.replace(",", ""))
+            for n in titles[0].removeprefix("Compacted context: ").removesuffix(" tokens").split(" → ")
+        )
+        assert after < before
+        starts = [u for u in client.of_kind("tool_call") if u.title.startswith("Compacting context")]
+        assert starts and starts[0].kind == "think"
+        await conn.prompt(session_id=sid, prompt=[helpers.text_block("/compact keep the number")])
+        assert "keep the number" in user_texts(script.requests[-1])[0]
+
+    records = [json.loads(line) for line in (home / "sessions" / sid / "history.jsonl").read_text().splitlines()]
+    compactions = [r for r in records if r["kind"] == "compaction"]
+    assert len(compactions) >= 2 and compactions[-1]["reason"] == "command"
+    # Every turn's execution summary is persisted with it; the /compact command turn has none.
+    starts = [r for r in records if r["kind"] == "turn_start"]
+    ends = [r for r in records if r["kind"] == "turn_end"]
+    assert len(starts) == len(ends) == 8
+    for start, end in zip(starts, ends, strict=True):
+        prompt = start["prompt"][0]["text"]
+        if prompt.startswith("/compact"):
+            assert end["summary"] is None
+        else:
+            assert (
+                end["summary"]["request"] == " ".join(prompt.split())[:300].rstrip(" …")
+                or prompt[:20] in end["summary"]["request"]
+            )
+
+    for method in ("load", "resume"):
+        later = Script([[Say("42")]])
+        fresh = CodlingAgent(settings_loader=lambda: settings, model_factory=later.factory(), warm_up=False)
+        replay_client = RecordingClient()
+        async with connected(fresh, replay_client) as conn:
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            if method == "load":
+                await conn.load_session(cwd=str(project), session_id=sid)
+                replayed = [u.title for u in replay_client.of_kind("tool_call_update") if u.title]
+                assert any(t.startswith("Compacted context") for t in replayed)
+            else:
+                await conn.resume_session(session_id=sid, cwd=str(project))
+            await conn.prompt(session_id=sid, prompt=[helpers.text_block("what is my lucky number?")])
+        texts = user_texts(later.requests[0])
+        summaries = [t for t in texts if t.startswith(SUMMARY_PREFIX)]
+        assert len(summaries) == 1 and "lucky number is 42" in summaries[0]
+        assert texts[-1] == "what is my lucky number?"
+        assert not any(t.startswith("part 0") for t in texts)  # compacted away
