@@ -78,10 +78,7 @@ async def test_usage_commands_and_compaction_are_visible_and_survive_load(home: 
         if prompt.startswith("/compact"):
             assert end["summary"] is None
         else:
-            assert (
-                end["summary"]["request"] == " ".join(prompt.split())[:300].rstrip(" …")
-                or prompt[:20] in end["summary"]["request"]
-            )
+            assert end["summary"]["request"].startswith(prompt[:20])
 
     for method in ("load", "resume"):
         later = Script([[Say("42")]])
