@@ -1,0 +1,75 @@
+"""The real provider path: a spawned `codling acp` recovers when the loopback server says the context overflowed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
+
+from codling.brain.state import SUMMARY_PREFIX
+from tests.e2e.test_acp_process import agent_env
+from tests.fakes.acp_client import RecordingClient
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, Usage, running_server
+
+SUMMARY = "## Goal\nShip the parser.\n## User constraints and preferences\nThe user's lucky number is 42."
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
+
+
+async def test_context_length_exceeded_compacts_retries_and_recovers(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    (home / "models.json").write_text(
+        json.dumps({"models": {"openai-chat:fake-model": {"context_limit": 64000, "max_output_tokens": 2000}}})
+    )
+    (home / "config.toml").write_text('mode = "yolo"\n')
+    server.enqueue(
+        Reply(text=["Noted."], usage=Usage(900, 5)),
+        ErrorReply.context_length_exceeded(),
+        Reply(text=[SUMMARY]),
+        Reply(text=["Your lucky number is 42."], usage=Usage(300, 8)),
+    )
+    client = RecordingClient()
+    async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=agent_env(home, server)) as (
+        conn,
+        process,
+    ):
+        await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
+        session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
+        sid = session.session_id
+        first = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[helpers.text_block("My lucky number is 42.")]), 30
+        )
+        assert first.stop_reason == "end_turn"
+        second = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[helpers.text_block("What is my lucky number?")]), 30
+        )
+        assert second.stop_reason == "end_turn"
+        process.terminate()
+    assert client.agent_text().endswith("Your lucky number is 42.")
+    assert "Error" not in client.agent_text()
+    titles = [u.title for u in client.of_kind("tool_call_update") if u.title]
+    assert len(titles) == 1 and titles[0].startswith("Compacted context:")
+    usage = client.of_kind("usage_update")
+    assert usage[-1].size == 64000
+
+    # What the provider received: the overflowing request, the summary request, then the retry built from the
+    # kept user message and the summary.
+    bodies = server.requests
+    assert len(bodies) == 4
+    summary_request = bodies[2]["messages"]
+    assert "handoff summary" in summary_request[0]["content"]
+    assert "My lucky number is 42." in summary_request[-1]["content"]
+    retry = [m["content"] for m in bodies[3]["messages"] if m["role"] == "user"]
+    assert retry[0] == "My lucky number is 42."
+    assert retry[1].startswith(SUMMARY_PREFIX) and "lucky number is 42" in retry[1]
+    assert retry[-1] == "What is my lucky number?"
