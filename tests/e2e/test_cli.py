@@ -92,6 +92,9 @@ def test_run_streams_reply_plain_when_piped(home: Path, project: Path, server: O
     assert result.stdout.strip() == "Hello from the model."
     assert "\x1b" not in result.stdout
     assert "read-only" in result.stderr  # stdin is not a terminal: it says which mode it uses
+    meter = next(line for line in result.stderr.splitlines() if line.startswith("context: "))
+    used = int(meter.split()[1].replace(",", ""))
+    assert 0 < used < 32_000 and " / 32,000 tokens (" in meter  # fake-model is in no catalog: 32k assumed
     assert server.requests[0]["messages"][-1]["content"] == "say hi"
 
 
