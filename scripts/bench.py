@@ -17,6 +17,12 @@ What it measures (see DESIGN.md §13):
 5. the session store: session/load of a 1,000-turn session until the replay is complete and session/list over
    1,000 sessions, both through an in-process agent on histories written by codling's own recorder; the time
    to append one record to a history.jsonl, and the records per second a HistoryRecorder writes.
+6. token accounting per turn in a ConversationSession (``_record_turn``: two HistoryEntry.of counting ~1.5k
+   tokens of new text, then ``context_used()``) with a 150k-token history, against a 15k-token one to show it does
+   not grow; and the ``state.messages()`` copy each request makes. The tokenizer is loaded before timing.
+7. compaction's work besides the model on a 200k-token history: ``compaction_input`` within ``input_budget`` for a
+   200k-context model with 32k output (and the transcript's real token count against that budget),
+   ``fallback_summary`` and ``rebuild``.
 
 Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this.
 """
@@ -30,6 +36,7 @@ import json
 import logging
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -83,12 +90,14 @@ class Config:
     list_runs: int
     appends: int
     recorder_turns: int
+    accounting_runs: int
+    compaction_runs: int
 
     @classmethod
     def make(cls, quick: bool) -> Config:
         if quick:
-            return cls(True, 5, 3, 10, 60, 60, 20_000, 2_000, 2, 2, 5, 1_000, 100)
-        return cls(False, 15, 7, 20, 300, 300, 20_000, 5_000, 5, 7, 15, 5_000, 500)
+            return cls(True, 5, 3, 10, 60, 60, 20_000, 2_000, 2, 2, 5, 1_000, 100, 100, 3)
+        return cls(False, 15, 7, 20, 300, 300, 20_000, 5_000, 5, 7, 15, 5_000, 500, 300, 9)
 
 
 # --- results -----------------------------------------------------------------------------------------------
@@ -728,6 +737,8 @@ async def time_load(home: Path, project: Path, session_id: str, turns: int) -> L
         await rpc(conn.close_session(session_id=session_id), "session/close")
     kinds: dict[str, int] = {}
     for _, update in client.updates:
+        if update.session_update == "available_commands_update":
+            continue  # session metadata sent after the response, not part of the replay
         kinds[update.session_update] = kinds.get(update.session_update, 0) + 1
     if kinds != {kind: per_turn * turns for kind, per_turn in UPDATES_PER_TURN.items()}:
         raise RuntimeError(f"replay sent {len(client.updates):,} updates ({kinds}), expected {expected:,}")
@@ -920,6 +931,301 @@ async def bench_append(config: Config) -> list[Row]:
     ]
 
 
+# --- 6: context accounting and compaction ------------------------------------------------------------------
+
+
+ACCOUNTING_HISTORIES = (15_000, 150_000)
+"""History sizes (tokens) at which the per-turn accounting is timed; the cost must not grow between them."""
+ACCOUNTING_LIMIT = 400_000
+"""The context limit of the accounting sessions' model (large enough that 150k tokens need no compaction)."""
+COMPACTION_HISTORY = 200_000
+COMPACTION_LIMIT = 200_000
+COMPACTION_MAX_OUTPUT = 32_000
+
+_IDENTIFIERS = (
+    "parse_config",
+    "load_settings",
+    "history_entry",
+    "token_budget",
+    "render_table",
+    "session_id",
+    "read_lines",
+    "apply_patch",
+    "retry_after",
+    "user_prompt",
+    "WorkspaceError",
+    "resolve_path",
+    "max_retries",
+    "cache_dir",
+    "encode_batch",
+    "TimeoutError",
+    "flush_buffer",
+    "schema_version",
+)
+
+
+def code(seed: int, lines: int) -> str:
+    """Python-looking code with varied identifiers, numbers and strings (about 12 tokens a line)."""
+    out: list[str] = []
+    for i in range(lines):
+        a = _IDENTIFIERS[(seed + i) % len(_IDENTIFIERS)]
+        b = _IDENTIFIERS[(seed * 3 + i * 5) % len(_IDENTIFIERS)]
+        match i % 6:
+            case 0:
+                out.append(f"def {a}_{(seed + i) % 97}({b}: dict[str, int], limit: int = {(seed * 7 + i) % 1000}):")
+            case 1:
+                out.append(f'    """Return the {b} entries of {a} that fit within ``limit``."""')
+            case 2:
+                out.append(f"    found = [k for k, v in {b}.items() if v <= limit and k.startswith('{a[:4]}')]")
+            case 3:
+                out.append(f"    if not found:  # see issue #{(seed * 13 + i) % 5000}")
+            case 4:
+                out.append(f'        raise ValueError(f"no {a} under {{limit}} in {{{b}!r}}")')
+            case _:
+                out.append(f"    return sorted(found, key={b}.get)\n")
+    return "\n".join(out)
+
+
+def log_output(seed: int, lines: int) -> str:
+    """Test-run / traceback output as a user pastes it (paths, line numbers, assertion messages)."""
+    out: list[str] = []
+    for i in range(lines):
+        a = _IDENTIFIERS[(seed + 2 * i) % len(_IDENTIFIERS)]
+        b = _IDENTIFIERS[(seed + 5 * i) % len(_IDENTIFIERS)]
+        match i % 4:
+            case 0:
+                out.append(f"src/codling/{a}.py:{(seed * 31 + i) % 900 + 10}: in {b}")
+            case 1:
+                out.append(f"    result = {b}({a}, timeout={(seed + i) % 60}.0)")
+            case 2:
+                out.append(f"E   AssertionError: expected {(seed * 17 + i) % 10_000} entries, got {(seed + i) % 9_999}")
+            case _:
+                seconds = 0.01 * (i % 300)
+                out.append(f"FAILED tests/unit/test_{a}.py::test_{b}_{i % 40} - AssertionError ({seconds:.2f}s)")
+    return "\n".join(out)
+
+
+def turn_log(n: int, project: Path) -> Any:
+    """A realistic finished turn (about 1,500 tokens of history text): a prompt (every fourth with a pasted
+    log), reply prose, three tool calls (read, edit, command) and a code block with more prose."""
+    from codling.brain.events import TextDelta
+    from codling.brain.turns import TurnLog
+
+    turn = f"turn-{n:05}"
+    request = prose(n, 250 + 150 * (n % 3))
+    if n % 4 == 0:
+        request += "\n\nThe test run says:\n```\n" + log_output(n, 12) + "\n```"
+    log_ = TurnLog(n + 1, request)
+    log_.apply(TextDelta(turn, prose(n + 1, 1_000) + "\n\n"))
+    for k in range(3):
+        for event in tool_events(3 * n + k, turn, project):
+            log_.apply(event)
+    block = f"Here is the change:\n\n```python\n{code(n, 36)}\n```\n\n{prose(n + 2, 1_200)}"
+    log_.apply(TextDelta(turn, block))
+    return log_
+
+
+async def history_session(root: Path, tokens: int) -> Any:
+    """A ConversationSession on the scripted model after one real turn (so its system prompt is counted), its
+    history then filled through ``_record_turn`` with realistic turns until it holds at least ``tokens``."""
+    from codling.brain.factory import open_session
+    from codling.config import Settings
+    from codling.llm.catalog import ModelInfo
+    from codling.llm.tokens import count_tokens
+
+    home, project = root / "home", root / "project"
+    home.mkdir(parents=True)
+    project.mkdir()
+    settings = Settings(home=home, env={"CODLING_HOME": str(home)})
+    model = ModelInfo(STORE_MODEL, context_limit=ACCOUNTING_LIMIT, max_output_tokens=COMPACTION_MAX_OUTPUT)
+    factory = ok_model().factory()
+    session = open_session(settings, model, project, approver=None, mode="yolo", model_factory=factory)
+    if (await session.run("hi")).text != "ok":
+        raise RuntimeError("the warm-up turn did not answer ok")
+    n = 0
+    while session.state.history_tokens < tokens:
+        session._record_turn(turn_log(n, project), None)
+        n += 1
+    if sum(count_tokens(e.text) for e in session.state.entries) != session.state.history_tokens:
+        raise RuntimeError("the running token total differs from a recount of the history")
+    return session
+
+
+@dataclass
+class AccountingTimes:
+    """Seconds per turn of accounting, per history size; and the tokens each sample added."""
+
+    samples: dict[int, list[float]] = field(default_factory=dict)
+    added: list[int] = field(default_factory=list)
+
+
+def time_accounting(sessions: dict[int, Any], logs: Sequence[Any], runs: int) -> AccountingTimes:
+    """``_record_turn`` (two HistoryEntry.of: count, append) plus ``context_used()``, per sample; the sessions
+    alternate (so both see the same machine load) and each is rolled back after every sample (not timed)."""
+    from codling.llm.tokens import count_tokens
+
+    expected = [count_tokens(log_.user_text) + count_tokens(log_.reply()) for log_ in logs]
+    times = AccountingTimes({size: [] for size in sessions})
+    order = list(sessions.items())
+    for i in range(runs):
+        log_ = logs[i % len(logs)]
+        for size, session in order if i % 2 == 0 else reversed(order):
+            state = session.state
+            kept, tokens, turns = list(state.entries), state.history_tokens, state.turn_count
+            reported = state.reported_input_tokens
+            start = time.perf_counter()
+            session._record_turn(log_, None)
+            used = session.context_used()
+            times.samples[size].append(time.perf_counter() - start)
+            added = state.history_tokens - tokens
+            if added != expected[i % len(logs)] or used < state.history_tokens:
+                raise RuntimeError(f"the turn added {added:,} tokens (expected {expected[i % len(logs)]:,})")
+            times.added.append(added)
+            state.replace_history(kept)  # back to the measured size
+            state.turn_count, state.reported_input_tokens = turns, reported
+    return times
+
+
+def time_messages_copy(session: Any, runs: int, batch: int = 20) -> list[float]:
+    """Seconds per ``state.messages()`` (the list copy each request makes), timed in batches."""
+    samples: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        for _ in range(batch):
+            session.state.messages()
+        samples.append((time.perf_counter() - start) / batch)
+    return samples
+
+
+def fine_ms(seconds: float) -> str:
+    """Seconds as milliseconds with three decimals."""
+    return f"{seconds * 1000:.3f} ms"
+
+
+async def bench_accounting(config: Config) -> list[Row]:
+    """Per-turn token accounting in a ConversationSession at two history sizes, and the per-request copy."""
+    from codling.llm.tokens import warm_up
+
+    runs = config.accounting_runs
+    sizes = ", ".join(f"{s:,}" for s in ACCOUNTING_HISTORIES)
+    progress(f"token accounting: histories of {sizes} tokens, {runs} turns at each")
+    warm_up()  # the tokenizer's first-use load is not what a turn costs
+    with tempfile.TemporaryDirectory(prefix="codling-bench-") as tmp:
+        sessions = {s: await history_session(Path(tmp) / f"s{s}", s) for s in ACCOUNTING_HISTORIES}
+        logs = [turn_log(10_000 + k, Path(tmp)) for k in range(20)]  # new turns, not in either history
+        time_accounting(sessions, logs[:5], 20)  # warm-up, not counted
+        times = time_accounting(sessions, logs, runs)
+        big = sessions[ACCOUNTING_HISTORIES[-1]]
+        copies = time_messages_copy(big, runs)
+    small_size, big_size = ACCOUNTING_HISTORIES[0], ACCOUNTING_HISTORIES[-1]
+    small, large = median(times.samples[small_size]), median(times.samples[big_size])
+    growth = large / small
+    state = big.state
+    added = median(times.added)
+    return [
+        Row(
+            f"token accounting per turn, {state.history_tokens:,}-token history (median)",
+            fine_ms(large),
+            "≤ 5 ms",
+            large <= 0.005,
+        ),
+        Row("  p95", fine_ms(p95(times.samples[big_size]))),
+        Row(
+            f"  same, {sessions[small_size].state.history_tokens:,}-token history (median)",
+            fine_ms(small),
+        ),
+        Row("  growth with the history (150k median / 15k median)", f"{growth:.2f}×", "≤ 1.25× (flat)", growth <= 1.25),
+        Row("  new text counted per turn (median)", f"{added:,.0f} tokens in 2 entries"),
+        Row(
+            f"  state.messages() copy per request, {len(state.entries)} messages (median)",
+            f"{median(copies) * 1e6:.1f} µs",
+        ),
+    ]
+
+
+def long_history(tokens: int, project: Path) -> list[Any]:
+    """About ``tokens`` tokens of history: an earlier summary, then realistic turns; every tenth prompt carries a
+    pasted log and every eighth reply a whole module (2k–10k tokens each: the per-message cap applies)."""
+    from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+
+    entries = [HistoryEntry.of("summary", SUMMARY_PREFIX + "## Goal\n" + prose(1, 3_000))]
+    total, n = entries[0].tokens, 0
+    while total < tokens:
+        log_ = turn_log(n, project)
+        request, reply = log_.user_text, log_.reply()
+        if n % 10 == 4:
+            request += "\n\nFull output:\n```\n" + log_output(n, 120 + 37 * n % 480) + "\n```"
+        if n % 8 == 3:
+            reply += "\n\nThe whole module now reads:\n```python\n" + code(n, 150 + 53 * n % 450) + "\n```"
+        for entry in (HistoryEntry.of("user", request), HistoryEntry.of("assistant", reply)):
+            entries.append(entry)
+            total += entry.tokens
+        n += 1
+    return entries
+
+
+def timed(work: Callable[[], T], runs: int) -> tuple[list[float], T]:
+    """Seconds per call of ``work`` over ``runs`` calls after one not counted, and the last result."""
+    result = work()
+    samples: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = work()
+        samples.append(time.perf_counter() - start)
+    return samples, result
+
+
+async def bench_compaction(config: Config) -> list[Row]:
+    """The non-model work of a compaction on a 200k-token history: the summarizer's input, the fallback
+    summary and the rebuilt history."""
+    from codling.brain import compaction
+    from codling.llm.tokens import count_tokens, warm_up
+
+    runs = config.compaction_runs
+    progress(f"compaction: a {COMPACTION_HISTORY:,}-token history, {runs} runs of each step")
+    warm_up()
+    project = Path("/work/project")
+    entries = long_history(COMPACTION_HISTORY, project)
+    total = sum(e.tokens for e in entries)
+    capped = sum(1 for e in entries if e.tokens > compaction.MESSAGE_CAP_TOKENS)
+    budget = compaction.input_budget(COMPACTION_LIMIT, COMPACTION_MAX_OUTPUT)
+    inputs, transcript = timed(lambda: compaction.compaction_input(entries, budget), runs)
+    used = count_tokens(transcript)
+    left_out = re.match(r"\[(\d+) older messages were left out", transcript)
+    dropped = int(left_out.group(1)) if left_out else 0
+    files = [project / f"src/module_{i}.py" for i in range(10)]
+    commands = [f"`pytest -q tests/test_module_{i}.py` → exit {i % 2}" for i in range(6)]
+    fallbacks, summary = timed(
+        lambda: compaction.fallback_summary(entries, recent_files=files, commands=commands), runs
+    )
+    user_budget = compaction.kept_user_budget(COMPACTION_LIMIT)
+    rebuilds, rebuilt = timed(lambda: compaction.rebuild(entries, summary, user_budget), runs)
+    took = median(inputs)
+    return [
+        Row(
+            f"compaction input, {total:,}-token history, {len(entries)} messages (median)",
+            ms(took),
+            "≤ 100 ms",
+            took <= 0.1,
+        ),
+        Row(
+            f"  transcript tokens, budget input_budget({COMPACTION_LIMIT:,}, {COMPACTION_MAX_OUTPUT:,})",
+            f"{used:,} of {budget:,}",
+            "≤ budget",
+            used <= budget,
+        ),
+        Row(
+            f"  messages over the {compaction.MESSAGE_CAP_TOKENS:,}-token cap / kept / left out",
+            f"{capped} / {len(entries) - dropped} / {dropped}",
+        ),
+        Row("  fallback_summary (median)", fine_ms(median(fallbacks))),
+        Row(
+            f"  rebuild, {user_budget:,}-token user budget, {len(rebuilt)} entries kept (median)",
+            fine_ms(median(rebuilds)),
+        ),
+    ]
+
+
 # --- driver ------------------------------------------------------------------------------------------------
 
 
@@ -954,6 +1260,8 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("session/load", lambda: bench_session_load(config))
         rows += await guarded("session/list", lambda: bench_session_list(config))
         rows += await guarded("history append", lambda: bench_append(config))
+        rows += await guarded("token accounting", lambda: bench_accounting(config))
+        rows += await guarded("compaction", lambda: bench_compaction(config))
     return rows
 
 
