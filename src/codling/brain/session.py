@@ -12,6 +12,7 @@ overflowed (then the request is retried once), the history is compacted (``brain
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -39,16 +40,16 @@ from codling.brain.events import (
 )
 from codling.brain.prompt import PromptBlock, TextBlock, prompt_summary, render_prompt, system_prompt, turn_context
 from codling.brain.state import HistoryEntry, SessionState
-from codling.brain.summaries import build_turn_summary, update_recent_files
+from codling.brain.summaries import build_turn_summary, summarize_tool_call, update_recent_files
 from codling.brain.turns import (
     Ending,
     TurnLog,
     args_dict,
+    command_of,
     describe_failure,
     is_command_turn,
     is_context_overflow,
     is_expected_failure,
-    parse_command,
     stop_reason,
     tool_finished,
 )
@@ -56,6 +57,7 @@ from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
+from codling.tools.ports import Approver, Decision, PermissionRequest
 from codling.tools.toolset import ToolDeps, build_toolset, describe_call
 
 if TYPE_CHECKING:
@@ -74,6 +76,9 @@ TOOL_RETRIES = 3
 
 TOOL_SCHEMA_TOKENS = 1_500
 """An estimate of what the tool definitions add to every request."""
+
+OUTPUT_MARGIN_TOKENS = 1_000
+MIN_OUTPUT_TOKENS = 1_024
 
 SUMMARY_TIMEOUT = 180.0
 """Seconds the summarizer may take before the deterministic fallback is used."""
@@ -142,6 +147,11 @@ class ConversationSession:
         self._system_tokens = 0
         self._task: asyncio.Task[None] | None = None
         self._cancel_requested = False
+        self._turn_started = False
+        self._emit: Callable[[Any], None] | None = None
+        self._consumer_done: asyncio.Event | None = None
+        if deps.permissions.approver is not None:
+            deps.permissions.approver = _DeliveredFirst(deps.permissions.approver, self._delivered)
 
     # -- configuration -------------------------------------------------------------------------------------
 
@@ -167,17 +177,32 @@ class ConversationSession:
         return self._task is not None and not self._task.done()
 
     async def stop(self) -> None:
-        """Cancel the running turn, if any, and wait until it has ended."""
+        """Cancel the running turn, if any, and wait until it has ended and its last event was delivered."""
         if self._task is not None and not self._task.done():
             self.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self._consumer_done is not None:
+            # The stream's consumer still has to hand the turn's last events to the observers (the recorder).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._consumer_done.wait(), 10)
 
     def cancel(self) -> None:
         """Stop the running turn (and its tools); it ends with stop reason ``cancelled``."""
         if self.running:
             assert self._task is not None
             self._cancel_requested = True
-            self._task.cancel()
+            # A turn that has not started yet sees the flag when it does; cancelling its task now would
+            # kill it before it could say that it ended.
+            if self._turn_started:
+                self._task.cancel()
+
+    async def _delivered(self) -> None:
+        """Wait until every event emitted so far has been handed to the observers (see ``_DeliveredFirst``)."""
+        if self._emit is None:
+            return
+        barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._emit(_Barrier(barrier))
+        await barrier
 
     # -- context accounting --------------------------------------------------------------------------------
 
@@ -230,10 +255,19 @@ class ConversationSession:
         blocks = (TextBlock(prompt),) if isinstance(prompt, str) else prompt
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._cancel_requested = False
+        self._turn_started = False
+        self._emit = queue.put_nowait
+        self._consumer_done = consumer_done = asyncio.Event()
         self._task = asyncio.create_task(self._turn(blocks, queue.put_nowait))
+        # Whatever way the task ends, the stream ends too (the turn itself emits _DONE after TurnEnded).
+        self._task.add_done_callback(lambda _task: queue.put_nowait(_DONE))
         coalescer = TextCoalescer(queue, window=self.options.merge_window, max_chars=self.options.max_chunk_chars)
         try:
             while (item := await coalescer.next()) is not _DONE:
+                if isinstance(item, _Barrier):
+                    if not item.future.done():
+                        item.future.set_result(None)
+                    continue
                 for observer in list(self._observers):
                     await observer(item)
                 yield item
@@ -242,6 +276,7 @@ class ConversationSession:
                 self._cancel_requested = True
                 self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+            consumer_done.set()
 
     def restore(self, events: Iterable[Event]) -> None:
         """Rebuild the state from a recorded event stream (e.g. read back from history.jsonl).
@@ -308,21 +343,26 @@ class ConversationSession:
             emit(event)
 
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
-        command = parse_command(user_text) if len(blocks) == 1 else None
+        command = command_of(blocks)
         stop: StopReason = "end_turn"
         usage = Usage()
         ending: Ending | None = None
+        self._turn_started = True
         try:
+            if self._cancel_requested:
+                raise asyncio.CancelledError  # cancelled before the turn could start
             self._get_agent()  # the system prompt's size is part of the context estimate
             if command is not None:
                 await self._compact(turn_id, send, "command", command[1] or None)
             else:
-                stop, usage = await self._model_turn(turn_id, user_text, send)
+                stop, usage = await self._model_turn(turn_id, user_text, send, log_)
         except asyncio.CancelledError:
             if not self._cancel_requested:
                 raise
             stop, ending = "cancelled", "cancelled"
             self._close_open_calls(turn_id, log_, "aborted: the user cancelled the turn", send)
+            # A cancel may land after the turn caught its last exception; nothing below may be cut short.
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except Exception as e:
             self._close_open_calls(turn_id, log_, "aborted: the turn failed", send)
             send(TurnFailed(turn_id, describe_failure(e)))
@@ -330,7 +370,12 @@ class ConversationSession:
                 log.exception("turn %s failed", turn_id)
         summary = None
         if command is None:
+            first_input = self.state.reported_input_tokens
             self._record_turn(log_, ending)
+            if first_input:
+                # The provider counted this turn's first request (history + prompt); the reply is what the
+                # history gained since. Later requests of the turn also held tool outputs the history drops.
+                self.state.reported_input_tokens = first_input + self.state.entries[-1].tokens
             summary = build_turn_summary(log_.turn_number, log_.events)
             self.state.remember_turn(summary)
         send(self._usage_event(turn_id))
@@ -338,7 +383,7 @@ class ConversationSession:
         emit(_DONE)
 
     async def _model_turn(
-        self, turn_id: str, user_text: str, send: Callable[[Event], None]
+        self, turn_id: str, user_text: str, send: Callable[[Event], None], log_: TurnLog
     ) -> tuple[StopReason, Usage]:
         """Run the prompt; compact first past the threshold, and once more (then retry) on a context overflow."""
         limit = self.state.model.context_limit
@@ -351,8 +396,15 @@ class ConversationSession:
                 raise
             log.info("context overflow reported by the provider; compacting and retrying once")
         await self._compact(turn_id, send, "overflow")
+        retry_text = user_text
+        if done := [summarize_tool_call(s, log_.finished.get(cid)) for cid, s in log_.calls.items()]:
+            # Tools already ran in this turn: say so, so the retried request does not redo their side effects.
+            retry_text += (
+                "\n\n[Before the context overflowed, this turn already did:\n" + "\n".join(done) + "\n"
+                "Do not repeat those steps; continue from there.]"
+            )
         try:
-            return await self._drive(turn_id, user_text, send)
+            return await self._drive(turn_id, retry_text, send)
         except Exception as e:
             if is_context_overflow(e):
                 raise SessionError(
@@ -378,7 +430,11 @@ class ConversationSession:
         from pydantic_ai.usage import UsageLimits
 
         agent = self._get_agent()
-        settings: ModelSettings = {"max_tokens": self.state.model.max_output_tokens}
+        model = self.state.model
+        # Some providers reject input + max_tokens above the window: leave the answer only the room there is.
+        room = model.context_limit - self.context_used() - count_tokens(user_text) - OUTPUT_MARGIN_TOKENS
+        settings: ModelSettings = {"max_tokens": max(MIN_OUTPUT_TOKENS, min(model.max_output_tokens, room))}
+        first_response = True
         if self.state.model.thinking:
             settings["thinking"] = True
         limits = UsageLimits(request_limit=self.options.max_requests_per_turn)
@@ -411,7 +467,9 @@ class ConversationSession:
                                         send(ThoughtDelta(turn_id, delta.content_delta))
                         response = events.response
                         stop = stop_reason(response.finish_reason)
-                        self.state.reported_input_tokens = response.usage.input_tokens
+                        if first_response and response.usage.input_tokens:
+                            self.state.reported_input_tokens = response.usage.input_tokens
+                        first_response = False
                     elif Agent.is_call_tools_node(node):
                         async with node.stream(run.ctx) as tool_events:
                             async for ev in tool_events:
@@ -468,8 +526,12 @@ class ConversationSession:
         )
         summary: str | None = None
         try:
-            summary = await asyncio.wait_for(self._summarize(transcript, instructions), SUMMARY_TIMEOUT)
-        except Exception as e:  # any failure of the summarizer means the deterministic fallback
+            async with asyncio.timeout(SUMMARY_TIMEOUT):
+                summary = await self._summarize(transcript, instructions)
+        except asyncio.CancelledError:
+            send(ToolCallFinished(turn_id, call_id, "compact", "failed", "cancelled: the history was not compacted"))
+            raise
+        except Exception as e:  # any failure of the summarizer (or its timeout) means the deterministic fallback
             log.warning("compaction summary failed (%s: %s); using the fallback", type(e).__name__, e)
         fallback = not compaction.usable(summary)
         if fallback or summary is None:
@@ -501,3 +563,24 @@ def _as_compaction(event: ContextCompacted) -> compaction.Compaction:
     return compaction.Compaction(
         event.summary, event.kept_user_messages, event.tokens_before, event.tokens_after, event.fallback
     )
+
+
+@dataclass(frozen=True)
+class _Barrier:
+    """A marker in the event queue: resolved once every event before it has reached the observers."""
+
+    future: asyncio.Future[None]
+
+
+class _DeliveredFirst:
+    """An approver that first lets every event so far reach the observers, so a client hears of a tool call
+    (its title, its diff) before it is asked to allow it."""
+
+    def __init__(self, inner: Approver, delivered: Callable[[], Awaitable[None]]) -> None:
+        self._inner = inner
+        self._delivered = delivered
+
+    async def ask(self, request: PermissionRequest) -> Decision:
+        """Wait for delivery, then ask the wrapped approver."""
+        await self._delivered()
+        return await self._inner.ask(request)

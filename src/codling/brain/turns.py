@@ -15,6 +15,7 @@ from codling.brain.events import (
     TurnFailed,
     TurnStarted,
 )
+from codling.brain.prompt import PromptBlock, TextBlock
 from codling.brain.summaries import summarize_tool_call
 from codling.tools.base import ToolReport
 
@@ -83,9 +84,16 @@ class TurnLog:
         return "\n\n".join(p for p in parts if p) or "(no reply)"
 
 
+def command_of(blocks: tuple[PromptBlock, ...]) -> tuple[str, str] | None:
+    """The slash command a prompt consists of: a single text block such as "/compact keep the API notes"."""
+    if len(blocks) != 1 or not isinstance(blocks[0], TextBlock):
+        return None
+    return parse_command(blocks[0].text)
+
+
 def is_command_turn(event: TurnStarted) -> bool:
     """Whether a recorded turn was a slash command (kept out of the text history)."""
-    return parse_command(event.prompt) is not None
+    return command_of(event.blocks or (TextBlock(event.prompt),)) is not None
 
 
 def args_dict(part: Any) -> dict[str, Any]:
