@@ -290,3 +290,28 @@ async def test_additional_directories_are_part_of_the_workspace(start, project: 
     (update,) = h.client.of_kind("tool_call_update")
     assert update.status == "completed"
     assert "VALUE = 42" in update.content[0].content.text
+
+
+async def test_cancel_sent_right_after_the_prompt_is_answered(start) -> None:  # type: ignore[no-untyped-def]
+    script = Script([], fallback=lambda _messages: [Say("later")])
+    async with start(script) as h:
+        sid = await h.new()
+        prompt = asyncio.create_task(h.say(sid, "go"))
+        await asyncio.sleep(0)  # the prompt request is on its way; cancel before the turn can start
+        await h.conn.cancel(session_id=sid)
+        assert await asyncio.wait_for(prompt, 5) == "cancelled"
+        assert await asyncio.wait_for(h.say(sid, "again"), 5) == "end_turn"
+    assert len(script.requests) == 1  # the cancelled turn never reached the model
+
+
+async def test_the_client_hears_of_a_tool_call_before_it_is_asked_to_allow_it(start, project: Path) -> None:  # type: ignore[no-untyped-def]
+    script = Script(
+        [[Say("Let me fix it."), Call("write_file", {"path": "new.txt", "content": "x"}, "w1")], [Say("ok")]]
+    )
+    async with start(script, RecordingClient(answers=["allow_once"])) as h:
+        sid = await h.new()
+        await h.say(sid, "write")
+    (request,) = h.client.permissions
+    before = [u for _, u in h.client.updates[: request.updates_before]]
+    assert any(u.session_update == "tool_call" and u.tool_call_id == "w1" for u in before)
+    assert any(u.session_update == "agent_message_chunk" for u in before)

@@ -160,3 +160,12 @@ async def test_mode_changes_are_recorded_and_restored(agent, project: Path, home
     async with agent(Script([])) as (conn, _):
         loaded = await conn.load_session(cwd=str(project), session_id=session.session_id)
     assert loaded.modes is not None and loaded.modes.current_mode_id == "read-only"
+
+
+async def test_list_matches_a_cwd_given_through_a_symlink(agent, project: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    link = tmp_path / "link-to-project"
+    link.symlink_to(project)
+    async with agent(Script([])) as (conn, _):
+        session = await conn.new_session(cwd=str(link))
+        listed = await conn.list_sessions(cwd=str(link))
+    assert [s.session_id for s in listed.sessions] == [session.session_id]

@@ -34,6 +34,8 @@ class PermissionCall:
     session_id: str
     tool_call: ToolCallUpdate
     options: list[PermissionOption]
+    updates_before: int = 0
+    """How many session/update notifications the client had received when the request arrived."""
 
 
 @dataclass
@@ -56,7 +58,7 @@ class RecordingClient:
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
     ) -> RequestPermissionResponse:
-        self.permissions.append(PermissionCall(session_id, tool_call, options))
+        self.permissions.append(PermissionCall(session_id, tool_call, options, len(self.updates)))
         answer = self.answers.pop(0) if self.answers else "reject"
         if answer is None:
             await self.release.wait()

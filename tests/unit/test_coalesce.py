@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from codling.brain.coalesce import TextCoalescer
-from codling.brain.events import Event, TextDelta, ToolCallFinished
+from codling.brain.events import Event, TextDelta, ThoughtDelta, ToolCallFinished
 from codling.brain.factory import open_session
 from codling.brain.session import SessionOptions
 from codling.config import Settings
@@ -90,3 +90,15 @@ async def test_session_delivers_fewer_larger_deltas_without_losing_text(project:
     assert texts[0] == "w0 "  # delivered before the rest was produced
     assert "".join(texts) == "".join(chunks)
     assert len(texts) < len(chunks) / 5
+
+
+async def test_thoughts_merge_too_and_text_after_thoughts_is_not_held() -> None:
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    coalescer = TextCoalescer(queue, window=0.2, max_chars=100)
+    for piece in ("let ", "me ", "see"):
+        queue.put_nowait(ThoughtDelta(T, piece))
+    assert await coalescer.next() == ThoughtDelta(T, "let me see")
+    queue.put_nowait(TextDelta(T, "Answer"))
+    started = time.monotonic()
+    assert await coalescer.next() == TextDelta(T, "Answer")
+    assert time.monotonic() - started < 0.05  # a new run of text: not held for the 200 ms window

@@ -225,3 +225,30 @@ def test_delete_removes_only_that_session(tmp_path: Path) -> None:
     assert [s.session_id for s in store.list()] == ["s2"]
     with pytest.raises(UnknownSessionError):
         store.delete("s1")
+
+
+async def test_secrets_that_json_escapes_are_redacted_too(tmp_path: Path) -> None:
+    secrets = ['pass"word\\with-quote', "tab\tseparated-secret"]
+    redact = Redactor.from_env({"DB_PASSWORD": secrets[0], "API_TOKEN": secrets[1]})
+    path = tmp_path / "history.jsonl"
+    events: list[Event] = [
+        TurnStarted(T, "x", False, STARTED, (TextBlock(f"{secrets[0]} and {secrets[1]}"),)),
+        TurnEnded(T, "end_turn"),
+    ]
+    await record(path, events, redact)
+    text = path.read_text()
+    assert text.count("[redacted]") == 2
+    for secret in secrets:
+        assert json.dumps(secret)[1:-1] not in text and secret not in text
+
+
+async def test_text_with_lone_surrogates_is_still_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    bad_name = "caf\udce9.txt"  # a file name that is not UTF-8, as os.listdir returns it
+    events: list[Event] = [
+        TurnStarted(T, "x", False, STARTED, (TextBlock("x"),)),
+        TextDelta(T, bad_name),
+        TurnEnded(T, "end_turn"),
+    ]
+    await record(path, events)
+    assert [type(e) for e in read_history(path).events] == [TurnStarted, TextDelta, TurnEnded]

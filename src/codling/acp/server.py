@@ -265,7 +265,7 @@ class CodlingAgent:
             start = int(cursor) if cursor else 0
         except ValueError as e:
             raise RequestError.invalid_params({"cursor": cursor, "message": "not a cursor codling gave out"}) from e
-        found = store.list(Path(cwd) if cwd else None)
+        found = store.list(Path(cwd).resolve() if cwd else None)
         page = found[start : start + LIST_PAGE_SIZE]
         more = start + LIST_PAGE_SIZE < len(found)
         return ListSessionsResponse(
@@ -396,12 +396,19 @@ class CodlingAgent:
         from codling.brain.events import StopReason, TurnEnded
 
         session = self._session(session_id)
-        if session.brain.running:
+        if session.brain.running or session.preparing_prompt:
             raise RequestError.invalid_request({"message": "a prompt is already running in this session"})
-        deps = session.brain.deps
-        blocks, notes = await to_prompt(prompt, deps.workspace, deps.fs)
-        for note in notes:
-            await self.client.session_update(session_id=session_id, update=helpers.update_agent_message_text(note))
+        session.preparing_prompt, session.cancel_pending = True, False
+        try:
+            deps = session.brain.deps
+            blocks, notes = await to_prompt(prompt, deps.workspace, deps.fs)
+            for note in notes:
+                update = helpers.update_agent_message_text(note)
+                await self.client.session_update(session_id=session_id, update=update)
+        finally:
+            session.preparing_prompt = False
+        if session.cancel_pending:
+            return PromptResponse(stop_reason="cancelled")
         stop_reason: StopReason = "end_turn"
         async for event in session.brain.stream(blocks):
             if isinstance(event, TurnEnded):
@@ -412,7 +419,7 @@ class CodlingAgent:
         """Stop the session's running turn; its prompt request answers ``cancelled``."""
         session = self._sessions.get(session_id)
         if session is not None:
-            session.brain.cancel()
+            session.cancel()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """No extension methods are implemented."""

@@ -1,4 +1,5 @@
-"""Coalescing of streamed text: fewer, larger text deltas when the model is fast, never a later first delta."""
+"""Coalescing of streamed text and thoughts: fewer, larger deltas when the model is fast, never a later first
+delta."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from codling.brain.events import TextDelta
+from codling.brain.events import TextDelta, ThoughtDelta
 
 
 class TextCoalescer:
-    """Takes items off a turn's event queue, merging consecutive text deltas.
+    """Takes items off a turn's event queue, merging consecutive text deltas (and consecutive thought deltas).
 
-    The first text delta of a run (at the start of a turn or after any other event) is delivered at once.
+    The first delta of a run (at the start of a turn or after any other event) is delivered at once.
     While text keeps coming, later deltas are held until ``window`` seconds have passed since the previous
     delivery, and everything that arrived meanwhile goes out as one delta (at most ``max_chars`` long). A model
     streaming a token at a time therefore produces at most one notification per window, and a slow model —
@@ -35,36 +36,39 @@ class TextCoalescer:
         self._pending: Any = None
         self._has_pending = False
         self._last_text: float | None = None
+        self._last_kind: type | None = None
 
     async def next(self) -> Any:
-        """The next item to deliver: a (possibly merged) text delta, or any other queued item as it was."""
+        """The next item to deliver: a (possibly merged) text or thought delta, or any other item as it was."""
         item = self._take_pending() if self._has_pending else await self._queue.get()
-        if not isinstance(item, TextDelta):
+        if not isinstance(item, TextDelta | ThoughtDelta):
             self._last_text = None
             return item
+        kind = type(item)
         parts = [item.text]
         size = len(item.text)
-        if self._last_text is not None and self._window > 0:
+        if self._last_text is not None and self._window > 0 and kind is self._last_kind:
             deadline = self._last_text + self._window
             while size < self._max_chars and (remaining := deadline - self._clock()) > 0:
                 try:
                     following = await asyncio.wait_for(self._queue.get(), remaining)
                 except TimeoutError:
                     break
-                if not isinstance(following, TextDelta):
+                if type(following) is not kind:
                     self._hold(following)
                     break
                 parts.append(following.text)
                 size += len(following.text)
         while size < self._max_chars and not self._has_pending and not self._queue.empty():
             following = self._queue.get_nowait()
-            if not isinstance(following, TextDelta):
+            if type(following) is not kind:
                 self._hold(following)
                 break
             parts.append(following.text)
             size += len(following.text)
         self._last_text = None if self._has_pending else self._clock()
-        return item if len(parts) == 1 else TextDelta(item.turn_id, "".join(parts))
+        self._last_kind = kind
+        return item if len(parts) == 1 else kind(item.turn_id, "".join(parts))
 
     def _hold(self, item: Any) -> None:
         self._pending = item

@@ -30,8 +30,11 @@ class Redactor:
     """Removes secret values (API keys, tokens) from text before it is written anywhere."""
 
     def __init__(self, secrets: list[str]) -> None:
-        # Longest first, so a secret that contains another is replaced whole.
-        self._secrets = sorted({s for s in secrets if len(s) >= _MIN_SECRET_LENGTH}, key=len, reverse=True)
+        kept = {s for s in secrets if len(s) >= _MIN_SECRET_LENGTH}
+        # Text is redacted after JSON encoding, where a secret holding quotes, backslashes or control
+        # characters appears escaped: look for that form too. Longest first, so nested secrets go whole.
+        forms = kept | {json.dumps(s, ensure_ascii=False)[1:-1] for s in kept}
+        self._secrets = sorted(forms, key=len, reverse=True)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Redactor:
@@ -191,7 +194,8 @@ class HistoryFile:
         self._redact = redact or Redactor([])
         if path.exists():
             _cut_torn_tail(path)
-        self._file: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the session
+        # errors="replace": a lone surrogate (from a file name that is not UTF-8) must not lose the record.
+        self._file: IO[str] = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 - session-long
 
     def append(self, payload: dict[str, Any], turn_id: str | None = None) -> None:
         """Write one record (``payload`` holds ``kind`` and its fields)."""

@@ -25,6 +25,17 @@ class LiveSession:
     header: SessionHeader
     brain: ConversationSession
     recorder: HistoryRecorder
+    preparing_prompt: bool = False
+    """A prompt was accepted and is being prepared (attachments read) before its turn starts."""
+    cancel_pending: bool = False
+    """A cancel arrived while the prompt was being prepared: the turn must not start."""
+
+    def cancel(self) -> None:
+        """Cancel the running turn, or the prompt being prepared for one."""
+        if self.brain.running:
+            self.brain.cancel()
+        elif self.preparing_prompt:
+            self.cancel_pending = True
 
     @property
     def id(self) -> str:

@@ -8,7 +8,7 @@ error) for the user interface. pydantic-ai copies it to ``ToolReturnPart.metadat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +70,22 @@ class ReportingToolset(WrapperToolset[ToolDeps]):
         try:
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
         except ToolError as e:
-            return ToolReturn(return_value=f"Error: {e}", metadata=ToolReport(None, error=str(e)))
+            message = valid_text(str(e))
+            return ToolReturn(return_value=f"Error: {message}", metadata=ToolReport(None, error=message))
         if isinstance(result, ToolOutput):
-            return ToolReturn(return_value=result.text, metadata=ToolReport(result))
+            output = replace(result, text=valid_text(result.text), summary=valid_text(result.summary))
+            return ToolReturn(return_value=output.text, metadata=ToolReport(output))
         return result
+
+
+def valid_text(text: str) -> str:
+    """``text`` as valid Unicode: a file name that is not UTF-8 reaches Python as lone surrogates, which
+    neither JSON-RPC clients nor history.jsonl accept; they become U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def build_toolset() -> AbstractToolset[ToolDeps]:
