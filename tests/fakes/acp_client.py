@@ -106,3 +106,4 @@ async def connected(agent: CodlingAgent, client: RecordingClient) -> AsyncIterat
     finally:
         await client_conn.close()
         await agent_conn._conn.close()
+        await agent.shutdown()  # as `codling acp` does when its client goes away

@@ -252,3 +252,13 @@ async def test_text_with_lone_surrogates_is_still_recorded(tmp_path: Path) -> No
     ]
     await record(path, events)
     assert [type(e) for e in read_history(path).events] == [TurnStarted, TextDelta, TurnEnded]
+
+
+def test_a_session_has_one_writer_at_a_time(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    first = store.create(header("s1"))
+    with pytest.raises(SessionError) as info:
+        store.open("s1")
+    assert "open in another codling process" in str(info.value)
+    first.close()
+    store.open("s1").close()  # free again once the first writer is gone

@@ -421,6 +421,12 @@ class CodlingAgent:
         if session is not None:
             session.cancel()
 
+    async def shutdown(self) -> None:
+        """Close every open session (the client is gone): running turns are cancelled, histories released."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()
+
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """No extension methods are implemented."""
         raise RequestError.method_not_found(f"_{method}")
@@ -458,5 +464,8 @@ async def serve(cli_model: str | None = None) -> None:
     transport = TolerantTransport(reader, MessageSender(writer, TaskSupervisor(source="codling.acp")))
     # The agent implements every Agent protocol method it advertises; the SDK router answers the rest
     # with method-not-found.
-    agent = cast(Agent, CodlingAgent(cli_model=cli_model))
-    await run_agent(agent, transport, use_unstable_protocol=True)
+    codling = CodlingAgent(cli_model=cli_model)
+    try:
+        await run_agent(cast(Agent, codling), transport, use_unstable_protocol=True)
+    finally:
+        await codling.shutdown()

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -31,18 +30,6 @@ MESSAGE_CAP_TOKENS = 2_000
 MIN_SUMMARY_CHARS = 40
 
 _LABELS = {"user": "User", "assistant": "Assistant", "summary": "Earlier summary"}
-
-
-@dataclass(frozen=True)
-class Compaction:
-    """The outcome of one compaction."""
-
-    summary: str
-    kept_user_messages: tuple[str, ...]
-    tokens_before: int
-    tokens_after: int
-    fallback: bool
-    instructions: str | None = None
 
 
 def title(tokens_before: int, tokens_after: int, fallback: bool) -> str:
@@ -152,7 +139,6 @@ def summary_entry(summary: str) -> HistoryEntry:
     return HistoryEntry.of("summary", SUMMARY_PREFIX + summary.strip())
 
 
-def rebuilt_history(compaction: Compaction) -> list[HistoryEntry]:
+def rebuilt_history(kept_user_messages: Sequence[str], summary: str) -> list[HistoryEntry]:
     """The history a recorded compaction left (for restoring a session from disk)."""
-    kept = [HistoryEntry.of("user", text) for text in compaction.kept_user_messages]
-    return [*kept, summary_entry(compaction.summary)]
+    return [*(HistoryEntry.of("user", text) for text in kept_user_messages), summary_entry(summary)]

@@ -293,7 +293,7 @@ class ConversationSession:
                 log_ = None if is_command_turn(event) else TurnLog(self.state.turn_count + 1, text)
                 continue
             if isinstance(event, ContextCompacted):
-                self.state.replace_history(compaction.rebuilt_history(_as_compaction(event)))
+                self.state.replace_history(compaction.rebuilt_history(event.kept_user_messages, event.summary))
             elif isinstance(event, ToolCallFinished):
                 self.state.recent_files = update_recent_files(self.state.recent_files, event)
             elif isinstance(event, TurnEnded) and event.summary is not None:
@@ -557,12 +557,6 @@ class ConversationSession:
             prompt += f"\n\n---\nThe user asked that the summary also: {instructions}"
         result = await self._summarizer.run(prompt, model_settings={"max_tokens": self.state.model.max_output_tokens})
         return result.output
-
-
-def _as_compaction(event: ContextCompacted) -> compaction.Compaction:
-    return compaction.Compaction(
-        event.summary, event.kept_user_messages, event.tokens_before, event.tokens_after, event.fallback
-    )
 
 
 @dataclass(frozen=True)

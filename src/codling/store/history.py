@@ -7,6 +7,7 @@ session/load) and state restore (the brain's history) are both derived from thes
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -186,16 +187,25 @@ def _cut_torn_tail(path: Path) -> None:
 
 
 class HistoryFile:
-    """Appends records to one session's history.jsonl, one flushed line each."""
+    """Appends records to one session's history.jsonl, one flushed line each.
+
+    The writer holds an exclusive advisory lock on the file while it is open, so two processes (an editor and
+    ``codling run --resume``, say) never interleave turns in one history: the second gets a SessionError.
+    """
 
     def __init__(self, path: Path, session_id: str, redact: Redactor | None = None) -> None:
         self.path = path
         self.session_id = session_id
         self._redact = redact or Redactor([])
-        if path.exists():
-            _cut_torn_tail(path)
         # errors="replace": a lone surrogate (from a file name that is not UTF-8) must not lose the record.
         self._file: IO[str] = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 - session-long
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            self._file.close()
+            raise SessionError(f"session {session_id} is open in another codling process; close it there first") from e
+        # Only the lock holder may repair a torn tail: another writer could be in the middle of a line.
+        _cut_torn_tail(path)
 
     def append(self, payload: dict[str, Any], turn_id: str | None = None) -> None:
         """Write one record (``payload`` holds ``kind`` and its fields)."""
@@ -212,7 +222,7 @@ class HistoryFile:
         self._file.flush()
 
     def close(self) -> None:
-        """Close the file (records already written are safe either way)."""
+        """Close the file and release the lock (records already written are safe either way)."""
         self._file.close()
 
 
