@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock
 from codling.tools.ports import FileDiff, Location, ToolKind
 
@@ -138,6 +139,17 @@ class UsageUpdated:
 
 
 @dataclass(frozen=True)
+class SpecialTurnPersisted:
+    """A special turn's result entered the history (never sent for an ephemeral one)."""
+
+    turn_type: str
+    persistence: Literal["persist-result", "persist-all", "replace-above"]
+    interactions: tuple[Interaction, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    kind: Literal["special_turn_persisted"] = "special_turn_persisted"
+
+
+@dataclass(frozen=True)
 class TurnFailed:
     """The turn could not finish: ``message`` is the error reply shown to the user."""
 
@@ -168,6 +180,7 @@ Event = (
     | CompactionStarted
     | ContextCompacted
     | UsageUpdated
+    | SpecialTurnPersisted
     | TurnFailed
     | TurnEnded
 )

@@ -27,6 +27,7 @@ from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
     Event,
+    SpecialTurnPersisted,
     StopReason,
     TextDelta,
     ThoughtDelta,
@@ -39,6 +40,7 @@ from codling.brain.events import (
     UsageUpdated,
 )
 from codling.brain.prompt import PromptBlock, TextBlock, prompt_summary, render_prompt, system_prompt, turn_context
+from codling.brain.special_turns import SpecialTurnConfig, SpecialTurnResult, SpecialTurns, persisted_entries
 from codling.brain.state import HistoryEntry, SessionState
 from codling.brain.summaries import build_turn_summary, summarize_tool_call, update_recent_files
 from codling.brain.turns import (
@@ -150,6 +152,7 @@ class ConversationSession:
         self._turn_started = False
         self._emit: Callable[[Any], None] | None = None
         self._consumer_done: asyncio.Event | None = None
+        self._special_turns: SpecialTurns | None = None
         if deps.permissions.approver is not None:
             deps.permissions.approver = _DeliveredFirst(deps.permissions.approver, self._delivered)
 
@@ -203,6 +206,52 @@ class ConversationSession:
         barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._emit(_Barrier(barrier))
         await barrier
+
+    # -- special turns -------------------------------------------------------------------------------------
+
+    @property
+    def special_turns(self) -> SpecialTurns:
+        """Runs this session's special turns (see ``brain/special_turns.py``)."""
+        if self._special_turns is None:
+            self._special_turns = SpecialTurns(self)
+        return self._special_turns
+
+    async def execute_special_turn(self, config: SpecialTurnConfig) -> SpecialTurnResult:
+        """Run a model request that is not the user's turn, isolated from the session; persist its result as
+        ``config.persistence`` says."""
+        return await self.special_turns.execute(config)
+
+    def model_for(self, model_id: str | None) -> Model:
+        """The session's pydantic-ai model, or the model ``model_id`` names."""
+        if model_id is None or model_id == self.state.model.id:
+            return self._get_agent().model  # type: ignore[return-value]
+        from codling.llm.providers import build_model
+
+        return (self._model_factory or build_model)(model_id)
+
+    def instructions(self) -> str:
+        """The session's system prompt (static part)."""
+        self._get_agent()
+        assert self._system_prompt is not None
+        return self._system_prompt
+
+    def toolset(self, tool_filter: str = "*") -> Any:
+        """The session's tools, limited by ``tool_filter``: "*" all, or comma-separated names ("-name" blocks)."""
+        from pydantic_ai.toolsets import FilteredToolset
+
+        names = [n.strip() for n in tool_filter.split(",") if n.strip() and n.strip() != "*"]
+        allowed = {n for n in names if not n.startswith("-")}
+        blocked = {n[1:] for n in names if n.startswith("-")}
+
+        def keep(_ctx: Any, tool: Any) -> bool:
+            return tool.name not in blocked and (not allowed or tool.name in allowed)
+
+        return FilteredToolset(build_toolset(), keep)
+
+    async def notify(self, event: Event) -> None:
+        """Hand an event that is not part of a turn (a persisted special turn) to every observer, in order."""
+        for observer in list(self._observers):
+            await observer(event)
 
     # -- context accounting --------------------------------------------------------------------------------
 
@@ -294,6 +343,13 @@ class ConversationSession:
                 continue
             if isinstance(event, ContextCompacted):
                 self.state.replace_history(compaction.rebuilt_history(event.kept_user_messages, event.summary))
+            elif isinstance(event, SpecialTurnPersisted):
+                entries = persisted_entries(event.interactions)
+                if event.persistence == "replace-above":
+                    self.state.replace_history(entries)
+                else:
+                    for entry in entries:
+                        self.state.add(entry)
             elif isinstance(event, ToolCallFinished):
                 self.state.recent_files = update_recent_files(self.state.recent_files, event)
             elif isinstance(event, TurnEnded) and event.summary is not None:

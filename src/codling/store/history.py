@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from codling.brain.events import Event, TextDelta, ThoughtDelta, TurnEnded, TurnFailed, TurnStarted
 from codling.errors import SessionError
-from codling.store.records import TURN_KINDS, VERSION, event_payload, now, record_events
+from codling.store.records import EVENT_KINDS, VERSION, event_payload, now, record_events
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def _fold(records: list[dict[str, Any]], skipped: int) -> SessionLog:
             result.title = record.get("title", result.title)
             result.mode = record.get("mode", result.mode)
             result.model = record.get("model", result.model)
-        elif kind in TURN_KINDS:
+        elif kind in EVENT_KINDS:
             events = record_events(record)
             result.events.extend(events)
             if kind == "turn_start":
@@ -262,7 +262,7 @@ class HistoryRecorder:
             return
         payload = event_payload(event, self._error)
         if payload is not None:
-            self.file.append(payload, event.turn_id)
+            self.file.append(payload, getattr(event, "turn_id", None))
         if isinstance(event, TurnEnded):
             self._error = None
         elif isinstance(event, TurnStarted) and self.title is None:

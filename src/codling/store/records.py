@@ -14,6 +14,7 @@ from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
     Event,
+    SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
@@ -23,6 +24,7 @@ from codling.brain.events import (
     TurnStarted,
     Usage,
 )
+from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock, ResourceBlock, TextBlock, prompt_summary
 from codling.brain.summaries import TurnExecutionSummary
 from codling.tools.ports import FileDiff, Location
@@ -30,6 +32,9 @@ from codling.tools.ports import FileDiff, Location
 VERSION = 1
 
 TURN_KINDS = frozenset({"turn_start", "message", "thought", "tool_call", "tool_result", "compaction", "turn_end"})
+
+EVENT_KINDS = TURN_KINDS | {"special"}
+"""Record kinds that stand for brain events (special turns persist between turns, without a turn id)."""
 """Record kinds that belong to a turn (and carry ``turn_id``)."""
 
 
@@ -121,6 +126,14 @@ def event_payload(event: Event, error: str | None = None) -> dict[str, Any] | No
                 "locations": _locations(event.locations),
                 "summary": event.summary,
             }
+        case SpecialTurnPersisted():
+            return {
+                "kind": "special",
+                "turn_type": event.turn_type,
+                "persistence": event.persistence,
+                "interactions": [{"kind": i.kind, "text": i.text} for i in event.interactions],
+                "metadata": event.metadata,
+            }
         case ContextCompacted():
             return {
                 "kind": "compaction",
@@ -192,6 +205,14 @@ def record_events(record: dict[str, Any]) -> list[Event]:
                     FileDiff(Path(diff["path"]), diff.get("old_text"), diff["new_text"]) if diff else None,
                     _locations_from(record.get("locations")),
                     record.get("summary", ""),
+                )
+            ]
+        case "special":
+            interactions = tuple(Interaction(i["kind"], i["text"]) for i in record.get("interactions") or ())
+            persistence = record.get("persistence", "persist-result")
+            return [
+                SpecialTurnPersisted(
+                    record.get("turn_type", "special"), persistence, interactions, record.get("metadata") or {}
                 )
             ]
         case "compaction":

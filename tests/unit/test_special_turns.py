@@ -1,0 +1,194 @@
+"""Special turns: persistence strategies with filters, isolation, failures, parallel runs, restore."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+
+from codling.brain.events import Event, SpecialTurnPersisted
+from codling.brain.factory import open_session
+from codling.brain.interactions import (
+    ALLOW_ALL,
+    DEFAULT,
+    PRESERVE_SYSTEM_CONTEXT,
+    Interaction,
+    InteractionFilter,
+)
+from codling.brain.session import ConversationSession
+from codling.brain.special_turns import SpecialTurnConfig
+from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo
+from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from tests.fakes.scenarios import Fail, Response, Say, Script, Wait
+
+MODEL = ModelInfo("test:special", context_limit=100_000)
+
+
+def last_prompt(messages: list[ModelMessage]) -> str:
+    request = messages[-1]
+    assert isinstance(request, ModelRequest)
+    return next(str(p.content) for p in reversed(request.parts) if isinstance(p, UserPromptPart))
+
+
+def answer_by_prompt(messages: list[ModelMessage]) -> Response:
+    prompt = last_prompt(messages)
+    if prompt.startswith("slow"):
+        return [Wait(float(prompt.split()[1])), Say(f"RESULT {prompt}")]
+    if prompt == "fail":
+        return [Fail(ModelHTTPError(500, "test:special", {"message": "down"}))]
+    return [Say(f"RESULT {prompt}")]
+
+
+def session_with_history(project: Path, settings: Settings, script: Script) -> ConversationSession:
+    session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
+    session.state.add(HistoryEntry.of("user", "hi"))
+    session.state.add(HistoryEntry.of("assistant", "hello"))
+    return session
+
+
+def history(session: ConversationSession) -> list[tuple[str, str]]:
+    return [(e.role, e.text) for e in session.state.entries]
+
+
+BEFORE = [("user", "hi"), ("assistant", "hello")]
+BLOCK_ASSISTANT = InteractionFilter.of(block=("assistant",))
+
+CASES = [
+    ("ephemeral", DEFAULT, BEFORE),
+    ("ephemeral", ALLOW_ALL, BEFORE),
+    ("persist-result", DEFAULT, [*BEFORE, ("assistant", "RESULT ask")]),
+    ("persist-result", PRESERVE_SYSTEM_CONTEXT, [*BEFORE, ("assistant", "RESULT ask")]),
+    ("persist-result", ALLOW_ALL, [*BEFORE, ("assistant", "RESULT ask")]),
+    ("persist-result", BLOCK_ASSISTANT, BEFORE),
+    ("persist-all", DEFAULT, [*BEFORE, ("user", "ask"), ("assistant", "RESULT ask")]),
+    ("persist-all", PRESERVE_SYSTEM_CONTEXT, [*BEFORE, ("user", "ask"), ("assistant", "RESULT ask")]),
+    ("persist-all", ALLOW_ALL, [*BEFORE, ("user", "ask"), ("assistant", "RESULT ask")]),
+    ("persist-all", BLOCK_ASSISTANT, [*BEFORE, ("user", "ask")]),
+    ("replace-above", DEFAULT, []),  # conversation only: a summary does not pass
+    ("replace-above", PRESERVE_SYSTEM_CONTEXT, [("summary", SUMMARY_PREFIX + "RESULT ask")]),
+    ("replace-above", ALLOW_ALL, [("summary", SUMMARY_PREFIX + "RESULT ask")]),
+]
+
+
+@pytest.mark.parametrize(("persistence", "interaction_filter", "expected"), CASES)
+async def test_each_strategy_with_each_filter(
+    project: Path, settings: Settings, persistence: str, interaction_filter: InteractionFilter, expected: list
+) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    seen: list[Event] = []
+
+    async def observer(event: Event) -> None:
+        seen.append(event)
+
+    session.subscribe(observer)
+    config = SpecialTurnConfig(
+        "ask",
+        turn_type="probe",
+        persistence=persistence,
+        persistence_filter=interaction_filter,  # type: ignore[arg-type]
+    )
+    result = await session.execute_special_turn(config)
+    assert result.ok and result.output == "RESULT ask"
+    assert history(session) == expected
+    if persistence == "ephemeral":
+        assert seen == []
+    else:
+        (event,) = seen
+        assert isinstance(event, SpecialTurnPersisted)
+        assert (event.turn_type, event.persistence) == ("probe", persistence)
+    # The special turn read a copy of the history: the request held it, then the prompt.
+    prompts = [str(p.content) for m in script.requests[0] for p in m.parts if isinstance(p, UserPromptPart)]
+    assert prompts == ["hi", "ask"]
+
+
+def test_filter_rules() -> None:
+    assert InteractionFilter().allows("anything-new")  # an empty allow list allows all, new kinds included
+    only = InteractionFilter.of(allow=("user", "tool_call"), block=("tool_call",))
+    assert only.allows("user") and not only.allows("tool_call") and not only.allows("assistant")  # block wins
+    items = [Interaction("user", "a"), Interaction("thought", "b"), Interaction("assistant", "c")]
+    assert DEFAULT.apply(items) == [items[0], items[2]]
+
+
+async def test_observers_see_nothing_while_it_runs(project: Path, settings: Settings) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    seen: list[Event] = []
+
+    async def observer(event: Event) -> None:
+        seen.append(event)
+
+    session.subscribe(observer)
+    config = SpecialTurnConfig("slow 0.2", persistence="persist-result")
+    task = asyncio.create_task(session.execute_special_turn(config))
+    await asyncio.sleep(0.1)
+    assert seen == [] and history(session) == BEFORE
+    await task
+    assert [type(e) for e in seen] == [SpecialTurnPersisted]
+
+
+@pytest.mark.parametrize(("prompt", "timeout", "status"), [("fail", 5.0, "error"), ("slow 5", 0.1, "timeout")])
+async def test_failure_and_timeout_leave_the_history_byte_for_byte_unchanged(
+    project: Path, settings: Settings, tmp_path: Path, prompt: str, timeout: float, status: str
+) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    path = tmp_path / "history.jsonl"
+    file = HistoryFile(path, "s1")
+    file.write_record(SessionHeader("s1", project, MODEL.id, "yolo").record())
+    session.subscribe(HistoryRecorder(file))
+    on_disk = path.read_bytes()
+    entries = list(session.state.entries)
+    result = await session.execute_special_turn(
+        SpecialTurnConfig(prompt, persistence="replace-above", persistence_filter=ALLOW_ALL, timeout=timeout)
+    )
+    file.close()
+    assert result.status == status and result.error
+    assert session.state.entries == entries
+    assert path.read_bytes() == on_disk
+
+
+async def test_parallel_special_turns_persist_in_start_order(project: Path, settings: Settings) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    configs = [
+        SpecialTurnConfig("slow 0.3", persistence="persist-result"),
+        SpecialTurnConfig("slow 0.1", persistence="persist-result"),
+        SpecialTurnConfig("fast", persistence="persist-result"),
+    ]
+    results = await asyncio.gather(*(session.execute_special_turn(c) for c in configs))
+    assert all(r.ok for r in results)
+    assert history(session)[2:] == [
+        ("assistant", "RESULT slow 0.3"),
+        ("assistant", "RESULT slow 0.1"),
+        ("assistant", "RESULT fast"),
+    ]
+
+
+async def test_overrides_and_restore(project: Path, settings: Settings, tmp_path: Path) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    path = tmp_path / "history.jsonl"
+    file = HistoryFile(path, "s1")
+    file.write_record(SessionHeader("s1", project, MODEL.id, "yolo").record())
+    session.subscribe(HistoryRecorder(file))
+    config = SpecialTurnConfig(
+        "greet",
+        messages=[Interaction("user", "only this")],
+        instructions="Be brief.",
+        persistence="persist-all",
+    )
+    await session.execute_special_turn(config)
+    file.close()
+    request = script.requests[0]
+    prompts = [str(p.content) for m in request for p in m.parts if isinstance(p, UserPromptPart)]
+    assert prompts == ["only this", "greet"]  # the override, not the session's history
+    assert request[-1].instructions == "Be brief."  # type: ignore[union-attr]
+    restored = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    restored.restore(read_history(path).events)
+    assert history(restored) == [("user", "greet"), ("assistant", "RESULT greet")]
