@@ -192,3 +192,18 @@ async def test_overrides_and_restore(project: Path, settings: Settings, tmp_path
     restored = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
     restored.restore(read_history(path).events)
     assert history(restored) == [("user", "greet"), ("assistant", "RESULT greet")]
+
+
+async def test_a_cancelled_special_turn_does_not_hold_up_later_ones(project: Path, settings: Settings) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    stuck = asyncio.create_task(
+        session.execute_special_turn(SpecialTurnConfig("slow 30", persistence="persist-result"))
+    )
+    await asyncio.sleep(0.05)
+    later = asyncio.create_task(session.execute_special_turn(SpecialTurnConfig("fast", persistence="persist-result")))
+    await asyncio.sleep(0.05)
+    stuck.cancel()
+    result = await asyncio.wait_for(later, 5)
+    assert result.ok
+    assert history(session)[2:] == [("assistant", "RESULT fast")]

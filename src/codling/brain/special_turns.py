@@ -16,7 +16,6 @@ turns may run at once; their persistence is applied one at a time, in the order 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -81,32 +80,38 @@ class SpecialTurns:
 
     def __init__(self, session: ConversationSession) -> None:
         self._session = session
-        self._tickets = itertools.count()
-        self._next_to_apply = 0
-        self._turn = asyncio.Condition()
+        self._last: asyncio.Future[None] | None = None
+        """Resolved when the most recently started special turn is over (persisted, failed or cancelled)."""
 
     async def execute(self, config: SpecialTurnConfig) -> SpecialTurnResult:
         """Run one special turn and persist its result as configured."""
-        ticket = next(self._tickets)
+        # Each turn waits for the one started before it to be over before persisting: a chain of futures,
+        # each resolved in a finally block, so a failed or cancelled turn never holds up the ones after it.
+        previous, mine = self._last, asyncio.get_running_loop().create_future()
+        self._last = mine
+        try:
+            result = await self._attempt(config)
+            if previous is not None:
+                await asyncio.shield(previous)
+            if result.ok:
+                result = await self._persist(config, result)
+            return result
+        finally:
+            if not mine.done():
+                mine.set_result(None)
+
+    async def _attempt(self, config: SpecialTurnConfig) -> SpecialTurnResult:
         try:
             output = await asyncio.wait_for(self._run(config), config.timeout)
-            result = SpecialTurnResult(config.turn_type, "ok", output, metadata=config.metadata)
         except TimeoutError:
-            result = SpecialTurnResult(
-                config.turn_type, "timeout", error=f"no answer within {config.timeout:g}s", metadata=config.metadata
-            )
+            error = f"no answer within {config.timeout:g}s"
+            return SpecialTurnResult(config.turn_type, "timeout", error=error, metadata=config.metadata)
         except Exception as e:  # a special turn never breaks the session: its failure is its result
             log.warning("special turn %s failed: %s", config.turn_type, e)
-            result = SpecialTurnResult(config.turn_type, "error", error=f"{type(e).__name__}: {e}")
-        async with self._turn:
-            await self._turn.wait_for(lambda: self._next_to_apply == ticket)
-            try:
-                if result.ok:
-                    result = await self._persist(config, result)
-            finally:
-                self._next_to_apply += 1
-                self._turn.notify_all()
-        return result
+            return SpecialTurnResult(
+                config.turn_type, "error", error=f"{type(e).__name__}: {e}", metadata=config.metadata
+            )
+        return SpecialTurnResult(config.turn_type, "ok", output, metadata=config.metadata)
 
     async def _run(self, config: SpecialTurnConfig) -> str:
         from pydantic_ai import Agent
