@@ -29,9 +29,10 @@ from codling.brain.summaries import (
     update_recent_files,
 )
 from codling.tools.approval import Permissions
-from codling.tools.files import edit_file, list_files, read_file, search, write_file
+from codling.tools.files import edit_file, read_file, write_file
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import FileDiff, Location
+from codling.tools.search import list_files, search
 from codling.tools.shell import run_command, trim_middle
 from codling.tools.toolset import ToolDeps
 from codling.tools.workspace import Workspace

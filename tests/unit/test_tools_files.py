@@ -12,22 +12,19 @@ from pydantic_ai.usage import RunUsage
 from codling.errors import EditError, MissingPathError, PathError, PermissionDenied, ToolError
 from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ToolOutput
-from codling.tools.files import (
+from codling.tools.files import edit_file, read_file, unified_diff, write_file
+from codling.tools.local import LocalFileSystem, LocalTerminal
+from codling.tools.ports import Decision, FileDiff, Location, PermissionRequest
+from codling.tools.search import (
     FileListing,
     SearchResult,
     collect_files,
-    edit_file,
     find_matches,
     glob_matches,
     list_files,
-    read_file,
     search,
-    unified_diff,
     walk_files,
-    write_file,
 )
-from codling.tools.local import LocalFileSystem, LocalTerminal
-from codling.tools.ports import Decision, FileDiff, Location, PermissionRequest
 from codling.tools.toolset import ToolDeps
 from codling.tools.workspace import Workspace
 

@@ -91,7 +91,8 @@ def valid_text(text: str) -> str:
 def build_toolset() -> AbstractToolset[ToolDeps]:
     """The six tools (see :data:`TOOL_NAMES`) as one toolset for an agent whose deps are :class:`ToolDeps`."""
     # Imported here because the tool modules import ToolDeps from this one.
-    from codling.tools.files import edit_file, list_files, read_file, search, write_file
+    from codling.tools.files import edit_file, read_file, write_file
+    from codling.tools.search import list_files, search
     from codling.tools.shell import run_command
 
     functions = FunctionToolset[ToolDeps](docstring_format="google", require_parameter_descriptions=True)
