@@ -27,7 +27,8 @@ from codling.brain.session import ConversationSession
 from codling.config import PermissionMode, Settings
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
-from codling.tools.ports import Decision, FileDiff, PermissionRequest
+from codling.tools.ports import FileDiff
+from tests.fakes.approver import ScriptedApprover
 from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Until, Wait
 
 MODEL = ModelInfo("test:scripted", context_limit=100_000)
@@ -52,16 +53,6 @@ def session_for(
 
 async def collect(session: ConversationSession, prompt: str) -> list[Event]:
     return [event async for event in session.stream(prompt)]
-
-
-class ScriptedApprover:
-    def __init__(self, *answers: Decision) -> None:
-        self.answers = list(answers)
-        self.requests: list[PermissionRequest] = []
-
-    async def ask(self, request: PermissionRequest) -> Decision:
-        self.requests.append(request)
-        return self.answers.pop(0)
 
 
 async def test_text_streams_and_turn_ends(project: Path, settings: Settings) -> None:
@@ -210,8 +201,8 @@ async def test_rejected_permission_is_reported_and_model_carries_on(project: Pat
     )
     session = session_for(script, project, settings, mode="ask", approver=approver)
     result = await session.run("clean")
-    assert [r.subject for r in approver.requests] == ["rm -rf build"]
-    assert approver.requests[0].kind == "execute"
+    assert [r.subject for r in approver.asked] == ["rm -rf build"]
+    assert approver.asked[0].kind == "execute"
     (record,) = result.tool_calls
     assert record.finished is not None and record.finished.status == "failed"
     assert "rejected" in record.finished.text

@@ -9,18 +9,7 @@ from codling.errors import PermissionDenied
 from codling.tools.approval import Permissions, command_program
 from codling.tools.base import PermissionMode
 from codling.tools.ports import Decision, FileDiff, PermissionRequest, ToolKind
-
-
-class ScriptedApprover:
-    """Answers permission requests from a script and records every request it was asked."""
-
-    def __init__(self, *answers: Decision) -> None:
-        self.answers = list(answers)
-        self.asked: list[PermissionRequest] = []
-
-    async def ask(self, request: PermissionRequest) -> Decision:
-        self.asked.append(request)
-        return self.answers.pop(0)
+from tests.fakes.approver import ScriptedApprover
 
 
 def edit(path: str = "/w/a.py", kind: ToolKind = "edit") -> PermissionRequest:

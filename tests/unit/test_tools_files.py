@@ -14,7 +14,7 @@ from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ToolOutput
 from codling.tools.files import edit_file, read_file, unified_diff, write_file
 from codling.tools.local import LocalFileSystem, LocalTerminal
-from codling.tools.ports import Decision, FileDiff, Location, PermissionRequest
+from codling.tools.ports import FileDiff, Location, PermissionRequest
 from codling.tools.search import (
     FileListing,
     SearchResult,
@@ -27,19 +27,10 @@ from codling.tools.search import (
 )
 from codling.tools.toolset import ToolDeps
 from codling.tools.workspace import Workspace
+from tests.fakes.approver import ScriptedApprover
 
 GIT = shutil.which("git")
 RG = shutil.which("rg")
-
-
-class ScriptedApprover:
-    def __init__(self, *answers: Decision) -> None:
-        self.answers = list(answers)
-        self.asked: list[PermissionRequest] = []
-
-    async def ask(self, request: PermissionRequest) -> Decision:
-        self.asked.append(request)
-        return self.answers.pop(0)
 
 
 @pytest.fixture

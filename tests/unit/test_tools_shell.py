@@ -14,20 +14,11 @@ from codling.errors import PermissionDenied, ToolError
 from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ToolOutput
 from codling.tools.local import LocalFileSystem, LocalTerminal
-from codling.tools.ports import Decision, PermissionRequest
+from codling.tools.ports import PermissionRequest
 from codling.tools.shell import run_command
 from codling.tools.toolset import ToolDeps
 from codling.tools.workspace import Workspace
-
-
-class ScriptedApprover:
-    def __init__(self, *answers: Decision) -> None:
-        self.answers = list(answers)
-        self.asked: list[PermissionRequest] = []
-
-    async def ask(self, request: PermissionRequest) -> Decision:
-        self.asked.append(request)
-        return self.answers.pop(0)
+from tests.fakes.approver import ScriptedApprover
 
 
 def ctx(

@@ -25,19 +25,10 @@ from codling.errors import PathError
 from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
 from codling.tools.local import LocalFileSystem, LocalTerminal
-from codling.tools.ports import Decision, FileDiff, Location, PermissionRequest
+from codling.tools.ports import FileDiff, Location
 from codling.tools.toolset import READ_ONLY_TOOLS, TOOL_NAMES, ToolDeps, build_toolset, describe_call
 from codling.tools.workspace import Workspace
-
-
-class ScriptedApprover:
-    def __init__(self, *answers: Decision) -> None:
-        self.answers = list(answers)
-        self.asked: list[PermissionRequest] = []
-
-    async def ask(self, request: PermissionRequest) -> Decision:
-        self.asked.append(request)
-        return self.answers.pop(0)
+from tests.fakes.approver import ScriptedApprover
 
 
 @pytest.fixture

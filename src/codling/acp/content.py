@@ -82,5 +82,4 @@ def to_acp(block: PromptBlock) -> TextContentBlock | EmbeddedResourceContentBloc
         return helpers.text_block(block.text)
     if block.text is not None:
         return helpers.resource_block(helpers.embedded_text_resource(block.uri, block.text))
-    name = block.uri.rstrip("/").rsplit("/", 1)[-1] or block.uri
-    return helpers.resource_link_block(name, block.uri, description=block.note)
+    return helpers.resource_link_block(block.name, block.uri, description=block.note)

@@ -45,6 +45,11 @@ class ResourceBlock:
     text: str | None = None
     note: str | None = None
 
+    @property
+    def name(self) -> str:
+        """The resource's file name (the last segment of its URI)."""
+        return self.uri.rstrip("/").rsplit("/", 1)[-1] or self.uri
+
 
 PromptBlock = TextBlock | ResourceBlock
 
@@ -72,7 +77,7 @@ def render_prompt(blocks: tuple[PromptBlock, ...]) -> str:
 
 def prompt_summary(blocks: tuple[PromptBlock, ...]) -> str:
     """The prompt as a user would describe it: typed text plus the names of attachments."""
-    parts = [b.text if isinstance(b, TextBlock) else f"@{b.uri.rsplit('/', 1)[-1]}" for b in blocks]
+    parts = [b.text if isinstance(b, TextBlock) else f"@{b.name}" for b in blocks]
     return " ".join(p for p in parts if p).strip()
 
 

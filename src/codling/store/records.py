@@ -57,8 +57,7 @@ def block_to_wire(block: PromptBlock) -> dict[str, Any]:
         return {"type": "text", "text": block.text}
     if block.text is not None:
         return {"type": "resource", "resource": {"uri": block.uri, "text": block.text}}
-    name = block.uri.rstrip("/").rsplit("/", 1)[-1] or block.uri
-    wire: dict[str, Any] = {"type": "resource_link", "uri": block.uri, "name": name}
+    wire: dict[str, Any] = {"type": "resource_link", "uri": block.uri, "name": block.name}
     if block.note:
         wire["description"] = block.note
     return wire
