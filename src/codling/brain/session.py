@@ -273,29 +273,18 @@ class ConversationSession:
 
     async def run(self, prompt: str | tuple[PromptBlock, ...]) -> TurnResult:
         """Run one turn to its end and return the result."""
-        text: list[str] = []
-        calls: dict[str, ToolCallStarted] = {}
-        finished: dict[str, ToolCallFinished] = {}
-        error: str | None = None
+        log_ = TurnLog(0, "")  # the same bookkeeping the turn loop keeps, over the delivered events
         context: UsageUpdated | None = None
         end: TurnEnded | None = None
         async for event in self.stream(prompt):
-            match event:
-                case TextDelta():
-                    text.append(event.text)
-                case ToolCallStarted():
-                    calls[event.call_id] = event
-                case ToolCallFinished():
-                    finished[event.call_id] = event
-                case TurnFailed():
-                    error = event.message
-                case UsageUpdated():
-                    context = event
-                case TurnEnded():
-                    end = event
+            log_.apply(event)
+            if isinstance(event, UsageUpdated):
+                context = event
+            elif isinstance(event, TurnEnded):
+                end = event
         assert end is not None, "every turn ends with TurnEnded"
-        records = tuple(ToolCallRecord(s, finished.get(cid)) for cid, s in calls.items())
-        return TurnResult(end.turn_id, "".join(text), end.stop_reason, end.usage, error, records, context)
+        records = tuple(ToolCallRecord(s, log_.finished.get(cid)) for cid, s in log_.calls.items())
+        return TurnResult(end.turn_id, "".join(log_.text), end.stop_reason, end.usage, log_.error, records, context)
 
     async def stream(self, prompt: str | tuple[PromptBlock, ...]) -> AsyncIterator[Event]:
         """Run one turn, yielding its events as they happen (observers see each one first)."""
