@@ -7,6 +7,9 @@ config.toml keys (all optional)::
     max_requests_per_turn = 50              # model requests one turn may make
     command_timeout = 120                   # seconds before run_command kills a command
     compact_threshold = 0.7                 # compact once the context passes this share of the limit
+    max_tool_passes = 40                    # rounds of tool calls per turn before the model must answer
+    titles = true                           # name new sessions with a model-made title after the first turn
+    greeting = false                        # greet new editor sessions (one short model-made message)
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ class Settings:
     command_timeout: float = 120.0
     compact_threshold: float = 0.7
     """Compact the history before a turn once the context passes this share of the model's limit."""
+    max_tool_passes: int = 40
+    """Rounds of tool calls one turn may make before the model is asked to answer without tools."""
+    titles: bool = True
+    """Name a new session with the title special turn after its first turn."""
+    greeting: bool = False
+    """Greet the user of a new editor session with the greeting special turn."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The environment the settings were read from (never logged: it holds secrets)."""
 
@@ -61,6 +70,13 @@ def _share(data: dict[str, object], key: str, default: float, path: Path) -> flo
     value = _positive(data, key, default, path)
     if value > 1:
         raise ConfigError(f"{path}: {key} is a share of the context window, between 0 and 1, not {value}")
+    return value
+
+
+def _flag(data: dict[str, object], key: str, default: bool, path: Path) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{path}: {key} must be true or false, not {value!r}")
     return value
 
 
@@ -88,5 +104,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_requests_per_turn=int(_positive(data, "max_requests_per_turn", 50, path)),
         command_timeout=_positive(data, "command_timeout", 120.0, path),
         compact_threshold=_share(data, "compact_threshold", 0.7, path),
+        max_tool_passes=int(_positive(data, "max_tool_passes", 40, path)),
+        titles=_flag(data, "titles", True, path),
+        greeting=_flag(data, "greeting", False, path),
         env=env,
     )

@@ -58,7 +58,7 @@ async def test_sigkill_mid_stream_then_fresh_process_loads_and_continues(
         await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
         listed = await asyncio.wait_for(conn.list_sessions(cwd=str(project)), 30)
         assert [s.session_id for s in listed.sessions] == [sid]
-        assert listed.sessions[0].title == "what does greet do?"
+        assert listed.sessions[0].title == "Loopback session title"  # the model-made title of the first turn
         await asyncio.wait_for(conn.load_session(cwd=str(project), session_id=sid), 30)
         kinds = [u.session_update for u in second.conversation()]
         # The completed first turn replays whole; the killed turn shows its prompt.

@@ -13,7 +13,12 @@ Endpoints:
 - ``GET /v1/models``: a list with one model.
 - anything else: ``404`` with an OpenAI-style error body.
 
-Which reply a request gets: the next one queued with :meth:`OpenAIServer.enqueue`; when the queue is empty,
+Title requests (codling's title special turn, recognised by its system prompt) are answered with
+:attr:`OpenAIServer.title_reply` and kept apart (:attr:`OpenAIServer.title_requests`): they never take a queued
+reply and never count in :attr:`OpenAIServer.requests`, so a script for the user's turns stays the same
+whether or not sessions get titles.
+
+Which other reply a request gets: the next one queued with :meth:`OpenAIServer.enqueue`; when the queue is empty,
 whatever :attr:`OpenAIServer.responder` returns for the request body; when there is neither, a ``500`` whose
 error body says ``no scripted reply`` (code ``no_scripted_reply``).
 
@@ -38,6 +43,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self, cast
+
+from codling.brain.builtin_turns import prompt_text
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -262,6 +269,30 @@ def last_user_text(body: Mapping[str, Any]) -> str:
 
 
 # --- Response bodies -------------------------------------------------------------------------------------
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def is_title(body: Mapping[str, Any]) -> bool:
+    """Whether a chat-completion request is codling's title special turn (its system prompt says so)."""
+    title_prompt = prompt_text("title").strip()
+    messages = body.get("messages") or []
+    return any(
+        isinstance(m, dict)
+        and m.get("role") in ("system", "developer")
+        and _text_of(m.get("content")).strip() == title_prompt
+        for m in messages
+    )
+
+
+def _counted(request: RecordedRequest) -> bool:
+    return request.is_chat_completion and request.body is not None and not is_title(request.body)
 
 
 def _error_body(message: str, type_: str, code: str | None) -> dict[str, Any]:
@@ -524,6 +555,7 @@ class OpenAIServer:
         self.responder: Responder | None = responder
         self.model = model
         self.expected_api_key = expected_api_key
+        self.title_reply: ScriptedReply = Reply("Loopback session title")
         self._condition = threading.Condition()
         self._queue: deque[ScriptedReply] = deque()
         self._recorded: list[RecordedRequest] = []
@@ -606,19 +638,25 @@ class OpenAIServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """The JSON bodies of the chat-completion requests received, in order (a snapshot)."""
-        return [r.body for r in self.recorded if r.is_chat_completion and r.body is not None]
+        """The JSON bodies of the chat-completion requests received, in order (a snapshot), title requests
+        left out."""
+        return [r.body for r in self.recorded if _counted(r)]
+
+    @property
+    def title_requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the title requests received, in order (a snapshot)."""
+        return [r.body for r in self.recorded if r.is_chat_completion and r.body is not None and is_title(r.body)]
 
     @property
     def authorizations(self) -> list[str | None]:
         """The ``Authorization`` header of each request in :attr:`requests`, e.g. ``"Bearer test-key"``."""
-        return [r.authorization for r in self.recorded if r.is_chat_completion and r.body is not None]
+        return [r.authorization for r in self.recorded if _counted(r)]
 
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
         """Wait until at least ``count`` chat-completion requests have arrived; return :attr:`requests`."""
 
         def arrived() -> int:
-            return sum(1 for r in self._recorded if r.is_chat_completion and r.body is not None)
+            return sum(1 for r in self._recorded if _counted(r))
 
         with self._condition:
             if not self._condition.wait_for(lambda: arrived() >= count, timeout=timeout):
@@ -634,6 +672,8 @@ class OpenAIServer:
             return len(self._recorded) - 1
 
     def _next_reply(self, body: dict[str, Any], index: int) -> ScriptedReply:
+        if is_title(body):
+            return self.title_reply
         with self._condition:
             if self._queue:
                 return self._queue.popleft()

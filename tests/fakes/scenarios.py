@@ -15,6 +15,8 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ThinkingPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 
+from codling.brain.builtin_turns import prompt_text
+
 
 @dataclass(frozen=True)
 class Say:
@@ -69,13 +71,23 @@ Response = Sequence[Item]
 
 @dataclass
 class Script:
-    """Model responses in order; after the last, ``fallback`` (if any) answers."""
+    """Model responses in order; after the last, ``fallback`` (if any) answers.
+
+    Title requests (the title special turn, recognised by its instructions) never take a scripted response:
+    ``title`` answers them and they are kept apart in ``title_requests``, so a script written for the user's
+    turns stays the same whether or not sessions get titles.
+    """
 
     responses: list[Response]
     fallback: Callable[[list[ModelMessage]], Response] | None = None
+    title: Response = (Say("Scripted session title"),)
     requests: list[list[ModelMessage]] = field(default_factory=list)
+    title_requests: list[list[ModelMessage]] = field(default_factory=list)
 
-    def _next(self, messages: list[ModelMessage]) -> Response:
+    def _next(self, messages: list[ModelMessage], info: AgentInfo) -> Response:
+        if info.instructions == prompt_text("title"):
+            self.title_requests.append(list(messages))
+            return self.title
         self.requests.append(list(messages))
         if self.responses:
             return self.responses.pop(0)
@@ -85,7 +97,7 @@ class Script:
 
     async def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         parts: list[Any] = []
-        for item in self._next(messages):
+        for item in self._next(messages, info):
             match item:
                 case Say():
                     parts.append(TextPart("".join(item.chunks)))
@@ -103,7 +115,7 @@ class Script:
 
     async def _stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
         index = 0
-        for item in self._next(messages):
+        for item in self._next(messages, info):
             match item:
                 case Say():
                     for chunk in item.chunks:

@@ -2,7 +2,8 @@
 
 1. ``compaction_input`` builds a bounded transcript of the history: each message capped, oldest messages dropped
    until it fits the summarizer's budget.
-2. The model writes a handoff summary from it (``prompts/compact.md``).
+2. The model writes a handoff summary from it (``prompts/compact.md``) in the summarize special turn
+   (``builtin_turns.summarize_turn``, driven by ``compactor.compact``).
 3. If that reply is empty, failed or clearly unusable, ``fallback_summary`` builds one deterministically.
 4. ``rebuild`` keeps the most recent real user messages within a token budget (newest first, restored to
    chronological order; earlier summaries are never counted as user messages) and appends one entry holding the
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+from codling.brain.state import SUMMARY_PREFIX, HistoryEntry, summary_entry
 from codling.llm.tokens import tail_tokens, truncate_to_tokens
 
 DEFAULT_THRESHOLD = 0.7
@@ -119,8 +120,9 @@ def fallback_summary(
     return "\n\n".join(parts)
 
 
-def rebuild(entries: Sequence[HistoryEntry], summary: str, user_budget: int) -> list[HistoryEntry]:
-    """Recent real user messages within ``user_budget`` tokens (chronological), then the summary."""
+def kept_user_messages(entries: Sequence[HistoryEntry], user_budget: int) -> list[HistoryEntry]:
+    """The most recent real user messages within ``user_budget`` tokens, in chronological order (summaries
+    are never counted as user messages)."""
     kept: list[HistoryEntry] = []
     used = 0
     for entry in reversed(entries):
@@ -131,12 +133,12 @@ def rebuild(entries: Sequence[HistoryEntry], summary: str, user_budget: int) -> 
         kept.append(entry)
         used += entry.tokens
     kept.reverse()
-    return [*kept, summary_entry(summary)]
+    return kept
 
 
-def summary_entry(summary: str) -> HistoryEntry:
-    """The history entry holding a summary behind the recognisable prefix."""
-    return HistoryEntry.of("summary", SUMMARY_PREFIX + summary.strip())
+def rebuild(entries: Sequence[HistoryEntry], summary: str, user_budget: int) -> list[HistoryEntry]:
+    """Recent real user messages within ``user_budget`` tokens (chronological), then the summary."""
+    return [*kept_user_messages(entries, user_budget), summary_entry(summary)]
 
 
 def rebuilt_history(kept_user_messages: Sequence[str], summary: str) -> list[HistoryEntry]:

@@ -3,8 +3,9 @@
 A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``,
 ``ToolCallFinished`` and compaction pairs (``CompactionStarted`` then ``ContextCompacted``); at most one
 ``TurnFailed``; one ``UsageUpdated``; and exactly one ``TurnEnded``.
-Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Events are
-frozen and carry no provider or protocol types.
+Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Outside turns,
+observers also get ``SpecialTurnPersisted`` (a special turn changed the history) and ``SessionTitled``.
+Events are frozen and carry no provider or protocol types.
 """
 
 from __future__ import annotations
@@ -150,6 +151,16 @@ class SpecialTurnPersisted:
 
 
 @dataclass(frozen=True)
+class SessionTitled:
+    """The session has a title: the model's (from the title special turn) or, when the model could not give
+    one, the fallback made from the first request. Not part of any turn."""
+
+    title: str
+    source: Literal["model", "fallback"]
+    kind: Literal["session_titled"] = "session_titled"
+
+
+@dataclass(frozen=True)
 class TurnFailed:
     """The turn could not finish: ``message`` is the error reply shown to the user."""
 
@@ -181,6 +192,7 @@ Event = (
     | ContextCompacted
     | UsageUpdated
     | SpecialTurnPersisted
+    | SessionTitled
     | TurnFailed
     | TurnEnded
 )

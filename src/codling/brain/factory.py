@@ -46,5 +46,7 @@ def open_session(
     options = SessionOptions(
         max_requests_per_turn=settings.max_requests_per_turn,
         compact_threshold=settings.compact_threshold,
+        max_tool_passes=settings.max_tool_passes,
+        auto_title=settings.titles,
     )
     return ConversationSession(state, deps, model_factory=model_factory, options=options)

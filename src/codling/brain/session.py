@@ -5,8 +5,11 @@
 task so that ``cancel()`` can stop it (and the tools it is running) at any await point.
 
 Before a turn whose context would pass the compaction threshold, and when the provider reports that the context
-overflowed (then the request is retried once), the history is compacted (``brain/compaction.py``). A prompt of
-``/compact [instructions]`` compacts on demand.
+overflowed (then the request is retried once), the history is compacted through the summarize special turn
+(``brain/compactor.py``). A prompt of ``/compact [instructions]`` compacts on demand.
+
+With ``SessionOptions.auto_title``, the first turn of a new session is followed by the title special turn (in
+the background; ``settle()`` waits for it), which ends with one ``SessionTitled`` event.
 """
 
 from __future__ import annotations
@@ -15,18 +18,18 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from codling.brain import compaction
+from codling.brain import compaction, compactor
+from codling.brain.builtin_turns import clean_title, title_turn
 from codling.brain.coalesce import TextCoalescer
 from codling.brain.events import (
-    CompactionReason,
-    CompactionStarted,
     ContextCompacted,
     Event,
+    SessionTitled,
     SpecialTurnPersisted,
     StopReason,
     TextDelta,
@@ -40,7 +43,13 @@ from codling.brain.events import (
     UsageUpdated,
 )
 from codling.brain.prompt import PromptBlock, TextBlock, prompt_summary, render_prompt, system_prompt, turn_context
-from codling.brain.special_turns import SpecialTurnConfig, SpecialTurnResult, SpecialTurns, persisted_entries
+from codling.brain.special_turns import (
+    Announce,
+    SpecialTurnConfig,
+    SpecialTurnResult,
+    SpecialTurns,
+    persisted_entries,
+)
 from codling.brain.state import HistoryEntry, SessionState
 from codling.brain.summaries import build_turn_summary, summarize_tool_call, update_recent_files
 from codling.brain.turns import (
@@ -82,8 +91,10 @@ TOOL_SCHEMA_TOKENS = 1_500
 OUTPUT_MARGIN_TOKENS = 1_000
 MIN_OUTPUT_TOKENS = 1_024
 
-SUMMARY_TIMEOUT = 180.0
-"""Seconds the summarizer may take before the deterministic fallback is used."""
+TOOLS_SPENT_NOTE = (
+    "You have used every tool pass this turn allows, so no tools are available now. Answer the user with what "
+    "you have: what you did, what you found, and what is left to do."
+)
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,9 @@ class SessionOptions:
 
     max_requests_per_turn: int = 50
     """Model requests one turn may make; reaching it ends the turn with ``max_turn_requests``."""
+    max_tool_passes: int = 40
+    """Rounds of tool calls one turn may make; after that the model is asked once more, without tools, to
+    answer with what it has."""
     run_tools: bool = True
     """Whether the model is offered tools at all."""
     merge_window: float = 0.005
@@ -101,6 +115,8 @@ class SessionOptions:
     """Coalescing: the largest merged text delta."""
     compact_threshold: float = compaction.DEFAULT_THRESHOLD
     """Compact before a turn once the context passes this share of the model's context limit."""
+    auto_title: bool = False
+    """After the first turn of a new session, name it with the title special turn (``SessionTitled``)."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +160,6 @@ class ConversationSession:
         self._model_factory = model_factory
         self._observers: list[Observer] = []
         self._agent: Agent[ToolDeps, str] | None = None
-        self._summarizer: Agent[None, str] | None = None
         self._system_prompt: str | None = None
         self._system_tokens = 0
         self._task: asyncio.Task[None] | None = None
@@ -153,6 +168,8 @@ class ConversationSession:
         self._emit: Callable[[Any], None] | None = None
         self._consumer_done: asyncio.Event | None = None
         self._special_turns: SpecialTurns | None = None
+        self._title_due: tuple[str, str] | None = None
+        self._background: set[asyncio.Task[None]] = set()
         if deps.permissions.approver is not None:
             deps.permissions.approver = _DeliveredFirst(deps.permissions.approver, self._delivered)
 
@@ -172,15 +189,23 @@ class ConversationSession:
         """Switch models; the next turn uses the new one with the same history."""
         self.state.model = model
         self._agent = None
-        self._summarizer = None
 
     @property
     def running(self) -> bool:
         """Whether a turn is in progress."""
         return self._task is not None and not self._task.done()
 
+    async def settle(self) -> None:
+        """Wait for the session's background work (the title special turn) to finish."""
+        while self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
     async def stop(self) -> None:
-        """Cancel the running turn, if any, and wait until it has ended and its last event was delivered."""
+        """Cancel the running turn, if any, and the session's background work; wait until the turn has ended
+        and its last event was delivered."""
+        for task in list(self._background):
+            task.cancel()
+        await self.settle()
         if self._task is not None and not self._task.done():
             self.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -216,10 +241,23 @@ class ConversationSession:
             self._special_turns = SpecialTurns(self)
         return self._special_turns
 
-    async def execute_special_turn(self, config: SpecialTurnConfig) -> SpecialTurnResult:
+    async def execute_special_turn(
+        self, config: SpecialTurnConfig, announce: Announce | None = None
+    ) -> SpecialTurnResult:
         """Run a model request that is not the user's turn, isolated from the session; persist its result as
-        ``config.persistence`` says."""
-        return await self.special_turns.execute(config)
+        ``config.persistence`` says (``announce`` replaces the default ``SpecialTurnPersisted`` notification)."""
+        return await self.special_turns.execute(config, announce)
+
+    async def _name_session(self, request: str, reply: str) -> None:
+        """The title special turn; its fallback (the first request) stands in when the model cannot help."""
+        result = await self.execute_special_turn(title_turn(request, reply))
+        title = result.output if result.fallback else clean_title(result.output)
+        await self.notify(SessionTitled(title, "fallback" if result.fallback else "model"))
+
+    def _start_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def model_for(self, model_id: str | None) -> Model:
         """The session's pydantic-ai model, or the model ``model_id`` names."""
@@ -235,18 +273,25 @@ class ConversationSession:
         assert self._system_prompt is not None
         return self._system_prompt
 
-    def toolset(self, tool_filter: str = "*") -> Any:
-        """The session's tools, limited by ``tool_filter``: "*" all, or comma-separated names ("-name" blocks)."""
+    def toolset(self, tool_filter: str = "*", passes: int | None = None) -> Any:
+        """The session's tools, limited by ``tool_filter`` ("*" all, or comma-separated names; "-name" blocks)
+        and, given ``passes``, offered only to a run's first ``passes`` model requests."""
         from pydantic_ai.toolsets import FilteredToolset
 
         names = [n.strip() for n in tool_filter.split(",") if n.strip() and n.strip() != "*"]
         allowed = {n for n in names if not n.startswith("-")}
         blocked = {n[1:] for n in names if n.startswith("-")}
 
-        def keep(_ctx: Any, tool: Any) -> bool:
+        def keep(ctx: Any, tool: Any) -> bool:
+            if passes is not None and ctx.run_step > passes:
+                return False
             return tool.name not in blocked and (not allowed or tool.name in allowed)
 
         return FilteredToolset(build_toolset(), keep)
+
+    def _tools_spent(self, ctx: Any) -> str | None:
+        """An instruction for the request after the last tool pass: tools are gone, answer now."""
+        return TOOLS_SPENT_NOTE if self.options.run_tools and ctx.run_step > self.options.max_tool_passes else None
 
     async def notify(self, event: Event) -> None:
         """Hand an event that is not part of a turn (a persisted special turn) to every observer, in order."""
@@ -266,7 +311,8 @@ class ConversationSession:
         estimate = self._system_tokens + TOOL_SCHEMA_TOKENS + self.state.history_tokens
         return max(estimate, self.state.reported_input_tokens)
 
-    def _usage_event(self, turn_id: str) -> UsageUpdated:
+    def usage_event(self, turn_id: str) -> UsageUpdated:
+        """How full the context is now, as an event of turn ``turn_id``."""
         return UsageUpdated(turn_id, self.context_used(), self.state.model.context_limit)
 
     # -- turns ---------------------------------------------------------------------------------------------
@@ -315,6 +361,10 @@ class ConversationSession:
                 self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             consumer_done.set()
+            if self._title_due is not None:
+                # Once the turn's events are all delivered, so the title comes after them.
+                self._start_background(self._name_session(*self._title_due))
+                self._title_due = None
 
     def restore(self, events: Iterable[Event]) -> None:
         """Rebuild the state from a recorded event stream (e.g. read back from history.jsonl).
@@ -368,7 +418,7 @@ class ConversationSession:
                 factory(self.state.model.id),
                 deps_type=ToolDeps,
                 instructions=self._system_prompt,
-                toolsets=[build_toolset()] if self.options.run_tools else [],
+                toolsets=[self.toolset(passes=self.options.max_tool_passes)] if self.options.run_tools else [],
                 capabilities=[ProcessHistory(sanitize_messages)],
                 # Models often fix bad tool arguments on a second or third try; the default (1) fails too soon.
                 retries=TOOL_RETRIES,
@@ -398,7 +448,7 @@ class ConversationSession:
                 raise asyncio.CancelledError  # cancelled before the turn could start
             self._get_agent()  # the system prompt's size is part of the context estimate
             if command is not None:
-                await self._compact(turn_id, send, "command", command[1] or None)
+                await compactor.compact(self, turn_id, send, "command", command[1] or None)
             else:
                 stop, usage = await self._model_turn(turn_id, user_text, send, log_)
         except asyncio.CancelledError:
@@ -423,7 +473,9 @@ class ConversationSession:
                 self.state.reported_input_tokens = first_input + self.state.entries[-1].tokens
             summary = build_turn_summary(log_.turn_number, log_.events)
             self.state.remember_turn(summary)
-        send(self._usage_event(turn_id))
+            if self.options.auto_title and self.state.turn_count == 1:
+                self._title_due = (user_text, "".join(log_.text))
+        send(self.usage_event(turn_id))
         send(TurnEnded(turn_id, stop, usage, error=log_.error is not None, summary=summary))
         emit(_DONE)
 
@@ -433,14 +485,14 @@ class ConversationSession:
         """Run the prompt; compact first past the threshold, and once more (then retry) on a context overflow."""
         limit = self.state.model.context_limit
         if self.state.entries and self.context_used() > self.compact_threshold * limit:
-            await self._compact(turn_id, send, "threshold")
+            await compactor.compact(self, turn_id, send, "threshold")
         try:
             return await self._drive(turn_id, user_text, send)
         except Exception as e:
             if not is_context_overflow(e) or not self.state.entries:
                 raise
             log.info("context overflow reported by the provider; compacting and retrying once")
-        await self._compact(turn_id, send, "overflow")
+        await compactor.compact(self, turn_id, send, "overflow")
         retry_text = user_text
         if done := [summarize_tool_call(s, log_.finished.get(cid)) for cid, s in log_.calls.items()]:
             # Tools already ran in this turn: say so, so the retried request does not redo their side effects.
@@ -491,7 +543,7 @@ class ConversationSession:
             deps=self.deps,
             usage_limits=limits,
             model_settings=settings,
-            instructions=context or None,
+            instructions=[context, self._tools_spent] if context else [self._tools_spent],
         ) as run:
             try:
                 async for node in run:
@@ -551,57 +603,6 @@ class ConversationSession:
         self.state.add(HistoryEntry.of("user", log_.user_text))
         self.state.add(HistoryEntry.of("assistant", log_.reply(ending)))
         self.state.turn_count += 1
-
-    # -- compaction ----------------------------------------------------------------------------------------
-
-    async def _compact(
-        self, turn_id: str, send: Callable[[Event], None], reason: CompactionReason, instructions: str | None = None
-    ) -> None:
-        """Replace the history by recent user messages plus a summary, telling observers before and after."""
-        if not self.state.entries:
-            send(TextDelta(turn_id, "There is nothing to compact yet."))
-            return
-        call_id = f"compact-{uuid.uuid4().hex[:12]}"
-        before = self.context_used()
-        send(CompactionStarted(turn_id, call_id, before, reason))
-        model = self.state.model
-        entries = list(self.state.entries)
-        transcript = compaction.compaction_input(
-            entries, compaction.input_budget(model.context_limit, model.max_output_tokens)
-        )
-        summary: str | None = None
-        try:
-            async with asyncio.timeout(SUMMARY_TIMEOUT):
-                summary = await self._summarize(transcript, instructions)
-        except asyncio.CancelledError:
-            send(ToolCallFinished(turn_id, call_id, "compact", "failed", "cancelled: the history was not compacted"))
-            raise
-        except Exception as e:  # any failure of the summarizer (or its timeout) means the deterministic fallback
-            log.warning("compaction summary failed (%s: %s); using the fallback", type(e).__name__, e)
-        fallback = not compaction.usable(summary)
-        if fallback or summary is None:
-            summary = compaction.fallback_summary(
-                entries,
-                recent_files=self.state.recent_files,
-                commands=[c for s in self.state.turn_summaries for c in s.commands],
-            )
-        rebuilt = compaction.rebuild(entries, summary, compaction.kept_user_budget(model.context_limit))
-        self.state.replace_history(rebuilt)
-        kept = tuple(e.text for e in rebuilt if e.role == "user")
-        send(ContextCompacted(turn_id, call_id, summary, kept, before, self.context_used(), fallback, reason))
-        send(self._usage_event(turn_id))
-
-    async def _summarize(self, transcript: str, instructions: str | None) -> str:
-        """The model's handoff summary of ``transcript`` (a plain request: no tools, no history)."""
-        from pydantic_ai import Agent
-
-        if self._summarizer is None:
-            self._summarizer = Agent(self._get_agent().model, instructions=compaction.compaction_prompt())
-        prompt = transcript
-        if instructions:
-            prompt += f"\n\n---\nThe user asked that the summary also: {instructions}"
-        result = await self._summarizer.run(prompt, model_settings={"max_tokens": self.state.model.max_output_tokens})
-        return result.output
 
 
 @dataclass(frozen=True)

@@ -9,21 +9,26 @@ says so, and then only what its filter allows:
 * ``ephemeral``: nothing is persisted (validation, titles),
 * ``replace-above``: the result replaces the history (a summary).
 
-A failure or a timeout returns an error result and leaves the session exactly as it was. Several special
-turns may run at once; their persistence is applied one at a time, in the order they were started.
+A failure, a timeout or an output the turn's ``accept`` check rejects returns an error result and leaves the
+session exactly as it was, unless the turn has a ``fallback``: then the fallback's output (built without the
+model) is persisted in its place and the result says so. Several special turns may run at once; their
+persistence is applied one at a time, in the order they were started (ephemeral turns persist nothing, so they
+never wait for the others).
+
+The built-ins (summarize, title, greeting) are in ``brain/builtin_turns.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.events import SpecialTurnPersisted
 from codling.brain.interactions import DEFAULT, Interaction, InteractionFilter
-from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+from codling.brain.state import HistoryEntry, summary_entry
 
 if TYPE_CHECKING:
     from codling.brain.session import ConversationSession
@@ -53,8 +58,17 @@ class SpecialTurnConfig:
     run_tools: bool = False
     force_non_streaming: bool = True
     timeout: float = 120.0
+    max_tokens: int | None = None
+    """A cap on the answer's length (None: the model's default)."""
     persistence: Persistence = "ephemeral"
     persistence_filter: InteractionFilter = DEFAULT
+    keep: Sequence[Interaction] = ()
+    """replace-above: interactions that stay in front of the result (e.g. the recent user messages a
+    compaction keeps); they pass through the persistence filter like the result."""
+    accept: Callable[[str], bool] | None = None
+    """A check on the output: a rejected output is an error result (e.g. an empty or refused summary)."""
+    fallback: Callable[[], str] | None = None
+    """An output built without the model, persisted when the turn fails, times out or is rejected."""
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
@@ -68,11 +82,18 @@ class SpecialTurnResult:
     error: str | None = None
     persisted: tuple[Interaction, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    fallback: bool = False
+    """The output is the config's fallback; ``error`` says why the model's answer was not used."""
 
     @property
     def ok(self) -> bool:
-        """Whether the special turn produced an output."""
+        """Whether the special turn produced an output (the model's or its fallback)."""
         return self.status == "ok"
+
+
+Announce = Callable[[SpecialTurnResult], Awaitable[None]]
+"""Tells the world that a special turn's result was persisted (by default: ``SpecialTurnPersisted`` to every
+observer of the session)."""
 
 
 class SpecialTurns:
@@ -83,18 +104,21 @@ class SpecialTurns:
         self._last: asyncio.Future[None] | None = None
         """Resolved when the most recently started special turn is over (persisted, failed or cancelled)."""
 
-    async def execute(self, config: SpecialTurnConfig) -> SpecialTurnResult:
-        """Run one special turn and persist its result as configured."""
+    async def execute(self, config: SpecialTurnConfig, announce: Announce | None = None) -> SpecialTurnResult:
+        """Run one special turn and persist its result as configured; ``announce`` replaces the default
+        ``SpecialTurnPersisted`` notification (compaction announces ``ContextCompacted`` within its turn)."""
+        if config.persistence == "ephemeral":
+            return self._with_fallback(config, await self._attempt(config))
         # Each turn waits for the one started before it to be over before persisting: a chain of futures,
         # each resolved in a finally block, so a failed or cancelled turn never holds up the ones after it.
         previous, mine = self._last, asyncio.get_running_loop().create_future()
         self._last = mine
         try:
-            result = await self._attempt(config)
+            result = self._with_fallback(config, await self._attempt(config))
             if previous is not None:
                 await asyncio.shield(previous)
             if result.ok:
-                result = await self._persist(config, result)
+                result = await self._persist(config, result, announce)
             return result
         finally:
             if not mine.done():
@@ -111,10 +135,22 @@ class SpecialTurns:
             return SpecialTurnResult(
                 config.turn_type, "error", error=f"{type(e).__name__}: {e}", metadata=config.metadata
             )
+        if config.accept is not None and not config.accept(output):
+            error = f"the answer was not usable: {output[:200]!r}"
+            return SpecialTurnResult(config.turn_type, "error", error=error, metadata=config.metadata)
         return SpecialTurnResult(config.turn_type, "ok", output, metadata=config.metadata)
+
+    @staticmethod
+    def _with_fallback(config: SpecialTurnConfig, result: SpecialTurnResult) -> SpecialTurnResult:
+        if result.ok or config.fallback is None:
+            return result
+        log.info("special turn %s: using its fallback (%s)", config.turn_type, result.error)
+        output = config.fallback()
+        return SpecialTurnResult(config.turn_type, "ok", output, result.error, metadata=result.metadata, fallback=True)
 
     async def _run(self, config: SpecialTurnConfig) -> str:
         from pydantic_ai import Agent
+        from pydantic_ai.settings import ModelSettings
 
         session = self._session
         model = session.model_for(config.model)
@@ -129,18 +165,26 @@ class SpecialTurns:
             if config.messages is not None
             else session.state.messages()
         )
+        settings = ModelSettings(max_tokens=config.max_tokens) if config.max_tokens is not None else None
         if config.force_non_streaming:
-            result = await agent.run(config.prompt, message_history=history, deps=session.deps)
+            result = await agent.run(config.prompt, message_history=history, deps=session.deps, model_settings=settings)
             return result.output
-        async with agent.run_stream(config.prompt, message_history=history, deps=session.deps) as streamed:
+        async with agent.run_stream(
+            config.prompt, message_history=history, deps=session.deps, model_settings=settings
+        ) as streamed:
             return await streamed.get_output()
 
-    async def _persist(self, config: SpecialTurnConfig, result: SpecialTurnResult) -> SpecialTurnResult:
+    async def _persist(
+        self, config: SpecialTurnConfig, result: SpecialTurnResult, announce: Announce | None
+    ) -> SpecialTurnResult:
         if config.persistence == "ephemeral":
             return result
-        produced = [Interaction("summary" if config.persistence == "replace-above" else "assistant", result.output)]
-        if config.persistence == "persist-all":
-            produced = [Interaction("user", config.prompt), *produced]
+        if config.persistence == "replace-above":
+            produced = [*config.keep, Interaction("summary", result.output)]
+        else:
+            produced = [Interaction("assistant", result.output)]
+            if config.persistence == "persist-all":
+                produced.insert(0, Interaction("user", config.prompt))
         kept = [i for i in config.persistence_filter.apply(produced) if i.kind in _ROLE_OF_KIND]
         state = self._session.state
         if config.persistence == "replace-above":
@@ -148,16 +192,21 @@ class SpecialTurns:
         else:
             for entry in persisted_entries(kept):
                 state.add(entry)
-        persisted = tuple(kept)
-        await self._session.notify(
-            SpecialTurnPersisted(config.turn_type, config.persistence, persisted, dict(config.metadata))
+        persisted = SpecialTurnResult(
+            config.turn_type, "ok", result.output, result.error, tuple(kept), result.metadata, result.fallback
         )
-        return SpecialTurnResult(config.turn_type, "ok", result.output, None, persisted, result.metadata)
+        if announce is not None:
+            await announce(persisted)
+        else:
+            await self._session.notify(
+                SpecialTurnPersisted(config.turn_type, config.persistence, persisted.persisted, dict(config.metadata))
+            )
+        return persisted
 
 
 def _entry(interaction: Interaction) -> HistoryEntry:
-    if interaction.kind == "summary" and not interaction.text.startswith(SUMMARY_PREFIX):
-        return HistoryEntry.of("summary", SUMMARY_PREFIX + interaction.text)
+    if interaction.kind == "summary":
+        return summary_entry(interaction.text)
     return HistoryEntry.of(_ROLE_OF_KIND[interaction.kind], interaction.text)  # type: ignore[arg-type]
 
 

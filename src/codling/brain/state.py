@@ -43,6 +43,11 @@ class HistoryEntry:
         return ModelRequest(parts=[UserPromptPart(self.text)])
 
 
+def summary_entry(summary: str) -> HistoryEntry:
+    """The history entry holding a summary behind the recognisable ``SUMMARY_PREFIX`` (added only once)."""
+    return HistoryEntry.of("summary", SUMMARY_PREFIX + summary.removeprefix(SUMMARY_PREFIX).strip())
+
+
 @dataclass
 class SessionState:
     """What one session knows: where it works, with which model and mode, and its text history.

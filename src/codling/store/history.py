@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from codling.brain.events import Event, TextDelta, ThoughtDelta, TurnEnded, TurnFailed, TurnStarted
+from codling.brain.builtin_turns import fallback_title
+from codling.brain.events import Event, SessionTitled, TextDelta, ThoughtDelta, TurnEnded, TurnFailed, TurnStarted
 from codling.errors import SessionError
 from codling.store.records import EVENT_KINDS, VERSION, event_payload, now, record_events
 
@@ -107,8 +108,7 @@ class SessionLog:
 
 def first_request_title(event: TurnStarted) -> str:
     """A session title from its first request: the prompt on one line, trimmed to 80 characters."""
-    text = " ".join(event.prompt.split())
-    return text if len(text) <= 80 else text[:79].rstrip() + "…"
+    return fallback_title(event.prompt)
 
 
 def read_history(path: Path) -> SessionLog:
@@ -268,6 +268,8 @@ class HistoryRecorder:
         elif isinstance(event, TurnStarted) and self.title is None:
             # Until a better one exists, a session is named after the user's first request.
             await self.set_title(first_request_title(event))
+        elif isinstance(event, SessionTitled) and event.title and event.title != self.title:
+            await self.set_title(event.title)
 
     async def set_title(self, title: str) -> None:
         """Record a new title and tell whoever shows it."""

@@ -90,8 +90,8 @@ def _diff(diff: FileDiff | None) -> dict[str, Any] | None:
 def event_payload(event: Event, error: str | None = None) -> dict[str, Any] | None:
     """The kind-specific part of the record for one event (text deltas arrive here already merged), or None
     for events that have no record of their own: ``TurnFailed`` (its message is the ``error`` of the turn's
-    end record), ``CompactionStarted`` (the ``compaction`` record stands for both) and ``UsageUpdated``
-    (derived again on load)."""
+    end record), ``CompactionStarted`` (the ``compaction`` record stands for both), ``UsageUpdated``
+    (derived again on load) and ``SessionTitled`` (the recorder writes a ``settings`` record)."""
     match event:
         case TurnStarted():
             return {

@@ -1,0 +1,129 @@
+"""The built-in special turns: summarize (compaction), title and greeting.
+
+Each is a function returning a ``SpecialTurnConfig``; run it with ``ConversationSession.execute_special_turn``.
+
+* ``summarize_turn``: replace-above with the preserve-system-context filter. The model writes a handoff summary
+  of a transcript (``prompts/compact.md``); the history becomes the kept recent user messages plus the summary.
+  An unusable answer, a failure or a timeout persists the deterministic fallback instead. Compaction
+  (``brain/compactor.py``) runs through it.
+* ``title_turn``: ephemeral. A short session title from the first request and reply (``prompts/title.md``);
+  its fallback is the first request on one line. Nothing enters the history, so the model never sees it again.
+* ``greeting_turn``: persist-result with the default filter. Only the greeting (``prompts/greeting.md``) enters
+  the history, as an assistant message; the request that asked for it does not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from codling.brain import compaction
+from codling.brain.interactions import DEFAULT, PRESERVE_SYSTEM_CONTEXT, Interaction
+from codling.brain.special_turns import SpecialTurnConfig
+from codling.llm.tokens import truncate_to_tokens
+
+SUMMARY_TIMEOUT = 180.0
+"""Seconds the summarizer may take before the deterministic fallback is used."""
+
+TITLE_TIMEOUT = 30.0
+TITLE_MAX_TOKENS = 200
+"""Room for a short title (and for models that think a little before answering)."""
+TITLE_MAX_CHARS = 60
+FALLBACK_TITLE_CHARS = 80
+
+GREETING_TIMEOUT = 30.0
+GREETING_MAX_TOKENS = 300
+
+
+@cache
+def prompt_text(name: str) -> str:
+    """The text of ``prompts/<name>.md``."""
+    return resources.files("codling.brain").joinpath(f"prompts/{name}.md").read_text(encoding="utf-8").strip()
+
+
+def summarize_turn(
+    transcript: str,
+    *,
+    instructions: str | None = None,
+    keep: Sequence[Interaction] = (),
+    max_tokens: int | None = None,
+    fallback: Callable[[], str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> SpecialTurnConfig:
+    """Summarize ``transcript`` (see ``compaction.compaction_input``) and replace the history by ``keep`` plus
+    the summary; ``instructions`` are the user's wishes for the summary (``/compact <instructions>``)."""
+    prompt = transcript
+    if instructions:
+        prompt += f"\n\n---\nThe user asked that the summary also: {instructions}"
+    return SpecialTurnConfig(
+        prompt,
+        turn_type="summarize",
+        messages=(),  # the transcript is the whole input: no history, no tools
+        instructions=compaction.compaction_prompt(),
+        tool_filter="-*",
+        timeout=SUMMARY_TIMEOUT,
+        max_tokens=max_tokens,
+        persistence="replace-above",
+        persistence_filter=PRESERVE_SYSTEM_CONTEXT,
+        keep=tuple(keep),
+        accept=compaction.usable,
+        fallback=fallback,
+        metadata=metadata or {},
+    )
+
+
+def title_turn(request: str, reply: str = "") -> SpecialTurnConfig:
+    """Name a session after its first ``request`` (and the start of the ``reply``); ephemeral."""
+    prompt = "First request:\n" + truncate_to_tokens(request, 1_000)
+    if reply.strip():
+        prompt += "\n\nStart of the reply:\n" + truncate_to_tokens(reply, 300)
+    return SpecialTurnConfig(
+        prompt,
+        turn_type="title",
+        messages=(),
+        instructions=prompt_text("title"),
+        tool_filter="-*",
+        timeout=TITLE_TIMEOUT,
+        max_tokens=TITLE_MAX_TOKENS,
+        persistence="ephemeral",
+        accept=lambda output: bool(clean_title(output)),
+        fallback=lambda: fallback_title(request),
+    )
+
+
+def greeting_turn() -> SpecialTurnConfig:
+    """Greet the user of a new session (with the session's own instructions: it knows the project)."""
+    return SpecialTurnConfig(
+        prompt_text("greeting"),
+        turn_type="greeting",
+        messages=(),
+        tool_filter="-*",
+        timeout=GREETING_TIMEOUT,
+        max_tokens=GREETING_MAX_TOKENS,
+        persistence="persist-result",
+        persistence_filter=DEFAULT,
+    )
+
+
+_TITLE_LABEL = re.compile(r"^(?:session\s+)?title\s*:\s*", re.IGNORECASE)
+
+
+def clean_title(text: str) -> str:
+    """A model's title answer as a title: its first non-empty line without labels, quotes, markup or a final
+    period, at most ``TITLE_MAX_CHARS`` characters (cut at a word); "" when nothing is left."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    line = _TITLE_LABEL.sub("", line.lstrip("#* "))
+    line = " ".join(line.strip().strip("\"'`*“”‘’").split()).rstrip(".").strip()
+    if len(line) <= TITLE_MAX_CHARS:
+        return line
+    cut = line[: TITLE_MAX_CHARS - 1].rsplit(" ", 1)[0].rstrip(",;:-")
+    return cut + "…"
+
+
+def fallback_title(request: str) -> str:
+    """A title without the model: the request on one line, trimmed to 80 characters."""
+    text = " ".join(request.split())
+    return text if len(text) <= FALLBACK_TITLE_CHARS else text[: FALLBACK_TITLE_CHARS - 1].rstrip() + "…"
