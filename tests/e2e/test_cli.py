@@ -126,7 +126,14 @@ def test_run_json_prints_event_lines(home: Path, project: Path, server: OpenAISe
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     kinds = [e["type"] for e in events]
-    assert kinds[0] == "turn_started" and kinds[-1] == "turn_ended"
+    assert kinds[0] == "turn_started" and kinds[-2] == "turn_ended"
+    # A new session is named once its first turn is over.
+    assert events[-1] == {
+        "type": "session_titled",
+        "title": "Loopback session title",
+        "source": "model",
+        "kind": "session_titled",
+    }
     assert "tool_call_started" in kinds and "tool_call_finished" in kinds
     finished = next(e for e in events if e["type"] == "tool_call_finished")
     assert finished["status"] == "completed" and "return 'hello'" in finished["text"]

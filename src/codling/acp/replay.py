@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from acp import CLIENT_METHODS, helpers
-from acp.schema import SessionNotification, UserMessageChunk
+from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
 from codling.acp.content import to_acp
@@ -16,10 +16,10 @@ from codling.brain.events import Event, ToolCallFinished, ToolCallStarted, TurnE
 INTERRUPTED = "interrupted: the agent stopped before this tool call finished"
 
 
-def replay_updates(events: Iterable[Event]) -> list[Update | UserMessageChunk]:
+def replay_updates(events: Iterable[Event]) -> list[Update]:
     """Every update of a recorded conversation: user chunks, agent chunks, thoughts, tool calls (with their
     final status and content). A tool call the process never finished (it died) is shown as failed."""
-    updates: list[Update | UserMessageChunk] = []
+    updates: list[Update] = []
     open_calls: list[str] = []
 
     def close_open() -> None:

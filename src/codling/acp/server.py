@@ -198,6 +198,8 @@ class CodlingAgent:
             )
         header = SessionHeader(new_session_id(), root, choice.info.id, settings.mode, extra)
         session = self._open(header, None)
+        if settings.greeting:
+            session.greet()  # shown after this response, before the first prompt's turn
         return NewSessionResponse(
             session_id=session.id, modes=self._modes(session), config_options=self._options(session)
         )
@@ -409,6 +411,7 @@ class CodlingAgent:
             session.preparing_prompt = False
         if session.cancel_pending:
             return PromptResponse(stop_reason="cancelled")
+        await session.greeted()  # the greeting comes first in the history and in the client
         stop_reason: StopReason = "end_turn"
         async for event in session.brain.stream(blocks):
             if isinstance(event, TurnEnded):

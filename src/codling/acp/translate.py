@@ -14,6 +14,7 @@ from acp.schema import (
     ToolCallProgress,
     ToolCallStart,
     UsageUpdate,
+    UserMessageChunk,
 )
 
 from codling.brain import compaction
@@ -21,6 +22,8 @@ from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
     Event,
+    SessionTitled,
+    SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
@@ -32,7 +35,7 @@ from codling.brain.events import (
 )
 from codling.tools.ports import Location
 
-Update = AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress | UsageUpdate
+Update = AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress | UsageUpdate | UserMessageChunk
 
 
 def locations(items: Sequence[Location]) -> list[ToolCallLocation] | None:
@@ -48,6 +51,12 @@ def _finished_content(event: ToolCallFinished) -> list[ContentToolCallContent | 
     if event.text:
         content.append(helpers.tool_content(helpers.text_block(event.text)))
     return content
+
+
+def _message(kind: str, text: str) -> AgentMessageChunk | UserMessageChunk:
+    if kind == "user":
+        return helpers.update_user_message_text(text)
+    return helpers.update_agent_message_text(text)
 
 
 def error_text(message: str) -> str:
@@ -98,6 +107,10 @@ def translate(event: Event) -> list[Update]:
             ]
         case UsageUpdated():
             return [UsageUpdate(session_update="usage_update", used=event.used, size=event.size)]
-        case TurnStarted() | TurnEnded():
-            return []
+        case SpecialTurnPersisted() if event.persistence != "replace-above":
+            # What a special turn added to the conversation (a greeting) is shown as the conversation shows
+            # it; a replacing summary is not a message (compaction shows its own tool call).
+            return [_message(i.kind, i.text) for i in event.interactions if i.kind in ("user", "assistant")]
+        case TurnStarted() | TurnEnded() | SessionTitled() | SpecialTurnPersisted():
+            return []  # a title reaches the client as session_info_update, from the recorder
     return []

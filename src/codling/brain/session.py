@@ -200,11 +200,15 @@ class ConversationSession:
         while self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
 
+    def cancel_background(self) -> None:
+        """Stop the session's background work (a title being made: the fallback title stays)."""
+        for task in list(self._background):
+            task.cancel()
+
     async def stop(self) -> None:
         """Cancel the running turn, if any, and the session's background work; wait until the turn has ended
         and its last event was delivered."""
-        for task in list(self._background):
-            task.cancel()
+        self.cancel_background()
         await self.settle()
         if self._task is not None and not self._task.done():
             self.cancel()
@@ -254,10 +258,12 @@ class ConversationSession:
         title = result.output if result.fallback else clean_title(result.output)
         await self.notify(SessionTitled(title, "fallback" if result.fallback else "model"))
 
-    def _start_background(self, work: Coroutine[Any, Any, None]) -> None:
+    def start_background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``work`` (e.g. a special turn) beside the turns: ``settle()`` waits for it, ``stop()`` cancels it."""
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     def model_for(self, model_id: str | None) -> Model:
         """The session's pydantic-ai model, or the model ``model_id`` names."""
@@ -363,7 +369,7 @@ class ConversationSession:
             consumer_done.set()
             if self._title_due is not None:
                 # Once the turn's events are all delivered, so the title comes after them.
-                self._start_background(self._name_session(*self._title_due))
+                self.start_background(self._name_session(*self._title_due))
                 self._title_due = None
 
     def restore(self, events: Iterable[Event]) -> None:

@@ -233,6 +233,9 @@ async def _run_turn(
     loop.add_signal_handler(signal.SIGINT, live.brain.cancel)
     try:
         result = await live.brain.run(text)
+        # A new session's title is asked for once the answer is shown (a short request); Ctrl-C skips it.
+        loop.add_signal_handler(signal.SIGINT, live.brain.cancel_background)
+        await live.brain.settle()
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         if isinstance(renderer, TerminalRenderer):

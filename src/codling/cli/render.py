@@ -31,6 +31,8 @@ from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
     Event,
+    SessionTitled,
+    SpecialTurnPersisted,
     StopReason,
     TextDelta,
     ThoughtDelta,
@@ -362,6 +364,8 @@ class TerminalRenderer:
 
     async def __call__(self, event: Event) -> None:
         """Draw one event."""
+        if isinstance(event, SessionTitled | SpecialTurnPersisted):
+            return  # not part of a turn; a one-shot run shows neither
         if self._thinking_turn and not isinstance(event, TurnStarted) and self._reasoning(event):
             return
         self._stop_spinner()

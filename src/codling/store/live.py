@@ -6,9 +6,11 @@ same way whichever one started it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from codling.brain.builtin_turns import greeting_turn
 from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession, ModelFactory
 from codling.config import Settings, parse_mode
@@ -29,6 +31,23 @@ class LiveSession:
     """A prompt was accepted and is being prepared (attachments read) before its turn starts."""
     cancel_pending: bool = False
     """A cancel arrived while the prompt was being prepared: the turn must not start."""
+    greeting: asyncio.Task[None] | None = None
+    """The greeting special turn, while it runs (see ``greet``)."""
+
+    def greet(self) -> None:
+        """Start the greeting special turn in the background: its reply (only that) enters the history and
+        reaches observers as ``SpecialTurnPersisted``; a failed greeting leaves the session as it was."""
+
+        async def greeting() -> None:
+            await self.brain.execute_special_turn(greeting_turn())
+
+        self.greeting = self.brain.start_background(greeting())
+
+    async def greeted(self) -> None:
+        """Wait until the greeting, if one was started, is over (shown, failed or cancelled)."""
+        if self.greeting is not None:
+            await asyncio.wait([self.greeting])  # never raises: the greeting's own failure is not the caller's
+            self.greeting = None
 
     def cancel(self) -> None:
         """Cancel the running turn, or the prompt being prepared for one."""
