@@ -57,8 +57,12 @@ async def test_load_replays_everything_and_continues_with_full_context(agent, pr
         session = await conn.new_session(cwd=str(project))
         assert await say(conn, session.session_id, "what does greet return?") == "end_turn"
         live = client.conversation()
-        (info,) = client.of_kind("session_info_update")
-        assert info.title == "what does greet return?"
+        # Named after the first request at once, then by the title special turn once the turn is over.
+        await client.wait_for("session_info_update", 2)
+        assert [u.title for u in client.of_kind("session_info_update")] == [
+            "what does greet return?",
+            "Scripted session title",
+        ]
 
     second = Script([[Say("Still hello.")]])
     async with agent(second) as (conn, client):
@@ -95,13 +99,14 @@ async def test_list_reads_disk_filters_by_cwd_and_pages(agent, project: Path, ho
     for i in range(LIST_PAGE_SIZE + 5):
         store.create(SessionHeader(f"bulk-{i:03}", project, MODEL_ID, "ask")).close()
     store.create(SessionHeader("other-dir", elsewhere, MODEL_ID, "ask")).close()
-    async with agent(Script([[Say("ok")]])) as (conn, _):
+    async with agent(Script([[Say("ok")]])) as (conn, client):
         session = await conn.new_session(cwd=str(project))
         await say(conn, session.session_id, "  name   this\nsession  ")
+        await client.wait_for("session_info_update", 2)  # the model-made title
         first = await conn.list_sessions(cwd=str(project))
         assert len(first.sessions) == LIST_PAGE_SIZE and first.next_cursor is not None
         assert first.sessions[0].session_id == session.session_id  # newest first
-        assert first.sessions[0].title == "name this session"
+        assert first.sessions[0].title == "Scripted session title"
         assert first.sessions[0].updated_at is not None
         second = await conn.list_sessions(cwd=str(project), cursor=first.next_cursor)
         assert second.next_cursor is None
@@ -114,10 +119,11 @@ async def test_list_reads_disk_filters_by_cwd_and_pages(agent, project: Path, ho
 
 
 async def test_fork_copies_history_and_leaves_the_original(agent, project: Path, home: Path) -> None:  # type: ignore[no-untyped-def]
-    script = Script([[Say("first answer")], [Say("fork answer")]])
-    async with agent(script) as (conn, _):
+    script = Script([[Say("first answer")], [Say("fork answer")]], title=[Say("First question asked")])
+    async with agent(script) as (conn, client):
         original = await conn.new_session(cwd=str(project))
         await say(conn, original.session_id, "first question")
+        await client.wait_for("session_info_update", 2)  # the model-made title
         fork = await conn.fork_session(session_id=original.session_id, cwd=str(project))
         assert fork.session_id != original.session_id
         await say(conn, fork.session_id, "fork question")
@@ -126,7 +132,7 @@ async def test_fork_copies_history_and_leaves_the_original(agent, project: Path,
     forked, parent = store.read(fork.session_id), store.read(original.session_id)
     assert forked.header.parent == original.session_id
     assert forked.turns == 2 and parent.turns == 1
-    assert forked.title == "first question (fork)"
+    assert forked.title == "First question asked (fork)" and parent.title == "First question asked"
 
 
 async def test_close_cancels_the_running_turn_and_frees_the_session(agent, project: Path) -> None:  # type: ignore[no-untyped-def]

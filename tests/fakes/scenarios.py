@@ -82,6 +82,8 @@ class Script:
     fallback: Callable[[list[ModelMessage]], Response] | None = None
     title: Response = (Say("Scripted session title"),)
     requests: list[list[ModelMessage]] = field(default_factory=list)
+    tools: list[list[str]] = field(default_factory=list)
+    """The names of the tools each request in ``requests`` offered."""
     title_requests: list[list[ModelMessage]] = field(default_factory=list)
 
     def _next(self, messages: list[ModelMessage], info: AgentInfo) -> Response:
@@ -89,6 +91,7 @@ class Script:
             self.title_requests.append(list(messages))
             return self.title
         self.requests.append(list(messages))
+        self.tools.append([t.name for t in info.function_tools])
         if self.responses:
             return self.responses.pop(0)
         if self.fallback is not None:

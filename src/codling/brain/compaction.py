@@ -41,7 +41,7 @@ def title(tokens_before: int, tokens_after: int, fallback: bool) -> str:
 
 def compaction_prompt() -> str:
     """The summarizer's instructions."""
-    return resources.files("codling.brain").joinpath("prompts/compact.md").read_text(encoding="utf-8")
+    return resources.files("codling.brain").joinpath("prompts/compact.md").read_text(encoding="utf-8").strip()
 
 
 def kept_user_budget(context_limit: int) -> int:

@@ -1,0 +1,143 @@
+"""Special turns seen through an ACP client: the model-made title, the greeting, and what stays out of sight."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from acp import PROTOCOL_VERSION, helpers
+from acp.client.connection import ClientSideConnection
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+from codling.acp.server import CodlingAgent
+from codling.config import Settings
+from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.scenarios import Fail, Say, Script
+
+MODEL_ID = "openai-chat:scripted"
+DOWN = ModelHTTPError(500, "scripted", {"message": "down"})
+
+
+@dataclass
+class Harness:
+    conn: ClientSideConnection
+    client: RecordingClient
+    agent: CodlingAgent
+
+    async def say(self, session_id: str, text: str) -> str:
+        response = await self.conn.prompt(session_id=session_id, prompt=[helpers.text_block(text)])
+        return response.stop_reason
+
+    async def settle(self, session_id: str) -> None:
+        """Wait until the session's background special turns (its title) are over."""
+        await self.agent._sessions[session_id].brain.settle()
+
+
+@asynccontextmanager
+async def harness(home: Path, script: Script, *, greeting: bool = False) -> AsyncIterator[Harness]:
+    env = {"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID}
+    settings = Settings(home=home, mode="yolo", greeting=greeting, env=env)
+    agent = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
+    client = RecordingClient()
+    async with connected(agent, client) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        yield Harness(conn, client, agent)
+
+
+def request_text(messages: list[object]) -> str:
+    pieces: list[str] = []
+    for m in messages:
+        if isinstance(m, ModelRequest):
+            pieces += [m.instructions or ""] + [str(p.content) for p in m.parts if isinstance(p, UserPromptPart)]
+        elif isinstance(m, ModelResponse):
+            pieces += [p.content for p in m.parts if isinstance(p, TextPart)]
+    return "\n".join(pieces)
+
+
+def records(home: Path, session_id: str) -> list[dict[str, object]]:
+    lines = (home / "sessions" / session_id / "history.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+async def test_client_gets_the_model_title_outside_the_transcript(home: Path, project: Path) -> None:
+    script = Script([[Say("Looking at the login code.")], [Say("Added a test.")]], title=[Say("Fix login bug")])
+    async with harness(home, script) as h:
+        sid = (await h.conn.new_session(cwd=str(project))).session_id
+        assert await h.say(sid, "the login fails for long passwords") == "end_turn"
+        await h.settle(sid)
+        assert [u.title for u in h.client.of_kind("session_info_update")] == [
+            "the login fails for long passwords",
+            "Fix login bug",
+        ]
+        assert all("Fix login bug" not in str(u.model_dump()) for u in h.client.conversation())
+        assert await h.say(sid, "add a test") == "end_turn"
+        listed = await h.conn.list_sessions(cwd=str(project))
+        assert listed.sessions[0].title == "Fix login bug"
+    assert "Fix login bug" not in request_text(script.requests[1])  # never in a later model request
+    settings_records = [r for r in records(home, sid) if r["kind"] == "settings"]
+    assert [r.get("title") for r in settings_records] == ["the login fails for long passwords", "Fix login bug"]
+
+    reloaded = Script([[Say("again")]])
+    async with harness(home, reloaded) as h:
+        await h.conn.load_session(cwd=str(project), session_id=sid)
+        assert all("Fix login bug" not in str(u.model_dump()) for u in h.client.conversation())
+
+
+async def test_a_failing_title_keeps_the_first_request_title(home: Path, project: Path) -> None:
+    script = Script([[Say("ok")]], title=[Fail(DOWN)])
+    async with harness(home, script) as h:
+        sid = (await h.conn.new_session(cwd=str(project))).session_id
+        await h.say(sid, "rename greet to welcome")
+        await h.settle(sid)
+        assert [u.title for u in h.client.of_kind("session_info_update")] == ["rename greet to welcome"]
+    assert [r["kind"] for r in records(home, sid)].count("settings") == 1
+
+
+async def test_greeting_is_shown_first_and_only_it_enters_the_history(home: Path, project: Path) -> None:
+    script = Script([[Say("Hello! Ready when you are.")], [Say("Sure, looking.")]])
+    async with harness(home, script, greeting=True) as h:
+        sid = (await h.conn.new_session(cwd=str(project))).session_id
+        assert await h.say(sid, "look at app.py") == "end_turn"
+        conversation = [(u.session_update, u.content.text) for u in h.client.conversation()]
+        assert conversation == [
+            ("agent_message_chunk", "Hello! Ready when you are."),
+            ("agent_message_chunk", "Sure, looking."),
+        ]
+    greeting_request, turn_request = script.requests
+    assert len(greeting_request) == 1 and script.tools[0] == []
+    turn_text = request_text(turn_request)
+    assert "Hello! Ready when you are." in turn_text  # the greeting is part of the conversation
+    assert "Greet them" not in turn_text  # the request that asked for it is not
+    (special,) = [r for r in records(home, sid) if r["kind"] == "special"]
+    assert special["turn_type"] == "greeting"
+    assert special["interactions"] == [{"kind": "assistant", "text": "Hello! Ready when you are."}]
+
+    async with harness(home, Script([])) as h:
+        await h.conn.load_session(cwd=str(project), session_id=sid)
+        replayed = [(u.session_update, getattr(u.content, "text", None)) for u in h.client.conversation()]
+        assert replayed[0] == ("agent_message_chunk", "Hello! Ready when you are.")
+        assert replayed[1] == ("user_message_chunk", "look at app.py")
+
+
+async def test_a_failing_greeting_changes_nothing(home: Path, project: Path) -> None:
+    script = Script([[Fail(DOWN)], [Say("Here.")]])
+    async with harness(home, script, greeting=True) as h:
+        sid = (await h.conn.new_session(cwd=str(project))).session_id
+        assert await h.say(sid, "hi") == "end_turn"
+        assert [u.content.text for u in h.client.conversation() if u.session_update == "agent_message_chunk"] == [
+            "Here."
+        ]
+    assert not [r for r in records(home, sid) if r["kind"] == "special"]
+    assert len(script.requests[1]) == 1  # the user's request alone: no greeting in the history
+
+
+async def test_no_greeting_unless_asked(home: Path, project: Path) -> None:
+    script = Script([[Say("Hi there.")]])
+    async with harness(home, script) as h:
+        sid = (await h.conn.new_session(cwd=str(project))).session_id
+        await h.say(sid, "hi")
+    assert len(script.requests) == 1 and "hi" in request_text(script.requests[0])
