@@ -76,5 +76,5 @@ def test_module_respects_layers_and_confinement(path: Path) -> None:
 
 
 def test_the_rule_sees_lazy_imports() -> None:
-    # brain/session.py imports pydantic-ai inside functions; the walk must find those imports.
-    assert "pydantic_ai.exceptions" in _imports(SRC / "brain" / "session.py")
+    # brain/drive.py imports pydantic-ai inside functions; the walk must find those imports.
+    assert "pydantic_ai.exceptions" in _imports(SRC / "brain" / "drive.py")

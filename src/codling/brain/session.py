@@ -26,14 +26,13 @@ from typing import TYPE_CHECKING, Any
 from codling.brain import compaction, compactor
 from codling.brain.builtin_turns import clean_title, title_turn
 from codling.brain.coalesce import TextCoalescer
+from codling.brain.drive import drive
 from codling.brain.events import (
     ContextCompacted,
     Event,
     SessionTitled,
     SpecialTurnPersisted,
     StopReason,
-    TextDelta,
-    ThoughtDelta,
     ToolCallFinished,
     ToolCallStarted,
     TurnEnded,
@@ -55,21 +54,18 @@ from codling.brain.summaries import build_turn_summary, summarize_tool_call, upd
 from codling.brain.turns import (
     Ending,
     TurnLog,
-    args_dict,
     command_of,
     describe_failure,
     is_command_turn,
     is_context_overflow,
     is_expected_failure,
-    stop_reason,
-    tool_finished,
 )
 from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
 from codling.tools.ports import Approver, Decision, PermissionRequest
-from codling.tools.toolset import ToolDeps, build_toolset, describe_call
+from codling.tools.toolset import ToolDeps, build_toolset
 
 if TYPE_CHECKING:
     from pydantic_ai import Agent
@@ -517,86 +513,28 @@ class ConversationSession:
             raise
 
     async def _drive(self, turn_id: str, user_text: str, send: Callable[[Event], None]) -> tuple[StopReason, Usage]:
-        from pydantic_ai import Agent
-        from pydantic_ai.exceptions import UsageLimitExceeded
-        from pydantic_ai.messages import (
-            FunctionToolCallEvent,
-            FunctionToolResultEvent,
-            PartDeltaEvent,
-            PartStartEvent,
-            TextPart,
-            TextPartDelta,
-            ThinkingPart,
-            ThinkingPartDelta,
-        )
         from pydantic_ai.settings import ModelSettings
         from pydantic_ai.usage import UsageLimits
 
-        agent = self._get_agent()
         model = self.state.model
         # Some providers reject input + max_tokens above the window: leave the answer only the room there is.
         room = model.context_limit - self.context_used() - count_tokens(user_text) - OUTPUT_MARGIN_TOKENS
         settings: ModelSettings = {"max_tokens": max(MIN_OUTPUT_TOKENS, min(model.max_output_tokens, room))}
-        first_response = True
-        if self.state.model.thinking:
+        if model.thinking:
             settings["thinking"] = True
-        limits = UsageLimits(request_limit=self.options.max_requests_per_turn)
         context = turn_context(self.state.recent_files, self.state.turn_summaries, self.state.cwd)
-        stop: StopReason = "end_turn"
-        async with agent.iter(
+        async with self._get_agent().iter(
             user_text,
             message_history=self.state.messages(),
             deps=self.deps,
-            usage_limits=limits,
+            usage_limits=UsageLimits(request_limit=self.options.max_requests_per_turn),
             model_settings=settings,
             instructions=[context, self._tools_spent] if context else [self._tools_spent],
         ) as run:
-            try:
-                async for node in run:
-                    if Agent.is_model_request_node(node):
-                        async with node.stream(run.ctx) as events:
-                            async for ev in events:
-                                if isinstance(ev, PartStartEvent):
-                                    part = ev.part
-                                    if isinstance(part, TextPart) and part.content:
-                                        send(TextDelta(turn_id, part.content))
-                                    elif isinstance(part, ThinkingPart) and part.content:
-                                        send(ThoughtDelta(turn_id, part.content))
-                                elif isinstance(ev, PartDeltaEvent):
-                                    delta = ev.delta
-                                    if isinstance(delta, TextPartDelta) and delta.content_delta:
-                                        send(TextDelta(turn_id, delta.content_delta))
-                                    elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
-                                        send(ThoughtDelta(turn_id, delta.content_delta))
-                        response = events.response
-                        stop = stop_reason(response.finish_reason)
-                        if first_response and response.usage.input_tokens:
-                            self.state.reported_input_tokens = response.usage.input_tokens
-                        first_response = False
-                    elif Agent.is_call_tools_node(node):
-                        async with node.stream(run.ctx) as tool_events:
-                            async for ev in tool_events:
-                                if isinstance(ev, FunctionToolCallEvent):
-                                    send(self._tool_started(turn_id, ev.part.tool_name, ev.part))
-                                elif isinstance(ev, FunctionToolResultEvent):
-                                    send(tool_finished(turn_id, ev.part))
-            except UsageLimitExceeded:
-                stop = "max_turn_requests"
-            run_usage = run.usage
-        return stop, Usage(run_usage.input_tokens, run_usage.output_tokens, run_usage.requests)
-
-    def _tool_started(self, turn_id: str, name: str, part: Any) -> ToolCallStarted:
-        args = args_dict(part)
-        info = describe_call(name, args, self.deps.workspace)
-        return ToolCallStarted(
-            turn_id=turn_id,
-            call_id=part.tool_call_id,
-            tool_name=name,
-            title=info.title,
-            tool_kind=info.kind,
-            raw_input=args,
-            locations=info.locations,
-        )
+            outcome = await drive(run, turn_id, send, self.deps.workspace)
+        if outcome.first_input_tokens:
+            self.state.reported_input_tokens = outcome.first_input_tokens
+        return outcome.stop, outcome.usage
 
     @staticmethod
     def _close_open_calls(turn_id: str, log_: TurnLog, reason: str, send: Callable[[Event], None]) -> None:
