@@ -28,10 +28,8 @@ from codling.brain.builtin_turns import clean_title, title_turn
 from codling.brain.coalesce import TextCoalescer
 from codling.brain.drive import drive
 from codling.brain.events import (
-    ContextCompacted,
     Event,
     SessionTitled,
-    SpecialTurnPersisted,
     StopReason,
     ToolCallFinished,
     ToolCallStarted,
@@ -42,21 +40,20 @@ from codling.brain.events import (
     UsageUpdated,
 )
 from codling.brain.prompt import PromptBlock, TextBlock, prompt_summary, render_prompt, system_prompt, turn_context
+from codling.brain.restore import record_turn, restore
 from codling.brain.special_turns import (
     Announce,
     SpecialTurnConfig,
     SpecialTurnResult,
     SpecialTurns,
-    persisted_entries,
 )
-from codling.brain.state import HistoryEntry, SessionState
+from codling.brain.state import SessionState
 from codling.brain.summaries import build_turn_summary, summarize_tool_call, update_recent_files
 from codling.brain.turns import (
     Ending,
     TurnLog,
     command_of,
     describe_failure,
-    is_command_turn,
     is_context_overflow,
     is_expected_failure,
 )
@@ -369,39 +366,8 @@ class ConversationSession:
                 self._title_due = None
 
     def restore(self, events: Iterable[Event]) -> None:
-        """Rebuild the state from a recorded event stream (e.g. read back from history.jsonl).
-
-        Each turn enters the history exactly as it did live; compactions replace the history as they did live;
-        a turn whose end was never recorded (the process died) enters it with a note that it was interrupted.
-        """
-        log_: TurnLog | None = None
-        for event in events:
-            if isinstance(event, TurnStarted):
-                if log_ is not None:
-                    self._record_turn(log_, "interrupted")
-                text = render_prompt(event.blocks) if event.blocks else event.prompt
-                log_ = None if is_command_turn(event) else TurnLog(self.state.turn_count + 1, text)
-                continue
-            if isinstance(event, ContextCompacted):
-                self.state.replace_history(compaction.rebuilt_history(event.kept_user_messages, event.summary))
-            elif isinstance(event, SpecialTurnPersisted):
-                entries = persisted_entries(event.interactions)
-                if event.persistence == "replace-above":
-                    self.state.replace_history(entries)
-                else:
-                    for entry in entries:
-                        self.state.add(entry)
-            elif isinstance(event, ToolCallFinished):
-                self.state.recent_files = update_recent_files(self.state.recent_files, event)
-            elif isinstance(event, TurnEnded) and event.summary is not None:
-                self.state.remember_turn(event.summary)
-            if log_ is not None:
-                log_.apply(event)
-                if isinstance(event, TurnEnded):
-                    self._record_turn(log_, "cancelled" if event.stop_reason == "cancelled" else None)
-                    log_ = None
-        if log_ is not None:
-            self._record_turn(log_, "interrupted")
+        """Rebuild the state from a recorded event stream (see ``brain/restore.py``)."""
+        restore(self.state, events)
 
     def _get_agent(self) -> Agent[ToolDeps, str]:
         if self._agent is None:
@@ -468,7 +434,7 @@ class ConversationSession:
         summary = None
         if command is None:
             first_input = self.state.reported_input_tokens
-            self._record_turn(log_, ending)
+            record_turn(self.state, log_, ending)
             if first_input:
                 # The provider counted this turn's first request (history + prompt); the reply is what the
                 # history gained since. Later requests of the turn also held tool outputs the history drops.
@@ -541,12 +507,6 @@ class ConversationSession:
         """Finish every tool call that started but never finished, so no client shows it running forever."""
         for started in log_.open_calls():
             send(ToolCallFinished(turn_id, started.call_id, started.tool_name, "failed", reason))
-
-    def _record_turn(self, log_: TurnLog, ending: Ending | None) -> None:
-        """Append the turn to the text history (user text, then reply text with tool summaries)."""
-        self.state.add(HistoryEntry.of("user", log_.user_text))
-        self.state.add(HistoryEntry.of("assistant", log_.reply(ending)))
-        self.state.turn_count += 1
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,54 @@
+"""Rebuilding a session's state from its recorded events (e.g. read back from history.jsonl)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from codling.brain import compaction
+from codling.brain.events import ContextCompacted, Event, SpecialTurnPersisted, ToolCallFinished, TurnEnded, TurnStarted
+from codling.brain.prompt import render_prompt
+from codling.brain.special_turns import persisted_entries
+from codling.brain.state import HistoryEntry, SessionState
+from codling.brain.summaries import update_recent_files
+from codling.brain.turns import Ending, TurnLog, is_command_turn
+
+
+def record_turn(state: SessionState, log_: TurnLog, ending: Ending | None) -> None:
+    """Append a turn to the text history (user text, then reply text with tool summaries)."""
+    state.add(HistoryEntry.of("user", log_.user_text))
+    state.add(HistoryEntry.of("assistant", log_.reply(ending)))
+    state.turn_count += 1
+
+
+def restore(state: SessionState, events: Iterable[Event]) -> None:
+    """Replay recorded events into ``state``: each turn enters the history exactly as it did live; compactions
+    and persisted special turns change it as they did live; a turn whose end was never recorded (the process
+    died) enters it with a note that it was interrupted."""
+    log_: TurnLog | None = None
+    for event in events:
+        if isinstance(event, TurnStarted):
+            if log_ is not None:
+                record_turn(state, log_, "interrupted")
+            text = render_prompt(event.blocks) if event.blocks else event.prompt
+            log_ = None if is_command_turn(event) else TurnLog(state.turn_count + 1, text)
+            continue
+        if isinstance(event, ContextCompacted):
+            state.replace_history(compaction.rebuilt_history(event.kept_user_messages, event.summary))
+        elif isinstance(event, SpecialTurnPersisted):
+            entries = persisted_entries(event.interactions)
+            if event.persistence == "replace-above":
+                state.replace_history(entries)
+            else:
+                for entry in entries:
+                    state.add(entry)
+        elif isinstance(event, ToolCallFinished):
+            state.recent_files = update_recent_files(state.recent_files, event)
+        elif isinstance(event, TurnEnded) and event.summary is not None:
+            state.remember_turn(event.summary)
+        if log_ is not None:
+            log_.apply(event)
+            if isinstance(event, TurnEnded):
+                record_turn(state, log_, "cancelled" if event.stop_reason == "cancelled" else None)
+                log_ = None
+    if log_ is not None:
+        record_turn(state, log_, "interrupted")
