@@ -17,7 +17,7 @@ What it measures (see DESIGN.md §13):
 5. the session store: session/load of a 1,000-turn session until the replay is complete and session/list over
    1,000 sessions, both through an in-process agent on histories written by codling's own recorder; the time
    to append one record to a history.jsonl, and the records per second a HistoryRecorder writes.
-6. token accounting per turn in a ConversationSession (``_record_turn``: two HistoryEntry.of counting ~1.5k
+6. token accounting per turn in a ConversationSession (``record_turn``: two HistoryEntry.of counting ~1.5k
    tokens of new text, then ``context_used()``) with a 150k-token history, against a 15k-token one to show it does
    not grow; and the ``state.messages()`` copy each request makes. The tokenizer is loaded before timing.
 7. compaction's work besides the model on a 200k-token history: ``compaction_input`` within ``input_budget`` for a
@@ -1027,8 +1027,9 @@ def turn_log(n: int, project: Path) -> Any:
 
 async def history_session(root: Path, tokens: int) -> Any:
     """A ConversationSession on the scripted model after one real turn (so its system prompt is counted), its
-    history then filled through ``_record_turn`` with realistic turns until it holds at least ``tokens``."""
+    history then filled through ``record_turn`` with realistic turns until it holds at least ``tokens``."""
     from codling.brain.factory import open_session
+    from codling.brain.restore import record_turn
     from codling.config import Settings
     from codling.llm.catalog import ModelInfo
     from codling.llm.tokens import count_tokens
@@ -1044,7 +1045,7 @@ async def history_session(root: Path, tokens: int) -> Any:
         raise RuntimeError("the warm-up turn did not answer ok")
     n = 0
     while session.state.history_tokens < tokens:
-        session._record_turn(turn_log(n, project), None)
+        record_turn(session.state, turn_log(n, project), None)
         n += 1
     if sum(count_tokens(e.text) for e in session.state.entries) != session.state.history_tokens:
         raise RuntimeError("the running token total differs from a recount of the history")
@@ -1060,8 +1061,9 @@ class AccountingTimes:
 
 
 def time_accounting(sessions: dict[int, Any], logs: Sequence[Any], runs: int) -> AccountingTimes:
-    """``_record_turn`` (two HistoryEntry.of: count, append) plus ``context_used()``, per sample; the sessions
+    """``record_turn`` (two HistoryEntry.of: count, append) plus ``context_used()``, per sample; the sessions
     alternate (so both see the same machine load) and each is rolled back after every sample (not timed)."""
+    from codling.brain.restore import record_turn
     from codling.llm.tokens import count_tokens
 
     expected = [count_tokens(log_.user_text) + count_tokens(log_.reply()) for log_ in logs]
@@ -1074,7 +1076,7 @@ def time_accounting(sessions: dict[int, Any], logs: Sequence[Any], runs: int) ->
             kept, tokens, turns = list(state.entries), state.history_tokens, state.turn_count
             reported = state.reported_input_tokens
             start = time.perf_counter()
-            session._record_turn(log_, None)
+            record_turn(session.state, log_, None)
             used = session.context_used()
             times.samples[size].append(time.perf_counter() - start)
             added = state.history_tokens - tokens

@@ -35,6 +35,16 @@ async def test_merged_size_is_bounded() -> None:
     assert sizes == [8, 8, 8, 8, 8]
 
 
+async def test_merging_never_passes_the_bound() -> None:
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    for _ in range(6):
+        queue.put_nowait(TextDelta(T, "abc"))
+    queue.put_nowait(TextDelta(T, "a long single delta"))
+    coalescer = TextCoalescer(queue, window=0, max_chars=8)
+    texts = [(await coalescer.next()).text for _ in range(4)]
+    assert texts == ["abcabc", "abcabc", "abcabc", "a long single delta"]  # 9 would pass 8; one delta is kept whole
+
+
 async def test_first_delta_goes_at_once_and_a_fast_stream_is_merged_per_window() -> None:
     queue: asyncio.Queue[object] = asyncio.Queue()
     coalescer = TextCoalescer(queue, window=0.05, max_chars=10_000)

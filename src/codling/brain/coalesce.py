@@ -16,9 +16,10 @@ class TextCoalescer:
 
     The first delta of a run (at the start of a turn or after any other event) is delivered at once.
     While text keeps coming, later deltas are held until ``window`` seconds have passed since the previous
-    delivery, and everything that arrived meanwhile goes out as one delta (at most ``max_chars`` long). A model
-    streaming a token at a time therefore produces at most one notification per window, and a slow model —
-    deltas further apart than the window — sees no delay at all. Deltas already waiting are always merged.
+    delivery, and everything that arrived meanwhile goes out as one delta (at most ``max_chars`` long, unless
+    a single delta already is). A model streaming a token at a time therefore produces at most one notification
+    per window, and a slow model (deltas further apart than the window) sees no delay at all. Deltas already
+    waiting are always merged.
     """
 
     def __init__(
@@ -54,21 +55,28 @@ class TextCoalescer:
                     following = await asyncio.wait_for(self._queue.get(), remaining)
                 except TimeoutError:
                     break
-                if type(following) is not kind:
+                if not self._fits(following, kind, size):
                     self._hold(following)
                     break
                 parts.append(following.text)
                 size += len(following.text)
         while size < self._max_chars and not self._has_pending and not self._queue.empty():
             following = self._queue.get_nowait()
-            if type(following) is not kind:
+            if not self._fits(following, kind, size):
                 self._hold(following)
                 break
             parts.append(following.text)
             size += len(following.text)
-        self._last_text = None if self._has_pending else self._clock()
+        # Held back for its kind, the next item starts a new run (delivered at once); held back for size only,
+        # it continues this run, merged within the window like the rest.
+        new_run = self._has_pending and type(self._pending) is not kind
+        self._last_text = None if new_run else self._clock()
         self._last_kind = kind
         return item if len(parts) == 1 else kind(item.turn_id, "".join(parts))
+
+    def _fits(self, item: Any, kind: type, size: int) -> bool:
+        """Whether ``item`` can join a merged delta of ``kind`` that is ``size`` characters long so far."""
+        return type(item) is kind and size + len(item.text) <= self._max_chars
 
     def _hold(self, item: Any) -> None:
         self._pending = item
