@@ -216,3 +216,37 @@ def test_run_on_a_terminal_asks_before_a_command(home: Path, project: Path, serv
     assert "echo approved > proof.txt" in text
     assert (project / "proof.txt").read_text() == "approved\n"
     assert "Done." in text
+
+
+def test_a_new_session_is_named_by_one_title_request(home: Path, project: Path, server: OpenAIServer) -> None:
+    server.enqueue(Reply(text=["Renamed it."]))
+    env = model_env(home, server)
+    result = codling("run", "rename greet to welcome in src/app.py", env=env, cwd=project)
+    assert result.returncode == 0, result.stderr
+    (title_request,) = server.title_requests
+    # The title special turn over the real provider path: its own system prompt, no tools, no history.
+    assert "tools" not in title_request
+    roles = [m["role"] for m in title_request["messages"]]
+    assert roles == ["system", "user"]
+    assert "rename greet to welcome in src/app.py" in title_request["messages"][1]["content"]
+    assert "Renamed it." in title_request["messages"][1]["content"]
+    listed = codling("sessions", "list", "--json", env=env)
+    assert json.loads(listed.stdout.splitlines()[0])["title"] == "Loopback session title"
+    # A later turn of the same session is not titled again and never sees the title.
+    server.enqueue(Reply(text=["Done."]))
+    assert codling("run", "--continue", "now the tests", env=env, cwd=project).returncode == 0
+    assert len(server.title_requests) == 1
+    assert "Loopback session title" not in json.dumps(server.requests[-1])
+
+
+def test_a_failing_title_request_keeps_the_first_request_as_title(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    server.title_reply = ErrorReply(400, "title requests are refused here")
+    server.enqueue(Reply(text=["Renamed it."]))
+    env = model_env(home, server)
+    result = codling("run", "rename greet to welcome", env=env, cwd=project)
+    assert result.returncode == 0, result.stderr  # the user's turn is unaffected
+    assert len(server.title_requests) == 1
+    listed = codling("sessions", "list", "--json", env=env)
+    assert json.loads(listed.stdout.splitlines()[0])["title"] == "rename greet to welcome"

@@ -131,7 +131,10 @@ class SpecialTurns:
             error = f"no answer within {config.timeout:g}s"
             return SpecialTurnResult(config.turn_type, "timeout", error=error, metadata=config.metadata)
         except Exception as e:  # a special turn never breaks the session: its failure is its result
-            log.warning("special turn %s failed: %s", config.turn_type, e)
+            # With a fallback the failure is handled (and shown where it matters, e.g. "fallback summary").
+            log.log(
+                logging.INFO if config.fallback else logging.WARNING, "special turn %s failed: %s", config.turn_type, e
+            )
             return SpecialTurnResult(
                 config.turn_type, "error", error=f"{type(e).__name__}: {e}", metadata=config.metadata
             )
