@@ -76,7 +76,8 @@ class TextCoalescer:
 
     def _fits(self, item: Any, kind: type, size: int) -> bool:
         """Whether ``item`` can join a merged delta of ``kind`` that is ``size`` characters long so far."""
-        return type(item) is kind and size + len(item.text) <= self._max_chars
+        fits: bool = isinstance(item, TextDelta | ThoughtDelta) and size + len(item.text) <= self._max_chars
+        return fits and type(item) is kind
 
     def _hold(self, item: Any) -> None:
         self._pending = item
