@@ -32,16 +32,7 @@ async def drive(run: Any, turn_id: str, send: Callable[[Event], None], workspace
     request limit ends with ``max_turn_requests``."""
     from pydantic_ai import Agent
     from pydantic_ai.exceptions import UsageLimitExceeded
-    from pydantic_ai.messages import (
-        FunctionToolCallEvent,
-        FunctionToolResultEvent,
-        PartDeltaEvent,
-        PartStartEvent,
-        TextPart,
-        TextPartDelta,
-        ThinkingPart,
-        ThinkingPartDelta,
-    )
+    from pydantic_ai.messages import FunctionToolCallEvent, FunctionToolResultEvent
 
     stop: StopReason = "end_turn"
     first_input: int | None = None
@@ -51,18 +42,8 @@ async def drive(run: Any, turn_id: str, send: Callable[[Event], None], workspace
             if Agent.is_model_request_node(node):
                 async with node.stream(run.ctx) as events:
                     async for ev in events:
-                        if isinstance(ev, PartStartEvent):
-                            part = ev.part
-                            if isinstance(part, TextPart) and part.content:
-                                send(TextDelta(turn_id, part.content))
-                            elif isinstance(part, ThinkingPart) and part.content:
-                                send(ThoughtDelta(turn_id, part.content))
-                        elif isinstance(ev, PartDeltaEvent):
-                            delta = ev.delta
-                            if isinstance(delta, TextPartDelta) and delta.content_delta:
-                                send(TextDelta(turn_id, delta.content_delta))
-                            elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
-                                send(ThoughtDelta(turn_id, delta.content_delta))
+                        if (streamed := _streamed(turn_id, ev)) is not None:
+                            send(streamed)
                 response = events.response
                 stop = stop_reason(response.finish_reason)
                 if first_input is None:
@@ -78,6 +59,33 @@ async def drive(run: Any, turn_id: str, send: Callable[[Event], None], workspace
         stop = "max_turn_requests"
     usage = run.usage
     return RunOutcome(stop, Usage(usage.input_tokens, usage.output_tokens, usage.requests), first_input or 0)
+
+
+def _streamed(turn_id: str, ev: Any) -> TextDelta | ThoughtDelta | None:
+    """The text or thought delta a model-stream event carries (a part starting with text, or more text)."""
+    from pydantic_ai.messages import (
+        PartDeltaEvent,
+        PartStartEvent,
+        TextPart,
+        TextPartDelta,
+        ThinkingPart,
+        ThinkingPartDelta,
+    )
+
+    piece: Any
+    if isinstance(ev, PartStartEvent):
+        piece, text = ev.part, getattr(ev.part, "content", None)
+    elif isinstance(ev, PartDeltaEvent):
+        piece, text = ev.delta, getattr(ev.delta, "content_delta", None)
+    else:
+        return None
+    if not text:
+        return None
+    if isinstance(piece, TextPart | TextPartDelta):
+        return TextDelta(turn_id, text)
+    if isinstance(piece, ThinkingPart | ThinkingPartDelta):
+        return ThoughtDelta(turn_id, text)
+    return None
 
 
 def tool_started(turn_id: str, part: Any, workspace: Workspace) -> ToolCallStarted:
