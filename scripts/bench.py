@@ -38,6 +38,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -509,11 +510,50 @@ async def bench_stream_process(config: Config, server: OpenAIServer, env: Env) -
     check_text(client.text_since(before), chunks)
     rate = n / elapsed
     ceiling = server_ceiling(server, n)
+    library = max(library_ceiling(server, n) for _ in range(2))
     return [
         Row(f"stream via codling acp: {n:,} deltas", f"{rate:,.0f} deltas/s", "≥ 5,000/s", rate >= 5000),
         Row("  session/update notifications received", f"{len(client.updates) - before:,}"),
         Row("  loopback server alone, raw HTTP read (ceiling)", f"{ceiling:,.0f} chunks/s"),
+        Row("  bare pydantic-ai + openai provider in a process of its own, best of 2", f"{library:,.0f} deltas/s"),
     ]
+
+
+_LIBRARY_READER = """
+import asyncio, sys, time
+from pydantic_ai import Agent
+from pydantic_ai.messages import PartDeltaEvent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+async def main():
+    agent = Agent(OpenAIChatModel("fake-model", provider=OpenAIProvider(base_url=sys.argv[1], api_key="k")))
+    count, start = 0, time.perf_counter()
+    async with agent.iter("stream") as run:
+        async for node in run:
+            if Agent.is_model_request_node(node):
+                async with node.stream(run.ctx) as events:
+                    async for event in events:
+                        count += isinstance(event, PartDeltaEvent)
+    print(count, time.perf_counter() - start)
+
+asyncio.run(main())
+"""
+
+
+def library_ceiling(server: OpenAIServer, n: int) -> float:
+    """Deltas per second pydantic-ai itself (openai provider, ``Agent.iter``, no codling) reads from the
+    loopback server, in a process of its own as ``codling acp`` is: what codling's streaming is bounded by."""
+    server.enqueue(Reply(text=words(n)))
+    result = subprocess.run(
+        [sys.executable, "-c", _LIBRARY_READER, server.base_url],
+        capture_output=True,
+        text=True,
+        timeout=RPC_TIMEOUT,
+        check=True,
+    )
+    count, elapsed = result.stdout.split()
+    return int(count) / float(elapsed)
 
 
 def server_ceiling(server: OpenAIServer, n: int) -> float:
