@@ -13,6 +13,7 @@ import pytest
 
 from codling.brain.events import (
     Event,
+    SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
@@ -22,6 +23,7 @@ from codling.brain.events import (
     TurnStarted,
     Usage,
 )
+from codling.brain.interactions import Interaction
 from codling.brain.prompt import TextBlock
 from codling.cli.transcript import print_transcript
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
@@ -187,3 +189,10 @@ def test_color_transcript_is_styled() -> None:
 
 def test_an_empty_session_prints_nothing() -> None:
     assert transcript([]) == ""
+
+
+def test_a_greeting_is_shown_where_it_came_and_summaries_are_not() -> None:
+    greeting = SpecialTurnPersisted("greeting", "persist-result", (Interaction("assistant", "Hi! Ready."),))
+    summary = SpecialTurnPersisted("summarize", "replace-above", (Interaction("summary", "the gist"),))
+    events: list[Event] = [greeting, started("a", "one"), TextDelta("a", "done"), TurnEnded("a", "end_turn"), summary]
+    assert transcript(events) == "Greeting\nHi! Ready.\n\nTurn 1 · 2025-01-02 08:30\n> one\ndone\n"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from codling.brain.events import Event, ToolCallFinished, TurnEnded, TurnFailed, TurnStarted
+from codling.brain.events import Event, SpecialTurnPersisted, ToolCallFinished, TurnEnded, TurnFailed, TurnStarted
 from codling.brain.reasoning import ReasoningBlock, Segment, TimelineItem, segment_turn, split_segments
 from codling.cli.render import (
     StyledWriter,
@@ -46,24 +46,48 @@ def print_transcript(events: Sequence[Event], out: TextIO, *, color: bool) -> No
     thoughts, tool lines and diffs inside a block are not shown); everything else is drawn as the live renderer
     draws it. A failed turn ends with its error, a cancelled or stopped one with a note, and a turn whose
     ``TurnEnded`` is missing with :data:`INTERRUPTED_NOTE`. ``color`` styles the output; without it the output
-    holds no escape codes (not even from the recorded content). Events before the first ``TurnStarted`` belong
-    to no turn and are not shown.
+    holds no escape codes (not even from the recorded content). What a special turn added to the conversation
+    between turns (a greeting) is shown where it came, under its type; other events outside turns are not.
     """
     writer = StyledWriter(out, color=color)
-    for number, turn in enumerate(_split_turns(events), start=1):
-        if number > 1:
+    number = 0
+    for index, block in enumerate(_split_turns(events)):
+        if index:
             writer.line()
-        _write_turn(writer, number, turn)
+        if isinstance(block, _Turn):
+            number += 1
+            _write_turn(writer, number, block)
+        else:
+            _write_special(writer, block)
 
 
-def _split_turns(events: Sequence[Event]) -> list[_Turn]:
-    turns: list[_Turn] = []
+def _split_turns(events: Sequence[Event]) -> list[_Turn | SpecialTurnPersisted]:
+    blocks: list[_Turn | SpecialTurnPersisted] = []
+    turn: _Turn | None = None  # the turn still open, if any
     for event in events:
         if isinstance(event, TurnStarted):
-            turns.append(_Turn(event))
-        elif turns:
-            turns[-1].events.append(event)
-    return turns
+            turn = _Turn(event)
+            blocks.append(turn)
+        elif isinstance(event, SpecialTurnPersisted):
+            if turn is None and event.persistence != "replace-above" and event.interactions:
+                blocks.append(event)
+        elif turn is not None:
+            turn.events.append(event)
+            if isinstance(event, TurnEnded):
+                turn = None
+    return blocks
+
+
+def _write_special(out: StyledWriter, special: SpecialTurnPersisted) -> None:
+    out.line(special.turn_type.replace("_", " ").capitalize(), "bold")
+    for interaction in special.interactions:
+        if interaction.kind == "user":
+            for line in interaction.text.splitlines() or [""]:
+                out.write(">", "cyan")
+                out.line(f" {line}" if line.strip() else "")
+        elif interaction.kind == "assistant":
+            out.write(interaction.text)
+            out.end_line()
 
 
 def _write_turn(out: StyledWriter, number: int, turn: _Turn) -> None:
