@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from acp import PROTOCOL_VERSION, helpers
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from codling.acp.server import CodlingAgent
+from codling.brain.sanitize import SESSION_OPENED
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
-from tests.fakes.scenarios import Fail, Say, Script
+from tests.fakes.scenarios import Fail, Say, Script, Until
 
 MODEL_ID = "openai-chat:scripted"
 DOWN = ModelHTTPError(500, "scripted", {"message": "down"})
@@ -141,3 +144,25 @@ async def test_no_greeting_unless_asked(home: Path, project: Path) -> None:
         sid = (await h.conn.new_session(cwd=str(project))).session_id
         await h.say(sid, "hi")
     assert len(script.requests) == 1 and "hi" in request_text(script.requests[0])
+
+
+async def test_a_prompt_waiting_for_the_greeting_can_be_cancelled_and_is_busy(home: Path, project: Path) -> None:
+    release = asyncio.Event()
+    script = Script([[Until(release), Say("Hello!")], [Say("Here.")]])
+    async with harness(home, script, greeting=True) as h:
+        sid = (await h.conn.new_session(cwd=str(project))).session_id
+        waiting = asyncio.create_task(h.say(sid, "first"))
+        live = h.agent._sessions[sid]
+        while not live.preparing_prompt:
+            await asyncio.sleep(0.01)
+        with pytest.raises(RequestError):  # a second prompt while the first waits is refused, not queued
+            await h.say(sid, "second")
+        await h.conn.cancel(session_id=sid)
+        assert await asyncio.wait_for(waiting, 5) == "cancelled"
+        release.set()
+        await h.client.wait_for("agent_message_chunk")
+        assert await h.say(sid, "third") == "end_turn"
+        texts = [u.content.text for u in h.client.conversation() if u.session_update == "agent_message_chunk"]
+        assert texts == ["Hello!", "Here."]
+    assert SESSION_OPENED in request_text(script.requests[1])  # the greeting is not the first message sent
+    assert "first" not in request_text(script.requests[1])  # the cancelled prompt never ran

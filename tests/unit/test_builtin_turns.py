@@ -35,7 +35,7 @@ from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.tools.toolset import TOOL_NAMES
-from tests.fakes.scenarios import Call, Fail, Say, Script, Wait
+from tests.fakes.scenarios import Call, Fail, Say, Script, Until, Wait
 
 MODEL = ModelInfo("test:builtin", context_limit=100_000)
 SUMMARY = "## Goal\nRename greet to welcome everywhere.\n\n## Next steps\nRun the tests after the rename."
@@ -290,3 +290,42 @@ async def test_coalescing_options_shape_both_run_and_stream(project: Path, setti
         assert texts[0] == "00"  # the first delta is never held
         assert all(len(t) <= 10 for t in texts) and len(texts) < len(chunks)
         assert isinstance(seen[-1], TurnEnded) and isinstance(seen[-2], UsageUpdated)
+
+
+async def test_a_cancelled_first_turn_is_not_titled_but_the_next_good_one_is(project: Path, settings: Settings) -> None:
+    started = asyncio.Event()
+    script = Script([[Say("thinking"), Until(started), Wait(30)], [Say("done")]])
+    session = make_session(project, settings, script, auto_title=True)
+    seen = observed(session)
+    first = asyncio.create_task(session.run("first try"))
+    while not any(isinstance(e, TextDelta) for e in seen):
+        await asyncio.sleep(0.01)
+    session.cancel()
+    started.set()
+    assert (await first).stop_reason == "cancelled"
+    await session.settle()
+    assert script.title_requests == []
+    await session.run("second try")
+    await session.settle()
+    assert len(script.title_requests) == 1 and "second try" in all_text(script.title_requests[0])
+    assert [e for e in seen if isinstance(e, SessionTitled)] == [SessionTitled("Scripted session title", "model")]
+
+
+async def test_options_changed_between_turns_apply_to_the_next(project: Path, settings: Settings) -> None:
+    script = Script([[Say("with tools")], [Say("without")]])
+    session = make_session(project, settings, script)
+    await session.run("one")
+    session.options = SessionOptions(run_tools=False)
+    await session.run("two")
+    assert [sorted(t) for t in script.tools] == [sorted(TOOL_NAMES), []]
+
+
+async def test_a_turn_failing_after_its_first_answer_still_counts_its_input(project: Path, settings: Settings) -> None:
+    (project / "a.txt").write_text("alpha\n")
+    down = ModelHTTPError(500, "test:builtin", {"message": "down"})
+    script = Script([[Call("read_file", {"path": "a.txt"}, "r1")], [Fail(down)]])
+    session = make_session(project, settings, script)
+    result = await session.run("read a.txt")
+    assert result.error is not None
+    # The provider's count for the first request is kept, not lost with the turn (a new session starts at 0).
+    assert session.state.reported_input_tokens > session.state.entries[-1].tokens

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
 
-from codling.brain.sanitize import ABORTED, orphans, sanitize_messages
+from codling.brain.sanitize import ABORTED, SESSION_OPENED, orphans, sanitize_messages
 
 
 def call(cid: str) -> ToolCallPart:
@@ -63,11 +63,41 @@ def test_a_result_without_its_call_is_dropped_and_empty_messages_go() -> None:
 
 
 def test_calls_followed_by_another_response_are_closed_in_between() -> None:
-    messages = [ModelResponse(parts=[call("a")]), ModelResponse(parts=[TextPart("next")])]
+    messages = [
+        ModelRequest(parts=[UserPromptPart("hi")]),
+        ModelResponse(parts=[call("a")]),
+        ModelResponse(parts=[TextPart("next")]),
+    ]
     cleaned = sanitize_messages(messages)
     assert shape(cleaned) == [
+        ("request", [("user-prompt", "hi", "")]),
         ("response", [("tool-call", "read_file", "a")]),
         ("request", [("tool-return", ABORTED, "a")]),
         ("response", [("text", "next", "")]),
     ]
     assert orphans(cleaned) == []
+
+
+def test_a_history_that_starts_with_the_assistant_gets_a_user_lead_in() -> None:
+    messages = [ModelResponse(parts=[TextPart("Hi! Ready.")]), ModelRequest(parts=[UserPromptPart("fix it")])]
+    assert shape(sanitize_messages(messages)) == [
+        ("request", [("user-prompt", SESSION_OPENED, "")]),
+        ("response", [("text", "Hi! Ready.", "")]),
+        ("request", [("user-prompt", "fix it", "")]),
+    ]
+
+
+def test_consecutive_text_responses_merge_but_tool_calls_stay_apart() -> None:
+    messages = [
+        ModelRequest(parts=[UserPromptPart("hi")]),
+        ModelResponse(parts=[TextPart("hello")]),
+        ModelResponse(parts=[TextPart("also this")]),
+        ModelRequest(parts=[UserPromptPart("go")]),
+    ]
+    assert shape(sanitize_messages(messages)) == [
+        ("request", [("user-prompt", "hi", "")]),
+        ("response", [("text", "hello", ""), ("text", "also this", "")]),
+        ("request", [("user-prompt", "go", "")]),
+    ]
+    with_call = [messages[0], ModelResponse(parts=[TextPart("hello")]), ModelResponse(parts=[call("a")])]
+    assert [m.kind for m in sanitize_messages(with_call)] == ["request", "response", "response", "request"]

@@ -407,11 +407,11 @@ class CodlingAgent:
             for note in notes:
                 update = helpers.update_agent_message_text(note)
                 await self.client.session_update(session_id=session_id, update=update)
+            await session.greeted()  # the greeting comes first in the history and in the client
         finally:
             session.preparing_prompt = False
-        if session.cancel_pending:
-            return PromptResponse(stop_reason="cancelled")
-        await session.greeted()  # the greeting comes first in the history and in the client
+        if session.cancel_pending or self._sessions.get(session_id) is not session:
+            return PromptResponse(stop_reason="cancelled")  # cancelled, or closed, while it was prepared
         stop_reason: StopReason = "end_turn"
         async for event in session.brain.stream(blocks):
             if isinstance(event, TurnEnded):

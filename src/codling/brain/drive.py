@@ -8,7 +8,6 @@ nothing of sessions: the caller sets the run up (history, limits, settings) and 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from codling.brain.events import Event, StopReason, TextDelta, ThoughtDelta, ToolCallStarted, Usage
@@ -17,25 +16,22 @@ from codling.tools.toolset import describe_call
 from codling.tools.workspace import Workspace
 
 
-@dataclass(frozen=True)
-class RunOutcome:
-    """How a run ended: its stop reason, its usage, and the input tokens its first request reported (0 when
-    the provider reported none)."""
-
-    stop: StopReason
-    usage: Usage
-    first_input_tokens: int
-
-
-async def drive(run: Any, turn_id: str, send: Callable[[Event], None], workspace: Workspace) -> RunOutcome:
-    """Drive ``run`` (an ``AgentRun`` from ``Agent.iter``) to its end, sending its events; a run that hits its
-    request limit ends with ``max_turn_requests``."""
+async def drive(
+    run: Any,
+    turn_id: str,
+    send: Callable[[Event], None],
+    workspace: Workspace,
+    first_input: Callable[[int], None],
+) -> tuple[StopReason, Usage]:
+    """Drive ``run`` (an ``AgentRun`` from ``Agent.iter``) to its end, sending its events, and return how it
+    stopped and its usage; a run that hits its request limit ends with ``max_turn_requests``. ``first_input``
+    gets the input tokens of the first response as soon as it arrives (when the provider reports them)."""
     from pydantic_ai import Agent
     from pydantic_ai.exceptions import UsageLimitExceeded
     from pydantic_ai.messages import FunctionToolCallEvent, FunctionToolResultEvent
 
     stop: StopReason = "end_turn"
-    first_input: int | None = None
+    first = True
     events: Any
     try:
         async for node in run:
@@ -46,8 +42,9 @@ async def drive(run: Any, turn_id: str, send: Callable[[Event], None], workspace
                             send(streamed)
                 response = events.response
                 stop = stop_reason(response.finish_reason)
-                if first_input is None:
-                    first_input = response.usage.input_tokens or 0
+                if first and response.usage.input_tokens:
+                    first_input(response.usage.input_tokens)
+                first = False
             elif Agent.is_call_tools_node(node):
                 async with node.stream(run.ctx) as tool_events:
                     async for ev in tool_events:
@@ -58,7 +55,7 @@ async def drive(run: Any, turn_id: str, send: Callable[[Event], None], workspace
     except UsageLimitExceeded:
         stop = "max_turn_requests"
     usage = run.usage
-    return RunOutcome(stop, Usage(usage.input_tokens, usage.output_tokens, usage.requests), first_input or 0)
+    return stop, Usage(usage.input_tokens, usage.output_tokens, usage.requests)
 
 
 def _streamed(turn_id: str, ev: Any) -> TextDelta | ThoughtDelta | None:

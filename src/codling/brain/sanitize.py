@@ -4,6 +4,10 @@ Providers reject histories with empty messages, tool calls without results, or r
 text history across turns cannot produce those, but a turn can (a cancelled or failed tool, a retried request),
 so every request is checked: empty text parts and messages are dropped, a tool call with no result gets a
 synthetic "aborted" result, and a result whose call is not in the preceding response is dropped.
+
+Roles alternate, as many chat templates (Mistral's, most vLLM and Ollama ones) insist: a history that starts
+with a response (a greeting persisted before the first request) gets a short user lead-in, and consecutive
+text-only responses (a special turn's result after a reply) are merged into one.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 
 ABORTED = "aborted: this tool call never finished"
+
+SESSION_OPENED = "(The user opened this session.)"
+"""The user lead-in placed before a history that starts with the assistant (a greeting)."""
 
 
 def _result_id(part: Any) -> str | None:
@@ -57,6 +65,11 @@ def sanitize_messages(messages: list[ModelMessage]) -> list[ModelMessage]:
             cleaned = _clean_response(message)
             if cleaned is None:
                 continue
+            if not out:
+                out.append(ModelRequest(parts=[UserPromptPart(SESSION_OPENED)]))
+            elif isinstance(out[-1], ModelResponse) and _text_only(out[-1]) and _text_only(cleaned):
+                out[-1] = _with_parts(out[-1], [*out[-1].parts, *cleaned.parts])
+                continue
             out.append(cleaned)
             pending = {p.tool_call_id: p.tool_name for p in cleaned.parts if isinstance(p, ToolCallPart)}
             continue
@@ -76,6 +89,10 @@ def sanitize_messages(messages: list[ModelMessage]) -> list[ModelMessage]:
     if pending:
         out.append(_aborted_request(pending))
     return out
+
+
+def _text_only(message: ModelResponse) -> bool:
+    return all(isinstance(p, TextPart) for p in message.parts)
 
 
 def _aborted_request(pending: dict[str, str]) -> ModelRequest:

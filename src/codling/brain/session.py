@@ -162,6 +162,8 @@ class ConversationSession:
         self._consumer_done: asyncio.Event | None = None
         self._special_turns: SpecialTurns | None = None
         self._title_due: tuple[str, str] | None = None
+        self._titled = False
+        """The title special turn was started, or the session was restored (it has its title)."""
         self._background: set[asyncio.Task[None]] = set()
         if deps.permissions.approver is not None:
             deps.permissions.approver = _DeliveredFirst(deps.permissions.approver, self._delivered)
@@ -199,10 +201,8 @@ class ConversationSession:
             task.cancel()
 
     async def stop(self) -> None:
-        """Cancel the running turn, if any, and the session's background work; wait until the turn has ended
-        and its last event was delivered."""
-        self.cancel_background()
-        await self.settle()
+        """Cancel the running turn, if any, and the session's background work; wait until the turn has ended,
+        its last event was delivered and the background work is over."""
         if self._task is not None and not self._task.done():
             self.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -210,6 +210,9 @@ class ConversationSession:
             # The stream's consumer still has to hand the turn's last events to the observers (the recorder).
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._consumer_done.wait(), 10)
+        # Last: the end of a first turn may just have started the title.
+        self.cancel_background()
+        await self.settle()
 
     def cancel(self) -> None:
         """Stop the running turn (and its tools); it ends with stop reason ``cancelled``."""
@@ -251,6 +254,14 @@ class ConversationSession:
         title = result.output if result.fallback else clean_title(result.output)
         await self.notify(SessionTitled(title, "fallback" if result.fallback else "model"))
 
+    def _wants_title(self, log_: TurnLog, ending: Ending | None) -> bool:
+        """Whether the turn that just ended should be followed by the title special turn: the first turn of a
+        new session that was neither cancelled nor a failure without any reply (else the next such turn)."""
+        if not self.options.auto_title or self._titled:
+            return False
+        self._titled = ending is None and (log_.error is None or bool(log_.text))
+        return self._titled
+
     def start_background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``work`` (e.g. a special turn) beside the turns: ``settle()`` waits for it, ``stop()`` cancels it."""
         task = asyncio.get_running_loop().create_task(work)
@@ -272,21 +283,28 @@ class ConversationSession:
         assert self._system_prompt is not None
         return self._system_prompt
 
-    def toolset(self, tool_filter: str = "*", passes: int | None = None) -> Any:
-        """The session's tools, limited by ``tool_filter`` ("*" all, or comma-separated names; "-name" blocks)
-        and, given ``passes``, offered only to a run's first ``passes`` model requests."""
+    def toolset(self, tool_filter: str = "*") -> Any:
+        """The session's tools, limited by ``tool_filter``: "*" all, or comma-separated names ("-name" blocks)."""
         from pydantic_ai.toolsets import FilteredToolset
 
         names = [n.strip() for n in tool_filter.split(",") if n.strip() and n.strip() != "*"]
         allowed = {n for n in names if not n.startswith("-")}
         blocked = {n[1:] for n in names if n.startswith("-")}
 
-        def keep(ctx: Any, tool: Any) -> bool:
-            if passes is not None and ctx.run_step > passes:
-                return False
+        def keep(_ctx: Any, tool: Any) -> bool:
             return tool.name not in blocked and (not allowed or tool.name in allowed)
 
         return FilteredToolset(build_toolset(), keep)
+
+    def _turn_toolset(self) -> Any:
+        """The tools of user turns; ``run_tools`` and ``max_tool_passes`` are read at each request, so options
+        changed between turns apply to the next one."""
+        from pydantic_ai.toolsets import FilteredToolset
+
+        def offered(ctx: Any, _tool: Any) -> bool:
+            return self.options.run_tools and ctx.run_step <= self.options.max_tool_passes
+
+        return FilteredToolset(build_toolset(), offered)
 
     def _tools_spent(self, ctx: Any) -> str | None:
         """An instruction for the request after the last tool pass: tools are gone, answer now."""
@@ -368,6 +386,7 @@ class ConversationSession:
     def restore(self, events: Iterable[Event]) -> None:
         """Rebuild the state from a recorded event stream (see ``brain/restore.py``)."""
         restore(self.state, events)
+        self._titled = self._titled or self.state.turn_count > 0
 
     def _get_agent(self) -> Agent[ToolDeps, str]:
         if self._agent is None:
@@ -386,7 +405,7 @@ class ConversationSession:
                 factory(self.state.model.id),
                 deps_type=ToolDeps,
                 instructions=self._system_prompt,
-                toolsets=[self.toolset(passes=self.options.max_tool_passes)] if self.options.run_tools else [],
+                toolsets=[self._turn_toolset()],
                 capabilities=[ProcessHistory(sanitize_messages)],
                 # Models often fix bad tool arguments on a second or third try; the default (1) fails too soon.
                 retries=TOOL_RETRIES,
@@ -441,7 +460,7 @@ class ConversationSession:
                 self.state.reported_input_tokens = first_input + self.state.entries[-1].tokens
             summary = build_turn_summary(log_.turn_number, log_.events)
             self.state.remember_turn(summary)
-            if self.options.auto_title and self.state.turn_count == 1:
+            if self._wants_title(log_, ending):
                 self._title_due = (user_text, "".join(log_.text))
         send(self.usage_event(turn_id))
         send(TurnEnded(turn_id, stop, usage, error=log_.error is not None, summary=summary))
@@ -497,10 +516,12 @@ class ConversationSession:
             model_settings=settings,
             instructions=[context, self._tools_spent] if context else [self._tools_spent],
         ) as run:
-            outcome = await drive(run, turn_id, send, self.deps.workspace)
-        if outcome.first_input_tokens:
-            self.state.reported_input_tokens = outcome.first_input_tokens
-        return outcome.stop, outcome.usage
+            return await drive(run, turn_id, send, self.deps.workspace, self._first_input)
+
+    def _first_input(self, tokens: int) -> None:
+        """The provider's input tokens for a turn's first request (as soon as it answers, even if the turn is
+        cancelled or fails later)."""
+        self.state.reported_input_tokens = tokens
 
     @staticmethod
     def _close_open_calls(turn_id: str, log_: TurnLog, reason: str, send: Callable[[Event], None]) -> None:

@@ -64,7 +64,9 @@ class SpecialTurnConfig:
     persistence_filter: InteractionFilter = DEFAULT
     keep: Sequence[Interaction] = ()
     """replace-above: interactions that stay in front of the result (e.g. the recent user messages a
-    compaction keeps); they pass through the persistence filter like the result."""
+    compaction keeps); they pass through the persistence filter like the result. The replacement takes the
+    whole history as it is when it is applied: what another special turn persisted after this one read the
+    history is replaced too (codling's own flows never overlap so: a prompt waits for the greeting)."""
     accept: Callable[[str], bool] | None = None
     """A check on the output: a rejected output is an error result (e.g. an empty or refused summary)."""
     fallback: Callable[[], str] | None = None
@@ -153,14 +155,21 @@ class SpecialTurns:
 
     async def _run(self, config: SpecialTurnConfig) -> str:
         from pydantic_ai import Agent
+        from pydantic_ai.capabilities import ProcessHistory
         from pydantic_ai.settings import ModelSettings
+
+        from codling.brain.sanitize import sanitize_messages
 
         session = self._session
         model = session.model_for(config.model)
         instructions = config.instructions if config.instructions is not None else session.instructions()
         toolsets = [session.toolset(config.tool_filter)] if config.run_tools and config.tool_filter != "-*" else []
         agent: Agent[Any, str] = Agent(
-            model, deps_type=type(session.deps), instructions=instructions, toolsets=toolsets
+            model,
+            deps_type=type(session.deps),
+            instructions=instructions,
+            toolsets=toolsets,
+            capabilities=[ProcessHistory(sanitize_messages)],  # the same well-formed history user turns get
         )
         # An isolated copy: the special turn reads the history as it is now and never writes to it.
         history = (

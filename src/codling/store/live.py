@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from codling.brain.builtin_turns import greeting_turn
 from codling.brain.factory import open_session
@@ -33,6 +34,7 @@ class LiveSession:
     """A cancel arrived while the prompt was being prepared: the turn must not start."""
     greeting: asyncio.Task[None] | None = None
     """The greeting special turn, while it runs (see ``greet``)."""
+    _greeting_wait: asyncio.Future[Any] | None = None
 
     def greet(self) -> None:
         """Start the greeting special turn in the background: its reply (only that) enters the history and
@@ -44,9 +46,20 @@ class LiveSession:
         self.greeting = self.brain.start_background(greeting())
 
     async def greeted(self) -> None:
-        """Wait until the greeting, if one was started, is over (shown, failed or cancelled)."""
-        if self.greeting is not None:
-            await asyncio.wait([self.greeting])  # never raises: the greeting's own failure is not the caller's
+        """Wait until the greeting, if one was started, is over (shown, failed or cancelled), or until ``cancel``
+        cancels the prompt waiting for it (the greeting goes on)."""
+        if self.greeting is None:
+            return
+        # asyncio.wait never raises for the greeting's own failure, and cancelling it leaves the greeting alone.
+        self._greeting_wait = waiter = asyncio.ensure_future(asyncio.wait([self.greeting]))
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if not self.cancel_pending:
+                raise
+        finally:
+            self._greeting_wait = None
+        if self.greeting.done():
             self.greeting = None
 
     def cancel(self) -> None:
@@ -55,6 +68,8 @@ class LiveSession:
             self.brain.cancel()
         elif self.preparing_prompt:
             self.cancel_pending = True
+            if self._greeting_wait is not None:
+                self._greeting_wait.cancel()
 
     @property
     def id(self) -> str:
