@@ -329,3 +329,19 @@ async def test_a_turn_failing_after_its_first_answer_still_counts_its_input(proj
     assert result.error is not None
     # The provider's count for the first request is kept, not lost with the turn (a new session starts at 0).
     assert session.state.reported_input_tokens > session.state.entries[-1].tokens
+
+
+async def test_stop_during_the_last_events_of_a_first_turn_leaves_no_title_behind(
+    project: Path, settings: Settings
+) -> None:
+    script = Script([[Say("ok")]])
+    session = make_session(project, settings, script, auto_title=True)
+    seen = observed(session)
+    stopping: asyncio.Task[None] | None = None
+    async for event in session.stream("first"):
+        if isinstance(event, TurnEnded):
+            stopping = asyncio.create_task(session.stop())  # closed while the turn's last events go out
+    assert stopping is not None
+    await stopping
+    await asyncio.sleep(0.05)
+    assert not [e for e in seen if isinstance(e, SessionTitled)]
