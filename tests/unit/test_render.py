@@ -23,15 +23,8 @@ from codling.brain.events import (
     TurnStarted,
     Usage,
 )
-from codling.cli.render import (
-    JsonLinesRenderer,
-    TerminalRenderer,
-    event_to_json,
-    format_diff,
-    printable,
-    prompting,
-    use_color,
-)
+from codling.cli.draw import format_diff, printable, use_color
+from codling.cli.render import JsonLinesRenderer, TerminalRenderer, event_to_json, prompting
 from codling.tools.ports import FileDiff, Location
 
 T = "t1"

@@ -204,7 +204,8 @@ async def _run_turn(
     json_output: bool,
 ) -> int:
     from codling.cli.approve import TerminalApprover
-    from codling.cli.render import JsonLinesRenderer, TerminalRenderer, use_color
+    from codling.cli.draw import use_color
+    from codling.cli.render import JsonLinesRenderer, TerminalRenderer
     from codling.store.live import start_session
 
     info = plan.model

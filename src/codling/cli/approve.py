@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import TextIO
 
-from codling.cli.render import StyledWriter, diff_line_style, format_diff, is_terminal, one_line, prompting
+from codling.cli.draw import StyledWriter, diff_line_style, format_diff, is_terminal, one_line
+from codling.cli.render import prompting
 from codling.tools.ports import Decision, PermissionRequest
 
 APPROVAL_DIFF_LINES = 80

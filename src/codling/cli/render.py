@@ -2,18 +2,15 @@
 
 :class:`TerminalRenderer` draws a turn for people (streamed text, thoughts, one line per tool call, diffs,
 errors, a spinner while the model is thinking, reasoning blocks collapsed); :class:`JsonLinesRenderer` prints one
-JSON object per event for scripts. The approver (``cli/approve.py``) shares the diff formatting and the styled
-writer, and uses :func:`prompting` so that a permission question is never overdrawn by a spinner or by a tool
-line. The ``write_*`` helpers draw one piece of a turn the same way here and in ``codling sessions show``
-(``cli/transcript.py``).
+JSON object per event for scripts. The approver (``cli/approve.py``) uses :func:`prompting` so that a permission
+question is never overdrawn by a spinner or by a tool line. The drawing itself (styled writer, diffs, the pieces
+of a turn) is in ``cli/draw.py``, shared with ``codling sessions show`` and the approver.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
-import re
 import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -33,7 +30,6 @@ from codling.brain.events import (
     Event,
     SessionTitled,
     SpecialTurnPersisted,
-    StopReason,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
@@ -43,200 +39,21 @@ from codling.brain.events import (
     TurnStarted,
 )
 from codling.brain.reasoning import BlockTracker, SegmentSplitter
-from codling.tools.ports import FileDiff
-
-DIFF_LINES = 40
-"""How many diff lines the renderer shows for an edit before "… N more lines"."""
-
-_FAILURE_CHARS = 200
+from codling.cli.draw import (
+    StyledWriter,
+    compact_thought,
+    is_terminal,
+    one_line,
+    reasoning_label,
+    write_diff,
+    write_error,
+    write_reasoning,
+    write_stop_note,
+    write_tool_status,
+    write_tool_title,
+)
 
 _WORKING = "working…"
-
-# C0/C1 control characters other than newline and tab: model text, tool output or file contents could
-# otherwise move the cursor, recolor the terminal or hide part of a command the user is asked to approve.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def use_color(stream: TextIO, env: Mapping[str, str]) -> bool:
-    """Whether to style output on ``stream``: only on a terminal, with ``NO_COLOR`` unset (any value counts,
-    even empty) and ``TERM`` not ``dumb``."""
-    return is_terminal(stream) and "NO_COLOR" not in env and env.get("TERM") != "dumb"
-
-
-def printable(text: str) -> str:
-    """``text`` safe to write to a terminal: control characters other than newline and tab are shown as
-    ``\\xNN`` instead of being interpreted (a CR of a CRLF line end is dropped)."""
-    text = text.replace("\r\n", "\n")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def format_diff(diff: FileDiff, max_lines: int) -> list[str]:
-    """The unified diff of ``diff`` (hunks only, 3 lines of context, no trailing newlines), at most
-    ``max_lines`` lines plus a final "… N more lines" note when longer. A new file diffs against empty."""
-    old = (diff.old_text or "").splitlines()
-    new = diff.new_text.splitlines()
-    # The caller already shows the path, so the ---/+++ header lines would only repeat it.
-    lines = [line for line in difflib.unified_diff(old, new, lineterm="") if not line.startswith(("---", "+++"))]
-    if len(lines) > max_lines:
-        return [*lines[:max_lines], f"… {len(lines) - max_lines} more lines"]
-    return lines
-
-
-def diff_line_style(line: str) -> str | None:
-    """The rich style of one line from :func:`format_diff`."""
-    if line.startswith("+"):
-        return "green"
-    if line.startswith("-"):
-        return "red"
-    if line.startswith("@@"):
-        return "cyan"
-    if line.startswith("…"):
-        return "dim"
-    return None
-
-
-class StyledWriter:
-    """Writes text to one stream: styled through rich when ``color``, verbatim otherwise (so plain output
-    never holds an escape code). Flushes every write, knows whether the cursor is mid-line, and can hold its
-    output back for a while (see :func:`prompting`)."""
-
-    def __init__(self, stream: TextIO, *, color: bool) -> None:
-        self.stream = stream
-        self.color = color
-        self._console = (
-            Console(
-                file=stream,
-                force_terminal=True,
-                no_color=False,
-                color_system="standard",
-                highlight=False,
-                soft_wrap=True,
-            )
-            if color
-            else None
-        )
-        self._at_line_start = True
-        self._held: list[tuple[str, str | None]] | None = None
-
-    @property
-    def at_line_start(self) -> bool:
-        """Whether the last character written (or held) was a newline, or nothing was written yet."""
-        return self._at_line_start
-
-    def write(self, text: str, style: str | None = None) -> None:
-        """Write ``text`` (made :func:`printable`) in ``style``, a rich style such as ``"bold red"``."""
-        text = printable(text)
-        if not text:
-            return
-        self._at_line_start = text.endswith("\n")
-        if self._held is not None:
-            self._held.append((text, style))
-            return
-        self._emit(text, style)
-
-    def line(self, text: str = "", style: str | None = None) -> None:
-        """Write ``text`` and a newline."""
-        self.write(text, style)
-        self.write("\n")
-
-    def end_line(self) -> None:
-        """Move to the start of a line unless the cursor is already there."""
-        if not self._at_line_start:
-            self.write("\n")
-
-    def hold(self) -> None:
-        """Keep further writes back until :meth:`release`."""
-        if self._held is None:
-            self._held = []
-
-    def release(self) -> None:
-        """Write whatever was held back, in order."""
-        held, self._held = self._held, None
-        for text, style in held or ():
-            self._emit(text, style)
-
-    def _emit(self, text: str, style: str | None) -> None:
-        if self._console is None:
-            self.stream.write(text)
-        else:
-            self._console.print(Text(text, style=style or ""), end="")
-        self.stream.flush()
-
-
-# -- pieces of a turn, shared with the transcript ----------------------------------------------------------------
-
-
-def write_tool_title(out: StyledWriter, title: str) -> None:
-    """The start of a tool call's line: ``[tool] title`` plain, ``⏺ title`` styled (no newline)."""
-    if out.color:
-        out.write("⏺ ", "cyan")
-        out.write(title, "bold")
-    else:
-        out.write(f"[tool] {title}")
-
-
-def write_tool_status(out: StyledWriter, event: ToolCallFinished) -> None:
-    """How a tool call ended, after its title (no newline); a failure shows the first line of its reason."""
-    reason = _first_line(event.text) if event.status == "failed" else ""
-    if not out.color:
-        out.write(f" -> {event.status}" + (f": {reason}" if reason else ""))
-    elif event.status == "completed":
-        out.write("  ✓ done", "green")
-    else:
-        out.write("  ✗ failed" + (f": {reason}" if reason else ""), "red")
-
-
-def write_diff(out: StyledWriter, diff: FileDiff) -> None:
-    """An edit's diff under its tool line: indented, at most :data:`DIFF_LINES` lines."""
-    for line in format_diff(diff, DIFF_LINES):
-        out.write("    ")
-        out.line(line, diff_line_style(line) if out.color else None)
-
-
-def compact_thought(text: str) -> str:
-    """Thought text as shown: thoughts are context, not the answer, so blank lines inside them are dropped."""
-    return re.sub(r"\n{2,}", "\n", printable(text))
-
-
-def reasoning_label(tool_calls: int, failed: int = 0) -> str:
-    """The text of a collapsed reasoning block: ``reasoning`` when it called no tool, else e.g.
-    ``reasoning (1 tool call)`` or ``reasoning (3 tool calls, 1 failed)``."""
-    if tool_calls == 0:
-        return "reasoning"
-    calls = "1 tool call" if tool_calls == 1 else f"{tool_calls} tool calls"
-    return f"reasoning ({calls}, {failed} failed)" if failed else f"reasoning ({calls})"
-
-
-def write_reasoning(out: StyledWriter, tool_calls: int, failed: int = 0) -> None:
-    """A collapsed reasoning block as one line (see :func:`reasoning_label`); failures stand out in red."""
-    label = reasoning_label(tool_calls, failed)
-    if out.color and failed:
-        head, _, tail = label.rpartition(f"{failed} failed")
-        out.write(head, "dim")
-        out.write(f"{failed} failed", "red")
-        out.line(tail, "dim")
-    else:
-        out.line(label, "dim")
-
-
-def write_error(out: StyledWriter, message: str) -> None:
-    """A failed turn's error on its own line: ``Error: message``, with a bold red ``Error:`` when styled."""
-    out.end_line()
-    if out.color:
-        out.write("Error:", "bold red")
-        out.line(f" {message}")
-    else:
-        out.line(f"Error: {message}")
-
-
-def write_stop_note(out: StyledWriter, stop_reason: StopReason) -> None:
-    """A note for a turn that did not end normally (cancelled, out of requests or tokens); nothing otherwise."""
-    out.end_line()
-    if stop_reason == "cancelled":
-        out.line("(cancelled)", "yellow")
-    elif stop_reason != "end_turn":
-        out.line(f"(stopped: {stop_reason})", "yellow")
-
 
 # -- live rendering ----------------------------------------------------------------------------------------------
 
@@ -579,24 +396,3 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple | set | frozenset):
         return [_jsonable(v) for v in value]
     return value
-
-
-def is_terminal(stream: TextIO) -> bool:
-    """Whether ``stream`` is a terminal; ``False`` for closed streams and objects without ``isatty``."""
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError, OSError):  # closed or not a real stream
-        return False
-
-
-def one_line(text: str) -> str:
-    """``text`` on one line: its non-blank lines stripped and joined by spaces."""
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
-
-
-def _first_line(text: str) -> str:
-    for line in text.strip().splitlines():
-        line = line.strip()
-        if line:
-            return line if len(line) <= _FAILURE_CHARS else line[: _FAILURE_CHARS - 1] + "…"
-    return ""

@@ -93,7 +93,7 @@ def list_sessions(
 @sessions_app.command()
 def show(session: IdArgument) -> None:
     """The transcript by turn: prompts, replies, tool calls; reasoning collapsed, errors marked."""
-    from codling.cli.render import use_color
+    from codling.cli.draw import use_color
     from codling.cli.transcript import print_transcript
 
     store = _store()

@@ -14,7 +14,7 @@ from typing import TextIO
 
 from codling.brain.events import Event, SpecialTurnPersisted, ToolCallFinished, TurnEnded, TurnFailed, TurnStarted
 from codling.brain.reasoning import ReasoningBlock, Segment, TimelineItem, segment_turn, split_segments
-from codling.cli.render import (
+from codling.cli.draw import (
     StyledWriter,
     compact_thought,
     one_line,
