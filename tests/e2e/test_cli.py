@@ -230,6 +230,7 @@ def test_a_new_session_is_named_by_one_title_request(home: Path, project: Path, 
     assert roles == ["system", "user"]
     assert "rename greet to welcome in src/app.py" in title_request["messages"][1]["content"]
     assert "Renamed it." in title_request["messages"][1]["content"]
+    assert "“Loopback session title”" in result.stderr.splitlines()[-1]  # the closing line names the session
     listed = codling("sessions", "list", "--json", env=env)
     assert json.loads(listed.stdout.splitlines()[0])["title"] == "Loopback session title"
     # A later turn of the same session is not titled again and never sees the title.

@@ -245,7 +245,8 @@ async def _run_turn(
     if not json_output:
         if result.context is not None:
             print(context_meter(result.context.used, result.context.size), file=sys.stderr)
-        print(f"codling: session {live.id} (continue with: codling run --resume {live.id} …)", file=sys.stderr)
+        named = f" “{live.recorder.title}”" if live.recorder.title else ""
+        print(f"codling: session {live.id}{named} (continue with: codling run --resume {live.id} …)", file=sys.stderr)
     if result.error is not None or result.stop_reason == "cancelled":
         return EXIT_FAILED
     return EXIT_OK
