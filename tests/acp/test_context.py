@@ -10,6 +10,7 @@ from acp import PROTOCOL_VERSION, helpers
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from codling.acp.server import CodlingAgent
+from codling.brain import compaction
 from codling.brain.state import SUMMARY_PREFIX
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
@@ -65,6 +66,10 @@ async def test_usage_commands_and_compaction_are_visible_and_survive_load(home: 
         assert starts and starts[0].kind == "think"
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("/compact keep the number")])
         assert "keep the number" in user_texts(script.requests[-1])[0]
+        # Through the summarize special turn: its own instructions, no tools, the transcript as its only message.
+        assert len(script.requests[-1]) == 1 and script.tools[-1] == []
+        assert script.requests[-1][0].instructions == compaction.compaction_prompt()  # type: ignore[union-attr]
+        assert all(SUMMARY not in u.content.text for u in client.of_kind("agent_message_chunk"))  # not a message
 
     records = [json.loads(line) for line in (home / "sessions" / sid / "history.jsonl").read_text().splitlines()]
     compactions = [r for r in records if r["kind"] == "compaction"]
