@@ -9,6 +9,7 @@ config.toml keys (all optional)::
     compact_threshold = 0.7                 # compact once the context passes this share of the limit
     max_tool_passes = 40                    # rounds of tool calls per turn before the model must answer
     titles = true                           # name new sessions with a model-made title after the first turn
+    title_model = "anthropic:claude-haiku-4-5"  # a cheaper model for titles (default: the session's model)
     greeting = false                        # greet new editor sessions (one short model-made message)
 """
 
@@ -53,6 +54,8 @@ class Settings:
     """Rounds of tool calls one turn may make before the model is asked to answer without tools."""
     titles: bool = True
     """Name a new session with the title special turn after its first turn."""
+    title_model: str | None = None
+    """The model that writes titles (None: the session's model)."""
     greeting: bool = False
     """Greet the user of a new editor session with the greeting special turn."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -94,6 +97,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     model = data.get("model")
     if model is not None and not isinstance(model, str):
         raise ConfigError(f"{path}: model must be a string like 'openai:gpt-5'")
+    title_model = data.get("title_model")
+    if title_model is not None and (not isinstance(title_model, str) or ":" not in title_model):
+        raise ConfigError(f"{path}: title_model must be a model id like 'anthropic:claude-haiku-4-5'")
     mode = data.get("mode", "ask")
     if not isinstance(mode, str):
         raise ConfigError(f"{path}: mode must be a string")
@@ -106,6 +112,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         compact_threshold=_share(data, "compact_threshold", 0.7, path),
         max_tool_passes=int(_positive(data, "max_tool_passes", 40, path)),
         titles=_flag(data, "titles", True, path),
+        title_model=title_model,
         greeting=_flag(data, "greeting", False, path),
         env=env,
     )

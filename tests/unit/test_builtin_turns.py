@@ -345,3 +345,21 @@ async def test_stop_during_the_last_events_of_a_first_turn_leaves_no_title_behin
     await stopping
     await asyncio.sleep(0.05)
     assert not [e for e in seen if isinstance(e, SessionTitled)]
+
+
+async def test_titles_can_use_a_model_of_their_own(project: Path, settings: Settings) -> None:
+    script = Script([[Say("ok")]])
+    asked: list[str] = []
+    model = script.model()
+
+    def factory(model_id: str) -> object:
+        asked.append(model_id)
+        return model
+
+    session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=factory)  # type: ignore[arg-type]
+    session.options = SessionOptions(auto_title=True, title_model="test:cheap")
+    seen = observed(session)
+    await session.run("name this")
+    await session.settle()
+    assert asked == [MODEL.id, "test:cheap"]
+    assert seen[-1] == SessionTitled("Scripted session title", "model")

@@ -70,8 +70,34 @@ def test_settings_from_config_toml(tmp_path: Path) -> None:
     )
 
 
+def test_special_turn_settings_from_config_toml(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        'titles = false\ntitle_model = "openai:gpt-5-mini"\ngreeting = true\nmax_tool_passes = 3\n'
+    )
+    settings = load_settings({"CODLING_HOME": str(tmp_path)})
+    assert settings == Settings(
+        home=tmp_path,
+        titles=False,
+        title_model="openai:gpt-5-mini",
+        greeting=True,
+        max_tool_passes=3,
+        env={"CODLING_HOME": str(tmp_path)},
+    )
+
+
 @pytest.mark.parametrize(
-    "toml", ['mode = "wild"', "max_requests_per_turn = 0", "model = 3", "this is not toml", "command_timeout = true"]
+    "toml",
+    [
+        'mode = "wild"',
+        "max_requests_per_turn = 0",
+        "model = 3",
+        "this is not toml",
+        "command_timeout = true",
+        'greeting = "yes"',
+        "titles = 1",
+        'title_model = "haiku"',
+        "max_tool_passes = -1",
+    ],
 )
 def test_bad_config_is_a_config_error(tmp_path: Path, toml: str) -> None:
     (tmp_path / "config.toml").write_text(toml)

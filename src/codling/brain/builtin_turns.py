@@ -75,8 +75,9 @@ def summarize_turn(
     )
 
 
-def title_turn(request: str, reply: str = "") -> SpecialTurnConfig:
-    """Name a session after its first ``request`` (and the start of the ``reply``); ephemeral."""
+def title_turn(request: str, reply: str = "", *, model: str | None = None) -> SpecialTurnConfig:
+    """Name a session after its first ``request`` (and the start of the ``reply``), with ``model`` if given
+    (else the session's); ephemeral."""
     prompt = "First request:\n" + truncate_to_tokens(request, 1_000)
     if reply.strip():
         prompt += "\n\nStart of the reply:\n" + truncate_to_tokens(reply, 300)
@@ -85,6 +86,7 @@ def title_turn(request: str, reply: str = "") -> SpecialTurnConfig:
         turn_type="title",
         messages=(),
         instructions=prompt_text("title"),
+        model=model,
         tool_filter="-*",
         timeout=TITLE_TIMEOUT,
         max_tokens=TITLE_MAX_TOKENS,

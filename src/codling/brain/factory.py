@@ -48,5 +48,6 @@ def open_session(
         compact_threshold=settings.compact_threshold,
         max_tool_passes=settings.max_tool_passes,
         auto_title=settings.titles,
+        title_model=settings.title_model,
     )
     return ConversationSession(state, deps, model_factory=model_factory, options=options)

@@ -110,6 +110,8 @@ class SessionOptions:
     """Compact before a turn once the context passes this share of the model's context limit."""
     auto_title: bool = False
     """After the first turn of a new session, name it with the title special turn (``SessionTitled``)."""
+    title_model: str | None = None
+    """The model id the title special turn uses (None: the session's model)."""
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,7 @@ class ConversationSession:
 
     async def _name_session(self, request: str, reply: str) -> None:
         """The title special turn; its fallback (the first request) stands in when the model cannot help."""
-        result = await self.execute_special_turn(title_turn(request, reply))
+        result = await self.execute_special_turn(title_turn(request, reply, model=self.options.title_model))
         title = result.output if result.fallback else clean_title(result.output)
         await self.notify(SessionTitled(title, "fallback" if result.fallback else "model"))
 
