@@ -24,7 +24,7 @@ from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
-from tests.fakes.scenarios import Fail, Response, Say, Script, Wait
+from tests.fakes.scenarios import Call, Fail, Response, Say, Script, Wait
 
 MODEL = ModelInfo("test:special", context_limit=100_000)
 
@@ -207,3 +207,49 @@ async def test_a_cancelled_special_turn_does_not_hold_up_later_ones(project: Pat
     result = await asyncio.wait_for(later, 5)
     assert result.ok
     assert history(session)[2:] == [("assistant", "RESULT fast")]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["non-streaming", "streaming"])
+async def test_tool_model_and_streaming_overrides(
+    project: Path, settings: Settings, tmp_path: Path, streaming: bool
+) -> None:
+    (project / "a.txt").write_text("alpha\n")
+    script = Script([[Call("read_file", {"path": "a.txt"}, "r1")], [Say("a.txt says alpha")]])
+    asked: list[str] = []
+
+    def factory(model_id: str) -> object:
+        asked.append(model_id)
+        return script.model()
+
+    session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=factory)  # type: ignore[arg-type]
+    config = SpecialTurnConfig(
+        "what does a.txt say?",
+        model="test:other",
+        run_tools=True,
+        tool_filter="read_file,list_files",
+        force_non_streaming=not streaming,
+    )
+    result = await session.execute_special_turn(config)
+    assert (result.status, result.output) == ("ok", "a.txt says alpha")
+    assert asked == ["test:other"]  # the override; the session's own model was never built
+    assert [sorted(tools) for tools in script.tools] == [["list_files", "read_file"]] * 2
+    tool_result = script.requests[1][-1]
+    assert isinstance(tool_result, ModelRequest) and "alpha" in str(tool_result.parts[0].content)
+    assert session.state.entries == []  # ephemeral
+
+
+@pytest.mark.parametrize(
+    ("tool_filter", "run_tools", "offered"),
+    [
+        ("-run_command,-write_file", True, ["edit_file", "list_files", "read_file", "search"]),
+        ("*", False, []),
+        ("-*", True, []),
+    ],
+)
+async def test_tool_filters(
+    project: Path, settings: Settings, tool_filter: str, run_tools: bool, offered: list[str]
+) -> None:
+    script = Script([[Say("ok")]])
+    session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
+    await session.execute_special_turn(SpecialTurnConfig("hi", tool_filter=tool_filter, run_tools=run_tools))
+    assert sorted(script.tools[0]) == offered

@@ -280,9 +280,10 @@ class ConversationSession:
         return (self._model_factory or build_model)(model_id)
 
     def instructions(self) -> str:
-        """The session's system prompt (static part)."""
-        self._get_agent()
-        assert self._system_prompt is not None
+        """The session's system prompt (static part), built once per session."""
+        if self._system_prompt is None:
+            self._system_prompt = system_prompt(self.state.cwd, self.state.additional_dirs)
+            self._system_tokens = count_tokens(self._system_prompt)
         return self._system_prompt
 
     def toolset(self, tool_filter: str = "*") -> Any:
@@ -397,8 +398,6 @@ class ConversationSession:
             from codling.llm.providers import build_model
 
             factory = self._model_factory or build_model
-            self._system_prompt = system_prompt(self.state.cwd, self.state.additional_dirs)
-            self._system_tokens = count_tokens(self._system_prompt)
             from pydantic_ai.capabilities import ProcessHistory
 
             from codling.brain.sanitize import sanitize_messages
@@ -406,7 +405,7 @@ class ConversationSession:
             self._agent = Agent(
                 factory(self.state.model.id),
                 deps_type=ToolDeps,
-                instructions=self._system_prompt,
+                instructions=self.instructions(),
                 toolsets=[self._turn_toolset()],
                 capabilities=[ProcessHistory(sanitize_messages)],
                 # Models often fix bad tool arguments on a second or third try; the default (1) fails too soon.
@@ -435,7 +434,7 @@ class ConversationSession:
         try:
             if self._cancel_requested:
                 raise asyncio.CancelledError  # cancelled before the turn could start
-            self._get_agent()  # the system prompt's size is part of the context estimate
+            self.instructions()  # the system prompt's size is part of the context estimate
             if command is not None:
                 await compactor.compact(self, turn_id, send, "command", command[1] or None)
             else:
