@@ -29,13 +29,15 @@ SUMMARY_TIMEOUT = 180.0
 """Seconds the summarizer may take before the deterministic fallback is used."""
 
 TITLE_TIMEOUT = 30.0
-TITLE_MAX_TOKENS = 200
-"""Room for a short title (and for models that think a little before answering)."""
+TITLE_MAX_TOKENS = 1_000
+"""A cap against runaway answers, not a length: reasoning models (o-series, gpt-5) spend part of it thinking
+and would answer nothing under a tight cap. A title itself is a dozen tokens."""
 TITLE_MAX_CHARS = 60
 FALLBACK_TITLE_CHARS = 80
 
 GREETING_TIMEOUT = 30.0
-GREETING_MAX_TOKENS = 300
+GREETING_MAX_TOKENS = 1_000
+"""As for titles: room for reasoning models to think before two sentences."""
 
 
 @cache
