@@ -179,3 +179,27 @@ def test_serves_from_and_to_regular_files(home: Path, tmp_path: Path, server: Op
         )
     (reply,) = [json.loads(line) for line in replies.read_text().splitlines()]
     assert reply["id"] == 1 and reply["result"]["agentInfo"]["name"] == "codling"
+
+
+async def test_greeting_and_title_over_the_real_provider_path(home: Path, project: Path, server: OpenAIServer) -> None:
+    (home / "config.toml").write_text("greeting = true\n")
+    server.title_reply = Reply(text=["Rename greet"])
+    server.enqueue(Reply(text=["Hi! Ready to work on this project."]), Reply(text=["Renamed."]))
+    client = RecordingClient()
+    async with spawned(client, home, server) as conn:
+        await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
+        session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
+        sid = session.session_id
+        assert not client.of_kind("agent_message_chunk")  # the greeting follows the response naming the session
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[helpers.text_block("rename greet")]), 30)
+        await client.wait_for("session_info_update", 2)
+    chunks = [u.content.text for u in client.of_kind("agent_message_chunk")]
+    assert chunks == ["Hi! Ready to work on this project.", "Renamed."]
+    assert [u.title for u in client.of_kind("session_info_update")] == ["rename greet", "Rename greet"]
+    greeting_request, turn_request = server.requests
+    assert "tools" not in greeting_request and [m["role"] for m in greeting_request["messages"]] == ["system", "user"]
+    # The user's turn sees the greeting behind a user lead-in (roles alternate), never the greeting's request.
+    roles = [m["role"] for m in turn_request["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert turn_request["messages"][2]["content"] == "Hi! Ready to work on this project."
+    assert "Rename greet" not in json.dumps(turn_request)
