@@ -12,10 +12,14 @@ from pathlib import Path
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
+from acp.schema import ToolCallStart
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from codling.acp.server import CodlingAgent
+from codling.acp.translate import translate
+from codling.brain.events import SpecialTurnPersisted
+from codling.brain.interactions import Interaction
 from codling.brain.sanitize import SESSION_OPENED
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
@@ -166,3 +170,45 @@ async def test_a_prompt_waiting_for_the_greeting_can_be_cancelled_and_is_busy(ho
         assert texts == ["Hello!", "Here."]
     assert SESSION_OPENED in request_text(script.requests[1])  # the greeting is not the first message sent
     assert "first" not in request_text(script.requests[1])  # the cancelled prompt never ran
+
+
+def test_a_persisted_special_turn_is_shown_as_a_turn_shows_it() -> None:
+    read = Interaction("tool_result", "- Read a.txt (done):\n    Read a.txt: line 1 of 1")
+    listed = Interaction("tool_result", "- List files (done)")
+    worked = SpecialTurnPersisted(
+        "probe",
+        "persist-all",
+        (
+            Interaction("user", "check a.txt"),
+            Interaction("thought", "read it"),
+            Interaction("tool_call", "Read a.txt"),
+            read,
+            Interaction("tool_call", "List files"),
+            listed,
+            Interaction("assistant", "It says alpha."),
+        ),
+    )
+    updates = translate(worked)
+    ids = [u.tool_call_id for u in updates if isinstance(u, ToolCallStart)]
+    assert len(set(ids)) == 2 and translate(worked) == updates  # distinct, and the same at every replay
+    assert updates == [
+        helpers.update_user_message_text("check a.txt"),
+        helpers.update_agent_thought_text("read it"),
+        helpers.start_tool_call(ids[0], "Read a.txt", status="completed", content=[content(read.text)]),
+        helpers.start_tool_call(ids[1], "List files", status="completed", content=[content(listed.text)]),
+        helpers.update_agent_message_text("It says alpha."),
+    ]
+    # A filter that kept only the calls, or only the results, still shows one finished call each.
+    calls_only = SpecialTurnPersisted("probe", "persist-all", (Interaction("tool_call", "Read a.txt"),))
+    (only_call,) = translate(calls_only)
+    assert only_call == helpers.start_tool_call(only_call.tool_call_id, "Read a.txt", status="completed")
+    (only_result,) = translate(SpecialTurnPersisted("probe", "persist-all", (read,)))
+    expected = helpers.start_tool_call(
+        only_result.tool_call_id, "Read a.txt (done)", status="completed", content=[content(read.text)]
+    )
+    assert only_result == expected
+    assert translate(SpecialTurnPersisted("summarize", "replace-above", (Interaction("summary", "gist"),))) == []
+
+
+def content(text: str) -> object:
+    return helpers.tool_content(helpers.text_block(text))

@@ -24,7 +24,8 @@ from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
-from tests.fakes.scenarios import Call, Fail, Response, Say, Script, Wait
+from tests.fakes.approver import ScriptedApprover
+from tests.fakes.scenarios import Call, Fail, Response, Say, Script, Think, Wait
 
 MODEL = ModelInfo("test:special", context_limit=100_000)
 
@@ -253,3 +254,78 @@ async def test_tool_filters(
     session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
     await session.execute_special_turn(SpecialTurnConfig("hi", tool_filter=tool_filter, run_tools=run_tools))
     assert sorted(script.tools[0]) == offered
+
+
+WORKED = [
+    Interaction("user", "what does a.txt say?"),
+    Interaction("thought", "I should read it."),
+    Interaction("tool_call", "Read a.txt"),
+    Interaction("tool_result", "- Read a.txt (done):\n    Read a.txt: line 1 of 1"),
+    Interaction("assistant", "It says alpha."),
+]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["non-streaming", "streaming"])
+@pytest.mark.parametrize(
+    ("interaction_filter", "kinds"),
+    [
+        (DEFAULT, ("user", "assistant")),
+        (PRESERVE_SYSTEM_CONTEXT, ("user", "assistant")),
+        (ALLOW_ALL, ("user", "thought", "tool_call", "tool_result", "assistant")),
+        (InteractionFilter.of(block=("thought",)), ("user", "tool_call", "tool_result", "assistant")),
+    ],
+)
+async def test_persist_all_keeps_what_the_filter_allows_of_a_turn_that_thinks_and_uses_tools(
+    project: Path,
+    settings: Settings,
+    tmp_path: Path,
+    interaction_filter: InteractionFilter,
+    kinds: tuple,
+    streaming: bool,
+) -> None:
+    (project / "a.txt").write_text("alpha\n")
+    script = Script([[Think("I should read it."), Call("read_file", {"path": "a.txt"}, "r1")], [Say("It says alpha.")]])
+    session = open_session(settings, MODEL, project, approver=None, mode="ask", model_factory=script.factory())
+    path = tmp_path / "history.jsonl"
+    file = HistoryFile(path, "s1")
+    file.write_record(SessionHeader("s1", project, MODEL.id, "ask").record())
+    session.subscribe(HistoryRecorder(file))
+    config = SpecialTurnConfig(
+        "what does a.txt say?",
+        run_tools=True,
+        tool_filter="read_file",
+        force_non_streaming=not streaming,
+        persistence="persist-all",
+        persistence_filter=interaction_filter,
+    )
+    result = await session.execute_special_turn(config)
+    file.close()
+    assert result.output == "It says alpha."
+    assert result.interactions == tuple(WORKED[1:])  # everything the model did, before filtering
+    assert result.persisted == tuple(i for i in WORKED if i.kind in kinds)
+    # The model's history keeps text only: thoughts and call titles stay in the record; a tool result joins
+    # the reply as its plain-text summary, as a user turn's tool calls do.
+    reply = "It says alpha."
+    if "tool_result" in kinds:
+        reply = WORKED[3].text + "\n\n" + reply
+    assert history(session) == [("user", "what does a.txt say?"), ("assistant", reply)]
+    restored = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    restored.restore(read_history(path).events)
+    assert history(restored) == history(session)
+
+
+async def test_a_special_turn_asks_nobody_so_gated_tools_need_a_mode_that_allows_them(
+    project: Path, settings: Settings
+) -> None:
+    script = Script([[Call("write_file", {"path": "new.txt", "content": "x"}, "w1")], [Say("could not write")]] * 2)
+    approver = ScriptedApprover("allow_once")
+    session = open_session(settings, MODEL, project, approver=approver, mode="ask", model_factory=script.factory())
+    config = SpecialTurnConfig("write new.txt", run_tools=True, tool_filter="*", timeout=5)
+    result = await session.execute_special_turn(config)
+    assert result.ok and approver.asked == []  # the user never saw this call, so was never asked about it
+    (_call, refusal, _answer) = result.interactions
+    assert refusal.kind == "tool_result" and "no one can be asked" in refusal.text
+    assert not (project / "new.txt").exists()
+    session.set_mode("yolo")
+    await session.execute_special_turn(config)
+    assert (project / "new.txt").read_text() == "x"

@@ -196,3 +196,21 @@ def test_a_greeting_is_shown_where_it_came_and_summaries_are_not() -> None:
     summary = SpecialTurnPersisted("summarize", "replace-above", (Interaction("summary", "the gist"),))
     events: list[Event] = [greeting, started("a", "one"), TextDelta("a", "done"), TurnEnded("a", "end_turn"), summary]
     assert transcript(events) == "Greeting\nHi! Ready.\n\nTurn 1 · 2025-01-02 08:30\n> one\ndone\n"
+
+
+def test_a_special_turn_that_used_tools_shows_its_thoughts_and_results() -> None:
+    worked = SpecialTurnPersisted(
+        "probe",
+        "persist-all",
+        (
+            Interaction("user", "check a.txt"),
+            Interaction("thought", "read it\n\nthen answer"),
+            Interaction("tool_call", "Read a.txt"),
+            Interaction("tool_result", "- Read a.txt (done):\n    Read a.txt: line 1 of 1"),
+            Interaction("assistant", "It says alpha."),
+        ),
+    )
+    assert transcript([worked]) == (
+        "Probe\n> check a.txt\nread it\nthen answer\n"
+        "- Read a.txt (done):\n    Read a.txt: line 1 of 1\nIt says alpha.\n"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from acp import helpers
@@ -51,6 +52,38 @@ def _finished_content(event: ToolCallFinished) -> list[ContentToolCallContent | 
     if event.text:
         content.append(helpers.tool_content(helpers.text_block(event.text)))
     return content
+
+
+def _special(event: SpecialTurnPersisted) -> list[Update]:
+    """What a special turn added to the conversation (a greeting), shown as a turn shows it: its messages,
+    thoughts, and each tool call as one finished call holding its result."""
+    updates: list[Update] = []
+    call: tuple[int, str] | None = None  # the position and title of a tool call whose result may follow
+    for index, item in enumerate(event.interactions):
+        if call is not None and item.kind != "tool_result":
+            updates.append(_recorded_call(event, *call))
+            call = None
+        if item.kind == "tool_call":
+            call = (index, item.text)
+        elif item.kind == "tool_result":
+            # The result's summary starts with the call's title ("- Read a.txt (done): ...").
+            at, title = call or (index, item.text.partition("\n")[0].removeprefix("- ").rstrip(":") or "tool call")
+            updates.append(_recorded_call(event, at, title, item.text))
+            call = None
+        elif item.kind == "thought":
+            updates.append(helpers.update_agent_thought_text(item.text))
+        elif item.kind in ("user", "assistant"):
+            updates.append(_message(item.kind, item.text))
+    if call is not None:
+        updates.append(_recorded_call(event, *call))
+    return updates
+
+
+def _recorded_call(event: SpecialTurnPersisted, index: int, title: str, result: str = "") -> ToolCallStart:
+    # A recorded special turn keeps no call ids: one from the record itself, the same at every replay.
+    call_id = hashlib.sha1(f"{event.turn_type}/{index}/{title}".encode()).hexdigest()[:16]
+    content = [helpers.tool_content(helpers.text_block(result))] if result else None
+    return helpers.start_tool_call(call_id, title, status="completed", content=content)
 
 
 def _message(kind: str, text: str) -> AgentMessageChunk | UserMessageChunk:
@@ -108,9 +141,8 @@ def translate(event: Event) -> list[Update]:
         case UsageUpdated():
             return [UsageUpdate(session_update="usage_update", used=event.used, size=event.size)]
         case SpecialTurnPersisted() if event.persistence != "replace-above":
-            # What a special turn added to the conversation (a greeting) is shown as the conversation shows
-            # it; a replacing summary is not a message (compaction shows its own tool call).
-            return [_message(i.kind, i.text) for i in event.interactions if i.kind in ("user", "assistant")]
+            # A replacing summary is not a message (compaction shows its own tool call).
+            return _special(event)
         case TurnStarted() | TurnEnded() | SessionTitled() | SpecialTurnPersisted():
             return []  # a title reaches the client as session_info_update, from the recorder
     return []

@@ -1,8 +1,9 @@
 """One pydantic-ai agent run, translated into the brain's events as it happens.
 
 ``drive`` walks the run's nodes: a model request streams its text and thinking parts as ``TextDelta`` and
-``ThoughtDelta``; a tool pass reports each call as ``ToolCallStarted`` and ``ToolCallFinished``. It knows
-nothing of sessions: the caller sets the run up (history, limits, settings) and keeps the state.
+``ThoughtDelta`` (or, without streaming, sends each response's parts whole once it has arrived); a tool pass
+reports each call as ``ToolCallStarted`` and ``ToolCallFinished``. It knows nothing of sessions: the caller sets
+the run up (history, limits, settings) and keeps the state. User turns and special turns both run through it.
 """
 
 from __future__ import annotations
@@ -21,31 +22,44 @@ async def drive(
     turn_id: str,
     send: Callable[[Event], None],
     workspace: Workspace,
-    first_input: Callable[[int], None],
+    first_input: Callable[[int], None] = lambda _tokens: None,
+    *,
+    stream: bool = True,
 ) -> tuple[StopReason, Usage]:
     """Drive ``run`` (an ``AgentRun`` from ``Agent.iter``) to its end, sending its events, and return how it
     stopped and its usage; a run that hits its request limit ends with ``max_turn_requests``. ``first_input``
-    gets the input tokens of the first response as soon as it arrives (when the provider reports them)."""
+    gets the input tokens of the first response as soon as it arrives (when the provider reports them). With
+    ``stream=False`` each model request is made without streaming and its response is sent whole."""
     from pydantic_ai import Agent
     from pydantic_ai.exceptions import UsageLimitExceeded
     from pydantic_ai.messages import FunctionToolCallEvent, FunctionToolResultEvent
 
     stop: StopReason = "end_turn"
-    first = True
+    responses = 0
+
+    def answered(response: Any) -> None:
+        nonlocal stop, responses
+        stop = stop_reason(response.finish_reason)
+        if responses == 0 and response.usage.input_tokens:
+            first_input(response.usage.input_tokens)
+        responses += 1
+
     events: Any
     try:
         async for node in run:
-            if Agent.is_model_request_node(node):
+            if Agent.is_model_request_node(node) and stream:
                 async with node.stream(run.ctx) as events:
                     async for ev in events:
                         if (streamed := _streamed(turn_id, ev)) is not None:
                             send(streamed)
-                response = events.response
-                stop = stop_reason(response.finish_reason)
-                if first and response.usage.input_tokens:
-                    first_input(response.usage.input_tokens)
-                first = False
+                answered(events.response)
             elif Agent.is_call_tools_node(node):
+                if not stream:
+                    # The request ran unstreamed as the run advanced; its response arrives with this node.
+                    answered(node.model_response)
+                    for part in node.model_response.parts:
+                        if (whole := _whole(turn_id, part)) is not None:
+                            send(whole)
                 async with node.stream(run.ctx) as tool_events:
                     async for ev in tool_events:
                         if isinstance(ev, FunctionToolCallEvent):
@@ -82,6 +96,17 @@ def _streamed(turn_id: str, ev: Any) -> TextDelta | ThoughtDelta | None:
         return TextDelta(turn_id, text)
     if isinstance(piece, ThinkingPart | ThinkingPartDelta):
         return ThoughtDelta(turn_id, text)
+    return None
+
+
+def _whole(turn_id: str, part: Any) -> TextDelta | ThoughtDelta | None:
+    """A whole response part (from a request made without streaming) as one text or thought delta."""
+    from pydantic_ai.messages import TextPart, ThinkingPart
+
+    if isinstance(part, TextPart) and part.content:
+        return TextDelta(turn_id, part.content)
+    if isinstance(part, ThinkingPart) and part.content:
+        return ThoughtDelta(turn_id, part.content)
     return None
 
 

@@ -380,6 +380,7 @@ class ConversationSession:
                 self._cancel_requested = True
                 self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+            self._emit = None  # nothing consumes that queue any more: a barrier put there would never resolve
             consumer_done.set()
             if self._title_due is not None:
                 # Once the turn's events are all delivered, so the title comes after them.

@@ -1,7 +1,9 @@
 """Special turns: model requests that are not the user's turn (summaries, titles, greetings, checks).
 
-A special turn runs on an isolated copy of the session's history, with its own overrides (messages, model,
-tools, streaming), unseen by observers. Nothing it does reaches the session unless its persistence strategy
+A special turn runs through the loop user turns use (``brain/drive.py``) on an isolated copy of the session's
+history, with its own overrides (messages, model, tools, streaming), unseen by observers: its events become the
+result's ``interactions`` instead. Nobody watches it, so nobody is asked: its tools run only as far as the
+permission mode allows without a question. Nothing it does reaches the session unless its persistence strategy
 says so, and then only what its filter allows:
 
 * ``persist-result``: the result enters the history (a greeting),
@@ -23,12 +25,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from codling.brain.events import SpecialTurnPersisted
+from codling.brain.drive import drive
+from codling.brain.events import (
+    Event,
+    SpecialTurnPersisted,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from codling.brain.interactions import DEFAULT, Interaction, InteractionFilter
-from codling.brain.state import HistoryEntry, summary_entry
+from codling.brain.state import HistoryEntry, Role, summary_entry
+from codling.brain.summaries import summarize_tool_call
+from codling.errors import SessionError
 
 if TYPE_CHECKING:
     from codling.brain.session import ConversationSession
@@ -37,7 +49,13 @@ log = logging.getLogger(__name__)
 
 Persistence = Literal["persist-result", "persist-all", "ephemeral", "replace-above"]
 
-_ROLE_OF_KIND = {"user": "user", "assistant": "assistant", "summary": "summary"}
+_ROLE_OF_KIND: dict[str, Role] = {
+    "user": "user",
+    "assistant": "assistant",
+    "summary": "summary",
+    "tool_result": "assistant",
+}
+"""Where each kind goes in the model's history (a kind not named here is recorded but not shown to the model)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +104,9 @@ class SpecialTurnResult:
     metadata: dict[str, Any] = field(default_factory=dict)
     fallback: bool = False
     """The output is the config's fallback; ``error`` says why the model's answer was not used."""
+    interactions: tuple[Interaction, ...] = ()
+    """What the model did, in order: its thoughts, tool calls, tool results and text (persist-all persists
+    these after the prompt, filtered)."""
 
     @property
     def ok(self) -> bool:
@@ -128,7 +149,7 @@ class SpecialTurns:
 
     async def _attempt(self, config: SpecialTurnConfig) -> SpecialTurnResult:
         try:
-            output = await asyncio.wait_for(self._run(config), config.timeout)
+            output, interactions = await asyncio.wait_for(self._run(config), config.timeout)
         except TimeoutError:
             error = f"no answer within {config.timeout:g}s"
             return SpecialTurnResult(config.turn_type, "timeout", error=error, metadata=config.metadata)
@@ -143,7 +164,7 @@ class SpecialTurns:
         if config.accept is not None and not config.accept(output):
             error = f"the answer was not usable: {output[:200]!r}"
             return SpecialTurnResult(config.turn_type, "error", error=error, metadata=config.metadata)
-        return SpecialTurnResult(config.turn_type, "ok", output, metadata=config.metadata)
+        return SpecialTurnResult(config.turn_type, "ok", output, metadata=config.metadata, interactions=interactions)
 
     @staticmethod
     def _with_fallback(config: SpecialTurnConfig, result: SpecialTurnResult) -> SpecialTurnResult:
@@ -153,10 +174,13 @@ class SpecialTurns:
         output = config.fallback()
         return SpecialTurnResult(config.turn_type, "ok", output, result.error, metadata=result.metadata, fallback=True)
 
-    async def _run(self, config: SpecialTurnConfig) -> str:
+    async def _run(self, config: SpecialTurnConfig) -> tuple[str, tuple[Interaction, ...]]:
+        """One attempt through the turn loop user turns use (``drive``), on a copy of the history, its events
+        kept to itself: the output and what the model did (thoughts, tool calls and results, text)."""
         from pydantic_ai import Agent
         from pydantic_ai.capabilities import ProcessHistory
         from pydantic_ai.settings import ModelSettings
+        from pydantic_ai.usage import UsageLimits
 
         from codling.brain.sanitize import sanitize_messages
 
@@ -164,9 +188,11 @@ class SpecialTurns:
         model = session.model_for(config.model)
         instructions = config.instructions if config.instructions is not None else session.instructions()
         toolsets = [session.toolset(config.tool_filter)] if config.run_tools and config.tool_filter != "-*" else []
+        # Nobody watches a special turn, so nobody can be asked: gated tools run only if the mode allows them.
+        deps = replace(session.deps, permissions=session.deps.permissions.unattended())
         agent: Agent[Any, str] = Agent(
             model,
-            deps_type=type(session.deps),
+            deps_type=type(deps),
             instructions=instructions,
             toolsets=toolsets,
             capabilities=[ProcessHistory(sanitize_messages)],  # the same well-formed history user turns get
@@ -177,36 +203,39 @@ class SpecialTurns:
             if config.messages is not None
             else session.state.messages()
         )
-        settings = ModelSettings(max_tokens=config.max_tokens) if config.max_tokens is not None else None
-        if config.force_non_streaming:
-            result = await agent.run(config.prompt, message_history=history, deps=session.deps, model_settings=settings)
-            return result.output
-        async with agent.run_stream(
-            config.prompt, message_history=history, deps=session.deps, model_settings=settings
-        ) as streamed:
-            return await streamed.get_output()
+        events: list[Event] = []
+        async with agent.iter(
+            config.prompt,
+            message_history=history,
+            deps=deps,
+            model_settings=ModelSettings(max_tokens=config.max_tokens) if config.max_tokens is not None else None,
+            usage_limits=UsageLimits(request_limit=session.options.max_requests_per_turn),
+        ) as run:
+            stop, _usage = await drive(run, "", events.append, deps.workspace, stream=not config.force_non_streaming)
+            if run.result is None:
+                raise SessionError(f"the special turn stopped before it answered ({stop})")
+            return run.result.output, interactions_of(events)
 
     async def _persist(
         self, config: SpecialTurnConfig, result: SpecialTurnResult, announce: Announce | None
     ) -> SpecialTurnResult:
         if config.persistence == "ephemeral":
             return result
+        answer = [Interaction("assistant", result.output)]
         if config.persistence == "replace-above":
             produced = [*config.keep, Interaction("summary", result.output)]
+        elif config.persistence == "persist-all":  # a fallback has no interactions of its own: its answer
+            produced = [Interaction("user", config.prompt), *(result.interactions or answer)]
         else:
-            produced = [Interaction("assistant", result.output)]
-            if config.persistence == "persist-all":
-                produced.insert(0, Interaction("user", config.prompt))
-        kept = [i for i in config.persistence_filter.apply(produced) if i.kind in _ROLE_OF_KIND]
+            produced = answer
+        kept = config.persistence_filter.apply(produced)
         state = self._session.state
         if config.persistence == "replace-above":
             state.replace_history(persisted_entries(kept))
         else:
             for entry in persisted_entries(kept):
                 state.add(entry)
-        persisted = SpecialTurnResult(
-            config.turn_type, "ok", result.output, result.error, tuple(kept), result.metadata, result.fallback
-        )
+        persisted = replace(result, persisted=tuple(kept))
         if announce is not None:
             await announce(persisted)
         else:
@@ -216,12 +245,46 @@ class SpecialTurns:
         return persisted
 
 
+def interactions_of(events: Sequence[Event]) -> tuple[Interaction, ...]:
+    """A run's events as interactions, in order: each stretch of thinking or text as one ``thought`` or
+    ``assistant``, each tool call as a ``tool_call`` (its title) and a ``tool_result`` (what it did, as the
+    plain-text summary the history keeps of user turns' tool calls)."""
+    out: list[Interaction] = []
+    started: dict[str, ToolCallStarted] = {}
+    for event in events:
+        match event:
+            case TextDelta() | ThoughtDelta():
+                kind = "assistant" if isinstance(event, TextDelta) else "thought"
+                if out and out[-1].kind == kind:
+                    out[-1] = Interaction(kind, out[-1].text + event.text)
+                else:
+                    out.append(Interaction(kind, event.text))
+            case ToolCallStarted():
+                started[event.call_id] = event
+                out.append(Interaction("tool_call", event.title))
+            case ToolCallFinished() if event.call_id in started:
+                out.append(Interaction("tool_result", summarize_tool_call(started[event.call_id], event)))
+    return tuple(out)
+
+
 def _entry(interaction: Interaction) -> HistoryEntry:
     if interaction.kind == "summary":
         return summary_entry(interaction.text)
-    return HistoryEntry.of(_ROLE_OF_KIND[interaction.kind], interaction.text)  # type: ignore[arg-type]
+    return HistoryEntry.of(_ROLE_OF_KIND[interaction.kind], interaction.text)
 
 
 def persisted_entries(interactions: Sequence[Interaction]) -> list[HistoryEntry]:
-    """The history entries a persisted special turn added (for restoring a session from its records)."""
-    return [_entry(i) for i in interactions if i.kind in _ROLE_OF_KIND]
+    """The history entries persisted interactions become (live, and when a session is restored from its
+    records). As for user turns, the model's history keeps text: user and assistant messages, summaries, and
+    tool results as their plain-text summaries, merged into the assistant's reply; the other kinds (thoughts,
+    tool calls, system and context) stay in the record, for transcripts and replays, and out of the history."""
+    entries: list[HistoryEntry] = []
+    for interaction in interactions:
+        role = _ROLE_OF_KIND.get(interaction.kind)
+        if role is None:
+            continue
+        if role == "assistant" and entries and entries[-1].role == "assistant":
+            entries[-1] = HistoryEntry.of("assistant", f"{entries[-1].text}\n\n{interaction.text}")
+        else:
+            entries.append(_entry(interaction))
+    return entries

@@ -88,6 +88,10 @@ def _write_special(out: StyledWriter, special: SpecialTurnPersisted) -> None:
         elif interaction.kind == "assistant":
             out.write(interaction.text)
             out.end_line()
+        elif interaction.kind == "thought":
+            out.line(compact_thought(interaction.text), "dim")
+        elif interaction.kind == "tool_result":  # it starts with the call's title: the call needs no line
+            out.line(interaction.text, "dim")
 
 
 def _write_turn(out: StyledWriter, number: int, turn: _Turn) -> None:

@@ -73,6 +73,13 @@ class Permissions:
         if decision == "allow_always" and key is not None:
             self._always.add(key)
 
+    def unattended(self) -> Permissions:
+        """The same mode and remembered answers with no one to ask, for work the user does not watch (a
+        special turn): what would need a question is refused, with a message saying so."""
+        permissions = Permissions(self.mode, None)
+        permissions._always = self._always
+        return permissions
+
     @property
     def always_allowed(self) -> frozenset[tuple[str, str]]:
         """What the user allowed for the session: ``("edit", "*")``, ``("execute", "pytest")``, or
