@@ -52,6 +52,14 @@ def session_with_history(project: Path, settings: Settings, script: Script) -> C
     return session
 
 
+def recorded(session: ConversationSession, path: Path) -> HistoryFile:
+    """Record ``session`` to ``path`` from now on (the caller closes the file)."""
+    file = HistoryFile(path, "s1")
+    file.write_record(SessionHeader("s1", session.state.cwd, MODEL.id, session.state.mode).record())
+    session.subscribe(HistoryRecorder(file))
+    return file
+
+
 def history(session: ConversationSession) -> list[tuple[str, str]]:
     return [(e.role, e.text) for e in session.state.entries]
 
@@ -140,9 +148,7 @@ async def test_failure_and_timeout_leave_the_history_byte_for_byte_unchanged(
     script = Script([], fallback=answer_by_prompt)
     session = session_with_history(project, settings, script)
     path = tmp_path / "history.jsonl"
-    file = HistoryFile(path, "s1")
-    file.write_record(SessionHeader("s1", project, MODEL.id, "yolo").record())
-    session.subscribe(HistoryRecorder(file))
+    file = recorded(session, path)
     on_disk = path.read_bytes()
     entries = list(session.state.entries)
     result = await session.execute_special_turn(
@@ -175,9 +181,7 @@ async def test_overrides_and_restore(project: Path, settings: Settings, tmp_path
     script = Script([], fallback=answer_by_prompt)
     session = session_with_history(project, settings, script)
     path = tmp_path / "history.jsonl"
-    file = HistoryFile(path, "s1")
-    file.write_record(SessionHeader("s1", project, MODEL.id, "yolo").record())
-    session.subscribe(HistoryRecorder(file))
+    file = recorded(session, path)
     config = SpecialTurnConfig(
         "greet",
         messages=[Interaction("user", "only this")],
@@ -287,9 +291,7 @@ async def test_persist_all_keeps_what_the_filter_allows_of_a_turn_that_thinks_an
     script = Script([[Think("I should read it."), Call("read_file", {"path": "a.txt"}, "r1")], [Say("It says alpha.")]])
     session = open_session(settings, MODEL, project, approver=None, mode="ask", model_factory=script.factory())
     path = tmp_path / "history.jsonl"
-    file = HistoryFile(path, "s1")
-    file.write_record(SessionHeader("s1", project, MODEL.id, "ask").record())
-    session.subscribe(HistoryRecorder(file))
+    file = recorded(session, path)
     config = SpecialTurnConfig(
         "what does a.txt say?",
         run_tools=True,
