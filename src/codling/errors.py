@@ -15,7 +15,8 @@ they care about and let the rest propagate::
     │   └── CommandError       a command could not start or was stopped
     ├── ModelError             the model provider failed (HTTP error, bad response); the turn ends with an error reply
     └── SessionError           a session operation is invalid
-        └── UnknownSessionError  no session with that id
+        ├── UnknownSessionError  no session with that id
+        └── SpecialTurnError     a special turn is configured wrongly, or its run ended without an answer
 
 Messages are written for the person (or model) who must act on them: they say what went wrong and, where
 it helps, what to do instead. Wrap lower-level exceptions with ``raise ... from e``.
@@ -74,3 +75,8 @@ class SessionError(CodlingError):
 
 class UnknownSessionError(SessionError):
     """No session has the given id."""
+
+
+class SpecialTurnError(SessionError):
+    """A special turn's configuration is invalid (raised when it is built), or its run stopped before it
+    answered (then it is the special turn's error result, never raised to the caller)."""

@@ -30,6 +30,7 @@ from codling.brain.events import (
 )
 from codling.brain.factory import open_session
 from codling.brain.interactions import DEFAULT, PRESERVE_SYSTEM_CONTEXT, Interaction
+from codling.brain.prompt import ResourceBlock, TextBlock
 from codling.brain.session import TOOLS_SPENT_NOTE, ConversationSession, SessionOptions
 from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
@@ -161,6 +162,22 @@ async def test_title_falls_back_to_the_first_request(project: Path, settings: Se
     await session.settle()
     assert seen[-1] == SessionTitled("please rename greet", "fallback")
     assert [e.role for e in session.state.entries] == ["user", "assistant"] and before == []
+
+
+@pytest.mark.parametrize("title_answer", [[Say("Explain the settings")], [Fail(ValueError("down"))]])
+async def test_an_attachment_names_the_session_by_its_name_never_its_contents(
+    project: Path, settings: Settings, title_answer: list[object]
+) -> None:
+    script = Script([[Say("It holds the API settings.")]], title=title_answer)  # type: ignore[arg-type]
+    session = make_session(project, settings, script, auto_title=True)
+    seen = observed(session)
+    secret = ResourceBlock("file:///p/secret.py", "API_KEY = 'abc123'\n")
+    await session.run((TextBlock("explain this"), secret))
+    await session.settle()
+    (request,) = script.title_requests
+    assert "explain this @secret.py" in all_text(request) and "abc123" not in all_text(request)
+    expected = "Explain the settings" if isinstance(title_answer[0], Say) else "explain this @secret.py"
+    assert seen[-1] == SessionTitled(expected, "model" if isinstance(title_answer[0], Say) else "fallback")
 
 
 async def test_no_title_without_auto_title_or_for_a_restored_session(project: Path, settings: Settings) -> None:

@@ -9,7 +9,7 @@ import pytest
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
-from codling.brain.events import Event, SpecialTurnPersisted
+from codling.brain.events import Event, SpecialTurnPersisted, UsageUpdated
 from codling.brain.factory import open_session
 from codling.brain.interactions import (
     ALLOW_ALL,
@@ -22,10 +22,11 @@ from codling.brain.session import ConversationSession
 from codling.brain.special_turns import SpecialTurnConfig
 from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
+from codling.errors import SpecialTurnError
 from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from tests.fakes.approver import ScriptedApprover
-from tests.fakes.scenarios import Call, Fail, Response, Say, Script, Think, Wait
+from tests.fakes.scenarios import Call, Fail, Response, Say, Script, Think, Until, Wait
 
 MODEL = ModelInfo("test:special", context_limit=100_000)
 
@@ -331,3 +332,147 @@ async def test_a_special_turn_asks_nobody_so_gated_tools_need_a_mode_that_allows
     session.set_mode("yolo")
     await session.execute_special_turn(config)
     assert (project / "new.txt").read_text() == "x"
+
+
+async def test_a_cancelled_turn_in_the_middle_keeps_the_start_order(project: Path, settings: Settings) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    first = asyncio.create_task(
+        session.execute_special_turn(SpecialTurnConfig("slow 0.4", persistence="persist-result"))
+    )
+    await asyncio.sleep(0.02)
+    middle = asyncio.create_task(
+        session.execute_special_turn(SpecialTurnConfig("slow 30", persistence="persist-result"))
+    )
+    await asyncio.sleep(0.02)
+    last = asyncio.create_task(session.execute_special_turn(SpecialTurnConfig("fast", persistence="persist-result")))
+    await asyncio.sleep(0.05)
+    middle.cancel()
+    await asyncio.wait_for(asyncio.gather(first, last), 5)
+    assert history(session)[2:] == [("assistant", "RESULT slow 0.4"), ("assistant", "RESULT fast")]
+
+
+async def test_a_special_turn_persists_after_the_user_turn_in_progress_and_restores_the_same(
+    project: Path, settings: Settings, tmp_path: Path
+) -> None:
+    release = asyncio.Event()
+    script = Script([[Say("working"), Until(release), Say(" done")]], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    path = tmp_path / "history.jsonl"
+    file = recorded(session, path)
+
+    async def slow_at_the_end(event: Event) -> None:
+        if isinstance(event, UsageUpdated):  # the turn's entries are in place; its end is not recorded yet
+            await asyncio.sleep(0.1)
+
+    session.subscribe(slow_at_the_end)
+    turn = asyncio.create_task(session.run("do it"))
+    await asyncio.sleep(0.05)
+    special = asyncio.create_task(session.execute_special_turn(SpecialTurnConfig("note", persistence="persist-all")))
+    await asyncio.sleep(0.05)
+    assert not special.done() and history(session) == BEFORE  # answered, but waiting for the turn to end
+    release.set()
+    await asyncio.wait_for(asyncio.gather(turn, special), 5)
+    file.close()
+    expected = [
+        *BEFORE,
+        ("user", "do it"),
+        ("assistant", "working done"),
+        ("user", "note"),
+        ("assistant", "RESULT note"),
+    ]
+    assert history(session) == expected
+    restored = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    restored.restore(read_history(path).events)
+    assert history(restored) == expected[2:]
+
+
+async def test_what_enters_while_a_summary_is_written_stays_after_it(
+    project: Path, settings: Settings, tmp_path: Path
+) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    path = tmp_path / "history.jsonl"
+    file = recorded(session, path)
+    await session.run("first")  # recorded, so the restored session starts from the same history
+    summary = SpecialTurnConfig("slow 0.3", persistence="replace-above", persistence_filter=ALLOW_ALL)
+    summarizing = asyncio.create_task(session.execute_special_turn(summary))
+    await asyncio.sleep(0.05)
+    await session.run("meanwhile")  # a whole turn while the summary is written: the summary never saw it
+    result = await summarizing
+    file.close()
+    assert result.ok
+    expected = [
+        ("summary", SUMMARY_PREFIX + "RESULT slow 0.3"),
+        ("user", "meanwhile"),
+        ("assistant", "RESULT meanwhile"),
+    ]
+    assert history(session) == expected
+    restored = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    restored.restore(read_history(path).events)
+    assert history(restored) == expected
+
+
+async def test_a_summary_of_a_history_replaced_meanwhile_does_not_apply(project: Path, settings: Settings) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    stale = asyncio.create_task(
+        session.execute_special_turn(
+            SpecialTurnConfig("slow 0.3", persistence="replace-above", persistence_filter=ALLOW_ALL)
+        )
+    )
+    await asyncio.sleep(0.05)
+    session.state.replace_history([HistoryEntry.of("user", "compacted elsewhere")])
+    result = await stale
+    assert result.status == "error" and "replaced while this special turn ran" in (result.error or "")
+    assert history(session) == [("user", "compacted elsewhere")]
+
+
+def test_a_config_that_cannot_be_recorded_or_sent_is_refused_when_built() -> None:
+    with pytest.raises(SpecialTurnError, match="must be JSON"):
+        SpecialTurnConfig("x", metadata={"when": object()})
+    with pytest.raises(SpecialTurnError, match="kind memo"):
+        SpecialTurnConfig("x", messages=[Interaction("memo", "?")])
+
+
+async def test_override_messages_reach_the_model_as_text(project: Path, settings: Settings) -> None:
+    script = Script([[Say("ok")]])
+    session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    messages = [
+        Interaction("system", "SYS-NOTE"),
+        Interaction("context", "CTX-NOTE"),
+        Interaction("user", "question"),
+        Interaction("thought", "not sent"),
+        Interaction("tool_call", "Read a.txt"),
+        Interaction("tool_result", "- Read a.txt (done)"),
+        Interaction("assistant", "answer"),
+    ]
+    await session.execute_special_turn(SpecialTurnConfig("go on", messages=messages))
+    sent = [(type(p).__name__, str(p.content)) for m in script.requests[0] for p in m.parts]
+    assert sent == [
+        ("SystemPromptPart", "SYS-NOTE"),
+        ("UserPromptPart", "CTX-NOTE"),
+        ("UserPromptPart", "question"),
+        ("TextPart", "- Read a.txt (done)"),
+        ("TextPart", "answer"),
+        ("UserPromptPart", "go on"),
+    ]
+
+
+def _raises(_: str) -> str:
+    raise RuntimeError("broken check")
+
+
+@pytest.mark.parametrize(
+    ("accept", "fallback", "error"),
+    [(_raises, None, "broken check"), (lambda _: False, lambda: _raises(""), "the fallback failed too")],
+    ids=["accept-raises", "fallback-raises"],
+)
+async def test_a_failing_check_or_fallback_is_an_error_result(
+    project: Path, settings: Settings, accept: object, fallback: object, error: str
+) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    config = SpecialTurnConfig("ask", persistence="persist-result", accept=accept, fallback=fallback)  # type: ignore[arg-type]
+    result = await session.execute_special_turn(config)
+    assert result.status == "error" and error in (result.error or "") and history(session) == BEFORE

@@ -147,6 +147,9 @@ class SpecialTurnPersisted:
     persistence: Literal["persist-result", "persist-all", "replace-above"]
     interactions: tuple[Interaction, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
+    replaced: int | None = None
+    """replace-above: how many of the history's first entries the interactions replaced (None: all of them;
+    entries added after the special turn read the history stay behind its result)."""
     kind: Literal["special_turn_persisted"] = "special_turn_persisted"
 
 

@@ -23,24 +23,35 @@ def record_turn(state: SessionState, log_: TurnLog, ending: Ending | None) -> No
 def restore(state: SessionState, events: Iterable[Event]) -> None:
     """Replay recorded events into ``state``: each turn enters the history exactly as it did live; compactions
     and persisted special turns change it as they did live; a turn whose end was never recorded (the process
-    died) enters it with a note that it was interrupted."""
+    died) enters it with a note that it was interrupted.
+
+    Live, a special turn persists only once no user turn is running, but its record may still be written
+    before the last events of that turn reach the recorder: one recorded inside a turn is applied after it.
+    """
     log_: TurnLog | None = None
+    waiting: list[SpecialTurnPersisted] = []  # recorded inside the open turn
+
+    def end_turn(ending: Ending | None) -> None:
+        assert log_ is not None
+        record_turn(state, log_, ending)
+        for special in waiting:
+            _apply_special(state, special)
+        waiting.clear()
+
     for event in events:
         if isinstance(event, TurnStarted):
             if log_ is not None:
-                record_turn(state, log_, "interrupted")
+                end_turn("interrupted")
             text = render_prompt(event.blocks) if event.blocks else event.prompt
             log_ = None if is_command_turn(event) else TurnLog(state.turn_count + 1, text)
             continue
         if isinstance(event, ContextCompacted):
             state.replace_history(compaction.rebuilt_history(event.kept_user_messages, event.summary))
         elif isinstance(event, SpecialTurnPersisted):
-            entries = persisted_entries(event.interactions)
-            if event.persistence == "replace-above":
-                state.replace_history(entries)
+            if log_ is not None:
+                waiting.append(event)
             else:
-                for entry in entries:
-                    state.add(entry)
+                _apply_special(state, event)
         elif isinstance(event, ToolCallFinished):
             state.recent_files = update_recent_files(state.recent_files, event)
         elif isinstance(event, TurnEnded) and event.summary is not None:
@@ -48,7 +59,16 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
         if log_ is not None:
             log_.apply(event)
             if isinstance(event, TurnEnded):
-                record_turn(state, log_, "cancelled" if event.stop_reason == "cancelled" else None)
+                end_turn("cancelled" if event.stop_reason == "cancelled" else None)
                 log_ = None
     if log_ is not None:
-        record_turn(state, log_, "interrupted")
+        end_turn("interrupted")
+
+
+def _apply_special(state: SessionState, event: SpecialTurnPersisted) -> None:
+    entries = persisted_entries(event.interactions)
+    if event.persistence == "replace-above":
+        state.replace_history(entries, event.replaced)
+    else:
+        for entry in entries:
+            state.add(entry)

@@ -264,6 +264,11 @@ class ConversationSession:
         self._titled = ending is None and (log_.error is None or bool(log_.text))
         return self._titled
 
+    async def turn_over(self) -> None:
+        """Wait until no user turn is running: the last one has added its prompt and reply to the history."""
+        while self._task is not None and not self._task.done():
+            await asyncio.wait({self._task})
+
     def start_background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``work`` (e.g. a special turn) beside the turns: ``settle()`` waits for it, ``stop()`` cancels it."""
         task = asyncio.get_running_loop().create_task(work)
@@ -463,7 +468,8 @@ class ConversationSession:
             summary = build_turn_summary(log_.turn_number, log_.events)
             self.state.remember_turn(summary)
             if self._wants_title(log_, ending):
-                self._title_due = (user_text, "".join(log_.text))
+                # The request as the user wrote it, attachments by name: their contents never name a session.
+                self._title_due = (prompt_summary(blocks), "".join(log_.text))
         send(self.usage_event(turn_id))
         send(TurnEnded(turn_id, stop, usage, error=log_.error is not None, summary=summary))
         emit(_DONE)

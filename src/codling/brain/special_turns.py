@@ -14,8 +14,9 @@ says so, and then only what its filter allows:
 A failure, a timeout or an output the turn's ``accept`` check rejects returns an error result and leaves the
 session exactly as it was, unless the turn has a ``fallback``: then the fallback's output (built without the
 model) is persisted in its place and the result says so. Several special turns may run at once; their
-persistence is applied one at a time, in the order they were started (ephemeral turns persist nothing, so they
-never wait for the others).
+persistence is applied one at a time, in the order they were started, and never inside a user turn: a result
+ready while a turn runs waits for it to end (ephemeral turns persist nothing, so they never wait). Compaction
+is the exception: it is part of the user turn that runs it, and persists at once (see ``execute``).
 
 The built-ins (summarize, title, greeting) are in ``brain/builtin_turns.py``.
 """
@@ -23,6 +24,7 @@ The built-ins (summarize, title, greeting) are in ``brain/builtin_turns.py``.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,10 +39,10 @@ from codling.brain.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from codling.brain.interactions import DEFAULT, Interaction, InteractionFilter
-from codling.brain.state import HistoryEntry, Role, summary_entry
+from codling.brain.interactions import DEFAULT, KINDS, Interaction, InteractionFilter
+from codling.brain.state import HistoryEntry, Role, SessionState, summary_entry
 from codling.brain.summaries import summarize_tool_call
-from codling.errors import SessionError
+from codling.errors import SpecialTurnError
 
 if TYPE_CHECKING:
     from codling.brain.session import ConversationSession
@@ -66,7 +68,10 @@ class SpecialTurnConfig:
     """The request (the last user message of the special turn)."""
     turn_type: str = "special"
     messages: Sequence[Interaction] | None = None
-    """Messages to send instead of a copy of the session's history (None: the history)."""
+    """Messages to send instead of a copy of the session's history (None: the history). As the history does,
+    they reach the model as text: ``system`` as a system prompt, ``context`` and ``user`` as user messages,
+    ``assistant`` and ``tool_result`` as replies, ``summary`` behind the summary prefix; ``thought`` and
+    ``tool_call`` (a call's title, which its result repeats) are not sent."""
     instructions: str | None = None
     """System instructions instead of the session's (None: the session's)."""
     model: str | None = None
@@ -82,14 +87,29 @@ class SpecialTurnConfig:
     persistence_filter: InteractionFilter = DEFAULT
     keep: Sequence[Interaction] = ()
     """replace-above: interactions that stay in front of the result (e.g. the recent user messages a
-    compaction keeps); they pass through the persistence filter like the result. The replacement takes the
-    whole history as it is when it is applied: what another special turn persisted after this one read the
-    history is replaced too (codling's own flows never overlap so: a prompt waits for the greeting)."""
+    compaction keeps); they pass through the persistence filter like the result. The result replaces the
+    history the special turn read: what entered it since (a user turn that ended meanwhile) stays after the
+    result; if the history was replaced meanwhile (another summary), the result no longer applies and is an
+    error result."""
     accept: Callable[[str], bool] | None = None
     """A check on the output: a rejected output is an error result (e.g. an empty or refused summary)."""
     fallback: Callable[[], str] | None = None
     """An output built without the model, persisted when the turn fails, times out or is rejected."""
     metadata: dict[str, Any] = field(default_factory=dict)
+    """Carried to the result and, when it persists, into history.jsonl: it must be JSON."""
+
+    def __post_init__(self) -> None:
+        try:
+            json.dumps(self.metadata)
+        except (TypeError, ValueError) as e:
+            raise SpecialTurnError(
+                f"a special turn's metadata is recorded in history.jsonl, so it must be JSON: {e}"
+            ) from e
+        unknown = sorted({i.kind for i in self.messages or ()} - set(KINDS))
+        if unknown:
+            raise SpecialTurnError(
+                f"a special turn cannot send interactions of kind {', '.join(unknown)}; known: {', '.join(KINDS)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -128,42 +148,43 @@ class SpecialTurns:
         """Resolved when the most recently started special turn is over (persisted, failed or cancelled)."""
 
     async def execute(self, config: SpecialTurnConfig, announce: Announce | None = None) -> SpecialTurnResult:
-        """Run one special turn and persist its result as configured; ``announce`` replaces the default
-        ``SpecialTurnPersisted`` notification (compaction announces ``ContextCompacted`` within its turn)."""
+        """Run one special turn and persist its result as configured.
+
+        Without ``announce`` the special turn stands between user turns: its persistence waits for the special
+        turns started before it, then for the user turn in progress (if any) to finish, so its record never
+        lands inside a turn and a restored session is the live one. With ``announce`` it is part of the user
+        turn that runs it (compaction announces ``ContextCompacted`` within its turn): it persists at once,
+        and ``announce`` replaces the ``SpecialTurnPersisted`` notification."""
         if config.persistence == "ephemeral":
             return self._with_fallback(config, await self._attempt(config))
-        # Each turn waits for the one started before it to be over before persisting: a chain of futures,
-        # each resolved in a finally block, so a failed or cancelled turn never holds up the ones after it.
+        read = _Mark.of(self._session.state)
+        if announce is not None:
+            return await self._persist(config, self._with_fallback(config, await self._attempt(config)), read, announce)
+        # A chain of futures, one per special turn, each resolved once its turn is over and the one before it
+        # is too, so results persist in start order even when a turn in the middle fails or is cancelled.
         previous, mine = self._last, asyncio.get_running_loop().create_future()
         self._last = mine
         try:
             result = self._with_fallback(config, await self._attempt(config))
             if previous is not None:
                 await asyncio.shield(previous)
-            if result.ok:
-                result = await self._persist(config, result, announce)
-            return result
+            await self._session.turn_over()
+            return await self._persist(config, result, read, None)
         finally:
-            if not mine.done():
-                mine.set_result(None)
+            _resolve_after(mine, previous)
 
     async def _attempt(self, config: SpecialTurnConfig) -> SpecialTurnResult:
         try:
             output, interactions = await asyncio.wait_for(self._run(config), config.timeout)
+            if config.accept is not None and not config.accept(output):
+                return _failed(config, "error", f"the answer was not usable: {output[:200]!r}")
         except TimeoutError:
-            error = f"no answer within {config.timeout:g}s"
-            return SpecialTurnResult(config.turn_type, "timeout", error=error, metadata=config.metadata)
+            return _failed(config, "timeout", f"no answer within {config.timeout:g}s")
         except Exception as e:  # a special turn never breaks the session: its failure is its result
             # With a fallback the failure is handled (and shown where it matters, e.g. "fallback summary").
-            log.log(
-                logging.INFO if config.fallback else logging.WARNING, "special turn %s failed: %s", config.turn_type, e
-            )
-            return SpecialTurnResult(
-                config.turn_type, "error", error=f"{type(e).__name__}: {e}", metadata=config.metadata
-            )
-        if config.accept is not None and not config.accept(output):
-            error = f"the answer was not usable: {output[:200]!r}"
-            return SpecialTurnResult(config.turn_type, "error", error=error, metadata=config.metadata)
+            level = logging.INFO if config.fallback else logging.WARNING
+            log.log(level, "special turn %s failed: %s", config.turn_type, e)
+            return _failed(config, "error", f"{type(e).__name__}: {e}")
         return SpecialTurnResult(config.turn_type, "ok", output, metadata=config.metadata, interactions=interactions)
 
     @staticmethod
@@ -171,7 +192,11 @@ class SpecialTurns:
         if result.ok or config.fallback is None:
             return result
         log.info("special turn %s: using its fallback (%s)", config.turn_type, result.error)
-        output = config.fallback()
+        try:
+            output = config.fallback()
+        except Exception as e:
+            log.warning("special turn %s: its fallback failed too: %s", config.turn_type, e, exc_info=True)
+            return replace(result, error=f"{result.error}; the fallback failed too: {type(e).__name__}: {e}")
         return SpecialTurnResult(config.turn_type, "ok", output, result.error, metadata=result.metadata, fallback=True)
 
     async def _run(self, config: SpecialTurnConfig) -> tuple[str, tuple[Interaction, ...]]:
@@ -198,11 +223,7 @@ class SpecialTurns:
             capabilities=[ProcessHistory(sanitize_messages)],  # the same well-formed history user turns get
         )
         # An isolated copy: the special turn reads the history as it is now and never writes to it.
-        history = (
-            [_entry(i).message() for i in config.messages if i.kind in _ROLE_OF_KIND]
-            if config.messages is not None
-            else session.state.messages()
-        )
+        history = _messages(config.messages) if config.messages is not None else session.state.messages()
         events: list[Event] = []
         async with agent.iter(
             config.prompt,
@@ -213,14 +234,22 @@ class SpecialTurns:
         ) as run:
             stop, _usage = await drive(run, "", events.append, deps.workspace, stream=not config.force_non_streaming)
             if run.result is None:
-                raise SessionError(f"the special turn stopped before it answered ({stop})")
+                raise SpecialTurnError(f"the special turn stopped before it answered ({stop})")
             return run.result.output, interactions_of(events)
 
     async def _persist(
-        self, config: SpecialTurnConfig, result: SpecialTurnResult, announce: Announce | None
+        self, config: SpecialTurnConfig, result: SpecialTurnResult, read: _Mark, announce: Announce | None
     ) -> SpecialTurnResult:
-        if config.persistence == "ephemeral":
+        if not result.ok or config.persistence == "ephemeral":
             return result
+        state = self._session.state
+        replaced: int | None = None
+        if config.persistence == "replace-above":
+            if state.replacements != read.replacements:
+                error = "the history was replaced while this special turn ran, so its result no longer applies"
+                return replace(result, status="error", error=error, fallback=False)
+            # What entered the history after the special turn read it is not in its result: it stays after it.
+            replaced = read.entries if len(state.entries) > read.entries else None
         answer = [Interaction("assistant", result.output)]
         if config.persistence == "replace-above":
             produced = [*config.keep, Interaction("summary", result.output)]
@@ -229,9 +258,8 @@ class SpecialTurns:
         else:
             produced = answer
         kept = config.persistence_filter.apply(produced)
-        state = self._session.state
         if config.persistence == "replace-above":
-            state.replace_history(persisted_entries(kept))
+            state.replace_history(persisted_entries(kept), replaced)
         else:
             for entry in persisted_entries(kept):
                 state.add(entry)
@@ -240,9 +268,41 @@ class SpecialTurns:
             await announce(persisted)
         else:
             await self._session.notify(
-                SpecialTurnPersisted(config.turn_type, config.persistence, persisted.persisted, dict(config.metadata))
+                SpecialTurnPersisted(
+                    config.turn_type, config.persistence, persisted.persisted, dict(config.metadata), replaced
+                )
             )
         return persisted
+
+
+def _failed(config: SpecialTurnConfig, status: Literal["error", "timeout"], error: str) -> SpecialTurnResult:
+    return SpecialTurnResult(config.turn_type, status, error=error, metadata=config.metadata)
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """The history as a special turn read it: how many entries, after how many replacements."""
+
+    entries: int
+    replacements: int
+
+    @classmethod
+    def of(cls, state: SessionState) -> _Mark:
+        """The history of ``state`` as it is now."""
+        return cls(len(state.entries), state.replacements)
+
+
+def _resolve_after(future: asyncio.Future[None], previous: asyncio.Future[None] | None) -> None:
+    """Resolve ``future`` now, or once ``previous`` is resolved if it is not yet."""
+
+    def resolve(_: object = None) -> None:
+        if not future.done():
+            future.set_result(None)
+
+    if previous is None or previous.done():
+        resolve()
+    else:
+        previous.add_done_callback(resolve)
 
 
 def interactions_of(events: Sequence[Event]) -> tuple[Interaction, ...]:
@@ -265,6 +325,21 @@ def interactions_of(events: Sequence[Event]) -> tuple[Interaction, ...]:
             case ToolCallFinished() if event.call_id in started:
                 out.append(Interaction("tool_result", summarize_tool_call(started[event.call_id], event)))
     return tuple(out)
+
+
+def _messages(interactions: Sequence[Interaction]) -> list[Any]:
+    """Override messages as pydantic-ai messages (see ``SpecialTurnConfig.messages``)."""
+    from pydantic_ai.messages import ModelRequest, SystemPromptPart
+
+    out: list[Any] = []
+    for interaction in interactions:
+        if interaction.kind == "system":
+            out.append(ModelRequest(parts=[SystemPromptPart(interaction.text)]))
+        elif interaction.kind == "context":
+            out.append(HistoryEntry.of("user", interaction.text).message())
+        elif interaction.kind in _ROLE_OF_KIND:
+            out.append(_entry(interaction).message())
+    return out
 
 
 def _entry(interaction: Interaction) -> HistoryEntry:

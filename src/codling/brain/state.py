@@ -70,6 +70,8 @@ class SessionState:
     """The last two turns' execution summaries, oldest first."""
     reported_input_tokens: int = 0
     """Input tokens the provider reported for the latest request (0 after a compaction)."""
+    replacements: int = 0
+    """How often the history was replaced (a special turn's result applies only to the history it read)."""
     _messages: list[Any] = field(default_factory=list, repr=False)
 
     def add(self, entry: HistoryEntry) -> None:
@@ -78,12 +80,14 @@ class SessionState:
         self._messages.append(entry.message())
         self.history_tokens += entry.tokens
 
-    def replace_history(self, entries: list[HistoryEntry]) -> None:
-        """Swap the whole history (after a compaction)."""
-        self.entries = list(entries)
+    def replace_history(self, entries: list[HistoryEntry], replaced: int | None = None) -> None:
+        """Swap the history (after a compaction): all of it, or only its first ``replaced`` entries."""
+        kept = self.entries[replaced:] if replaced is not None else []
+        self.entries = [*entries, *kept]
         self._messages = [e.message() for e in self.entries]
         self.history_tokens = sum(e.tokens for e in self.entries)
         self.reported_input_tokens = 0
+        self.replacements += 1
 
     def messages(self) -> list[Any]:
         """The history as pydantic-ai messages (built once per entry, not per request)."""

@@ -132,6 +132,7 @@ def event_payload(event: Event, error: str | None = None) -> dict[str, Any] | No
                 "persistence": event.persistence,
                 "interactions": [{"kind": i.kind, "text": i.text} for i in event.interactions],
                 "metadata": event.metadata,
+                **({"replaced": event.replaced} if event.replaced is not None else {}),
             }
         case ContextCompacted():
             return {
@@ -211,7 +212,11 @@ def record_events(record: dict[str, Any]) -> list[Event]:
             persistence = record.get("persistence", "persist-result")
             return [
                 SpecialTurnPersisted(
-                    record.get("turn_type", "special"), persistence, interactions, record.get("metadata") or {}
+                    record.get("turn_type", "special"),
+                    persistence,
+                    interactions,
+                    record.get("metadata") or {},
+                    record.get("replaced"),
                 )
             ]
         case "compaction":
