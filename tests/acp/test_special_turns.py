@@ -208,6 +208,9 @@ def test_a_persisted_special_turn_is_shown_as_a_turn_shows_it() -> None:
     )
     assert only_result == expected
     assert translate(SpecialTurnPersisted("summarize", "replace-above", (Interaction("summary", "gist"),))) == []
+    # Another special turn that did the same gets ids of its own.
+    again = SpecialTurnPersisted("probe", "persist-all", worked.interactions, special_id="other")
+    assert not {u.tool_call_id for u in translate(again) if isinstance(u, ToolCallStart)} & set(ids)
 
 
 def content(text: str) -> object:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
-from codling.brain.events import Event, SpecialTurnPersisted, UsageUpdated
+from codling.brain.events import Event, SpecialTurnPersisted, TextDelta, UsageUpdated
 from codling.brain.factory import open_session
 from codling.brain.interactions import (
     ALLOW_ALL,
@@ -361,13 +362,17 @@ async def test_a_special_turn_persists_after_the_user_turn_in_progress_and_resto
     path = tmp_path / "history.jsonl"
     file = recorded(session, path)
 
+    replying = asyncio.Event()
+
     async def slow_at_the_end(event: Event) -> None:
+        if isinstance(event, TextDelta):
+            replying.set()
         if isinstance(event, UsageUpdated):  # the turn's entries are in place; its end is not recorded yet
             await asyncio.sleep(0.1)
 
     session.subscribe(slow_at_the_end)
     turn = asyncio.create_task(session.run("do it"))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(replying.wait(), 5)
     special = asyncio.create_task(session.execute_special_turn(SpecialTurnConfig("note", persistence="persist-all")))
     await asyncio.sleep(0.05)
     assert not special.done() and history(session) == BEFORE  # answered, but waiting for the turn to end
@@ -382,6 +387,8 @@ async def test_a_special_turn_persists_after_the_user_turn_in_progress_and_resto
         ("assistant", "RESULT note"),
     ]
     assert history(session) == expected
+    kinds = [json.loads(line)["kind"] for line in path.read_text().splitlines()]
+    assert kinds[-2:] == ["turn_end", "special"]  # recorded after the turn, even with an observer lagging
     restored = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
     restored.restore(read_history(path).events)
     assert history(restored) == expected[2:]
@@ -476,3 +483,54 @@ async def test_a_failing_check_or_fallback_is_an_error_result(
     config = SpecialTurnConfig("ask", persistence="persist-result", accept=accept, fallback=fallback)  # type: ignore[arg-type]
     result = await session.execute_special_turn(config)
     assert result.status == "error" and error in (result.error or "") and history(session) == BEFORE
+
+
+async def test_a_special_turn_cancelled_while_it_waits_keeps_its_place_in_the_order(
+    project: Path, settings: Settings
+) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    first = asyncio.create_task(
+        session.execute_special_turn(SpecialTurnConfig("slow 0.3", persistence="persist-result"))
+    )
+    waiting = asyncio.create_task(
+        session.execute_special_turn(SpecialTurnConfig("quick", persistence="persist-result"))
+    )
+    last = asyncio.create_task(session.execute_special_turn(SpecialTurnConfig("fast", persistence="persist-result")))
+    await asyncio.sleep(0.1)  # "quick" answered and waits for "slow 0.3"
+    waiting.cancel()
+    await asyncio.wait_for(asyncio.gather(first, last), 5)
+    assert history(session)[2:] == [("assistant", "RESULT slow 0.3"), ("assistant", "RESULT fast")]
+
+
+async def test_a_mode_change_reaches_a_special_turn_already_running(project: Path, settings: Settings) -> None:
+    script = Script([[Wait(0.2), Call("write_file", {"path": "x.txt", "content": "x"}, "w1")], [Say("done")]])
+    session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
+    config = SpecialTurnConfig("write x.txt", run_tools=True, tool_filter="write_file")
+    running = asyncio.create_task(session.execute_special_turn(config))
+    await asyncio.sleep(0.05)
+    session.set_mode("read-only")
+    result = await asyncio.wait_for(running, 5)
+    assert "read-only mode" in result.interactions[1].text and not (project / "x.txt").exists()
+
+
+async def test_awaiting_a_persisting_special_turn_inside_a_turn_is_refused_not_a_deadlock(
+    project: Path, settings: Settings
+) -> None:
+    script = Script([], fallback=answer_by_prompt)
+    session = session_with_history(project, settings, script)
+    errors: list[str] = []
+
+    async def impatient(event: Event) -> None:
+        if isinstance(event, TextDelta):
+            try:
+                await session.execute_special_turn(SpecialTurnConfig("note", persistence="persist-result"))
+            except SpecialTurnError as e:
+                errors.append(str(e))
+            # Ephemeral turns persist nothing, so they may be awaited anywhere.
+            assert (await session.execute_special_turn(SpecialTurnConfig("check"))).ok
+
+    session.subscribe(impatient)
+    result = await asyncio.wait_for(session.run("hello"), 5)
+    assert result.text == "RESULT hello"
+    assert errors and "start_background" in errors[0]

@@ -81,7 +81,7 @@ def _special(event: SpecialTurnPersisted) -> list[Update]:
 
 def _recorded_call(event: SpecialTurnPersisted, index: int, title: str, result: str = "") -> ToolCallStart:
     # A recorded special turn keeps no call ids: one from the record itself, the same at every replay.
-    call_id = hashlib.sha1(f"{event.turn_type}/{index}/{title}".encode()).hexdigest()[:16]
+    call_id = hashlib.sha1(f"{event.special_id}/{event.turn_type}/{index}/{title}".encode()).hexdigest()[:16]
     content = [helpers.tool_content(helpers.text_block(result))] if result else None
     return helpers.start_tool_call(call_id, title, status="completed", content=content)
 

@@ -150,6 +150,9 @@ class SpecialTurnPersisted:
     replaced: int | None = None
     """replace-above: how many of the history's first entries the interactions replaced (None: all of them;
     entries added after the special turn read the history stay behind its result)."""
+    special_id: str = field(default="", compare=False)
+    """Tells this persisted special turn from any other (e.g. to give its replayed tool calls their own ids);
+    an identity, not content, so equal events may differ in it."""
     kind: Literal["special_turn_persisted"] = "special_turn_persisted"
 
 

@@ -25,30 +25,34 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
     and persisted special turns change it as they did live; a turn whose end was never recorded (the process
     died) enters it with a note that it was interrupted.
 
-    Live, a special turn persists only once no user turn is running, but its record may still be written
-    before the last events of that turn reach the recorder: one recorded inside a turn is applied after it.
+    Live, a special turn persists only between turns; a ``special`` record found inside a turn's records (an
+    older codling wrote it while the turn's last events were still on their way) is applied after that turn.
     """
-    log_: TurnLog | None = None
+    log_: TurnLog | None = None  # the open turn, unless it is a slash command (not part of the text history)
+    in_turn = False
     waiting: list[SpecialTurnPersisted] = []  # recorded inside the open turn
 
     def end_turn(ending: Ending | None) -> None:
-        assert log_ is not None
-        record_turn(state, log_, ending)
+        nonlocal log_, in_turn
+        if log_ is not None:
+            record_turn(state, log_, ending)
         for special in waiting:
             _apply_special(state, special)
         waiting.clear()
+        log_, in_turn = None, False
 
     for event in events:
         if isinstance(event, TurnStarted):
-            if log_ is not None:
+            if in_turn:
                 end_turn("interrupted")
             text = render_prompt(event.blocks) if event.blocks else event.prompt
             log_ = None if is_command_turn(event) else TurnLog(state.turn_count + 1, text)
+            in_turn = True
             continue
         if isinstance(event, ContextCompacted):
             state.replace_history(compaction.rebuilt_history(event.kept_user_messages, event.summary))
         elif isinstance(event, SpecialTurnPersisted):
-            if log_ is not None:
+            if in_turn:
                 waiting.append(event)
             else:
                 _apply_special(state, event)
@@ -58,10 +62,9 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
             state.remember_turn(event.summary)
         if log_ is not None:
             log_.apply(event)
-            if isinstance(event, TurnEnded):
-                end_turn("cancelled" if event.stop_reason == "cancelled" else None)
-                log_ = None
-    if log_ is not None:
+        if in_turn and isinstance(event, TurnEnded):
+            end_turn("cancelled" if event.stop_reason == "cancelled" else None)
+    if in_turn:
         end_turn("interrupted")
 
 

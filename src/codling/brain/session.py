@@ -162,6 +162,8 @@ class ConversationSession:
         self._turn_started = False
         self._emit: Callable[[Any], None] | None = None
         self._consumer_done: asyncio.Event | None = None
+        self._consumer: asyncio.Task[Any] | None = None
+        """The task iterating ``stream()``: it hands the turn's events to the observers."""
         self._special_turns: SpecialTurns | None = None
         self._title_due: tuple[str, str] | None = None
         self._titled = False
@@ -264,10 +266,25 @@ class ConversationSession:
         self._titled = ending is None and (log_.error is None or bool(log_.text))
         return self._titled
 
+    @property
+    def in_turn(self) -> bool:
+        """Whether a user turn is in progress: running, or its last events not yet handed to the observers."""
+        return self.running or (self._consumer_done is not None and not self._consumer_done.is_set())
+
+    def inside_turn(self) -> bool:
+        """Whether the calling task is part of the turn in progress (the turn itself, or the stream's consumer
+        handing its events to the observers): such a caller cannot wait for the turn to be over."""
+        return self.in_turn and asyncio.current_task() in (self._task, self._consumer)
+
     async def turn_over(self) -> None:
-        """Wait until no user turn is running: the last one has added its prompt and reply to the history."""
-        while self._task is not None and not self._task.done():
-            await asyncio.wait({self._task})
+        """Wait until no user turn is in progress: the last one added its prompt and reply to the history and
+        its events reached every observer (so what persists now is recorded after the turn, not inside it)."""
+        while self.in_turn:
+            if self.running:
+                assert self._task is not None
+                await asyncio.wait({self._task})
+            elif self._consumer_done is not None:
+                await self._consumer_done.wait()
 
     def start_background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``work`` (e.g. a special turn) beside the turns: ``settle()`` waits for it, ``stop()`` cancels it."""
@@ -367,6 +384,7 @@ class ConversationSession:
         self._turn_started = False
         self._emit = queue.put_nowait
         self._consumer_done = consumer_done = asyncio.Event()
+        self._consumer = asyncio.current_task()
         self._task = asyncio.create_task(self._turn(blocks, queue.put_nowait))
         # Whatever way the task ends, the stream ends too (the turn itself emits _DONE after TurnEnded).
         self._task.add_done_callback(lambda _task: queue.put_nowait(_DONE))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -100,7 +101,8 @@ class SpecialTurnConfig:
 
     def __post_init__(self) -> None:
         try:
-            json.dumps(self.metadata)
+            if json.loads(json.dumps(self.metadata, allow_nan=False)) != self.metadata:
+                raise ValueError("it would read back differently (tuples, non-string keys)")
         except (TypeError, ValueError) as e:
             raise SpecialTurnError(
                 f"a special turn's metadata is recorded in history.jsonl, so it must be JSON: {e}"
@@ -155,17 +157,26 @@ class SpecialTurns:
         lands inside a turn and a restored session is the live one. With ``announce`` it is part of the user
         turn that runs it (compaction announces ``ContextCompacted`` within its turn): it persists at once,
         and ``announce`` replaces the ``SpecialTurnPersisted`` notification."""
+        session = self._session
+        # The history is read now, once: what the model sees and what a replace-above result replaces agree.
+        history = _messages(config.messages) if config.messages is not None else session.state.messages()
+        read = _Mark.of(session.state)
         if config.persistence == "ephemeral":
-            return self._with_fallback(config, await self._attempt(config))
-        read = _Mark.of(self._session.state)
+            return self._with_fallback(config, await self._attempt(config, history))
         if announce is not None:
-            return await self._persist(config, self._with_fallback(config, await self._attempt(config)), read, announce)
+            result = self._with_fallback(config, await self._attempt(config, history))
+            return await self._persist(config, result, read, announce)
+        if session.inside_turn():
+            raise SpecialTurnError(
+                "a special turn that persists waits for the user turn to be over, so it cannot be awaited inside "
+                "that turn (in an observer): start it with session.start_background(...) instead"
+            )
         # A chain of futures, one per special turn, each resolved once its turn is over and the one before it
         # is too, so results persist in start order even when a turn in the middle fails or is cancelled.
         previous, mine = self._last, asyncio.get_running_loop().create_future()
         self._last = mine
         try:
-            result = self._with_fallback(config, await self._attempt(config))
+            result = self._with_fallback(config, await self._attempt(config, history))
             if previous is not None:
                 await asyncio.shield(previous)
             await self._session.turn_over()
@@ -173,9 +184,9 @@ class SpecialTurns:
         finally:
             _resolve_after(mine, previous)
 
-    async def _attempt(self, config: SpecialTurnConfig) -> SpecialTurnResult:
+    async def _attempt(self, config: SpecialTurnConfig, history: list[Any]) -> SpecialTurnResult:
         try:
-            output, interactions = await asyncio.wait_for(self._run(config), config.timeout)
+            output, interactions = await asyncio.wait_for(self._run(config, history), config.timeout)
             if config.accept is not None and not config.accept(output):
                 return _failed(config, "error", f"the answer was not usable: {output[:200]!r}")
         except TimeoutError:
@@ -199,8 +210,8 @@ class SpecialTurns:
             return replace(result, error=f"{result.error}; the fallback failed too: {type(e).__name__}: {e}")
         return SpecialTurnResult(config.turn_type, "ok", output, result.error, metadata=result.metadata, fallback=True)
 
-    async def _run(self, config: SpecialTurnConfig) -> tuple[str, tuple[Interaction, ...]]:
-        """One attempt through the turn loop user turns use (``drive``), on a copy of the history, its events
+    async def _run(self, config: SpecialTurnConfig, history: list[Any]) -> tuple[str, tuple[Interaction, ...]]:
+        """One attempt through the turn loop user turns use (``drive``), on ``history`` (a copy), its events
         kept to itself: the output and what the model did (thoughts, tool calls and results, text)."""
         from pydantic_ai import Agent
         from pydantic_ai.capabilities import ProcessHistory
@@ -222,8 +233,6 @@ class SpecialTurns:
             toolsets=toolsets,
             capabilities=[ProcessHistory(sanitize_messages)],  # the same well-formed history user turns get
         )
-        # An isolated copy: the special turn reads the history as it is now and never writes to it.
-        history = _messages(config.messages) if config.messages is not None else session.state.messages()
         events: list[Event] = []
         async with agent.iter(
             config.prompt,
@@ -269,7 +278,12 @@ class SpecialTurns:
         else:
             await self._session.notify(
                 SpecialTurnPersisted(
-                    config.turn_type, config.persistence, persisted.persisted, dict(config.metadata), replaced
+                    config.turn_type,
+                    config.persistence,
+                    persisted.persisted,
+                    dict(config.metadata),
+                    replaced,
+                    uuid.uuid4().hex,
                 )
             )
         return persisted

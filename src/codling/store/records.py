@@ -133,6 +133,7 @@ def event_payload(event: Event, error: str | None = None) -> dict[str, Any] | No
                 "interactions": [{"kind": i.kind, "text": i.text} for i in event.interactions],
                 "metadata": event.metadata,
                 **({"replaced": event.replaced} if event.replaced is not None else {}),
+                **({"special_id": event.special_id} if event.special_id else {}),
             }
         case ContextCompacted():
             return {
@@ -217,6 +218,7 @@ def record_events(record: dict[str, Any]) -> list[Event]:
                     interactions,
                     record.get("metadata") or {},
                     record.get("replaced"),
+                    record.get("special_id", ""),
                 )
             ]
         case "compaction":

@@ -38,9 +38,23 @@ class Permissions:
     """Decides, per tool call, whether it may run: by mode, by remembered answers, or by asking."""
 
     def __init__(self, mode: PermissionMode, approver: Approver | None) -> None:
-        self.mode: PermissionMode = mode
+        self._mode: PermissionMode = mode
         self.approver = approver
         self._always: set[tuple[str, str]] = set()
+        self._of: Permissions | None = None
+        """The session's permissions, when these are an unattended view of them (their mode is read live)."""
+
+    @property
+    def mode(self) -> PermissionMode:
+        """The permission mode now (an unattended view reads the session's)."""
+        return self._of.mode if self._of is not None else self._mode
+
+    @mode.setter
+    def mode(self, mode: PermissionMode) -> None:
+        if self._of is not None:
+            self._of.mode = mode
+        else:
+            self._mode = mode
 
     async def check(self, request: PermissionRequest) -> None:
         """Return if ``request`` may go ahead; else raise :class:`PermissionDenied` saying why, for the model.
@@ -74,9 +88,11 @@ class Permissions:
             self._always.add(key)
 
     def unattended(self) -> Permissions:
-        """The same mode and remembered answers with no one to ask, for work the user does not watch (a
-        special turn): what would need a question is refused, with a message saying so."""
+        """A view with the same mode (read live: a change applies at once) and remembered answers, and no one
+        to ask, for work the user does not watch (a special turn): what would need a question is refused, with
+        a message saying so."""
         permissions = Permissions(self.mode, None)
+        permissions._of = self
         permissions._always = self._always
         return permissions
 
