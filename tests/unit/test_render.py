@@ -470,6 +470,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "diff": {"path": "/p/src/a.py", "old_text": "x = 1\ny = 2\n", "new_text": "x = 10\ny = 2\n"},
             "locations": [{"path": "/p/src/a.py", "line": 1}],
             "summary": "",
+            "terminal_id": None,
             "kind": "tool_call_finished",
         },
         {

@@ -1,8 +1,14 @@
-"""Ports over the ACP client connection: permission requests become ``session/request_permission``."""
+"""Ports over the ACP client connection: permission requests become ``session/request_permission``; where
+the client offers them, files go through ``fs/*`` and commands run in its ``terminal/*``."""
 
 from __future__ import annotations
 
-from acp import helpers
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from acp import RequestError, helpers
 from acp.interfaces import Client
 from acp.schema import (
     ContentToolCallContent,
@@ -13,7 +19,10 @@ from acp.schema import (
 )
 
 from codling.acp.translate import locations
-from codling.tools.ports import Decision, Location, PermissionRequest
+from codling.errors import CommandError, PathError
+from codling.tools.ports import CommandResult, Decision, FileSystem, Location, PermissionRequest
+
+log = logging.getLogger(__name__)
 
 OPTIONS = [
     PermissionOption(option_id="allow_once", name="Allow", kind="allow_once"),
@@ -53,3 +62,108 @@ class AcpApprover:
         if outcome.outcome == "selected" and outcome.option_id in ("allow_once", "allow_always"):
             return "allow_always" if outcome.option_id == "allow_always" else "allow_once"
         return "reject"
+
+
+class AcpFileSystem:
+    """Files through the editor (``fs/read_text_file``, ``fs/write_text_file``), where the client offers them:
+    reads see unsaved buffers, and writes go through the editor, which shows and can review them. What the
+    client does not offer, or a read it cannot serve, goes to the local disk (whose errors say precisely what
+    is wrong with the path)."""
+
+    def __init__(self, client: Client, session_id: str, *, read: bool, write: bool, local: FileSystem) -> None:
+        self._client = client
+        self._session_id = session_id
+        self._read = read
+        self._write = write
+        self._local = local
+
+    async def read_text(self, path: Path) -> str:
+        """The file's text as the editor has it (unsaved changes included)."""
+        if self._read:
+            try:
+                response = await self._client.read_text_file(session_id=self._session_id, path=str(path))
+            except RequestError as e:
+                log.info("the client could not read %s (%s); reading it from disk", path, e)
+            else:
+                return response.content
+        return await self._local.read_text(path)
+
+    async def write_text(self, path: Path, content: str) -> None:
+        """Create or replace the file through the editor."""
+        if not self._write:
+            return await self._local.write_text(path, content)
+        try:
+            # The editor opens the file's buffer; a new file's directory must exist first.
+            await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
+            await self._client.write_text_file(session_id=self._session_id, path=str(path), content=content)
+        except OSError as e:
+            raise PathError(f"cannot create the directory for {path}: {e.strerror or e}") from e
+        except RequestError as e:
+            raise PathError(f"the editor could not write {path}: {e}") from e
+
+
+class AcpTerminal:
+    """Commands in the editor's terminals (``terminal/*``): the user watches them run inside the tool call.
+
+    ``sh -c`` runs the command line, as locally. On timeout the terminal is killed and its output so far
+    returned; on cancellation it is killed too; it is always released (the editor keeps showing its output).
+    """
+
+    def __init__(self, client: Client, session_id: str, *, shell: str = "/bin/sh") -> None:
+        self._client = client
+        self._session_id = session_id
+        self._shell = shell
+
+    async def run(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        timeout: float,
+        output_limit: int,
+        on_terminal: Callable[[str], None] | None = None,
+    ) -> CommandResult:
+        """Run ``command`` in a new terminal of the editor and wait for it (at most ``timeout`` seconds)."""
+        client, session_id = self._client, self._session_id
+        try:
+            created = await client.create_terminal(
+                session_id=session_id,
+                command=self._shell,
+                args=["-c", command],
+                cwd=str(cwd),
+                output_byte_limit=output_limit,
+            )
+        except RequestError as e:
+            raise CommandError(f"the editor could not start the command in {cwd}: {e}") from e
+        terminal_id = created.terminal_id
+        try:
+            if on_terminal is not None:
+                on_terminal(terminal_id)
+            timed_out = False
+            try:
+                await asyncio.wait_for(
+                    client.wait_for_terminal_exit(session_id=session_id, terminal_id=terminal_id), timeout
+                )
+            except TimeoutError:
+                timed_out = True
+                await client.kill_terminal(session_id=session_id, terminal_id=terminal_id)
+            output = await client.terminal_output(session_id=session_id, terminal_id=terminal_id)
+        except asyncio.CancelledError:
+            await _quietly(client.kill_terminal(session_id=session_id, terminal_id=terminal_id))
+            raise
+        except RequestError as e:
+            raise CommandError(f"the editor's terminal failed: {e}") from e
+        finally:
+            await _quietly(client.release_terminal(session_id=session_id, terminal_id=terminal_id))
+        exit_code = None if timed_out or output.exit_status is None else output.exit_status.exit_code
+        return CommandResult(exit_code, output.output, output.truncated, timed_out, terminal_id)
+
+
+async def _quietly(request: Awaitable[object]) -> None:
+    """Send a clean-up request that must go out even if the caller is cancelled meanwhile (the shield keeps it
+    going; the cancellation still propagates); its failure (the client is gone, the terminal already
+    released) only gets logged."""
+    try:
+        await asyncio.shield(request)
+    except (RequestError, ConnectionError) as e:
+        log.info("terminal clean-up failed: %s", e)

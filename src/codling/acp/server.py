@@ -96,6 +96,8 @@ class CodlingAgent:
         self._cli_model = cli_model
         self._warm_up = warm_up
         self._client: Client | None = None
+        self._client_capabilities = ClientCapabilities()
+        """What the client said it offers at ``initialize`` (nothing until then)."""
         self._sessions: dict[str, LiveSession] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -148,6 +150,7 @@ class CodlingAgent:
         **kwargs: Any,
     ) -> InitializeResponse:
         """Answer with what codling implements; then warm up the brain in the background."""
+        self._client_capabilities = client_capabilities or ClientCapabilities()
         if self._warm_up:
             # Started after the reply is queued: the thread competes for the GIL only once the client has it.
             asyncio.get_running_loop().call_soon(
@@ -311,6 +314,7 @@ class CodlingAgent:
                 approver=AcpApprover(self.client, header.session_id),
                 model_factory=self._model_factory,
                 on_title=send_title,
+                **self._ports(header.session_id),
             )
         except (OSError, CodlingError) as e:
             raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
@@ -321,6 +325,20 @@ class CodlingAgent:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return session
+
+    def _ports(self, session_id: str) -> dict[str, Any]:
+        """The editor's files and terminals for a session, as far as the client offers them (else local)."""
+        from codling.acp.ports import AcpFileSystem, AcpTerminal
+        from codling.tools.local import LocalFileSystem
+
+        caps = self._client_capabilities
+        ports: dict[str, Any] = {}
+        read, write = bool(caps.fs and caps.fs.read_text_file), bool(caps.fs and caps.fs.write_text_file)
+        if read or write:
+            ports["fs"] = AcpFileSystem(self.client, session_id, read=read, write=write, local=LocalFileSystem())
+        if caps.terminal:
+            ports["terminal"] = AcpTerminal(self.client, session_id)
+        return ports
 
     async def _advertise_commands(self, session_id: str) -> None:
         from codling.brain.turns import COMMANDS

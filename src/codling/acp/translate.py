@@ -11,6 +11,7 @@ from acp.schema import (
     AgentThoughtChunk,
     ContentToolCallContent,
     FileEditToolCallContent,
+    TerminalToolCallContent,
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
@@ -29,6 +30,7 @@ from codling.brain.events import (
     ThoughtDelta,
     ToolCallFinished,
     ToolCallStarted,
+    ToolCallTerminal,
     TurnEnded,
     TurnFailed,
     TurnStarted,
@@ -44,8 +46,12 @@ def locations(items: Sequence[Location]) -> list[ToolCallLocation] | None:
     return [ToolCallLocation(path=str(loc.path), line=loc.line) for loc in items] or None
 
 
-def _finished_content(event: ToolCallFinished) -> list[ContentToolCallContent | FileEditToolCallContent]:
-    content: list[ContentToolCallContent | FileEditToolCallContent] = []
+def _finished_content(
+    event: ToolCallFinished,
+) -> list[ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent]:
+    if event.terminal_id is not None:  # the editor's terminal shows the command and its output itself
+        return [helpers.tool_terminal_ref(event.terminal_id)]
+    content: list[ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent] = []
     if event.diff is not None:
         d = event.diff
         content.append(helpers.tool_diff_content(str(d.path), d.new_text, d.old_text))
@@ -115,6 +121,9 @@ def translate(event: Event) -> list[Update]:
                     raw_input=event.raw_input,
                 )
             ]
+        case ToolCallTerminal():
+            content = [helpers.tool_terminal_ref(event.terminal_id)]
+            return [helpers.update_tool_call(event.call_id, status="in_progress", content=content)]
         case ToolCallFinished():
             return [
                 helpers.update_tool_call(

@@ -1,8 +1,8 @@
 """The brain's typed event stream.
 
 A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``,
-``ToolCallFinished`` and compaction pairs (``CompactionStarted`` then ``ContextCompacted``); at most one
-``TurnFailed``; one ``UsageUpdated``; and exactly one ``TurnEnded``.
+``ToolCallTerminal`` (live only), ``ToolCallFinished`` and compaction pairs (``CompactionStarted`` then
+``ContextCompacted``); at most one ``TurnFailed``; one ``UsageUpdated``; and exactly one ``TurnEnded``.
 Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Outside turns,
 observers also get ``SpecialTurnPersisted`` (a special turn changed the history) and ``SessionTitled``.
 Events are frozen and carry no provider or protocol types.
@@ -99,7 +99,20 @@ class ToolCallFinished:
     summary: str = ""
     """What the call did, concretely and briefly (command, exit status and trimmed output; path and trimmed
     diff …), kept in the history across turns in place of the call; empty when the tool gave none."""
+    terminal_id: str | None = None
+    """The editor's terminal the command ran in (live only: never recorded, it means nothing later)."""
     kind: Literal["tool_call_finished"] = "tool_call_finished"
+
+
+@dataclass(frozen=True)
+class ToolCallTerminal:
+    """A running tool call's command runs in the editor's terminal ``terminal_id``, which can show it live.
+    Live only: never recorded (a terminal id means nothing once the connection is gone)."""
+
+    turn_id: str
+    call_id: str
+    terminal_id: str
+    kind: Literal["tool_call_terminal"] = "tool_call_terminal"
 
 
 @dataclass(frozen=True)
@@ -193,6 +206,7 @@ Event = (
     | TextDelta
     | ThoughtDelta
     | ToolCallStarted
+    | ToolCallTerminal
     | ToolCallFinished
     | CompactionStarted
     | ContextCompacted

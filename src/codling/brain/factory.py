@@ -11,7 +11,7 @@ from codling.config import PermissionMode, Settings
 from codling.llm.catalog import ModelInfo
 from codling.tools.approval import Permissions
 from codling.tools.local import LocalFileSystem, LocalTerminal
-from codling.tools.ports import Approver
+from codling.tools.ports import Approver, FileSystem, Terminal
 from codling.tools.toolset import ToolDeps
 from codling.tools.workspace import Workspace
 
@@ -26,8 +26,11 @@ def open_session(
     additional_dirs: tuple[Path, ...] = (),
     model_factory: ModelFactory | None = None,
     session_id: str | None = None,
+    fs: FileSystem | None = None,
+    terminal: Terminal | None = None,
 ) -> ConversationSession:
-    """A new session working in ``cwd`` on the local disk and in local subprocesses."""
+    """A new session working in ``cwd``: on the local disk and in local subprocesses, unless ``fs`` and
+    ``terminal`` say otherwise (an editor's, over ACP)."""
     mode = mode or settings.mode
     state = SessionState(
         session_id=session_id or uuid.uuid4().hex,
@@ -38,8 +41,8 @@ def open_session(
     )
     deps = ToolDeps(
         workspace=Workspace(cwd, additional_dirs),
-        fs=LocalFileSystem(),
-        terminal=LocalTerminal(),
+        fs=fs or LocalFileSystem(),
+        terminal=terminal or LocalTerminal(),
         permissions=Permissions(mode, approver),
         command_timeout=settings.command_timeout,
     )

@@ -33,6 +33,7 @@ from codling.brain.events import (
     StopReason,
     ToolCallFinished,
     ToolCallStarted,
+    ToolCallTerminal,
     TurnEnded,
     TurnFailed,
     TurnStarted,
@@ -450,6 +451,7 @@ class ConversationSession:
             emit(event)
 
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
+        self.deps.progress.listen(lambda call_id, terminal_id: send(ToolCallTerminal(turn_id, call_id, terminal_id)))
         command = command_of(blocks)
         stop: StopReason = "end_turn"
         usage = Usage()
@@ -475,6 +477,7 @@ class ConversationSession:
             send(TurnFailed(turn_id, describe_failure(e)))
             if not is_expected_failure(e):
                 log.exception("turn %s failed", turn_id)
+        self.deps.progress.listen(None)
         summary = None
         if command is None:
             first_input = self.state.reported_input_tokens

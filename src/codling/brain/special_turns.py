@@ -44,6 +44,7 @@ from codling.brain.interactions import DEFAULT, KINDS, Interaction, InteractionF
 from codling.brain.state import HistoryEntry, Role, SessionState, summary_entry
 from codling.brain.summaries import summarize_tool_call
 from codling.errors import SpecialTurnError
+from codling.tools.ports import ToolProgress
 
 if TYPE_CHECKING:
     from codling.brain.session import ConversationSession
@@ -224,8 +225,9 @@ class SpecialTurns:
         model = session.model_for(config.model)
         instructions = config.instructions if config.instructions is not None else session.instructions()
         toolsets = [session.toolset(config.tool_filter)] if config.run_tools and config.tool_filter != "-*" else []
-        # Nobody watches a special turn, so nobody can be asked: gated tools run only if the mode allows them.
-        deps = replace(session.deps, permissions=session.deps.permissions.unattended())
+        # Nobody watches a special turn, so nobody can be asked (gated tools run only if the mode allows them)
+        # and nothing it runs is shown (its terminals report to nowhere).
+        deps = replace(session.deps, permissions=session.deps.permissions.unattended(), progress=ToolProgress())
         agent: Agent[Any, str] = Agent(
             model,
             deps_type=type(deps),

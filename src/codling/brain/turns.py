@@ -120,6 +120,7 @@ def tool_finished(turn_id: str, part: Any) -> ToolCallFinished:
             diff=output.diff if output else None,
             locations=output.locations if output else (),
             summary=output.summary if output else "",
+            terminal_id=output.terminal_id if output else None,
         )
     content = part.content if isinstance(part.content, str) else part.model_response_str()
     failed = getattr(part, "outcome", "success") != "success"

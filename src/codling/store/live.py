@@ -18,7 +18,7 @@ from codling.config import Settings, parse_mode
 from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryRecorder, SessionHeader, SessionLog
 from codling.store.index import SessionStore
-from codling.tools.ports import Approver
+from codling.tools.ports import Approver, FileSystem, Terminal
 
 
 @dataclass
@@ -102,6 +102,8 @@ def start_session(
     approver: Approver | None,
     model_factory: ModelFactory | None = None,
     on_title: Callable[[str], Awaitable[None]] | None = None,
+    fs: FileSystem | None = None,
+    terminal: Terminal | None = None,
 ) -> LiveSession:
     """Open ``header``'s session: a new one (its history file is created) or, given ``stored``, the stored one
     with its brain restored from the recorded events and its mode as last recorded."""
@@ -116,6 +118,8 @@ def start_session(
         additional_dirs=header.additional_dirs,
         model_factory=model_factory,
         session_id=header.session_id,
+        fs=fs,
+        terminal=terminal,
     )
     if stored is not None:
         brain.restore(stored.events)

@@ -91,7 +91,8 @@ def event_payload(event: Event, error: str | None = None) -> dict[str, Any] | No
     """The kind-specific part of the record for one event (text deltas arrive here already merged), or None
     for events that have no record of their own: ``TurnFailed`` (its message is the ``error`` of the turn's
     end record), ``CompactionStarted`` (the ``compaction`` record stands for both), ``UsageUpdated``
-    (derived again on load) and ``SessionTitled`` (the recorder writes a ``settings`` record)."""
+    (derived again on load), ``SessionTitled`` (the recorder writes a ``settings`` record) and
+    ``ToolCallTerminal`` (a terminal id means nothing once the client is gone; nor is ``terminal_id`` kept)."""
     match event:
         case TurnStarted():
             return {

@@ -18,6 +18,8 @@ class ToolOutput:
     summary: str = ""
     """A concrete, brief account of what the call did, kept across turns in place of the call (the command,
     cwd, exit status and trimmed output; the path and a trimmed diff; the path and range read …)."""
+    terminal_id: str | None = None
+    """The editor's terminal a command ran in (shown in place of the text while the client is connected)."""
 
 
 @dataclass(frozen=True)

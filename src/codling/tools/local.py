@@ -7,6 +7,7 @@ import codecs
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 from codling.errors import CommandError, MissingPathError, PathError
@@ -80,8 +81,17 @@ class LocalTerminal:
         self.shell = shell
         self.kill_grace = kill_grace
 
-    async def run(self, command: str, *, cwd: Path, timeout: float, output_limit: int) -> CommandResult:
-        """Run ``command`` in ``cwd``; see the class docstring for how output and stopping work."""
+    async def run(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        timeout: float,
+        output_limit: int,
+        on_terminal: Callable[[str], None] | None = None,
+    ) -> CommandResult:
+        """Run ``command`` in ``cwd``; see the class docstring for how output and stopping work (a local
+        subprocess has no terminal to announce: ``on_terminal`` is never called)."""
         loop = asyncio.get_running_loop()
         read_fd, write_fd = os.pipe()
         try:

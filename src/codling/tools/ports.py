@@ -7,6 +7,7 @@ against a fake in tests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -67,6 +68,8 @@ class CommandResult:
     """Combined stdout and stderr, capped to the output limit."""
     truncated: bool = False
     timed_out: bool = False
+    terminal_id: str | None = None
+    """The client's terminal the command ran in, when the editor ran it (it keeps showing its output)."""
 
 
 class FileSystem(Protocol):
@@ -84,9 +87,39 @@ class FileSystem(Protocol):
 class Terminal(Protocol):
     """Runs shell commands."""
 
-    async def run(self, command: str, *, cwd: Path, timeout: float, output_limit: int) -> CommandResult:
+    async def run(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        timeout: float,
+        output_limit: int,
+        on_terminal: Callable[[str], None] | None = None,
+    ) -> CommandResult:
         """Run ``command`` in a shell in ``cwd``.
 
-        The whole process group is killed on timeout or when the awaiting task is cancelled.
+        The whole process group is killed on timeout or when the awaiting task is cancelled. A terminal that
+        the user can watch (the editor's) is announced through ``on_terminal`` with its id as soon as the
+        command runs in it.
         """
         ...
+
+
+class ToolProgress:
+    """Where a running tool reports what the user can watch before it finishes (a live terminal).
+
+    The session points it at the running turn's event stream; while nothing listens (a special turn, or
+    between turns) reports go nowhere.
+    """
+
+    def __init__(self) -> None:
+        self._listener: Callable[[str, str], None] | None = None
+
+    def listen(self, listener: Callable[[str, str], None] | None) -> None:
+        """Send ``(call_id, terminal_id)`` reports to ``listener`` from now on (None: to nowhere)."""
+        self._listener = listener
+
+    def terminal(self, call_id: str, terminal_id: str) -> None:
+        """Tool call ``call_id`` runs in the client's terminal ``terminal_id``."""
+        if self._listener is not None:
+            self._listener(call_id, terminal_id)

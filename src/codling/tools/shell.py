@@ -46,7 +46,14 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
     )
     await deps.permissions.check(request)
     cwd = deps.workspace.cwd
-    result = await deps.terminal.run(command, cwd=cwd, timeout=timeout, output_limit=deps.output_limit)
+    call_id = ctx.tool_call_id or ""
+    result = await deps.terminal.run(
+        command,
+        cwd=cwd,
+        timeout=timeout,
+        output_limit=deps.output_limit,
+        on_terminal=lambda terminal_id: deps.progress.terminal(call_id, terminal_id),
+    )
     if result.timed_out:
         status = f"timed out after {timeout:g}s"
         detail = ", process group killed"
@@ -57,7 +64,7 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
     output = result.output if result.output.strip() else "(no output)"
     shown = trim_middle(output.rstrip().lstrip("\n"), SUMMARY_OUTPUT_CHARS)
     summary = f"`{command}` in {cwd} → {status}\n{shown}"
-    return ToolOutput(text=f"{status}{detail}\n{output}", summary=summary)
+    return ToolOutput(text=f"{status}{detail}\n{output}", summary=summary, terminal_id=result.terminal_id)
 
 
 def trim_middle(text: str, limit: int) -> str:

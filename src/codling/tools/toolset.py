@@ -8,7 +8,7 @@ error) for the user interface. pydantic-ai copies it to ``ToolReturnPart.metadat
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from codling.errors import PathError, ToolError
 from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
-from codling.tools.ports import FileSystem, Location, Terminal, ToolKind
+from codling.tools.ports import FileSystem, Location, Terminal, ToolKind, ToolProgress
 from codling.tools.workspace import Workspace
 
 TOOL_NAMES: tuple[str, ...] = ("read_file", "list_files", "search", "edit_file", "write_file", "run_command")
@@ -53,6 +53,8 @@ class ToolDeps:
     """Default seconds a command may run (the model may ask for another, within limits)."""
     output_limit: int = 30_000
     """Most characters of command output kept for the model."""
+    progress: ToolProgress = field(default_factory=ToolProgress)
+    """Where tools report what the user can watch while they run (the session connects it to its turns)."""
 
 
 class ReportingToolset(WrapperToolset[ToolDeps]):
