@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 from acp.client.connection import ClientSideConnection
+from acp.schema import ClientCapabilities, FileSystemCapabilities
 
 from tests.fakes.acp_client import RecordingClient
+from tests.fakes.editor import FakeEditor
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage, running_server
 
 API_KEY = "sk-test-secret-123456"
@@ -203,3 +205,40 @@ async def test_greeting_and_title_over_the_real_provider_path(home: Path, projec
     assert roles == ["system", "user", "assistant", "user"]
     assert turn_request["messages"][2]["content"] == "Hi! Ready to work on this project."
     assert "Rename greet" not in json.dumps(turn_request)
+
+
+async def test_an_editor_s_files_and_terminal_serve_a_spawned_agent(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    notes = project / "notes.txt"
+    notes.write_text("on disk\n")
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="call_1")]),
+        Reply(tool_calls=[ToolCall("run_command", {"command": "echo in-the-editor"}, id="call_2")]),
+        Reply(text=["done"]),
+    )
+    editor = FakeEditor(buffers={notes: "in the buffer\n"})
+    client = RecordingClient(answers=["allow_once"], editor=editor)
+    capabilities = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True), terminal=True)
+    try:
+        async with spawned(client, home, server) as conn:
+            await asyncio.wait_for(
+                conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities), 30
+            )
+            session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
+            response = await asyncio.wait_for(
+                conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("read and run")]), 30
+            )
+    finally:
+        await editor.close()
+    assert response.stop_reason == "end_turn"
+    assert [m for m, _ in editor.calls if m != "terminal/output"] == [
+        "fs/read_text_file",
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/release",
+    ]
+    tool_messages = [m["content"] for m in server.requests[2]["messages"] if m["role"] == "tool"]
+    assert "in the buffer" in tool_messages[0] and tool_messages[1].startswith("exit code 0\nin-the-editor")
+    terminal_updates = [u for u in client.of_kind("tool_call_update") if u.tool_call_id == "call_2"]
+    assert terminal_updates[0].content == [helpers.tool_terminal_ref("term-1")]

@@ -21,6 +21,7 @@ from acp.schema import (
 )
 
 from codling.acp.server import CodlingAgent
+from tests.fakes.editor import FakeEditor
 
 METADATA_UPDATES = frozenset(
     {"session_info_update", "available_commands_update", "usage_update", "current_mode_update", "config_option_update"}
@@ -50,6 +51,8 @@ class RecordingClient:
     permissions: list[PermissionCall] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     update_seen: asyncio.Event = field(default_factory=asyncio.Event)
+    editor: FakeEditor | None = None
+    """Serves fs/* and terminal/* when set (the client must also say so in its capabilities)."""
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
@@ -65,11 +68,31 @@ class RecordingClient:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=answer))
 
-    async def write_text_file(self, *args: Any, **kwargs: Any) -> None:
-        raise RequestError.method_not_found("fs/write_text_file")
+    def _editor(self, method: str) -> FakeEditor:
+        if self.editor is None:
+            raise RequestError.method_not_found(method)
+        return self.editor
 
-    async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("fs/read_text_file")
+    async def write_text_file(self, **kwargs: Any) -> None:
+        await self._editor("fs/write_text_file").write_text_file(**kwargs)
+
+    async def read_text_file(self, **kwargs: Any) -> Any:
+        return await self._editor("fs/read_text_file").read_text_file(**kwargs)
+
+    async def create_terminal(self, **kwargs: Any) -> Any:
+        return await self._editor("terminal/create").create_terminal(**kwargs)
+
+    async def terminal_output(self, **kwargs: Any) -> Any:
+        return await self._editor("terminal/output").terminal_output(**kwargs)
+
+    async def wait_for_terminal_exit(self, **kwargs: Any) -> Any:
+        return await self._editor("terminal/wait_for_exit").wait_for_terminal_exit(**kwargs)
+
+    async def kill_terminal(self, **kwargs: Any) -> None:
+        await self._editor("terminal/kill").kill_terminal(**kwargs)
+
+    async def release_terminal(self, **kwargs: Any) -> None:
+        await self._editor("terminal/release").release_terminal(**kwargs)
 
     async def wait_for(self, kind: str, count: int = 1, timeout: float = 10) -> None:
         """Wait until at least ``count`` updates of one kind have arrived."""

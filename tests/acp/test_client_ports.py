@@ -1,0 +1,168 @@
+"""Files and terminals through the editor, where the ACP client offers them (fs/*, terminal/*)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from acp import PROTOCOL_VERSION, helpers
+from acp.client.connection import ClientSideConnection
+from acp.schema import ClientCapabilities, FileSystemCapabilities, ToolCallProgress, ToolCallStart
+from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
+from codling.acp.server import CodlingAgent
+from codling.config import Settings
+from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.editor import FakeEditor
+from tests.fakes.scenarios import Call, Say, Script
+
+MODEL_ID = "openai-chat:scripted"
+EVERYTHING = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True)
+
+
+@dataclass
+class Harness:
+    conn: ClientSideConnection
+    client: RecordingClient
+    editor: FakeEditor
+    session_id: str
+
+    async def say(self, text: str) -> str:
+        response = await self.conn.prompt(session_id=self.session_id, prompt=[helpers.text_block(text)])
+        return response.stop_reason
+
+
+@asynccontextmanager
+async def harness(
+    home: Path, project: Path, script: Script, capabilities: ClientCapabilities | None = EVERYTHING
+) -> AsyncIterator[Harness]:
+    settings = Settings(
+        home=home, mode="yolo", titles=False, env={"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID}
+    )
+    agent = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
+    editor = FakeEditor()
+    client = RecordingClient(editor=editor)
+    try:
+        async with connected(agent, client) as conn:
+            await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
+            session = await conn.new_session(cwd=str(project))
+            yield Harness(conn, client, editor, session.session_id)
+    finally:
+        await editor.close()
+
+
+def tool_results(script: Script) -> list[str]:
+    """What the model was told by each tool call, in order."""
+    return [
+        str(part.content)
+        for request in script.requests
+        for message in request[-1:]
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+
+
+async def test_reads_see_unsaved_buffers_and_writes_go_through_the_editor(home: Path, project: Path) -> None:
+    notes = project / "notes.txt"
+    notes.write_text("saved text\n")
+    script = Script(
+        [
+            [Call("read_file", {"path": "notes.txt"}, "r1")],
+            [Call("edit_file", {"path": "notes.txt", "old_text": "unsaved", "new_text": "edited"}, "e1")],
+            [Say("done")],
+        ]
+    )
+    async with harness(home, project, script) as h:
+        h.editor.buffers[notes] = "unsaved text\n"
+        assert await h.say("look at notes.txt") == "end_turn"
+    assert "unsaved text" in tool_results(script)[0]  # the editor's buffer, not the disk
+    assert notes.read_text() == "edited text\n"  # the edit applied to the buffer, saved by the editor
+    assert h.editor.calls == [
+        ("fs/read_text_file", str(notes)),
+        ("fs/read_text_file", str(notes)),
+        ("fs/write_text_file", str(notes)),
+    ]
+
+
+async def test_a_read_the_editor_cannot_serve_gets_the_disk_s_precise_error(home: Path, project: Path) -> None:
+    script = Script([[Call("read_file", {"path": "missing.txt"}, "r1")], [Say("no such file")]])
+    async with harness(home, project, script) as h:
+        await h.say("read missing.txt")
+    assert "does not exist" in tool_results(script)[0]
+    assert h.editor.methods() == ["fs/read_text_file"]
+
+
+async def test_a_command_runs_in_the_editor_s_terminal_shown_live(home: Path, project: Path) -> None:
+    script = Script([[Call("run_command", {"command": "echo from-the-editor; exit 3"}, "c1")], [Say("it failed")]])
+    async with harness(home, project, script) as h:
+        await h.say("run it")
+        updates = [u for u in h.client.conversation() if isinstance(u, ToolCallStart | ToolCallProgress)]
+    assert [(type(u).__name__, u.status) for u in updates] == [
+        ("ToolCallStart", "pending"),
+        ("ToolCallProgress", "in_progress"),
+        ("ToolCallProgress", "completed"),
+    ]
+    terminal = helpers.tool_terminal_ref("term-1")
+    assert updates[1].content == [terminal] and updates[2].content == [terminal]
+    assert h.editor.calls[0] == ("terminal/create", "/bin/sh -c echo from-the-editor; exit 3")
+    assert h.editor.methods()[-1] == "terminal/release"
+    assert tool_results(script)[0].startswith("exit code 3\nfrom-the-editor")
+    assert h.editor.terminals["term-1"].cwd == str(project)
+
+
+async def test_a_command_past_its_timeout_is_killed_and_released(home: Path, project: Path) -> None:
+    script = Script(
+        [[Call("run_command", {"command": "echo started; sleep 30", "timeout_seconds": 1}, "c1")], [Say("ok")]]
+    )
+    async with harness(home, project, script) as h:
+        await asyncio.wait_for(h.say("run it"), 20)
+    assert tool_results(script)[0].startswith("timed out after 1s, process group killed\nstarted")
+    assert h.editor.methods()[-3:] == ["terminal/kill", "terminal/output", "terminal/release"]
+    assert h.editor.terminals["term-1"].killed
+
+
+async def test_cancelling_the_turn_kills_and_releases_the_terminal(home: Path, project: Path) -> None:
+    script = Script([[Call("run_command", {"command": "sleep 30"}, "c1")], [Say("never")]])
+    async with harness(home, project, script) as h:
+        prompt = asyncio.create_task(h.say("run it"))
+        await h.client.wait_for("tool_call_update")  # the terminal is attached: the command runs
+        await h.conn.cancel(session_id=h.session_id)
+        assert await asyncio.wait_for(prompt, 10) == "cancelled"
+    assert h.editor.methods()[-2:] == ["terminal/kill", "terminal/release"]
+    assert h.editor.terminals["term-1"].killed
+
+
+async def test_replay_shows_the_command_output_as_text(home: Path, project: Path) -> None:
+    script = Script([[Call("run_command", {"command": "echo remembered"}, "c1")], [Say("ok")]])
+    async with harness(home, project, script) as h:
+        await h.say("run it")
+        live = RecordingClient()
+    agent = CodlingAgent(
+        settings_loader=lambda: Settings(home=home, env={"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID}),
+        model_factory=script.factory(),
+        warm_up=False,
+    )
+    async with connected(agent, live) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        await conn.load_session(session_id=h.session_id, cwd=str(project))
+    (finished,) = [u for u in live.of_kind("tool_call_update") if u.status == "completed"]
+    # The terminal is gone with the connection that had it: the replay shows what the model was told.
+    assert finished.content == [helpers.tool_content(helpers.text_block("exit code 0\nremembered\n"))]
+
+
+async def test_without_the_capabilities_files_and_commands_stay_local(home: Path, project: Path) -> None:
+    (project / "a.txt").write_text("alpha\n")
+    script = Script(
+        [
+            [Call("read_file", {"path": "a.txt"}, "r1"), Call("run_command", {"command": "echo local"}, "c1")],
+            [Say("ok")],
+        ]
+    )
+    async with harness(home, project, script, capabilities=None) as h:
+        await h.say("go")
+    assert h.editor.calls == []
+    assert "alpha" in tool_results(script)[0] and "local" in tool_results(script)[1]
