@@ -14,6 +14,7 @@ from acp.schema import ClientCapabilities, FileSystemCapabilities, ToolCallProgr
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 from codling.acp.server import CodlingAgent
+from codling.brain.events import Event, ToolCallStarted
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
 from tests.fakes.editor import FakeEditor
@@ -29,6 +30,7 @@ class Harness:
     client: RecordingClient
     editor: FakeEditor
     session_id: str
+    agent: CodlingAgent
 
     async def say(self, text: str) -> str:
         response = await self.conn.prompt(session_id=self.session_id, prompt=[helpers.text_block(text)])
@@ -49,7 +51,7 @@ async def harness(
         async with connected(agent, client) as conn:
             await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
             session = await conn.new_session(cwd=str(project))
-            yield Harness(conn, client, editor, session.session_id)
+            yield Harness(conn, client, editor, session.session_id, agent)
     finally:
         await editor.close()
 
@@ -112,6 +114,7 @@ async def test_a_command_runs_in_the_editor_s_terminal_shown_live(home: Path, pr
     assert h.editor.methods()[-1] == "terminal/release"
     assert tool_results(script)[0].startswith("exit code 3\nfrom-the-editor")
     assert h.editor.terminals["term-1"].cwd == str(project)
+    assert h.client.shown_before_release == {"term-1": True}  # never released before the user could see it
 
 
 async def test_a_command_past_its_timeout_is_killed_and_released(home: Path, project: Path) -> None:
@@ -166,3 +169,16 @@ async def test_without_the_capabilities_files_and_commands_stay_local(home: Path
         await h.say("go")
     assert h.editor.calls == []
     assert "alpha" in tool_results(script)[0] and "local" in tool_results(script)[1]
+
+
+async def test_a_terminal_is_shown_before_it_is_released_even_when_delivery_lags(home: Path, project: Path) -> None:
+    script = Script([[Call("run_command", {"command": "echo quick"}, "c1")], [Say("ok")]])
+    async with harness(home, project, script) as h:
+
+        async def lagging(event: Event) -> None:
+            if isinstance(event, ToolCallStarted):  # holds back delivery of everything after it
+                await asyncio.sleep(0.3)
+
+        h.agent._sessions[h.session_id].brain.subscribe(lagging)
+        await h.say("run it")
+    assert h.client.shown_before_release == {"term-1": True}

@@ -53,6 +53,8 @@ class RecordingClient:
     update_seen: asyncio.Event = field(default_factory=asyncio.Event)
     editor: FakeEditor | None = None
     """Serves fs/* and terminal/* when set (the client must also say so in its capabilities)."""
+    shown_before_release: dict[str, bool] = field(default_factory=dict)
+    """Per terminal: whether a tool call update had shown it by the time the agent released it."""
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
@@ -92,7 +94,13 @@ class RecordingClient:
         await self._editor("terminal/kill").kill_terminal(**kwargs)
 
     async def release_terminal(self, **kwargs: Any) -> None:
-        await self._editor("terminal/release").release_terminal(**kwargs)
+        editor = self._editor("terminal/release")
+        self.shown_before_release[kwargs["terminal_id"]] = any(
+            getattr(c, "terminal_id", None) == kwargs["terminal_id"]
+            for u in self.of_kind("tool_call_update")
+            for c in u.content or ()
+        )
+        await editor.release_terminal(**kwargs)
 
     async def wait_for(self, kind: str, count: int = 1, timeout: float = 10) -> None:
         """Wait until at least ``count`` updates of one kind have arrived."""

@@ -121,7 +121,7 @@ class AcpTerminal:
         cwd: Path,
         timeout: float,
         output_limit: int,
-        on_terminal: Callable[[str], None] | None = None,
+        on_terminal: Callable[[str], Awaitable[None]] | None = None,
     ) -> CommandResult:
         """Run ``command`` in a new terminal of the editor and wait for it (at most ``timeout`` seconds)."""
         client, session_id = self._client, self._session_id
@@ -138,7 +138,7 @@ class AcpTerminal:
         terminal_id = created.terminal_id
         try:
             if on_terminal is not None:
-                on_terminal(terminal_id)
+                await on_terminal(terminal_id)
             timed_out = False
             try:
                 await asyncio.wait_for(

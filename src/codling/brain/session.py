@@ -451,7 +451,12 @@ class ConversationSession:
             emit(event)
 
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
-        self.deps.progress.listen(lambda call_id, terminal_id: send(ToolCallTerminal(turn_id, call_id, terminal_id)))
+
+        async def show_terminal(call_id: str, terminal_id: str) -> None:
+            send(ToolCallTerminal(turn_id, call_id, terminal_id))
+            await self._delivered()  # the client knows the terminal before the tool can release it
+
+        self.deps.progress.listen(show_terminal)
         command = command_of(blocks)
         stop: StopReason = "end_turn"
         usage = Usage()

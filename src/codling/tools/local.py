@@ -7,7 +7,7 @@ import codecs
 import contextlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from codling.errors import CommandError, MissingPathError, PathError
@@ -88,7 +88,7 @@ class LocalTerminal:
         cwd: Path,
         timeout: float,
         output_limit: int,
-        on_terminal: Callable[[str], None] | None = None,
+        on_terminal: Callable[[str], Awaitable[None]] | None = None,
     ) -> CommandResult:
         """Run ``command`` in ``cwd``; see the class docstring for how output and stopping work (a local
         subprocess has no terminal to announce: ``on_terminal`` is never called)."""

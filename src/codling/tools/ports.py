@@ -7,7 +7,7 @@ against a fake in tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -94,13 +94,13 @@ class Terminal(Protocol):
         cwd: Path,
         timeout: float,
         output_limit: int,
-        on_terminal: Callable[[str], None] | None = None,
+        on_terminal: Callable[[str], Awaitable[None]] | None = None,
     ) -> CommandResult:
         """Run ``command`` in a shell in ``cwd``.
 
         The whole process group is killed on timeout or when the awaiting task is cancelled. A terminal that
         the user can watch (the editor's) is announced through ``on_terminal`` with its id as soon as the
-        command runs in it.
+        command runs in it; it returns once the user can see it (so it is shown before it is released).
         """
         ...
 
@@ -113,13 +113,14 @@ class ToolProgress:
     """
 
     def __init__(self) -> None:
-        self._listener: Callable[[str, str], None] | None = None
+        self._listener: Callable[[str, str], Awaitable[None]] | None = None
 
-    def listen(self, listener: Callable[[str, str], None] | None) -> None:
-        """Send ``(call_id, terminal_id)`` reports to ``listener`` from now on (None: to nowhere)."""
+    def listen(self, listener: Callable[[str, str], Awaitable[None]] | None) -> None:
+        """Send ``(call_id, terminal_id)`` reports to ``listener`` from now on (None: to nowhere); it returns
+        once the report has reached the user."""
         self._listener = listener
 
-    def terminal(self, call_id: str, terminal_id: str) -> None:
-        """Tool call ``call_id`` runs in the client's terminal ``terminal_id``."""
+    async def terminal(self, call_id: str, terminal_id: str) -> None:
+        """Tool call ``call_id`` runs in the client's terminal ``terminal_id``; returns once that is shown."""
         if self._listener is not None:
-            self._listener(call_id, terminal_id)
+            await self._listener(call_id, terminal_id)
