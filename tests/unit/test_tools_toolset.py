@@ -109,7 +109,7 @@ async def test_toolset_offers_the_named_tools(tmp_path: Path) -> None:
     ctx = RunContext(deps=make_deps(tmp_path), model=TestModel(), usage=RunUsage())
     tools = await build_toolset().get_tools(ctx)
     assert tuple(tools) == TOOL_NAMES
-    assert sorted(READ_ONLY_TOOLS) == ["list_files", "read_file", "search"]
+    assert sorted(READ_ONLY_TOOLS) == ["list_files", "read_file", "search", "update_plan"]
     for tool in tools.values():
         assert tool.tool_def.description
         params = tool.tool_def.parameters_json_schema["properties"]

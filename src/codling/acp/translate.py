@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from acp import helpers
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
     ContentToolCallContent,
     FileEditToolCallContent,
@@ -24,6 +25,7 @@ from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
     Event,
+    PlanUpdated,
     SessionTitled,
     SpecialTurnPersisted,
     TextDelta,
@@ -36,9 +38,18 @@ from codling.brain.events import (
     TurnStarted,
     UsageUpdated,
 )
+from codling.tools.base import PLAN_TOOL
 from codling.tools.ports import Location
 
-Update = AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress | UsageUpdate | UserMessageChunk
+Update = (
+    AgentMessageChunk
+    | AgentThoughtChunk
+    | AgentPlanUpdate
+    | ToolCallStart
+    | ToolCallProgress
+    | UsageUpdate
+    | UserMessageChunk
+)
 
 
 def locations(items: Sequence[Location]) -> list[ToolCallLocation] | None:
@@ -110,6 +121,11 @@ def translate(event: Event) -> list[Update]:
             return [helpers.update_agent_message_text(event.text)]
         case ThoughtDelta():
             return [helpers.update_agent_thought_text(event.text)]
+        case ToolCallStarted() | ToolCallFinished() if event.tool_name == PLAN_TOOL:
+            return []  # the plan itself is what the client shows (below), not a tool call for it
+        case PlanUpdated():
+            entries = [helpers.plan_entry(s.step, priority=s.priority, status=s.status) for s in event.steps]
+            return [helpers.update_plan(entries)]
         case ToolCallStarted():
             return [
                 helpers.start_tool_call(

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from codling.brain.events import Event, StopReason, TextDelta, ThoughtDelta, ToolCallStarted, Usage
-from codling.brain.turns import args_dict, stop_reason, tool_finished
+from codling.brain.events import Event, PlanUpdated, StopReason, TextDelta, ThoughtDelta, ToolCallStarted, Usage
+from codling.brain.turns import args_dict, plan_of, stop_reason, tool_finished
 from codling.tools.toolset import describe_call
 from codling.tools.workspace import Workspace
 
@@ -66,6 +66,8 @@ async def drive(
                             send(tool_started(turn_id, ev.part, workspace))
                         elif isinstance(ev, FunctionToolResultEvent):
                             send(tool_finished(turn_id, ev.part))
+                            if (plan := plan_of(ev.part)) is not None:
+                                send(PlanUpdated(turn_id, plan))
     except UsageLimitExceeded:
         stop = "max_turn_requests"
     usage = run.usage

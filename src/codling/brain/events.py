@@ -1,7 +1,7 @@
 """The brain's typed event stream.
 
 A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``,
-``ToolCallTerminal`` (live only), ``ToolCallFinished`` and compaction pairs (``CompactionStarted`` then
+``ToolCallTerminal`` (live only), ``ToolCallFinished``, ``PlanUpdated`` and compaction pairs (``CompactionStarted`` then
 ``ContextCompacted``); at most one ``TurnFailed``; one ``UsageUpdated``; and exactly one ``TurnEnded``.
 Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Outside turns,
 observers also get ``SpecialTurnPersisted`` (a special turn changed the history) and ``SessionTitled``.
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock
+from codling.tools.base import PlanStep
 from codling.tools.ports import FileDiff, Location, ToolKind
 
 if TYPE_CHECKING:
@@ -116,6 +117,15 @@ class ToolCallTerminal:
 
 
 @dataclass(frozen=True)
+class PlanUpdated:
+    """The model set its plan for the task (the whole list of steps, replacing any earlier plan)."""
+
+    turn_id: str
+    steps: tuple[PlanStep, ...]
+    kind: Literal["plan_updated"] = "plan_updated"
+
+
+@dataclass(frozen=True)
 class CompactionStarted:
     """The history is being compacted (shown to the client as a tool call until ``ContextCompacted``)."""
 
@@ -208,6 +218,7 @@ Event = (
     | ToolCallStarted
     | ToolCallTerminal
     | ToolCallFinished
+    | PlanUpdated
     | CompactionStarted
     | ContextCompacted
     | UsageUpdated

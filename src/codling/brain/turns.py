@@ -17,7 +17,7 @@ from codling.brain.events import (
 )
 from codling.brain.prompt import PromptBlock, TextBlock
 from codling.brain.summaries import summarize_tool_call
-from codling.tools.base import ToolReport
+from codling.tools.base import PlanStep, ToolReport
 
 COMMAND_PREFIX = "/"
 
@@ -125,6 +125,14 @@ def tool_finished(turn_id: str, part: Any) -> ToolCallFinished:
     content = part.content if isinstance(part.content, str) else part.model_response_str()
     failed = getattr(part, "outcome", "success") != "success"
     return ToolCallFinished(turn_id, part.tool_call_id, part.tool_name, "failed" if failed else "completed", content)
+
+
+def plan_of(part: Any) -> tuple[PlanStep, ...] | None:
+    """The plan a tool result set (``update_plan``), if any."""
+    report = getattr(part, "metadata", None)
+    if isinstance(report, ToolReport) and report.output is not None and not report.failed:
+        return report.output.plan
+    return None
 
 
 def stop_reason(finish_reason: str | None) -> StopReason:

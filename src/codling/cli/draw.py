@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from rich.console import Console
 from rich.text import Text
 
 from codling.brain.events import StopReason, ToolCallFinished
+from codling.tools.base import STATUS_MARKS, PlanStep
 from codling.tools.ports import FileDiff
 
 DIFF_LINES = 40
@@ -229,3 +230,12 @@ def _first_line(text: str) -> str:
         if line:
             return line if len(line) <= _FAILURE_CHARS else line[: _FAILURE_CHARS - 1] + "…"
     return ""
+
+
+_PLAN_STYLES = {"completed": "dim", "in_progress": "bold", "pending": None}
+
+
+def write_plan(out: StyledWriter, steps: Sequence[PlanStep]) -> None:
+    """The model's plan as an indented checklist: ``[x]`` done (dim), ``[>]`` in progress (bold), ``[ ]`` to do."""
+    for step in steps:
+        out.line(f"    {STATUS_MARKS[step.status]} {one_line(step.step)}", _PLAN_STYLES[step.status])

@@ -28,6 +28,7 @@ from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
     Event,
+    PlanUpdated,
     SessionTitled,
     SpecialTurnPersisted,
     TextDelta,
@@ -47,6 +48,7 @@ from codling.cli.draw import (
     reasoning_label,
     write_diff,
     write_error,
+    write_plan,
     write_reasoning,
     write_stop_note,
     write_tool_status,
@@ -204,6 +206,11 @@ class TerminalRenderer:
                 self._tool_finished(event)
                 if not self._titles:  # a tool still running (or asking) must not be overdrawn
                     self._start_spinner()
+            case PlanUpdated():
+                self._fresh_line()
+                write_plan(self._out, event.steps)
+                self._open_tool = None
+                self._start_spinner()
             case TurnFailed():
                 write_error(self._out, event.message)
                 self._open_tool = None

@@ -25,6 +25,7 @@ from codling.cli.draw import (
     write_tool_status,
     write_tool_title,
 )
+from codling.tools.base import PLAN_TOOL, STATUS_MARKS
 
 INTERRUPTED_NOTE = "(interrupted: the agent stopped before this turn finished)"
 """Shown under a turn whose end was never recorded (the process died or was killed)."""
@@ -152,3 +153,8 @@ def _write_result(out: StyledWriter, finished: ToolCallFinished | None) -> None:
     out.write("\n")
     if finished.diff is not None:
         write_diff(out, finished.diff)
+    if finished.tool_name == PLAN_TOOL and finished.status == "completed":
+        # The plan's steps are in the call's summary, as the model sees them across turns.
+        for line in finished.summary.splitlines():
+            if line[:3] in STATUS_MARKS.values():
+                out.line(f"    {line}", "dim")

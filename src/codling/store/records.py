@@ -14,6 +14,7 @@ from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
     Event,
+    PlanUpdated,
     SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
@@ -27,15 +28,18 @@ from codling.brain.events import (
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock, ResourceBlock, TextBlock, prompt_summary
 from codling.brain.summaries import TurnExecutionSummary
+from codling.tools.base import PlanStep
 from codling.tools.ports import FileDiff, Location
 
 VERSION = 1
 
-TURN_KINDS = frozenset({"turn_start", "message", "thought", "tool_call", "tool_result", "compaction", "turn_end"})
+TURN_KINDS = frozenset(
+    {"turn_start", "message", "thought", "tool_call", "tool_result", "plan", "compaction", "turn_end"}
+)
+"""Record kinds that belong to a turn (and carry ``turn_id``)."""
 
 EVENT_KINDS = TURN_KINDS | {"special"}
 """Record kinds that stand for brain events (special turns persist between turns, without a turn id)."""
-"""Record kinds that belong to a turn (and carry ``turn_id``)."""
 
 
 def now() -> str:
@@ -147,6 +151,11 @@ def event_payload(event: Event, error: str | None = None) -> dict[str, Any] | No
                 "tokens_after": event.tokens_after,
                 "fallback": event.fallback,
             }
+        case PlanUpdated():
+            return {
+                "kind": "plan",
+                "steps": [{"step": s.step, "status": s.status, "priority": s.priority} for s in event.steps],
+            }
         case TurnEnded():
             usage = event.usage
             return {
@@ -195,6 +204,12 @@ def record_events(record: dict[str, Any]) -> list[Event]:
                     _locations_from(record.get("locations")),
                 )
             ]
+        case "plan":
+            steps = tuple(
+                PlanStep(s["step"], s.get("status", "pending"), s.get("priority", "medium"))
+                for s in record.get("steps") or ()
+            )
+            return [PlanUpdated(turn_id, steps)]
         case "tool_result":
             diff = record.get("diff")
             return [

@@ -3,9 +3,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from codling.config import PERMISSION_MODES, PermissionMode
 from codling.tools.ports import FileDiff, FileSystem, Location, Terminal, ToolKind
+
+PlanStatus = Literal["pending", "in_progress", "completed"]
+PlanPriority = Literal["high", "medium", "low"]
+
+PLAN_TOOL = "update_plan"
+"""The tool that sets the model's plan (``tools/plan.py``); clients show the plan rather than the call."""
+
+STATUS_MARKS: dict[PlanStatus, str] = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+"""How each step's status is written in a plan's text (its summary, the terminal's checklist)."""
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One step of the model's plan (ACP's plan entry)."""
+
+    step: str
+    """What to do, in a short imperative sentence."""
+    status: PlanStatus = "pending"
+    priority: PlanPriority = "medium"
 
 
 @dataclass(frozen=True)
@@ -20,6 +40,8 @@ class ToolOutput:
     cwd, exit status and trimmed output; the path and a trimmed diff; the path and range read …)."""
     terminal_id: str | None = None
     """The editor's terminal a command ran in (shown in place of the text while the client is connected)."""
+    plan: tuple[PlanStep, ...] | None = None
+    """The whole plan, when the tool set it (``update_plan``)."""
 
 
 @dataclass(frozen=True)

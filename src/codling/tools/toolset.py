@@ -23,10 +23,18 @@ from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
 from codling.tools.ports import FileSystem, Location, Terminal, ToolKind, ToolProgress
 from codling.tools.workspace import Workspace
 
-TOOL_NAMES: tuple[str, ...] = ("read_file", "list_files", "search", "edit_file", "write_file", "run_command")
+TOOL_NAMES: tuple[str, ...] = (
+    "read_file",
+    "list_files",
+    "search",
+    "update_plan",
+    "edit_file",
+    "write_file",
+    "run_command",
+)
 """Every tool :func:`build_toolset` offers, in the order the model sees them."""
 
-READ_ONLY_TOOLS: frozenset[str] = frozenset({"read_file", "list_files", "search"})
+READ_ONLY_TOOLS: frozenset[str] = frozenset({"read_file", "list_files", "search", "update_plan"})
 """Tools that never change anything, so they need no permission."""
 
 _TOOL_KINDS: dict[str, ToolKind] = {
@@ -36,6 +44,7 @@ _TOOL_KINDS: dict[str, ToolKind] = {
     "edit_file": "edit",
     "write_file": "edit",
     "run_command": "execute",
+    "update_plan": "think",
 }
 
 _TITLE_COMMAND_CHARS = 200
@@ -91,14 +100,15 @@ def valid_text(text: str) -> str:
 
 
 def build_toolset() -> AbstractToolset[ToolDeps]:
-    """The six tools (see :data:`TOOL_NAMES`) as one toolset for an agent whose deps are :class:`ToolDeps`."""
+    """The tools (see :data:`TOOL_NAMES`) as one toolset for an agent whose deps are :class:`ToolDeps`."""
     # Imported here because the tool modules import ToolDeps from this one.
     from codling.tools.files import edit_file, read_file, write_file
+    from codling.tools.plan import update_plan
     from codling.tools.search import list_files, search
     from codling.tools.shell import run_command
 
     functions = FunctionToolset[ToolDeps](docstring_format="google", require_parameter_descriptions=True)
-    for reader in (read_file, list_files, search):
+    for reader in (read_file, list_files, search, update_plan):
         functions.add_function(reader)
     # pydantic-ai runs a response's tool calls concurrently: two edits of one file would each read the old
     # text and the last write would win, and the user would get overlapping permission prompts. Sequential
@@ -123,6 +133,8 @@ def describe_call(tool_name: str, args: dict[str, Any], workspace: Workspace) ->
 def _describe(tool_name: str, args: dict[str, Any], workspace: Workspace, kind: ToolKind) -> ToolCallInfo:
     if tool_name == "run_command":
         return ToolCallInfo(title=f"Run `{_short_command(str(args['command']))}`", kind=kind)
+    if tool_name == "update_plan":
+        return ToolCallInfo(title="Update the plan", kind=kind)
     if tool_name not in _TOOL_KINDS:
         return ToolCallInfo(title=tool_name, kind=kind)
     if tool_name in ("read_file", "edit_file", "write_file") and not args.get("path"):
