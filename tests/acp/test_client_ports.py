@@ -39,7 +39,11 @@ class Harness:
 
 @asynccontextmanager
 async def harness(
-    home: Path, project: Path, script: Script, capabilities: ClientCapabilities | None = EVERYTHING
+    home: Path,
+    project: Path,
+    script: Script,
+    capabilities: ClientCapabilities | None = EVERYTHING,
+    cwd: Path | None = None,
 ) -> AsyncIterator[Harness]:
     settings = Settings(
         home=home, mode="yolo", titles=False, env={"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID}
@@ -50,10 +54,11 @@ async def harness(
     try:
         async with connected(agent, client) as conn:
             await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
-            session = await conn.new_session(cwd=str(project))
+            session = await conn.new_session(cwd=str(cwd or project))
             yield Harness(conn, client, editor, session.session_id, agent)
     finally:
         await editor.close()
+    assert client.problems == []
 
 
 def tool_results(script: Script) -> list[str]:
@@ -108,8 +113,9 @@ async def test_a_command_runs_in_the_editor_s_terminal_shown_live(home: Path, pr
         ("ToolCallProgress", "in_progress"),
         ("ToolCallProgress", "completed"),
     ]
-    terminal = helpers.tool_terminal_ref("term-1")
-    assert updates[1].content == [terminal] and updates[2].content == [terminal]
+    # The terminal is shown while it runs; the final update leaves the content alone (the editor keeps
+    # showing the released terminal, and would reject an update naming it).
+    assert updates[1].content == [helpers.tool_terminal_ref("term-1")] and updates[2].content is None
     assert h.editor.calls[0] == ("terminal/create", "/bin/sh -c echo from-the-editor; exit 3")
     assert h.editor.methods()[-1] == "terminal/release"
     assert tool_results(script)[0].startswith("exit code 3\nfrom-the-editor")
@@ -182,3 +188,60 @@ async def test_a_terminal_is_shown_before_it_is_released_even_when_delivery_lags
         h.agent._sessions[h.session_id].brain.subscribe(lagging)
         await h.say("run it")
     assert h.client.shown_before_release == {"term-1": True}
+
+
+async def test_cancelling_while_the_terminal_is_created_still_kills_and_releases_it(home: Path, project: Path) -> None:
+    script = Script([[Call("run_command", {"command": "sleep 30"}, "c1")], [Say("never")]])
+    async with harness(home, project, script) as h:
+        h.editor.create_delay = 0.5
+        prompt = asyncio.create_task(h.say("run it"))
+        await h.client.wait_for("tool_call")
+        await asyncio.sleep(0.1)  # terminal/create is on its way
+        await h.conn.cancel(session_id=h.session_id)
+        assert await asyncio.wait_for(prompt, 10) == "cancelled"
+        await asyncio.sleep(0.8)  # the editor answers the create late
+    assert h.editor.methods() == ["terminal/create", "terminal/kill", "terminal/release"]
+    assert h.editor.terminals["term-1"].killed
+
+
+async def test_paths_reach_the_editor_as_it_named_the_project(home: Path, project: Path, tmp_path: Path) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(project)
+    (project / "a.txt").write_text("alpha\n")
+    script = Script(
+        [
+            [Call("read_file", {"path": "a.txt"}, "r1")],
+            [Call("write_file", {"path": "b.txt", "content": "b"}, "w1")],
+            [Say("ok")],
+        ]
+    )
+    async with harness(home, project, script, cwd=link) as h:
+        await h.say("go")
+    assert h.editor.calls == [
+        ("fs/read_text_file", str(link / "a.txt")),
+        ("fs/read_text_file", str(link / "b.txt")),  # write_file looks for what it replaces
+        ("fs/write_text_file", str(link / "b.txt")),
+    ]
+
+
+async def test_an_editor_that_cannot_write_leaves_files_to_the_disk(home: Path, project: Path) -> None:
+    (project / "a.txt").write_text("alpha\n")
+    script = Script(
+        [[Call("edit_file", {"path": "a.txt", "old_text": "alpha", "new_text": "beta"}, "e1")], [Say("ok")]]
+    )
+    read_only = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True), terminal=False)
+    async with harness(home, project, script, capabilities=read_only) as h:
+        h.editor.buffers[project / "a.txt"] = "alpha unsaved\n"
+        await h.say("edit")
+    # Reading the buffer but writing the disk would lose the user's unsaved text or the edit: disk for both.
+    assert h.editor.calls == [] and (project / "a.txt").read_text() == "beta\n"
+
+
+async def test_output_the_editor_cut_is_said_to_be_cut(home: Path, project: Path) -> None:
+    script = Script([[Call("run_command", {"command": "seq 1 20000"}, "c1")], [Say("ok")]])
+    async with harness(home, project, script) as h:
+        h.editor.byte_limit = 1000  # an editor that keeps less than it was asked for
+        await h.say("count")
+    told = tool_results(script)[0]
+    assert told.startswith("exit code 0\n[the editor kept only part of this command's output]\n")
+    assert told.rstrip().endswith("20000")

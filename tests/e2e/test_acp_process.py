@@ -219,7 +219,8 @@ async def test_an_editor_s_files_and_terminal_serve_a_spawned_agent(
     )
     editor = FakeEditor(buffers={notes: "in the buffer\n"})
     client = RecordingClient(answers=["allow_once"], editor=editor)
-    capabilities = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True), terminal=True)
+    files = FileSystemCapabilities(read_text_file=True, write_text_file=True)
+    capabilities = ClientCapabilities(fs=files, terminal=True)
     try:
         async with spawned(client, home, server) as conn:
             await asyncio.wait_for(

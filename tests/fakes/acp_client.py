@@ -53,12 +53,19 @@ class RecordingClient:
     update_seen: asyncio.Event = field(default_factory=asyncio.Event)
     editor: FakeEditor | None = None
     """Serves fs/* and terminal/* when set (the client must also say so in its capabilities)."""
+    problems: list[str] = field(default_factory=list)
+    """Updates a real editor would reject (e.g. naming a released terminal)."""
     shown_before_release: dict[str, bool] = field(default_factory=dict)
     """Per terminal: whether a tool call update had shown it by the time the agent released it."""
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
         self.update_seen.set()
+        for content in getattr(update, "content", None) or ():
+            terminal_id = getattr(content, "terminal_id", None)
+            if terminal_id is not None and (self.editor is None or not self.editor.showable(terminal_id)):
+                # Zed drops such an update: it knows no released (or unknown) terminal.
+                self.problems.append(f"update names terminal {terminal_id}, which the editor no longer has")
 
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any

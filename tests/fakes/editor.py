@@ -60,6 +60,10 @@ class FakeEditor:
     buffers: dict[Path, str] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     terminals: dict[str, Terminal] = field(default_factory=dict)
+    create_delay: float = 0.0
+    """Seconds terminal/create takes to answer (the command already runs meanwhile)."""
+    byte_limit: int | None = None
+    """Output bytes a terminal keeps at most, whatever the agent asked for."""
 
     async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> ReadTextFileResponse:
         self.calls.append(("fs/read_text_file", path))
@@ -94,10 +98,12 @@ class FakeEditor:
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
-        terminal = Terminal(argv, cwd, output_byte_limit, process)
+        limits = [n for n in (output_byte_limit, self.byte_limit) if n is not None]
+        terminal = Terminal(argv, cwd, min(limits) if limits else None, process)
         terminal.reader = asyncio.create_task(self._read(terminal))
         terminal_id = f"term-{len(self.terminals) + 1}"
         self.terminals[terminal_id] = terminal
+        await asyncio.sleep(self.create_delay)
         return CreateTerminalResponse(terminal_id=terminal_id)
 
     @staticmethod
@@ -148,6 +154,11 @@ class FakeEditor:
             terminal.killed = True
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(terminal.process.pid, signal.SIGKILL)
+
+    def showable(self, terminal_id: str) -> bool:
+        """Whether a tool call may still name this terminal (it exists and was not released)."""
+        terminal = self.terminals.get(terminal_id)
+        return terminal is not None and not terminal.released
 
     def methods(self) -> list[str]:
         """The methods called, in order."""

@@ -4,8 +4,9 @@ the client offers them, files go through ``fs/*`` and commands run in its ``term
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from acp import RequestError, helpers
@@ -65,48 +66,62 @@ class AcpApprover:
 
 
 class AcpFileSystem:
-    """Files through the editor (``fs/read_text_file``, ``fs/write_text_file``), where the client offers them:
-    reads see unsaved buffers, and writes go through the editor, which shows and can review them. What the
-    client does not offer, or a read it cannot serve, goes to the local disk (whose errors say precisely what
-    is wrong with the path)."""
+    """Files through the editor (``fs/read_text_file``, ``fs/write_text_file``): reads see unsaved buffers, and
+    writes go through the editor, which saves and shows them. Used only when the client offers both (reading
+    a buffer and writing the disk would lose the user's unsaved changes or the agent's edit). A read the editor
+    cannot serve goes to the local disk, whose errors say precisely what is wrong with the path.
 
-    def __init__(self, client: Client, session_id: str, *, read: bool, write: bool, local: FileSystem) -> None:
+    Paths reach the editor as the client named its directories: ``client_roots`` maps each resolved root back
+    to the path the client gave (a project opened through a symbolic link, or macOS's ``/tmp``)."""
+
+    def __init__(
+        self, client: Client, session_id: str, *, local: FileSystem, client_roots: Mapping[Path, Path] | None = None
+    ) -> None:
         self._client = client
         self._session_id = session_id
-        self._read = read
-        self._write = write
         self._local = local
+        self._roots = dict(client_roots or {})
+
+    def client_path(self, path: Path) -> str:
+        """``path`` (resolved) as the editor knows it."""
+        for resolved, given in self._roots.items():
+            if path.is_relative_to(resolved):
+                return str(given / path.relative_to(resolved))
+        return str(path)
 
     async def read_text(self, path: Path) -> str:
         """The file's text as the editor has it (unsaved changes included)."""
-        if self._read:
-            try:
-                response = await self._client.read_text_file(session_id=self._session_id, path=str(path))
-            except RequestError as e:
-                log.info("the client could not read %s (%s); reading it from disk", path, e)
-            else:
-                return response.content
-        return await self._local.read_text(path)
+        try:
+            response = await self._client.read_text_file(session_id=self._session_id, path=self.client_path(path))
+        except RequestError as e:
+            log.info("the client could not read %s (%s); reading it from disk", path, e)
+            return await self._local.read_text(path)
+        return response.content
 
     async def write_text(self, path: Path, content: str) -> None:
         """Create or replace the file through the editor."""
-        if not self._write:
-            return await self._local.write_text(path, content)
         try:
             # The editor opens the file's buffer; a new file's directory must exist first.
             await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
-            await self._client.write_text_file(session_id=self._session_id, path=str(path), content=content)
+            await self._client.write_text_file(
+                session_id=self._session_id, path=self.client_path(path), content=content
+            )
         except OSError as e:
             raise PathError(f"cannot create the directory for {path}: {e.strerror or e}") from e
         except RequestError as e:
             raise PathError(f"the editor could not write {path}: {e}") from e
 
 
+OUTPUT_BYTES_PER_CHAR = 4
+"""The byte limit a terminal is asked for, per character of the output limit (UTF-8 needs at most four)."""
+
+
 class AcpTerminal:
     """Commands in the editor's terminals (``terminal/*``): the user watches them run inside the tool call.
 
     ``sh -c`` runs the command line, as locally. On timeout the terminal is killed and its output so far
-    returned; on cancellation it is killed too; it is always released (the editor keeps showing its output).
+    returned; on cancellation (even while it is being created) it is killed too; it is always released, and
+    the editor keeps showing its output in the tool call.
     """
 
     def __init__(self, client: Client, session_id: str, *, shell: str = "/bin/sh") -> None:
@@ -124,26 +139,18 @@ class AcpTerminal:
         on_terminal: Callable[[str], Awaitable[None]] | None = None,
     ) -> CommandResult:
         """Run ``command`` in a new terminal of the editor and wait for it (at most ``timeout`` seconds)."""
+        terminal_id = await self._create(command, cwd, output_limit)
         client, session_id = self._client, self._session_id
-        try:
-            created = await client.create_terminal(
-                session_id=session_id,
-                command=self._shell,
-                args=["-c", command],
-                cwd=str(cwd),
-                output_byte_limit=output_limit,
-            )
-        except RequestError as e:
-            raise CommandError(f"the editor could not start the command in {cwd}: {e}") from e
-        terminal_id = created.terminal_id
         try:
             if on_terminal is not None:
                 await on_terminal(terminal_id)
+            exit_code: int | None = None
+            signal: str | None = None
             timed_out = False
             try:
-                await asyncio.wait_for(
-                    client.wait_for_terminal_exit(session_id=session_id, terminal_id=terminal_id), timeout
-                )
+                waited = client.wait_for_terminal_exit(session_id=session_id, terminal_id=terminal_id)
+                exited = await asyncio.wait_for(waited, timeout)
+                exit_code, signal = exited.exit_code, exited.signal
             except TimeoutError:
                 timed_out = True
                 await client.kill_terminal(session_id=session_id, terminal_id=terminal_id)
@@ -155,8 +162,35 @@ class AcpTerminal:
             raise CommandError(f"the editor's terminal failed: {e}") from e
         finally:
             await _quietly(client.release_terminal(session_id=session_id, terminal_id=terminal_id))
-        exit_code = None if timed_out or output.exit_status is None else output.exit_status.exit_code
-        return CommandResult(exit_code, output.output, output.truncated, timed_out, terminal_id)
+        text = output.output
+        if signal:
+            text += f"\n[stopped by signal {signal}]"
+        return CommandResult(exit_code, text, output.truncated, timed_out, terminal_id)
+
+    async def _create(self, command: str, cwd: Path, output_limit: int) -> str:
+        """Start the terminal; a cancellation that arrives meanwhile still gets the terminal killed and
+        released once the editor has answered (else the command would run on unseen)."""
+        client, session_id = self._client, self._session_id
+        creating = asyncio.ensure_future(
+            client.create_terminal(
+                session_id=session_id,
+                command=self._shell,
+                args=["-c", command],
+                cwd=str(cwd),
+                output_byte_limit=output_limit * OUTPUT_BYTES_PER_CHAR,
+            )
+        )
+        try:
+            created = await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                terminal_id = (await creating).terminal_id
+                await _quietly(client.kill_terminal(session_id=session_id, terminal_id=terminal_id))
+                await _quietly(client.release_terminal(session_id=session_id, terminal_id=terminal_id))
+            raise
+        except RequestError as e:
+            raise CommandError(f"the editor could not start the command in {cwd}: {e}") from e
+        return created.terminal_id
 
 
 async def _quietly(request: Awaitable[object]) -> None:

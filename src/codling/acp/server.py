@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -200,7 +201,7 @@ class CodlingAgent:
                 "model %s is in no catalog; assuming a %d-token context", choice.info.id, choice.info.context_limit
             )
         header = SessionHeader(new_session_id(), root, choice.info.id, settings.mode, extra)
-        session = self._open(header, None)
+        session = self._open(header, None, [cwd, *(additional_directories or ())])
         if settings.greeting:
             session.greet()  # shown after this response, before the first prompt's turn
         return NewSessionResponse(
@@ -290,10 +291,11 @@ class CodlingAgent:
         existing = self._sessions.pop(header.session_id, None)
         if existing is not None:
             await existing.close()
-        return self._open(header, stored)
+        return self._open(header, stored, [cwd, *(additional_directories or ())])
 
-    def _open(self, header: SessionHeader, stored: SessionLog | None) -> LiveSession:
-        """Make a session live: its brain (restored from ``stored`` if given), its recorder, its forwarder."""
+    def _open(self, header: SessionHeader, stored: SessionLog | None, client_dirs: Sequence[str] = ()) -> LiveSession:
+        """Make a session live: its brain (restored from ``stored`` if given), its recorder, its forwarder;
+        ``client_dirs`` are its directories as the client named them (before symbolic links are resolved)."""
         from codling.acp.ports import AcpApprover
         from codling.store.live import start_session
         from codling.store.records import now
@@ -314,7 +316,7 @@ class CodlingAgent:
                 approver=AcpApprover(self.client, header.session_id),
                 model_factory=self._model_factory,
                 on_title=send_title,
-                **self._ports(header.session_id),
+                **self._ports(header.session_id, client_dirs),
             )
         except (OSError, CodlingError) as e:
             raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
@@ -326,16 +328,17 @@ class CodlingAgent:
         task.add_done_callback(self._background.discard)
         return session
 
-    def _ports(self, session_id: str) -> dict[str, Any]:
-        """The editor's files and terminals for a session, as far as the client offers them (else local)."""
+    def _ports(self, session_id: str, client_dirs: Sequence[str]) -> dict[str, Any]:
+        """The editor's files (if it offers both reading and writing them) and terminals for a session (else
+        the local ones); ``client_dirs`` are the session's directories as the client named them."""
         from codling.acp.ports import AcpFileSystem, AcpTerminal
         from codling.tools.local import LocalFileSystem
 
         caps = self._client_capabilities
         ports: dict[str, Any] = {}
-        read, write = bool(caps.fs and caps.fs.read_text_file), bool(caps.fs and caps.fs.write_text_file)
-        if read or write:
-            ports["fs"] = AcpFileSystem(self.client, session_id, read=read, write=write, local=LocalFileSystem())
+        if caps.fs and caps.fs.read_text_file and caps.fs.write_text_file:
+            roots = {Path(d).resolve(): Path(d) for d in client_dirs}
+            ports["fs"] = AcpFileSystem(self.client, session_id, local=LocalFileSystem(), client_roots=roots)
         if caps.terminal:
             ports["terminal"] = AcpTerminal(self.client, session_id)
         return ports

@@ -12,7 +12,6 @@ from acp.schema import (
     AgentThoughtChunk,
     ContentToolCallContent,
     FileEditToolCallContent,
-    TerminalToolCallContent,
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
@@ -57,12 +56,12 @@ def locations(items: Sequence[Location]) -> list[ToolCallLocation] | None:
     return [ToolCallLocation(path=str(loc.path), line=loc.line) for loc in items] or None
 
 
-def _finished_content(
-    event: ToolCallFinished,
-) -> list[ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent]:
-    if event.terminal_id is not None:  # the editor's terminal shows the command and its output itself
-        return [helpers.tool_terminal_ref(event.terminal_id)]
-    content: list[ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent] = []
+def _finished_content(event: ToolCallFinished) -> list[ContentToolCallContent | FileEditToolCallContent] | None:
+    if event.terminal_id is not None:
+        # The tool call already shows the editor's terminal, which keeps its output once released; naming
+        # the released terminal again would be an error to the editor. No content: the call keeps its own.
+        return None
+    content: list[ContentToolCallContent | FileEditToolCallContent] = []
     if event.diff is not None:
         d = event.diff
         content.append(helpers.tool_diff_content(str(d.path), d.new_text, d.old_text))

@@ -62,6 +62,10 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
     else:
         status, detail = f"exit code {result.exit_code}", ""
     output = result.output if result.output.strip() else "(no output)"
+    if result.terminal_id is not None:  # the editor's terminal: its own limits, its own way of cutting
+        if result.truncated:
+            output = "[the editor kept only part of this command's output]\n" + output
+        output = trim_middle(output, deps.output_limit)
     shown = trim_middle(output.rstrip().lstrip("\n"), SUMMARY_OUTPUT_CHARS)
     summary = f"`{command}` in {cwd} → {status}\n{shown}"
     return ToolOutput(text=f"{status}{detail}\n{output}", summary=summary, terminal_id=result.terminal_id)
