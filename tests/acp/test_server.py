@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
 from acp.schema import ImageContentBlock
 from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import BinaryContent, UserPromptPart
 
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
@@ -75,7 +77,8 @@ async def test_initialize_advertises_only_what_is_implemented(start) -> None:  #
     assert caps is not None
     assert caps.load_session is True
     assert caps.prompt_capabilities is not None
-    assert (caps.prompt_capabilities.embedded_context, caps.prompt_capabilities.image) == (True, False)
+    assert (caps.prompt_capabilities.embedded_context, caps.prompt_capabilities.image) == (True, True)
+    assert caps.prompt_capabilities.audio is False
     sessions = caps.session_capabilities
     assert sessions is not None
     advertised = {
@@ -240,7 +243,7 @@ async def test_set_mode_and_config_options(start) -> None:  # type: ignore[no-un
             await h.conn.set_config_option(config_id="colour", session_id=sid, value="red")
 
 
-async def test_resources_reach_the_model_and_images_get_a_note(start, project: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_resources_reach_the_model_and_images_a_blind_model_cannot_see_get_a_note(start, project: Path) -> None:  # type: ignore[no-untyped-def]
     script = Script([[Say("seen")]])
     async with start(script) as h:
         sid = await h.new()
@@ -256,8 +259,8 @@ async def test_resources_reach_the_model_and_images_get_a_note(start, project: P
     assert "look at these" in sent
     assert "return 'hello'" in sent and str(project / "src" / "app.py") in sent
     assert "remember the milk" in sent
-    assert "image" in sent
-    assert "image attachment was not sent" in h.client.agent_text()
+    assert "[image attached: image (image/png)]" in sent and "You cannot see images" in sent
+    assert "openai-chat:scripted cannot see images; it was only told that you attached image" in h.client.agent_text()
 
 
 async def test_provider_error_is_a_visible_reply_and_session_continues(start) -> None:  # type: ignore[no-untyped-def]
@@ -315,3 +318,37 @@ async def test_the_client_hears_of_a_tool_call_before_it_is_asked_to_allow_it(st
     before = [u for _, u in h.client.updates[: request.updates_before]]
     assert any(u.session_update == "tool_call" and u.tool_call_id == "w1" for u in before)
     assert any(u.session_update == "agent_message_chunk" for u in before)
+
+
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+async def test_a_model_that_sees_images_gets_them_and_the_history_keeps_a_mention(home: Path, project: Path) -> None:
+    (home / "models.json").write_text(
+        '{"models": {"openai-chat:seeing": {"context_limit": 100000, "max_output_tokens": 4000, "images": true}}}'
+    )
+    settings = Settings(home=home, titles=False, env={"CODLING_HOME": str(home), "CODLING_MODEL": "openai-chat:seeing"})
+    script = Script([[Say("a red pixel")], [Say("still red")]])
+    image = helpers.image_block(PIXEL, "image/png", uri="file:///tmp/shot.png")
+    client = RecordingClient()
+    agent = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
+    async with connected(agent, client) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        await conn.prompt(session_id=sid, prompt=[helpers.text_block("what is this?"), image])
+        await conn.prompt(session_id=sid, prompt=[helpers.text_block("and now?")])
+    content = script.requests[0][-1].parts[-1].content
+    assert isinstance(content, list) and content[0] == "what is this?\n\n[image attached: shot.png (image/png)]"
+    assert isinstance(content[1], BinaryContent) and content[1].data == base64.b64decode(PIXEL)
+    assert content[1].media_type == "image/png" and "cannot see" not in client.agent_text()
+    # The next request carries the mention, not the image.
+    later = [p.content for m in script.requests[1] for p in m.parts if isinstance(p, UserPromptPart)]
+    assert later[0] == "what is this?\n\n[image attached: shot.png (image/png)]"
+    # The record keeps the image, so a reloaded session shows it again.
+    live = RecordingClient()
+    agent = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
+    async with connected(agent, live) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        await conn.load_session(session_id=sid, cwd=str(project))
+    shown = [u.content for u in live.of_kind("user_message_chunk")]
+    assert shown[:2] == [helpers.text_block("what is this?"), image]

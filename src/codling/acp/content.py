@@ -15,8 +15,9 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from codling.brain.prompt import PromptBlock, ResourceBlock, TextBlock
+from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock
 from codling.errors import CodlingError
+from codling.llm.catalog import ModelInfo
 from codling.tools.ports import FileSystem
 from codling.tools.workspace import Workspace
 
@@ -26,12 +27,14 @@ ContentBlock = (
 
 
 async def to_prompt(
-    blocks: list[ContentBlock], workspace: Workspace, fs: FileSystem
+    blocks: list[ContentBlock], workspace: Workspace, fs: FileSystem, *, model: ModelInfo
 ) -> tuple[tuple[PromptBlock, ...], list[str]]:
     """Brain prompt blocks for a session/prompt, plus notes for the user about anything not sent as is.
 
     Text and embedded text resources pass through; a resource link is read through the FileSystem port (inside
-    the workspace); images, audio and binary resources are replaced by a note the model sees too.
+    the workspace); images pass through when ``model`` can see them (else the model is told one was attached,
+    and the user that it could not see it); audio and binary resources are replaced by a note the model sees
+    too.
     """
     out: list[PromptBlock] = []
     notes: list[str] = []
@@ -40,6 +43,13 @@ async def to_prompt(
             out.append(TextBlock(block.text))
         elif isinstance(block, ResourceContentBlock):
             out.append(await _read_link(block.uri, workspace, fs))
+        elif isinstance(block, ImageContentBlock):
+            image = ImageBlock(block.data, block.mime_type, block.uri)
+            out.append(image)
+            if not model.images:
+                notes.append(
+                    f"Note: {model.id} cannot see images; it was only told that you attached {image.name}.\n\n"
+                )
         elif isinstance(block, EmbeddedResourceContentBlock):
             res = block.resource
             if isinstance(res, TextResourceContents):
@@ -76,10 +86,14 @@ def _path_from_uri(uri: str) -> Path | None:
     return None
 
 
-def to_acp(block: PromptBlock) -> TextContentBlock | EmbeddedResourceContentBlock | ResourceContentBlock:
+def to_acp(
+    block: PromptBlock,
+) -> TextContentBlock | ImageContentBlock | EmbeddedResourceContentBlock | ResourceContentBlock:
     """The ACP content block a prompt block is shown as (on replay)."""
     if isinstance(block, TextBlock):
         return helpers.text_block(block.text)
+    if isinstance(block, ImageBlock):
+        return helpers.image_block(block.data, block.mime_type, uri=block.uri)
     if block.text is not None:
         return helpers.resource_block(helpers.embedded_text_resource(block.uri, block.text))
     return helpers.resource_link_block(block.name, block.uri, description=block.note)

@@ -161,7 +161,7 @@ class CodlingAgent:
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
-                prompt_capabilities=PromptCapabilities(embedded_context=True, image=False, audio=False),
+                prompt_capabilities=PromptCapabilities(embedded_context=True, image=True, audio=False),
                 session_capabilities=SessionCapabilities(
                     list=SessionListCapabilities(),
                     resume=SessionResumeCapabilities(),
@@ -424,7 +424,7 @@ class CodlingAgent:
         session.preparing_prompt, session.cancel_pending = True, False
         try:
             deps = session.brain.deps
-            blocks, notes = await to_prompt(prompt, deps.workspace, deps.fs)
+            blocks, notes = await to_prompt(prompt, deps.workspace, deps.fs, model=session.brain.state.model)
             for note in notes:
                 update = helpers.update_agent_message_text(note)
                 await self.client.session_update(session_id=session_id, update=update)

@@ -8,6 +8,8 @@ model request as extra instructions, so the history itself stays plain conversat
 
 from __future__ import annotations
 
+import base64
+import binascii
 import platform
 import subprocess
 from collections.abc import Sequence
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # summaries.py imports events.py, which imports this module: the runtime import is inside turn_context.
@@ -51,7 +53,26 @@ class ResourceBlock:
         return self.uri.rstrip("/").rsplit("/", 1)[-1] or self.uri
 
 
-PromptBlock = TextBlock | ResourceBlock
+@dataclass(frozen=True)
+class ImageBlock:
+    """An image attached to the prompt: base64 ``data`` of type ``mime_type`` (``uri`` names its source, if
+    the client said). A model that can see images gets it as such; the text history keeps only a mention."""
+
+    data: str
+    mime_type: str
+    uri: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The image's file name, or ``image`` when it has no source."""
+        return (self.uri or "").rstrip("/").rsplit("/", 1)[-1] or "image"
+
+    def mention(self) -> str:
+        """The image as text: what the history keeps (and what a model that cannot see images is told)."""
+        return f"[image attached: {self.name} ({self.mime_type})]"
+
+
+PromptBlock = TextBlock | ResourceBlock | ImageBlock
 
 
 def _fence(text: str) -> str:
@@ -67,12 +88,32 @@ def render_prompt(blocks: tuple[PromptBlock, ...]) -> str:
     for block in blocks:
         if isinstance(block, TextBlock):
             parts.append(block.text)
+        elif isinstance(block, ImageBlock):
+            parts.append(block.mention())
         elif block.text is not None:
             fence = _fence(block.text)
             parts.append(f"{block.uri}\n{fence}\n{block.text.rstrip(chr(10))}\n{fence}")
         else:
             parts.append(f"{block.uri} ({block.note or 'no content'})")
     return "\n\n".join(p for p in parts if p)
+
+
+def user_content(text: str, images: Sequence[ImageBlock], *, can_see: bool) -> str | list[Any]:
+    """The user's prompt as the model gets it: ``text`` (``render_prompt``, which mentions each image), plus
+    the images themselves for a model that can see them; a model that cannot is told so, to tell the user."""
+    if not images:
+        return text
+    if not can_see:
+        return text + "\n\n[You cannot see images: only the names of the attached images reached you.]"
+    from pydantic_ai.messages import BinaryContent
+
+    content: list[Any] = [text]
+    for image in images:
+        try:
+            content.append(BinaryContent(base64.b64decode(image.data, validate=True), media_type=image.mime_type))
+        except (binascii.Error, ValueError):
+            content[0] += f"\n\n[{image.name} could not be decoded, so it was not sent.]"
+    return content
 
 
 def prompt_summary(blocks: tuple[PromptBlock, ...]) -> str:

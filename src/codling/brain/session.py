@@ -40,7 +40,16 @@ from codling.brain.events import (
     Usage,
     UsageUpdated,
 )
-from codling.brain.prompt import PromptBlock, TextBlock, prompt_summary, render_prompt, system_prompt, turn_context
+from codling.brain.prompt import (
+    ImageBlock,
+    PromptBlock,
+    TextBlock,
+    prompt_summary,
+    render_prompt,
+    system_prompt,
+    turn_context,
+    user_content,
+)
 from codling.brain.restore import record_turn, restore
 from codling.brain.special_turns import (
     Announce,
@@ -81,6 +90,9 @@ TOOL_RETRIES = 3
 
 TOOL_SCHEMA_TOKENS = 1_500
 """An estimate of what the tool definitions add to every request."""
+
+IMAGE_TOKENS = 1_600
+"""An estimate of what one attached image costs a request (providers scale and tile images differently)."""
 
 OUTPUT_MARGIN_TOKENS = 1_000
 MIN_OUTPUT_TOKENS = 1_024
@@ -469,7 +481,8 @@ class ConversationSession:
             if command is not None:
                 await compactor.compact(self, turn_id, send, "command", command[1] or None)
             else:
-                stop, usage = await self._model_turn(turn_id, user_text, send, log_)
+                images = tuple(b for b in blocks if isinstance(b, ImageBlock))
+                stop, usage = await self._model_turn(turn_id, user_text, send, log_, images)
         except asyncio.CancelledError:
             if not self._cancel_requested:
                 raise
@@ -501,14 +514,19 @@ class ConversationSession:
         emit(_DONE)
 
     async def _model_turn(
-        self, turn_id: str, user_text: str, send: Callable[[Event], None], log_: TurnLog
+        self,
+        turn_id: str,
+        user_text: str,
+        send: Callable[[Event], None],
+        log_: TurnLog,
+        images: tuple[ImageBlock, ...] = (),
     ) -> tuple[StopReason, Usage]:
         """Run the prompt; compact first past the threshold, and once more (then retry) on a context overflow."""
         limit = self.state.model.context_limit
         if self.state.entries and self.context_used() > self.compact_threshold * limit:
             await compactor.compact(self, turn_id, send, "threshold")
         try:
-            return await self._drive(turn_id, user_text, send)
+            return await self._drive(turn_id, user_text, send, images)
         except Exception as e:
             if not is_context_overflow(e) or not self.state.entries:
                 raise
@@ -522,7 +540,7 @@ class ConversationSession:
                 "Do not repeat those steps; continue from there.]"
             )
         try:
-            return await self._drive(turn_id, retry_text, send)
+            return await self._drive(turn_id, retry_text, send, images)
         except Exception as e:
             if is_context_overflow(e):
                 raise SessionError(
@@ -531,19 +549,22 @@ class ConversationSession:
                 ) from e
             raise
 
-    async def _drive(self, turn_id: str, user_text: str, send: Callable[[Event], None]) -> tuple[StopReason, Usage]:
+    async def _drive(
+        self, turn_id: str, user_text: str, send: Callable[[Event], None], images: tuple[ImageBlock, ...] = ()
+    ) -> tuple[StopReason, Usage]:
         from pydantic_ai.settings import ModelSettings
         from pydantic_ai.usage import UsageLimits
 
         model = self.state.model
         # Some providers reject input + max_tokens above the window: leave the answer only the room there is.
-        room = model.context_limit - self.context_used() - count_tokens(user_text) - OUTPUT_MARGIN_TOKENS
+        prompt_tokens = count_tokens(user_text) + IMAGE_TOKENS * len(images)
+        room = model.context_limit - self.context_used() - prompt_tokens - OUTPUT_MARGIN_TOKENS
         settings: ModelSettings = {"max_tokens": max(MIN_OUTPUT_TOKENS, min(model.max_output_tokens, room))}
         if model.thinking:
             settings["thinking"] = True
         context = turn_context(self.state.recent_files, self.state.turn_summaries, self.state.cwd)
         async with self._get_agent().iter(
-            user_text,
+            user_content(user_text, images, can_see=model.images),
             message_history=self.state.messages(),
             deps=self.deps,
             usage_limits=UsageLimits(request_limit=self.options.max_requests_per_turn),

@@ -26,7 +26,7 @@ from codling.brain.events import (
     Usage,
 )
 from codling.brain.interactions import Interaction
-from codling.brain.prompt import PromptBlock, ResourceBlock, TextBlock, prompt_summary
+from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock, prompt_summary
 from codling.brain.summaries import TurnExecutionSummary
 from codling.tools.base import PlanStep
 from codling.tools.ports import FileDiff, Location
@@ -56,9 +56,12 @@ def parse_time(value: str) -> datetime:
 
 
 def block_to_wire(block: PromptBlock) -> dict[str, Any]:
-    """A prompt block as an ACP content block (JSON): text, embedded text resource, or resource link."""
+    """A prompt block as an ACP content block (JSON): text, image, embedded text resource, or resource link."""
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
+    if isinstance(block, ImageBlock):
+        image = {"type": "image", "mimeType": block.mime_type, "data": block.data}
+        return image if block.uri is None else {**image, "uri": block.uri}
     if block.text is not None:
         return {"type": "resource", "resource": {"uri": block.uri, "text": block.text}}
     wire: dict[str, Any] = {"type": "resource_link", "uri": block.uri, "name": block.name}
@@ -72,6 +75,8 @@ def block_from_wire(wire: dict[str, Any]) -> PromptBlock:
     kind = wire.get("type")
     if kind == "text":
         return TextBlock(str(wire.get("text", "")))
+    if kind == "image":
+        return ImageBlock(str(wire.get("data", "")), str(wire.get("mimeType", "")), wire.get("uri"))
     if kind == "resource":
         resource = wire.get("resource") or {}
         return ResourceBlock(str(resource.get("uri", "")), text=resource.get("text"))
