@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -251,3 +252,35 @@ def test_a_failing_title_request_keeps_the_first_request_as_title(
     assert len(server.title_requests) == 1
     listed = codling("sessions", "list", "--json", env=env)
     assert json.loads(listed.stdout.splitlines()[0])["title"] == "rename greet to welcome"
+
+
+PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+def test_run_attaches_images(home: Path, project: Path, server: OpenAIServer) -> None:
+    (home / "models.json").write_text(json.dumps({"models": {"openai-chat:fake-model": {"images": True}}}))
+    (project / "shot.png").write_bytes(PIXEL)
+    server.enqueue(Reply(text=["A pixel."]))
+    result = codling("run", "--image", "shot.png", "what is this?", env=model_env(home, server), cwd=project)
+    assert result.returncode == 0, result.stderr
+    content = server.requests[0]["messages"][-1]["content"]
+    assert content[0]["text"] == "what is this?\n\n[image attached: shot.png (image/png)]"
+    assert content[1]["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(PIXEL).decode()
+
+
+def test_run_refuses_what_is_not_an_image_and_tells_a_blind_model_s_user(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    (project / "notes.txt").write_text("text")
+    refused = codling("run", "--image", "notes.txt", "look", env=model_env(home, server), cwd=project)
+    assert refused.returncode == 2 and "--image notes.txt: not an image" in refused.stderr
+    missing = codling("run", "--image", "gone.png", "look", env=model_env(home, server), cwd=project)
+    assert missing.returncode == 2 and "--image gone.png: cannot be read" in missing.stderr
+    assert server.requests == []
+    (project / "shot.png").write_bytes(PIXEL)
+    server.enqueue(Reply(text=["I cannot see it."]))
+    blind = codling("run", "-i", "shot.png", "look", env=model_env(home, server), cwd=project)
+    assert blind.returncode == 0 and "cannot see images" in blind.stderr
+    assert "You cannot see images" in server.requests[0]["messages"][-1]["content"]

@@ -6,6 +6,7 @@ Exit codes: 0 the turn completed, 1 the turn failed (or was cancelled), 2 usage 
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import signal
 import sys
@@ -16,6 +17,7 @@ from typing import Annotated
 import typer
 
 from codling import __version__
+from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
 from codling.cli.acp_main import run_acp, setup_logging
 from codling.cli.sessions import open_store, sessions_app
 from codling.config import PermissionMode, Settings, load_settings, parse_mode
@@ -121,6 +123,10 @@ def run(
         bool, typer.Option("--continue", "-c", help="Continue the latest session in this directory.")
     ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the event stream as JSON lines.")] = False,
+    image: Annotated[
+        list[Path] | None,
+        typer.Option("--image", "-i", help="Attach an image file (PNG, JPEG, GIF, WebP); repeat for more."),
+    ] = None,
 ) -> None:
     """Run one prompt in the terminal and print the reply as it streams; the session is recorded."""
     setup_logging()
@@ -136,6 +142,7 @@ def run(
         typer.echo(f"codling: --cwd {workdir} is not a directory", err=True)
         raise typer.Exit(EXIT_USAGE)
     try:
+        images = read_images(image or [])
         settings, catalog = _load()
         chosen_mode: PermissionMode | None = parse_mode(mode) if mode else None
         plan = _plan_session(settings, catalog, model, workdir, resume, continue_, cwd is not None)
@@ -150,8 +157,40 @@ def run(
             "running in read-only mode (use --mode to change).",
             err=True,
         )
-    code = asyncio.run(_run_turn(text, settings, plan, chosen_mode, interactive, json_output))
+    if images and not plan.model.images:
+        typer.echo(f"codling: note: {plan.model.id} cannot see images; it is only told their names.", err=True)
+    prompt_blocks: tuple[PromptBlock, ...] = (TextBlock(text), *images)
+    code = asyncio.run(_run_turn(prompt_blocks, settings, plan, chosen_mode, interactive, json_output))
     raise typer.Exit(code)
+
+
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+
+
+def read_images(paths: list[Path]) -> tuple[ImageBlock, ...]:
+    """Image files as prompt blocks; a missing, unreadable, too large or non-image file is a ``ConfigError``
+    naming it (nothing runs)."""
+    images: list[ImageBlock] = []
+    for path in paths:
+        mime = IMAGE_TYPES.get(path.suffix.lower())
+        if mime is None:
+            kinds = ", ".join(sorted(IMAGE_TYPES))
+            raise ConfigError(f"--image {path}: not an image codling can attach (use {kinds})")
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise ConfigError(f"--image {path}: cannot be read: {e.strerror or e}") from e
+        if len(data) > MAX_IMAGE_BYTES:
+            raise ConfigError(f"--image {path}: {len(data):,} bytes is more than the {MAX_IMAGE_BYTES:,} allowed")
+        images.append(ImageBlock(base64.b64encode(data).decode("ascii"), mime, path.resolve().as_uri()))
+    return tuple(images)
 
 
 @dataclass(frozen=True)
@@ -196,7 +235,7 @@ def _plan_session(
 
 
 async def _run_turn(
-    text: str,
+    prompt: tuple[PromptBlock, ...],
     settings: Settings,
     plan: _SessionPlan,
     mode: PermissionMode | None,
@@ -233,7 +272,7 @@ async def _run_turn(
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, live.brain.cancel)
     try:
-        result = await live.brain.run(text)
+        result = await live.brain.run(prompt)
         # A new session's title is asked for once the answer is shown (a short request); Ctrl-C skips it.
         loop.add_signal_handler(signal.SIGINT, live.brain.cancel_background)
         await live.brain.settle()
