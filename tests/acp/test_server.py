@@ -352,3 +352,28 @@ async def test_a_model_that_sees_images_gets_them_and_the_history_keeps_a_mentio
         await conn.load_session(session_id=sid, cwd=str(project))
     shown = [u.content for u in live.of_kind("user_message_chunk")]
     assert shown[:2] == [helpers.text_block("what is this?"), image]
+
+
+async def test_image_data_is_cleaned_or_refused_with_a_note(home: Path, project: Path) -> None:
+    (home / "models.json").write_text(
+        '{"models": {"openai-chat:seeing": {"context_limit": 100000, "max_output_tokens": 4000, "images": true}}}'
+    )
+    settings = Settings(home=home, titles=False, env={"CODLING_HOME": str(home), "CODLING_MODEL": "openai-chat:seeing"})
+    script = Script([[Say("ok")]])
+    wrapped = "data:image/png;base64," + PIXEL[:40] + "\n" + PIXEL[40:]
+    blocks = [
+        helpers.text_block("two images"),
+        helpers.image_block(wrapped, "image/png"),
+        helpers.image_block("not base64!", "image/png", uri="file:///tmp/broken.png"),
+    ]
+    client = RecordingClient()
+    agent = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
+    async with connected(agent, client) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        await conn.prompt(session_id=sid, prompt=blocks)
+    content = script.requests[0][-1].parts[-1].content
+    assert isinstance(content, list) and len(content) == 2
+    assert isinstance(content[1], BinaryContent) and content[1].data == base64.b64decode(PIXEL)
+    assert "[The user attached an image, broken.png, that could not be decoded.]" in content[0]
+    assert "the image broken.png could not be decoded, so it was not sent to the model" in client.agent_text()

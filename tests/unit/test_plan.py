@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,18 @@ from acp import helpers
 
 from codling.acp.replay import replay_updates
 from codling.acp.translate import translate
-from codling.brain.events import Event, PlanUpdated, ToolCallFinished, ToolCallStarted
+from codling.brain.events import (
+    Event,
+    PlanUpdated,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnEnded,
+    TurnStarted,
+)
 from codling.brain.factory import open_session
+from codling.brain.prompt import TextBlock
 from codling.cli.render import TerminalRenderer
 from codling.cli.transcript import print_transcript
 from codling.config import Settings
@@ -117,3 +128,49 @@ async def test_the_terminal_draws_the_plan_as_a_checklist() -> None:
     await renderer(PlanUpdated("t", PLAN))
     renderer.close()
     assert out.getvalue() == "    [x] Read the failing test\n    [>] Fix the parser\n    [ ] Run the tests\n"
+
+
+def test_a_rejected_plan_is_shown_as_a_failed_call_and_an_unfinished_one_is_not_replayed() -> None:
+    failed = ToolCallFinished("t", "p1", "update_plan", "failed", "Error: more than one step is in_progress")
+    assert translate(failed) == [
+        helpers.start_tool_call(
+            "p1",
+            "Update the plan",
+            kind="think",
+            status="failed",
+            content=[helpers.tool_content(helpers.text_block("Error: more than one step is in_progress"))],
+        )
+    ]
+    started = ToolCallStarted("t", "p1", "update_plan", "Update the plan", "think", {"steps": []})
+    turn = TurnStarted("t", "plan it", False, datetime.now(UTC), (TextBlock("plan it"),))
+    # The process died during the (hidden) call: the replay closes no call the client never saw.
+    assert [u.session_update for u in replay_updates([turn, started])] == ["user_message_chunk"]
+
+
+async def test_steps_are_one_line_each(project: Path, settings: Settings, tmp_path: Path) -> None:
+    steps = [{"step": "Fix the\n  parser", "status": "in_progress"}]
+    _result, seen, _path, _script, _session = await run_plan(project, settings, tmp_path, steps)
+    (plan,) = [e for e in seen if isinstance(e, PlanUpdated)]
+    assert plan.steps == (PlanStep("Fix the parser", "in_progress", "medium"),)
+
+
+def test_show_draws_a_plan_set_inside_a_collapsed_reasoning_block() -> None:
+    at = datetime(2025, 1, 2, 3, 0, tzinfo=UTC)
+    events: list[Event] = [
+        TurnStarted("t", "fix it", True, at, (TextBlock("fix it"),)),
+        ThoughtDelta("t", "make a plan"),
+        ToolCallStarted("t", "p1", "update_plan", "Update the plan", "think", {}),
+        ToolCallFinished("t", "p1", "update_plan", "completed", "Plan updated."),
+        PlanUpdated("t", PLAN),
+        TextDelta("t", "Working on it."),
+        TurnEnded("t", "end_turn"),
+    ]
+    out = io.StringIO()
+    print_transcript(events, out, color=False)
+    lines = out.getvalue().splitlines()
+    at_block = next(i for i, line in enumerate(lines) if "reasoning (1 tool call)" in line)
+    assert lines[at_block + 1 : at_block + 4] == [
+        "    [x] Read the failing test",
+        "    [>] Fix the parser",
+        "    [ ] Run the tests",
+    ]

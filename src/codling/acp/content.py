@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -44,7 +46,13 @@ async def to_prompt(
         elif isinstance(block, ResourceContentBlock):
             out.append(await _read_link(block.uri, workspace, fs))
         elif isinstance(block, ImageContentBlock):
-            image = ImageBlock(block.data, block.mime_type, block.uri)
+            data = _base64(block.data)
+            if data is None:
+                name = ImageBlock("", block.mime_type, block.uri).name
+                out.append(TextBlock(f"[The user attached an image, {name}, that could not be decoded.]"))
+                notes.append(f"Note: the image {name} could not be decoded, so it was not sent to the model.\n\n")
+                continue
+            image = ImageBlock(data, block.mime_type, block.uri)
             out.append(image)
             if not model.images:
                 notes.append(
@@ -75,6 +83,18 @@ async def _read_link(uri: str, workspace: Workspace, fs: FileSystem) -> Resource
         return ResourceBlock(uri, text=await fs.read_text(workspace.resolve(str(path))))
     except CodlingError as e:
         return ResourceBlock(uri, note=f"could not be read: {e}")
+
+
+def _base64(data: str) -> str | None:
+    """Image data as plain base64 (line breaks and a ``data:…;base64,`` prefix removed), or None if it is not
+    base64 or empty."""
+    text = "".join(data.split())
+    if text.startswith("data:") and "," in text:
+        text = text.split(",", 1)[1]
+    try:
+        return text if text and base64.b64decode(text, validate=True) else None
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _path_from_uri(uri: str) -> Path | None:

@@ -120,6 +120,14 @@ def translate(event: Event) -> list[Update]:
             return [helpers.update_agent_message_text(event.text)]
         case ThoughtDelta():
             return [helpers.update_agent_thought_text(event.text)]
+        case ToolCallFinished() if event.tool_name == PLAN_TOOL and event.status == "failed":
+            # A rejected plan is shown as the failed call it is (its start was not: see below).
+            content = [helpers.tool_content(helpers.text_block(event.text))]
+            return [
+                helpers.start_tool_call(
+                    event.call_id, "Update the plan", kind="think", status="failed", content=content
+                )
+            ]
         case ToolCallStarted() | ToolCallFinished() if event.tool_name == PLAN_TOOL:
             return []  # the plan itself is what the client shows (below), not a tool call for it
         case PlanUpdated():
@@ -137,8 +145,8 @@ def translate(event: Event) -> list[Update]:
                 )
             ]
         case ToolCallTerminal():
-            content = [helpers.tool_terminal_ref(event.terminal_id)]
-            return [helpers.update_tool_call(event.call_id, status="in_progress", content=content)]
+            terminal = [helpers.tool_terminal_ref(event.terminal_id)]
+            return [helpers.update_tool_call(event.call_id, status="in_progress", content=terminal)]
         case ToolCallFinished():
             return [
                 helpers.update_tool_call(

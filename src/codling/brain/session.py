@@ -127,6 +127,11 @@ class SessionOptions:
     """The model id the title special turn uses (None: the session's model)."""
 
 
+def image_tokens(images: tuple[ImageBlock, ...], model: ModelInfo) -> int:
+    """What a prompt's images are estimated to cost a request (nothing when the model cannot see them)."""
+    return IMAGE_TOKENS * len(images) if model.images else 0
+
+
 @dataclass(frozen=True)
 class ToolCallRecord:
     """A tool call as it ended up in a turn."""
@@ -470,6 +475,7 @@ class ConversationSession:
 
         self.deps.progress.listen(show_terminal)
         command = command_of(blocks)
+        images = tuple(b for b in blocks if isinstance(b, ImageBlock))
         stop: StopReason = "end_turn"
         usage = Usage()
         ending: Ending | None = None
@@ -481,7 +487,6 @@ class ConversationSession:
             if command is not None:
                 await compactor.compact(self, turn_id, send, "command", command[1] or None)
             else:
-                images = tuple(b for b in blocks if isinstance(b, ImageBlock))
                 stop, usage = await self._model_turn(turn_id, user_text, send, log_, images)
         except asyncio.CancelledError:
             if not self._cancel_requested:
@@ -502,8 +507,10 @@ class ConversationSession:
             record_turn(self.state, log_, ending)
             if first_input:
                 # The provider counted this turn's first request (history + prompt); the reply is what the
-                # history gained since. Later requests of the turn also held tool outputs the history drops.
-                self.state.reported_input_tokens = first_input + self.state.entries[-1].tokens
+                # history gained since. Later requests of the turn also held tool outputs the history drops,
+                # and the prompt's images, of which the history keeps only a mention.
+                counted = first_input - image_tokens(images, self.state.model)
+                self.state.reported_input_tokens = max(0, counted) + self.state.entries[-1].tokens
             summary = build_turn_summary(log_.turn_number, log_.events)
             self.state.remember_turn(summary)
             if self._wants_title(log_, ending):
@@ -557,7 +564,7 @@ class ConversationSession:
 
         model = self.state.model
         # Some providers reject input + max_tokens above the window: leave the answer only the room there is.
-        prompt_tokens = count_tokens(user_text) + IMAGE_TOKENS * len(images)
+        prompt_tokens = count_tokens(user_text) + image_tokens(images, model)
         room = model.context_limit - self.context_used() - prompt_tokens - OUTPUT_MARGIN_TOKENS
         settings: ModelSettings = {"max_tokens": max(MIN_OUTPUT_TOKENS, min(model.max_output_tokens, room))}
         if model.thinking:

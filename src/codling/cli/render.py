@@ -210,7 +210,8 @@ class TerminalRenderer:
                 self._fresh_line()
                 write_plan(self._out, event.steps)
                 self._open_tool = None
-                self._start_spinner()
+                if not self._titles:  # a tool still running (or asking) must not be overdrawn
+                    self._start_spinner()
             case TurnFailed():
                 write_error(self._out, event.message)
                 self._open_tool = None

@@ -12,7 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from codling.brain.events import Event, SpecialTurnPersisted, ToolCallFinished, TurnEnded, TurnFailed, TurnStarted
+from codling.brain.events import (
+    Event,
+    PlanUpdated,
+    SpecialTurnPersisted,
+    ToolCallFinished,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
 from codling.brain.reasoning import ReasoningBlock, Segment, TimelineItem, segment_turn, split_segments
 from codling.cli.draw import (
     StyledWriter,
@@ -20,12 +28,13 @@ from codling.cli.draw import (
     one_line,
     write_diff,
     write_error,
+    write_plan,
     write_reasoning,
     write_stop_note,
     write_tool_status,
     write_tool_title,
 )
-from codling.tools.base import PLAN_TOOL, STATUS_MARKS
+from codling.tools.base import PLAN_TOOL
 
 INTERRUPTED_NOTE = "(interrupted: the agent stopped before this turn finished)"
 """Shown under a turn whose end was never recorded (the process died or was killed)."""
@@ -105,12 +114,18 @@ def _write_turn(out: StyledWriter, number: int, turn: _Turn) -> None:
 
     # Only thinking turns are grouped; other turns show their thoughts and tools as they came, as live.
     items: Sequence[TimelineItem] = segment_turn(turn.events) if started.thinking else split_segments(turn.events)
+    plans = _plans_by_call(turn.events)
     for item in items:
+        segments = item.segments if isinstance(item, ReasoningBlock) else (item,)
         if isinstance(item, ReasoningBlock):
             out.end_line()
             write_reasoning(out, item.tool_calls, item.failed_tool_calls)
         else:
             _write_segment(out, item)
+        # A plan set inside the item is drawn after it (the last one, for a collapsed block).
+        shown = [plans[f.call_id] for s in segments if (f := s.finished) is not None and f.call_id in plans]
+        if shown:
+            write_plan(out, shown[-1].steps)
 
     ended: TurnEnded | None = None
     for event in turn.events:
@@ -153,8 +168,15 @@ def _write_result(out: StyledWriter, finished: ToolCallFinished | None) -> None:
     out.write("\n")
     if finished.diff is not None:
         write_diff(out, finished.diff)
-    if finished.tool_name == PLAN_TOOL and finished.status == "completed":
-        # The plan's steps are in the call's summary, as the model sees them across turns.
-        for line in finished.summary.splitlines():
-            if line[:3] in STATUS_MARKS.values():
-                out.line(f"    {line}", "dim")
+
+
+def _plans_by_call(events: Sequence[Event]) -> dict[str, PlanUpdated]:
+    """Each plan of a turn, by the id of the call that set it (the ``update_plan`` call finished just before)."""
+    plans: dict[str, PlanUpdated] = {}
+    last_call: str | None = None
+    for event in events:
+        if isinstance(event, ToolCallFinished):
+            last_call = event.call_id if event.tool_name == PLAN_TOOL else None
+        elif isinstance(event, PlanUpdated) and last_call is not None:
+            plans[last_call] = event
+    return plans

@@ -35,13 +35,14 @@ async def update_plan(ctx: RunContext[ToolDeps], steps: list[PlanStep], explanat
         raise ToolError("a step has no text; describe every step in a short sentence")
     if sum(s.status == "in_progress" for s in steps) > 1:
         raise ToolError("more than one step is in_progress; keep exactly one step in_progress at a time")
+    steps = [PlanStep(" ".join(s.step.split()), s.status, s.priority) for s in steps]  # one line each
     done = sum(s.status == "completed" for s in steps)
     text = plan_text(steps)
     note = f"{explanation.strip()}\n" if explanation and explanation.strip() else ""
     return ToolOutput(
         text=f"Plan updated ({done} of {len(steps)} steps completed).",
         summary=f"{note}Plan ({done}/{len(steps)} done):\n{text}",
-        plan=tuple(PlanStep(s.step.strip(), s.status, s.priority) for s in steps),
+        plan=tuple(steps),
     )
 
 
