@@ -30,8 +30,9 @@ from codling.brain.events import (
 )
 from codling.brain.factory import open_session
 from codling.brain.interactions import DEFAULT, PRESERVE_SYSTEM_CONTEXT, Interaction
+from codling.brain.options import TOOLS_SPENT_NOTE, SessionOptions
 from codling.brain.prompt import ResourceBlock, TextBlock
-from codling.brain.session import TOOLS_SPENT_NOTE, ConversationSession, SessionOptions
+from codling.brain.session import ConversationSession
 from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo

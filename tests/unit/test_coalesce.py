@@ -9,7 +9,7 @@ from pathlib import Path
 from codling.brain.coalesce import TextCoalescer
 from codling.brain.events import Event, TextDelta, ThoughtDelta, ToolCallFinished
 from codling.brain.factory import open_session
-from codling.brain.session import SessionOptions
+from codling.brain.options import SessionOptions
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from tests.fakes.scenarios import Say, Script, Until

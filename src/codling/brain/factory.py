@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from codling.brain.session import ConversationSession, ModelFactory, SessionOptions
+from codling.brain.options import SessionOptions
+from codling.brain.session import ConversationSession, ModelFactory
 from codling.brain.state import SessionState
 from codling.config import PermissionMode, Settings
 from codling.llm.catalog import ModelInfo

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from codling.brain import compaction, compactor
+from codling.brain import compactor
 from codling.brain.builtin_turns import clean_title, title_turn
 from codling.brain.coalesce import TextCoalescer
+from codling.brain.delivery import Barrier, DeliveredFirst
 from codling.brain.drive import drive
 from codling.brain.events import (
     Event,
@@ -39,6 +40,14 @@ from codling.brain.events import (
     TurnStarted,
     Usage,
     UsageUpdated,
+)
+from codling.brain.options import (
+    MIN_OUTPUT_TOKENS,
+    OUTPUT_MARGIN_TOKENS,
+    TOOL_SCHEMA_TOKENS,
+    TOOLS_SPENT_NOTE,
+    SessionOptions,
+    image_tokens,
 )
 from codling.brain.prompt import (
     ImageBlock,
@@ -71,7 +80,6 @@ from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
-from codling.tools.ports import Approver, Decision, PermissionRequest
 from codling.tools.toolset import ToolDeps, build_toolset
 
 if TYPE_CHECKING:
@@ -87,49 +95,6 @@ ModelFactory = Callable[[str], "Model"]
 
 TOOL_RETRIES = 3
 """How often the model may retry a tool call whose arguments did not validate, per tool and turn."""
-
-TOOL_SCHEMA_TOKENS = 1_500
-"""An estimate of what the tool definitions add to every request."""
-
-IMAGE_TOKENS = 1_600
-"""An estimate of what one attached image costs a request (providers scale and tile images differently)."""
-
-OUTPUT_MARGIN_TOKENS = 1_000
-MIN_OUTPUT_TOKENS = 1_024
-
-TOOLS_SPENT_NOTE = (
-    "You have used every tool pass this turn allows, so no tools are available now. Answer the user with what "
-    "you have: what you did, what you found, and what is left to do."
-)
-
-
-@dataclass(frozen=True)
-class SessionOptions:
-    """Bounds and behaviour of the turn loop."""
-
-    max_requests_per_turn: int = 50
-    """Model requests one turn may make; reaching it ends the turn with ``max_turn_requests``."""
-    max_tool_passes: int = 40
-    """Rounds of tool calls one turn may make; after that the model is asked once more, without tools, to
-    answer with what it has."""
-    run_tools: bool = True
-    """Whether the model is offered tools at all."""
-    merge_window: float = 0.005
-    """Coalescing: while text streams, deltas are merged and delivered at most once per this many seconds;
-    the first delta of a run of text is never held (see ``brain/coalesce.py``). 0 merges only what is queued."""
-    max_chunk_chars: int = 8192
-    """Coalescing: the largest merged text delta."""
-    compact_threshold: float = compaction.DEFAULT_THRESHOLD
-    """Compact before a turn once the context passes this share of the model's context limit."""
-    auto_title: bool = False
-    """After the first turn of a new session, name it with the title special turn (``SessionTitled``)."""
-    title_model: str | None = None
-    """The model id the title special turn uses (None: the session's model)."""
-
-
-def image_tokens(images: tuple[ImageBlock, ...], model: ModelInfo) -> int:
-    """What a prompt's images are estimated to cost a request (nothing when the model cannot see them)."""
-    return IMAGE_TOKENS * len(images) if model.images else 0
 
 
 @dataclass(frozen=True)
@@ -188,7 +153,7 @@ class ConversationSession:
         """The title special turn was started, or the session was restored (it has its title)."""
         self._background: set[asyncio.Task[None]] = set()
         if deps.permissions.approver is not None:
-            deps.permissions.approver = _DeliveredFirst(deps.permissions.approver, self._delivered)
+            deps.permissions.approver = DeliveredFirst(deps.permissions.approver, self._delivered)
 
     # -- configuration -------------------------------------------------------------------------------------
 
@@ -247,11 +212,11 @@ class ConversationSession:
                 self._task.cancel()
 
     async def _delivered(self) -> None:
-        """Wait until every event emitted so far has been handed to the observers (see ``_DeliveredFirst``)."""
+        """Wait until every event emitted so far has been handed to the observers (see ``brain/delivery.py``)."""
         if self._emit is None:
             return
         barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._emit(_Barrier(barrier))
+        self._emit(Barrier(barrier))
         await barrier
 
     # -- special turns -------------------------------------------------------------------------------------
@@ -409,7 +374,7 @@ class ConversationSession:
         coalescer = TextCoalescer(queue, window=self.options.merge_window, max_chars=self.options.max_chunk_chars)
         try:
             while (item := await coalescer.next()) is not _DONE:
-                if isinstance(item, _Barrier):
+                if isinstance(item, Barrier):
                     if not item.future.done():
                         item.future.set_result(None)
                     continue
@@ -590,24 +555,3 @@ class ConversationSession:
         """Finish every tool call that started but never finished, so no client shows it running forever."""
         for started in log_.open_calls():
             send(ToolCallFinished(turn_id, started.call_id, started.tool_name, "failed", reason))
-
-
-@dataclass(frozen=True)
-class _Barrier:
-    """A marker in the event queue: resolved once every event before it has reached the observers."""
-
-    future: asyncio.Future[None]
-
-
-class _DeliveredFirst:
-    """An approver that first lets every event so far reach the observers, so a client hears of a tool call
-    (its title, its diff) before it is asked to allow it."""
-
-    def __init__(self, inner: Approver, delivered: Callable[[], Awaitable[None]]) -> None:
-        self._inner = inner
-        self._delivered = delivered
-
-    async def ask(self, request: PermissionRequest) -> Decision:
-        """Wait for delivery, then ask the wrapped approver."""
-        await self._delivered()
-        return await self._inner.ask(request)

@@ -1,0 +1,52 @@
+"""The bounds of a session's turn loop, and the token estimates it budgets requests with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codling.brain import compaction
+from codling.brain.prompt import ImageBlock
+from codling.llm.catalog import ModelInfo
+
+TOOL_SCHEMA_TOKENS = 1_500
+"""An estimate of what the tool definitions add to every request."""
+
+IMAGE_TOKENS = 1_600
+"""An estimate of what one attached image costs a request (providers scale and tile images differently)."""
+
+OUTPUT_MARGIN_TOKENS = 1_000
+MIN_OUTPUT_TOKENS = 1_024
+
+TOOLS_SPENT_NOTE = (
+    "You have used every tool pass this turn allows, so no tools are available now. Answer the user with what "
+    "you have: what you did, what you found, and what is left to do."
+)
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """Bounds and behaviour of the turn loop."""
+
+    max_requests_per_turn: int = 50
+    """Model requests one turn may make; reaching it ends the turn with ``max_turn_requests``."""
+    max_tool_passes: int = 40
+    """Rounds of tool calls one turn may make; after that the model is asked once more, without tools, to
+    answer with what it has."""
+    run_tools: bool = True
+    """Whether the model is offered tools at all."""
+    merge_window: float = 0.005
+    """Coalescing: while text streams, deltas are merged and delivered at most once per this many seconds;
+    the first delta of a run of text is never held (see ``brain/coalesce.py``). 0 merges only what is queued."""
+    max_chunk_chars: int = 8192
+    """Coalescing: the largest merged text delta."""
+    compact_threshold: float = compaction.DEFAULT_THRESHOLD
+    """Compact before a turn once the context passes this share of the model's context limit."""
+    auto_title: bool = False
+    """After the first turn of a new session, name it with the title special turn (``SessionTitled``)."""
+    title_model: str | None = None
+    """The model id the title special turn uses (None: the session's model)."""
+
+
+def image_tokens(images: tuple[ImageBlock, ...], model: ModelInfo) -> int:
+    """What a prompt's images are estimated to cost a request (nothing when the model cannot see them)."""
+    return IMAGE_TOKENS * len(images) if model.images else 0
