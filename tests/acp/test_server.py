@@ -377,3 +377,28 @@ async def test_image_data_is_cleaned_or_refused_with_a_note(home: Path, project:
     assert isinstance(content[1], BinaryContent) and content[1].data == base64.b64decode(PIXEL)
     assert "[The user attached an image, broken.png, that could not be decoded.]" in content[0]
     assert "the image broken.png could not be decoded, so it was not sent to the model" in client.agent_text()
+
+
+async def test_a_delegate_works_under_its_call_in_the_editor(start) -> None:  # type: ignore[no-untyped-def]
+    steps = [{"step": "Read app.py", "status": "pending"}]
+    script = Script(
+        [
+            [Call("delegate", {"agent": "planner", "task": "Plan the change"}, "d1")],
+            [Call("read_file", {"path": "src/app.py"}, "r1"), Call("update_plan", {"steps": steps}, "p1")],
+            [Say("Step 1: read app.py")],
+            [Say("Planned.")],
+        ]
+    )
+    async with start(script) as h:
+        sid = await h.new(mode="yolo")
+        assert await h.say(sid, "plan it") == "end_turn"
+    calls = h.client.of_kind("tool_call")
+    assert [c.tool_call_id for c in calls] == ["d1"]  # the delegate's own calls are not cards of their own
+    assert calls[0].title == "Delegate to the planner: Plan the change"
+    updates = [u for u in h.client.of_kind("tool_call_update") if u.tool_call_id == "d1"]
+    notes = [u.content[0].content.text for u in updates if u.status == "in_progress"]
+    assert notes[-1] == "→ Read src/app.py\n→ Update the plan"
+    assert updates[-1].status == "completed"
+    assert updates[-1].content == [helpers.tool_content(helpers.text_block("Step 1: read app.py"))]
+    (plan,) = h.client.of_kind("plan")
+    assert [e.content for e in plan.entries] == ["Read app.py"]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,9 @@ def make_deps(root: Path, approver: ScriptedApprover | None = None) -> ToolDeps:
 async def test_toolset_offers_the_named_tools(tmp_path: Path) -> None:
     ctx = RunContext(deps=make_deps(tmp_path), model=TestModel(), usage=RunUsage())
     tools = await build_toolset().get_tools(ctx)
-    assert tuple(tools) == TOOL_NAMES
+    assert tuple(tools) == tuple(n for n in TOOL_NAMES if n != "delegate")  # no delegator: no delegating
+    delegating = RunContext(deps=replace(make_deps(tmp_path), delegator=object()), model=TestModel(), usage=RunUsage())  # type: ignore[arg-type]
+    assert tuple(await build_toolset().get_tools(delegating)) == TOOL_NAMES
     assert sorted(READ_ONLY_TOOLS) == ["list_files", "read_file", "search", "update_plan"]
     for tool in tools.values():
         assert tool.tool_def.description

@@ -30,6 +30,7 @@ from codling.brain.events import (
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
+    ToolCallNote,
     ToolCallStarted,
     ToolCallTerminal,
     TurnEnded,
@@ -144,6 +145,9 @@ def translate(event: Event) -> list[Update]:
                     raw_input=event.raw_input,
                 )
             ]
+        case ToolCallNote():
+            note = [helpers.tool_content(helpers.text_block(event.text))]
+            return [helpers.update_tool_call(event.call_id, status="in_progress", content=note)]
         case ToolCallTerminal():
             terminal = [helpers.tool_terminal_ref(event.terminal_id)]
             return [helpers.update_tool_call(event.call_id, status="in_progress", content=terminal)]

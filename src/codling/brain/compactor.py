@@ -55,6 +55,7 @@ async def compact(
             entries,
             recent_files=state.recent_files,
             commands=[c for s in state.turn_summaries for c in s.commands],
+            delegate_results=[f"{role}: {reply}" for role, reply in state.delegate_notes.items()],
         )
 
     config = summarize_turn(

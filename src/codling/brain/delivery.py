@@ -8,7 +8,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from codling.tools.ports import Approver, Decision, PermissionRequest
+from codling.brain.events import Event, PlanUpdated, ToolCallNote, ToolCallTerminal
+from codling.tools.ports import Approver, Decision, PermissionRequest, PlanStep
 
 
 @dataclass(frozen=True)
@@ -30,3 +31,26 @@ class DeliveredFirst:
         """Wait for delivery, then ask the wrapped approver."""
         await self._delivered()
         return await self._inner.ask(request)
+
+
+class TurnProgress:
+    """Where the running turn's tools report progress (``ToolProgress``): as the turn's own events, in order
+    with the rest. A terminal is reported only once the client has it, so it is shown before it is released."""
+
+    def __init__(self, turn_id: str, send: Callable[[Event], None], delivered: Callable[[], Awaitable[None]]) -> None:
+        self._turn_id = turn_id
+        self._send = send
+        self._delivered = delivered
+
+    async def terminal(self, call_id: str, terminal_id: str) -> None:
+        """The call's command runs in the editor's terminal."""
+        self._send(ToolCallTerminal(self._turn_id, call_id, terminal_id))
+        await self._delivered()
+
+    def note(self, call_id: str, text: str) -> None:
+        """What the call is doing now."""
+        self._send(ToolCallNote(self._turn_id, call_id, text))
+
+    def plan(self, steps: tuple[PlanStep, ...]) -> None:
+        """A plan a tool made, as the session's plan."""
+        self._send(PlanUpdated(self._turn_id, steps))

@@ -1,8 +1,9 @@
 """The brain's typed event stream.
 
 A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``,
-``ToolCallTerminal`` (live only), ``ToolCallFinished``, ``PlanUpdated`` and compaction pairs (``CompactionStarted`` then
-``ContextCompacted``); at most one ``TurnFailed``; one ``UsageUpdated``; and exactly one ``TurnEnded``.
+``ToolCallTerminal`` and ``ToolCallNote`` (live only), ``ToolCallFinished``, ``PlanUpdated`` and compaction
+pairs (``CompactionStarted`` then ``ContextCompacted``); at most one ``TurnFailed``; one ``UsageUpdated``; and
+exactly one ``TurnEnded``.
 Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Outside turns,
 observers also get ``SpecialTurnPersisted`` (a special turn changed the history) and ``SessionTitled``.
 Events are frozen and carry no provider or protocol types.
@@ -117,6 +118,17 @@ class ToolCallTerminal:
 
 
 @dataclass(frozen=True)
+class ToolCallNote:
+    """What a running tool call is doing, as the whole text to show under it (a delegate's steps so far).
+    Live only: never recorded (the call's result says what it did)."""
+
+    turn_id: str
+    call_id: str
+    text: str
+    kind: Literal["tool_call_note"] = "tool_call_note"
+
+
+@dataclass(frozen=True)
 class PlanUpdated:
     """The model set its plan for the task (the whole list of steps, replacing any earlier plan)."""
 
@@ -217,6 +229,7 @@ Event = (
     | ThoughtDelta
     | ToolCallStarted
     | ToolCallTerminal
+    | ToolCallNote
     | ToolCallFinished
     | PlanUpdated
     | CompactionStarted

@@ -45,6 +45,12 @@ class SessionOptions:
     """After the first turn of a new session, name it with the title special turn (``SessionTitled``)."""
     title_model: str | None = None
     """The model id the title special turn uses (None: the session's model)."""
+    delegates: bool = True
+    """Whether the model may hand tasks to delegates (sub-agents); off inside a delegate, so depth is bounded."""
+    tool_names: frozenset[str] | None = None
+    """The tools the model is offered (None: all); a delegate's role limits them."""
+    role_instructions: str | None = None
+    """Instructions added to the system prompt (a delegate's role)."""
 
 
 def image_tokens(images: tuple[ImageBlock, ...], model: ModelInfo) -> int:

@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from codling.brain import compaction
-from codling.brain.events import ContextCompacted, Event, SpecialTurnPersisted, ToolCallFinished, TurnEnded, TurnStarted
+from codling.brain.delegates import CARRYOVER_CHARS
+from codling.brain.events import (
+    ContextCompacted,
+    Event,
+    SpecialTurnPersisted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnEnded,
+    TurnStarted,
+)
 from codling.brain.prompt import render_prompt
 from codling.brain.special_turns import persisted_entries
 from codling.brain.state import HistoryEntry, SessionState
@@ -29,6 +38,7 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
     older codling wrote it while the turn's last events were still on their way) is applied after that turn.
     """
     log_: TurnLog | None = None  # the open turn, unless it is a slash command (not part of the text history)
+    delegates: dict[str, str] = {}  # call id -> role, for the delegate calls seen
     in_turn = False
     waiting: list[SpecialTurnPersisted] = []  # recorded inside the open turn
 
@@ -56,8 +66,12 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
                 waiting.append(event)
             else:
                 _apply_special(state, event)
+        elif isinstance(event, ToolCallStarted) and event.tool_name == "delegate":
+            delegates[event.call_id] = str(event.raw_input.get("agent", ""))
         elif isinstance(event, ToolCallFinished):
             state.recent_files = update_recent_files(state.recent_files, event)
+            if (role := delegates.pop(event.call_id, None)) and event.status == "completed":
+                state.delegate_notes = {**state.delegate_notes, role: event.text[:CARRYOVER_CHARS]}
         elif isinstance(event, TurnEnded) and event.summary is not None:
             state.remember_turn(event.summary)
         if log_ is not None:

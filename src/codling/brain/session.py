@@ -19,14 +19,14 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from codling.brain import compactor
 from codling.brain.builtin_turns import clean_title, title_turn
 from codling.brain.coalesce import TextCoalescer
-from codling.brain.delivery import Barrier, DeliveredFirst
+from codling.brain.delivery import Barrier, DeliveredFirst, TurnProgress
 from codling.brain.drive import drive
 from codling.brain.events import (
     Event,
@@ -34,7 +34,6 @@ from codling.brain.events import (
     StopReason,
     ToolCallFinished,
     ToolCallStarted,
-    ToolCallTerminal,
     TurnEnded,
     TurnFailed,
     TurnStarted,
@@ -154,6 +153,10 @@ class ConversationSession:
         self._background: set[asyncio.Task[None]] = set()
         if deps.permissions.approver is not None:
             deps.permissions.approver = DeliveredFirst(deps.permissions.approver, self._delivered)
+        if self.options.delegates and deps.delegator is None:
+            from codling.brain.delegates import SessionDelegator
+
+            self.deps = replace(deps, delegator=SessionDelegator(self))
 
     # -- configuration -------------------------------------------------------------------------------------
 
@@ -276,6 +279,11 @@ class ConversationSession:
         task.add_done_callback(self._background.discard)
         return task
 
+    @property
+    def model_factory(self) -> ModelFactory | None:
+        """How this session builds models from ids (None: from the providers); delegates use the same."""
+        return self._model_factory
+
     def model_for(self, model_id: str | None) -> Model:
         """The session's pydantic-ai model, or the model ``model_id`` names."""
         if model_id is None or model_id == self.state.model.id:
@@ -288,6 +296,8 @@ class ConversationSession:
         """The session's system prompt (static part), built once per session."""
         if self._system_prompt is None:
             self._system_prompt = system_prompt(self.state.cwd, self.state.additional_dirs)
+            if self.options.role_instructions:
+                self._system_prompt += "\n" + self.options.role_instructions.strip() + "\n"
             self._system_tokens = count_tokens(self._system_prompt)
         return self._system_prompt
 
@@ -309,8 +319,13 @@ class ConversationSession:
         changed between turns apply to the next one."""
         from pydantic_ai.toolsets import FilteredToolset
 
-        def offered(ctx: Any, _tool: Any) -> bool:
-            return self.options.run_tools and ctx.run_step <= self.options.max_tool_passes
+        def offered(ctx: Any, tool: Any) -> bool:
+            names = self.options.tool_names
+            return (
+                self.options.run_tools
+                and ctx.run_step <= self.options.max_tool_passes
+                and (names is None or tool.name in names)
+            )
 
         return FilteredToolset(build_toolset(), offered)
 
@@ -433,12 +448,7 @@ class ConversationSession:
             emit(event)
 
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
-
-        async def show_terminal(call_id: str, terminal_id: str) -> None:
-            send(ToolCallTerminal(turn_id, call_id, terminal_id))
-            await self._delivered()  # the client knows the terminal before the tool can release it
-
-        self.deps.progress.listen(show_terminal)
+        self.deps.progress.listen(TurnProgress(turn_id, send, self._delivered))
         command = command_of(blocks)
         images = tuple(b for b in blocks if isinstance(b, ImageBlock))
         stop: StopReason = "end_turn"

@@ -225,9 +225,14 @@ class SpecialTurns:
         model = session.model_for(config.model)
         instructions = config.instructions if config.instructions is not None else session.instructions()
         toolsets = [session.toolset(config.tool_filter)] if config.run_tools and config.tool_filter != "-*" else []
-        # Nobody watches a special turn, so nobody can be asked (gated tools run only if the mode allows them)
-        # and nothing it runs is shown (its terminals report to nowhere).
-        deps = replace(session.deps, permissions=session.deps.permissions.unattended(), progress=ToolProgress())
+        # Nobody watches a special turn, so nobody can be asked (gated tools run only if the mode allows them),
+        # nothing it runs is shown (its terminals report to nowhere), and it hands nothing to delegates.
+        deps = replace(
+            session.deps,
+            permissions=session.deps.permissions.unattended(),
+            progress=ToolProgress(),
+            delegator=None,
+        )
         agent: Agent[Any, str] = Agent(
             model,
             deps_type=type(deps),

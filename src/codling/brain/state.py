@@ -70,6 +70,8 @@ class SessionState:
     """The last two turns' execution summaries, oldest first."""
     reported_input_tokens: int = 0
     """Input tokens the provider reported for the latest request (0 after a compaction)."""
+    delegate_notes: dict[str, str] = field(default_factory=dict)
+    """The answer of each delegate role's latest run in this session (for carryover), by role."""
     replacements: int = 0
     """How often the history was replaced (a special turn's result applies only to the history it read)."""
     _messages: list[Any] = field(default_factory=list, repr=False)

@@ -34,7 +34,9 @@ from codling.brain.events import (
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
+    ToolCallNote,
     ToolCallStarted,
+    ToolCallTerminal,
     TurnEnded,
     TurnFailed,
     TurnStarted,
@@ -185,6 +187,8 @@ class TerminalRenderer:
         """Draw one event."""
         if isinstance(event, SessionTitled | SpecialTurnPersisted):
             return  # not part of a turn; a one-shot run shows neither
+        if isinstance(event, ToolCallNote | ToolCallTerminal):
+            return  # an editor's view of a running call; the terminal shows the call's line and its result
         if self._thinking_turn and not isinstance(event, TurnStarted) and self._reasoning(event):
             return
         self._stop_spinner()

@@ -87,14 +87,18 @@ class Permissions:
         if decision == "allow_always" and key is not None:
             self._always.add(key)
 
-    def unattended(self) -> Permissions:
-        """A view with the same mode (read live: a change applies at once) and remembered answers, and no one
-        to ask, for work the user does not watch (a special turn): what would need a question is refused, with
-        a message saying so."""
-        permissions = Permissions(self.mode, None)
+    def view(self, approver: Approver | None) -> Permissions:
+        """A view with the same mode (read live: a change applies at once) and remembered answers, asking
+        ``approver`` (a delegate's session wraps its own approver without touching these)."""
+        permissions = Permissions(self.mode, approver)
         permissions._of = self
         permissions._always = self._always
         return permissions
+
+    def unattended(self) -> Permissions:
+        """A view with no one to ask, for work the user does not watch (a special turn): what would need a
+        question is refused, with a message saying so."""
+        return self.view(None)
 
     @property
     def always_allowed(self) -> frozenset[tuple[str, str]]:

@@ -3,29 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from codling.config import PERMISSION_MODES, PermissionMode
-from codling.tools.ports import FileDiff, FileSystem, Location, Terminal, ToolKind
-
-PlanStatus = Literal["pending", "in_progress", "completed"]
-PlanPriority = Literal["high", "medium", "low"]
-
-PLAN_TOOL = "update_plan"
-"""The tool that sets the model's plan (``tools/plan.py``); clients show the plan rather than the call."""
-
-STATUS_MARKS: dict[PlanStatus, str] = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
-"""How each step's status is written in a plan's text (its summary, the terminal's checklist)."""
-
-
-@dataclass(frozen=True)
-class PlanStep:
-    """One step of the model's plan (ACP's plan entry)."""
-
-    step: str
-    """What to do, in a short imperative sentence."""
-    status: PlanStatus = "pending"
-    priority: PlanPriority = "medium"
+from codling.tools.ports import PLAN_TOOL, STATUS_MARKS, FileDiff, FileSystem, Location, PlanStep, Terminal, ToolKind
 
 
 @dataclass(frozen=True)
@@ -68,10 +48,13 @@ class ToolReport:
 
 __all__ = [
     "PERMISSION_MODES",
+    "PLAN_TOOL",
+    "STATUS_MARKS",
     "FileDiff",
     "FileSystem",
     "Location",
     "PermissionMode",
+    "PlanStep",
     "Terminal",
     "ToolCallInfo",
     "ToolOutput",

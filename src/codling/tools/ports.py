@@ -18,6 +18,25 @@ ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think
 Decision = Literal["allow_once", "allow_always", "reject"]
 """The user's answer to a permission request."""
 
+PlanStatus = Literal["pending", "in_progress", "completed"]
+PlanPriority = Literal["high", "medium", "low"]
+
+PLAN_TOOL = "update_plan"
+"""The tool that sets the model's plan (``tools/plan.py``); clients show the plan rather than the call."""
+
+STATUS_MARKS: dict[PlanStatus, str] = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+"""How each step's status is written in a plan's text (its summary, the terminal's checklist)."""
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One step of the model's plan (ACP's plan entry)."""
+
+    step: str
+    """What to do, in a short imperative sentence."""
+    status: PlanStatus = "pending"
+    priority: PlanPriority = "medium"
+
 
 @dataclass(frozen=True)
 class FileDiff:
@@ -113,14 +132,61 @@ class ToolProgress:
     """
 
     def __init__(self) -> None:
-        self._listener: Callable[[str, str], Awaitable[None]] | None = None
+        self._listener: ProgressListener | None = None
 
-    def listen(self, listener: Callable[[str, str], Awaitable[None]] | None) -> None:
-        """Send ``(call_id, terminal_id)`` reports to ``listener`` from now on (None: to nowhere); it returns
-        once the report has reached the user."""
+    def listen(self, listener: ProgressListener | None) -> None:
+        """Send reports to ``listener`` from now on (None: to nowhere)."""
         self._listener = listener
 
     async def terminal(self, call_id: str, terminal_id: str) -> None:
         """Tool call ``call_id`` runs in the client's terminal ``terminal_id``; returns once that is shown."""
         if self._listener is not None:
-            await self._listener(call_id, terminal_id)
+            await self._listener.terminal(call_id, terminal_id)
+
+    def note(self, call_id: str, text: str) -> None:
+        """What tool call ``call_id`` is doing now, as the whole text to show under it (a delegate's steps)."""
+        if self._listener is not None:
+            self._listener.note(call_id, text)
+
+    def plan(self, steps: tuple[PlanStep, ...]) -> None:
+        """A plan a tool made (a planner delegate's), to show as the session's plan."""
+        if self._listener is not None:
+            self._listener.plan(steps)
+
+
+class ProgressListener(Protocol):
+    """What the running turn does with tool progress (``ToolProgress``)."""
+
+    async def terminal(self, call_id: str, terminal_id: str) -> None:
+        """Show the terminal under the call; return once the user can see it."""
+        ...
+
+    def note(self, call_id: str, text: str) -> None:
+        """Show ``text`` under the call."""
+        ...
+
+    def plan(self, steps: tuple[PlanStep, ...]) -> None:
+        """Show ``steps`` as the plan."""
+        ...
+
+
+DelegateRole = Literal["planner", "reviewer", "coder"]
+
+
+@dataclass(frozen=True)
+class DelegateOutcome:
+    """How a delegate's run ended: its reply, and why it stopped if not by answering."""
+
+    reply: str
+    stop_reason: str = "end_turn"
+    error: str | None = None
+
+
+class Delegator(Protocol):
+    """Runs a delegate (a sub-agent in a session of its own) for a tool call of the session."""
+
+    async def delegate(
+        self, call_id: str, role: DelegateRole, task: str, context: str, carryover: bool
+    ) -> DelegateOutcome:
+        """Run the ``role`` delegate on ``task`` to its end and return what it answered."""
+        ...

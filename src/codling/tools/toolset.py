@@ -20,7 +20,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from codling.errors import PathError, ToolError
 from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
-from codling.tools.ports import FileSystem, Location, Terminal, ToolKind, ToolProgress
+from codling.tools.ports import Delegator, FileSystem, Location, Terminal, ToolKind, ToolProgress
 from codling.tools.workspace import Workspace
 
 TOOL_NAMES: tuple[str, ...] = (
@@ -28,6 +28,7 @@ TOOL_NAMES: tuple[str, ...] = (
     "list_files",
     "search",
     "update_plan",
+    "delegate",
     "edit_file",
     "write_file",
     "run_command",
@@ -45,9 +46,11 @@ _TOOL_KINDS: dict[str, ToolKind] = {
     "write_file": "edit",
     "run_command": "execute",
     "update_plan": "think",
+    "delegate": "think",
 }
 
 _TITLE_COMMAND_CHARS = 200
+_TITLE_TASK_CHARS = 100
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class ToolDeps:
     """Most characters of command output kept for the model."""
     progress: ToolProgress = field(default_factory=ToolProgress)
     """Where tools report what the user can watch while they run (the session connects it to its turns)."""
+    delegator: Delegator | None = None
+    """Runs delegates (sub-agents); None where delegating is not allowed (inside a delegate: depth is bounded)."""
 
 
 class ReportingToolset(WrapperToolset[ToolDeps]):
@@ -102,6 +107,7 @@ def valid_text(text: str) -> str:
 def build_toolset() -> AbstractToolset[ToolDeps]:
     """The tools (see :data:`TOOL_NAMES`) as one toolset for an agent whose deps are :class:`ToolDeps`."""
     # Imported here because the tool modules import ToolDeps from this one.
+    from codling.tools.delegate import delegate
     from codling.tools.files import edit_file, read_file, write_file
     from codling.tools.plan import update_plan
     from codling.tools.search import list_files, search
@@ -110,12 +116,18 @@ def build_toolset() -> AbstractToolset[ToolDeps]:
     functions = FunctionToolset[ToolDeps](docstring_format="google", require_parameter_descriptions=True)
     for reader in (read_file, list_files, search, update_plan):
         functions.add_function(reader)
+    functions.add_function(delegate, prepare=_when_delegating, sequential=True)
     # pydantic-ai runs a response's tool calls concurrently: two edits of one file would each read the old
     # text and the last write would win, and the user would get overlapping permission prompts. Sequential
     # tools run alone, one at a time, in the order the model called them.
     for changer in (edit_file, write_file, run_command):
         functions.add_function(changer, sequential=True)
     return ReportingToolset(functions)
+
+
+async def _when_delegating(ctx: RunContext[ToolDeps], tool_def: Any) -> Any:
+    """Offer ``delegate`` only where delegating is allowed (not inside a delegate)."""
+    return tool_def if ctx.deps.delegator is not None else None
 
 
 def describe_call(tool_name: str, args: dict[str, Any], workspace: Workspace) -> ToolCallInfo:
@@ -135,6 +147,10 @@ def _describe(tool_name: str, args: dict[str, Any], workspace: Workspace, kind: 
         return ToolCallInfo(title=f"Run `{_short_command(str(args['command']))}`", kind=kind)
     if tool_name == "update_plan":
         return ToolCallInfo(title="Update the plan", kind=kind)
+    if tool_name == "delegate":
+        task = " ".join(str(args.get("task", "")).split())
+        task = task if len(task) <= _TITLE_TASK_CHARS else task[: _TITLE_TASK_CHARS - 1] + "…"
+        return ToolCallInfo(title=f"Delegate to the {args.get('agent', 'sub-agent')}: {task}", kind=kind)
     if tool_name not in _TOOL_KINDS:
         return ToolCallInfo(title=tool_name, kind=kind)
     if tool_name in ("read_file", "edit_file", "write_file") and not args.get("path"):

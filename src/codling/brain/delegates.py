@@ -1,0 +1,127 @@
+"""Delegates: sub-agents (planner, reviewer, coder) that take a task from the session's model.
+
+A delegate is a fresh ``ConversationSession`` with its own state: the same model, workspace, ports and
+permissions (a view of them: its approvals are the user's, its mode the session's), its role's instructions
+(``prompts/<role>.md``) and its role's tools, and no delegate tool of its own, so depth is bounded. It gets
+only the task, the context the model gave, what the session's last turns did ("Prior context") and, with
+carryover, the summary of the previous run of the same delegate in this session. Its steps show under the
+parent tool call while it works (``ToolCallNote``), and the user is asked about its edits and commands under
+that call too; a planner's plan becomes the session's plan. Cancelling the parent turn cancels it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from codling.brain.builtin_turns import prompt_text
+from codling.brain.events import PlanUpdated, TextDelta, ToolCallFinished, ToolCallStarted, TurnEnded, TurnFailed
+from codling.brain.state import SessionState
+from codling.brain.summaries import render_turn_summary
+from codling.tools.ports import Approver, Decision, DelegateOutcome, DelegateRole, PermissionRequest, ToolProgress
+
+if TYPE_CHECKING:
+    from codling.brain.session import ConversationSession
+
+ROLE_TOOLS: dict[DelegateRole, frozenset[str]] = {
+    "planner": frozenset({"read_file", "list_files", "search", "update_plan"}),
+    "reviewer": frozenset({"read_file", "list_files", "search", "run_command"}),
+    "coder": frozenset({"read_file", "list_files", "search", "edit_file", "write_file", "run_command"}),
+}
+"""What each delegate may use: planners and reviewers change nothing; no delegate may delegate."""
+
+NOTE_STEPS = 12
+"""How many of a delegate's latest steps show under the parent tool call."""
+
+CARRYOVER_CHARS = 1_500
+
+
+class SessionDelegator:
+    """Runs the delegates of one session (its ``ToolDeps.delegator``)."""
+
+    def __init__(self, parent: ConversationSession) -> None:
+        self._parent = parent
+
+    async def delegate(
+        self, call_id: str, role: DelegateRole, task: str, context: str, carryover: bool
+    ) -> DelegateOutcome:
+        """Run the ``role`` delegate on ``task`` and return its answer; its steps show under ``call_id``."""
+        from codling.brain.session import ConversationSession
+
+        parent = self._parent
+        state = parent.state
+        child_state = SessionState(
+            session_id=f"{state.session_id}.{role}",
+            cwd=state.cwd,
+            model=state.model,
+            mode=state.mode,
+            additional_dirs=state.additional_dirs,
+        )
+        approver = parent.deps.permissions.approver
+        deps = replace(
+            parent.deps,
+            permissions=parent.deps.permissions.view(
+                _UnderParentCall(approver, call_id, role) if approver is not None else None
+            ),
+            progress=ToolProgress(),
+            delegator=None,
+        )
+        options = replace(
+            parent.options,
+            auto_title=False,
+            delegates=False,
+            tool_names=ROLE_TOOLS[role],
+            role_instructions=prompt_text(role),
+        )
+        child = ConversationSession(child_state, deps, model_factory=parent.model_factory, options=options)
+        progress = parent.deps.progress
+        steps: list[str] = []
+        reply: list[str] = []
+        outcome = DelegateOutcome("")
+        async for event in child.stream(self.prompt(role, task, context, carryover)):
+            match event:
+                case ToolCallStarted():
+                    steps.append(f"→ {event.title}")
+                    progress.note(call_id, "\n".join(steps[-NOTE_STEPS:]))
+                case ToolCallFinished() if event.status == "failed":
+                    steps.append(f"  failed: {event.text.splitlines()[0] if event.text else event.tool_name}")
+                    progress.note(call_id, "\n".join(steps[-NOTE_STEPS:]))
+                case PlanUpdated():
+                    progress.plan(event.steps)
+                case TextDelta():
+                    reply.append(event.text)
+                case TurnFailed():
+                    outcome = replace(outcome, error=event.message)
+                case TurnEnded():
+                    outcome = replace(outcome, stop_reason=event.stop_reason)
+        outcome = replace(outcome, reply="".join(reply).strip())
+        state.delegate_notes = {**state.delegate_notes, role: outcome.reply[:CARRYOVER_CHARS]}
+        return outcome
+
+    def prompt(self, role: DelegateRole, task: str, context: str, carryover: bool) -> str:
+        """What the delegate is told: the task, the model's context, the last turns, and its previous run."""
+        state = self._parent.state
+        parts = [f"# Task\n{task}"]
+        if context:
+            parts.append(f"# Context from the lead agent\n{context}")
+        if state.turn_summaries:
+            prior = "\n\n".join(render_turn_summary(s, state.cwd) for s in state.turn_summaries)
+            parts.append(f"# Prior context (what the lead agent's last turns did)\n{prior}")
+        if carryover and (note := state.delegate_notes.get(role)):
+            parts.append(f"# Your previous run as the {role} in this session ended with\n{note}")
+        return "\n\n".join(parts)
+
+
+class _UnderParentCall:
+    """Asks the session's approver about a delegate's tool call as a request of the parent call, which is the
+    one the client knows (the delegate's own calls are not shown): ``planner: Run `pytest` ``."""
+
+    def __init__(self, inner: Approver, call_id: str, role: DelegateRole) -> None:
+        self._inner = inner
+        self._call_id = call_id
+        self._role = role
+
+    async def ask(self, request: PermissionRequest) -> Decision:
+        """Ask under the parent call's id, the title naming the delegate."""
+        title = f"{self._role}: {request.title}"
+        return await self._inner.ask(replace(request, tool_call_id=self._call_id, title=title))

@@ -1,0 +1,50 @@
+"""The delegate tool: hand a self-contained task to a sub-agent (planner, reviewer or coder) that works in a
+session of its own and answers with its result (``brain/delegates.py`` runs it, through ``ToolDeps.delegator``)."""
+
+from __future__ import annotations
+
+from pydantic_ai import RunContext
+
+from codling.errors import ToolError
+from codling.tools.base import ToolOutput
+from codling.tools.ports import DelegateRole
+from codling.tools.shell import trim_middle
+from codling.tools.toolset import ToolDeps
+
+SUMMARY_REPLY_CHARS = 1_500
+"""Most characters of a delegate's answer kept in the call's summary (what later turns see of it)."""
+
+
+async def delegate(
+    ctx: RunContext[ToolDeps], agent: DelegateRole, task: str, context: str = "", carryover: bool = False
+) -> ToolOutput:
+    """Hand a self-contained task to a sub-agent and get its answer back.
+
+    The sub-agent starts with nothing of this conversation: it gets only the task, the context you give it
+    and what the last turns did. Use it for work that is easier with a fresh view:
+    - planner: reads the code and returns a step-by-step plan (it shows the plan to the user); it changes nothing.
+    - reviewer: reads the code (and may run commands such as tests) and returns concrete findings; it changes
+      nothing.
+    - coder: makes a well-specified change (reads, edits, runs commands) and reports what it did.
+
+    Args:
+        agent: Which sub-agent: planner, reviewer or coder.
+        task: What it should do, stated completely (it cannot ask you questions).
+        context: What it needs to know that the task does not say: files, decisions, constraints.
+        carryover: Also give it the summary of its own previous run in this session (for follow-ups).
+    """
+    deps = ctx.deps
+    if deps.delegator is None:
+        raise ToolError("delegates cannot delegate further; do the work yourself")
+    if not task.strip():
+        raise ToolError("the task is empty; state what the sub-agent should do")
+    outcome = await deps.delegator.delegate(ctx.tool_call_id or "", agent, task.strip(), context.strip(), carryover)
+    reply = outcome.reply or "(no answer)"
+    text = reply
+    if outcome.error:
+        text += f"\n\n[The {agent} failed: {outcome.error}]"
+    elif outcome.stop_reason != "end_turn":
+        text += f"\n\n[The {agent} stopped before it finished: {outcome.stop_reason}]"
+    task_line = " ".join(task.split())
+    summary = f"{agent} on: {task_line[:300]}\n{trim_middle(text, SUMMARY_REPLY_CHARS)}"
+    return ToolOutput(text=text, summary=summary)

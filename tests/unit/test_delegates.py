@@ -1,0 +1,162 @@
+"""Delegates: sub-agents in sessions of their own, with their role's tools, seen under the parent call."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from acp import helpers
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+
+from codling.acp.translate import translate
+from codling.brain.builtin_turns import prompt_text
+from codling.brain.delegates import ROLE_TOOLS
+from codling.brain.events import ContextCompacted, Event, PlanUpdated, ToolCallNote
+from codling.brain.factory import open_session
+from codling.brain.session import ConversationSession
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo
+from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from codling.tools.base import PlanStep
+from tests.fakes.approver import ScriptedApprover
+from tests.fakes.scenarios import Call, Fail, Say, Script, Wait
+
+MODEL = ModelInfo("test:delegates", context_limit=100_000)
+PLAN_STEPS = [{"step": "Read parser.py", "status": "pending"}, {"step": "Fix the bug", "status": "pending"}]
+
+
+def observed(session: ConversationSession) -> list[Event]:
+    seen: list[Event] = []
+
+    async def observer(event: Event) -> None:
+        seen.append(event)
+
+    session.subscribe(observer)
+    return seen
+
+
+def prompt_of(request: list[ModelMessage]) -> str:
+    return "\n".join(
+        str(p.content) for m in request if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)
+    )
+
+
+async def test_a_planner_works_alone_with_its_tools_and_its_plan_becomes_the_session_s(
+    project: Path, settings: Settings
+) -> None:
+    script = Script(
+        [
+            [Say("I did the groundwork.")],  # the parent's first turn
+            [Call("delegate", {"agent": "planner", "task": "Plan the parser fix", "context": "see parser.py"}, "d1")],
+            [Call("update_plan", {"steps": PLAN_STEPS}, "p1")],  # the planner
+            [Say("1. Read parser.py 2. Fix the bug")],  # the planner's answer
+            [Say("The plan is ready.")],  # the parent again
+        ]
+    )
+    session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    await session.run("look around")
+    seen = observed(session)
+    result = await session.run("plan the fix")
+    assert result.text == "The plan is ready."
+    # The planner was offered its role's tools only (no delegate: depth is bounded), with its instructions.
+    assert sorted(script.tools[2]) == sorted(ROLE_TOOLS["planner"]) == sorted(script.tools[3])
+    planner_request = script.requests[2]
+    assert prompt_text("planner") in (planner_request[-1].instructions or "")  # type: ignore[union-attr]
+    asked = prompt_of(planner_request)
+    assert "# Task\nPlan the parser fix" in asked and "# Context from the lead agent\nsee parser.py" in asked
+    assert "# Prior context" in asked and "look around" in asked  # the parent's last turn summary
+    assert len(planner_request) == 1  # a fresh session: no conversation, only its task
+    # Its steps showed under the parent call; its plan became the session's; its answer is the call's result.
+    notes = [e for e in seen if isinstance(e, ToolCallNote)]
+    assert notes and notes[0].call_id == "d1" and notes[0].text == "→ Update the plan"
+    assert [e.steps for e in seen if isinstance(e, PlanUpdated)] == [
+        (PlanStep("Read parser.py"), PlanStep("Fix the bug"))
+    ]
+    (call,) = result.tool_calls
+    assert call.finished is not None and call.finished.text == "1. Read parser.py 2. Fix the bug"
+    assert call.started.title == "Delegate to the planner: Plan the parser fix"
+
+
+async def test_carryover_brings_the_previous_run_and_survives_a_restore(
+    project: Path, settings: Settings, tmp_path: Path
+) -> None:
+    script = Script(
+        [
+            [Call("delegate", {"agent": "reviewer", "task": "Review parser.py"}, "d1")],
+            [Say("Line 3 divides by zero.")],
+            [Say("Reviewed.")],
+            [Call("delegate", {"agent": "reviewer", "task": "Check the fix", "carryover": True}, "d2")],
+            [Say("Fixed now.")],
+            [Say("Done.")],
+        ]
+    )
+    session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    path = tmp_path / "history.jsonl"
+    file = HistoryFile(path, "s1")
+    file.write_record(SessionHeader("s1", project, MODEL.id, "ask").record())
+    session.subscribe(HistoryRecorder(file))
+    await session.run("review it")
+    file.close()
+    restored = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    restored.restore(read_history(path).events)
+    assert restored.state.delegate_notes == {"reviewer": "Line 3 divides by zero."}
+    await restored.run("check again")
+    again = prompt_of(script.requests[4])
+    assert "# Your previous run as the reviewer in this session ended with\nLine 3 divides by zero." in again
+
+
+async def test_a_coder_s_edits_ask_the_user_and_cancelling_the_turn_stops_it(project: Path, settings: Settings) -> None:
+    script = Script(
+        [
+            [Call("delegate", {"agent": "coder", "task": "Create notes.txt"}, "d1")],
+            [Call("write_file", {"path": "notes.txt", "content": "hi"}, "w1")],
+            [Say("Created notes.txt.")],
+            [Say("Done.")],
+            [Call("delegate", {"agent": "coder", "task": "Wait forever"}, "d2")],
+            [Wait(30), Say("never")],
+        ]
+    )
+    approver = ScriptedApprover("allow_once")
+    session = open_session(settings, MODEL, project, approver=approver, mode="ask", model_factory=script.factory())
+    await session.run("make notes")
+    assert (project / "notes.txt").read_text() == "hi"
+    # The user was asked, as for any edit, under the delegate's call (the one the client shows).
+    assert [(r.tool_name, r.tool_call_id, r.title) for r in approver.asked] == [
+        ("write_file", "d1", "coder: Write notes.txt")
+    ]
+    running = asyncio.create_task(session.run("wait"))
+    await asyncio.sleep(0.3)
+    session.cancel()
+    result = await asyncio.wait_for(running, 5)
+    assert result.stop_reason == "cancelled"
+    assert result.tool_calls[0].finished is not None and result.tool_calls[0].finished.status == "failed"
+
+
+def test_the_client_sees_a_delegate_s_steps_under_its_call() -> None:
+    note = ToolCallNote("t", "d1", "→ Read parser.py\n→ Search for divide")
+    assert translate(note) == [
+        helpers.update_tool_call(
+            "d1",
+            status="in_progress",
+            content=[helpers.tool_content(helpers.text_block("→ Read parser.py\n→ Search for divide"))],
+        )
+    ]
+
+
+async def test_a_fallback_summary_keeps_what_delegates_found(project: Path, settings: Settings) -> None:
+    down = ModelHTTPError(503, "test:delegates", {"message": "overloaded"})
+    script = Script(
+        [
+            [Call("delegate", {"agent": "reviewer", "task": "Review parser.py"}, "d1")],
+            [Say("Line 3 divides by zero.")],
+            [Say("Reviewed.")],
+            [Fail(down)],  # the summarize request
+        ]
+    )
+    session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    await session.run("review it")
+    seen = observed(session)
+    await session.run("/compact")
+    (done,) = [e for e in seen if isinstance(e, ContextCompacted)]
+    assert done.fallback and "## Delegate results\n- reviewer: Line 3 divides by zero." in done.summary
