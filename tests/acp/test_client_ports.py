@@ -245,3 +245,28 @@ async def test_output_the_editor_cut_is_said_to_be_cut(home: Path, project: Path
     told = tool_results(script)[0]
     assert told.startswith("exit code 0\n[the editor kept only part of this command's output]\n")
     assert told.rstrip().endswith("20000")
+
+
+async def test_a_delegate_asks_and_runs_its_commands_under_its_own_call(home: Path, project: Path) -> None:
+    script = Script(
+        [
+            [Call("delegate", {"agent": "coder", "task": "Say hi"}, "d1")],
+            [Call("run_command", {"command": "echo hi"}, "c1")],
+            [Say("Said hi.")],
+            [Say("Done.")],
+        ]
+    )
+    async with harness(home, project, script) as h:
+        await h.conn.set_session_mode(session_id=h.session_id, mode_id="ask")
+        h.client.answers = ["allow_once"]
+        await h.say("delegate it")
+    (permission,) = h.client.permissions
+    asked = permission.tool_call
+    assert (asked.tool_call_id, asked.title, asked.kind) == ("d1", "Delegate to the coder: Say hi", "think")
+    assert [c.content.text for c in asked.content or []] == ["coder: Run `echo hi`", "echo hi"]
+    assert [c.tool_call_id for c in h.client.of_kind("tool_call")] == ["d1"]
+    updates = [u for u in h.client.of_kind("tool_call_update") if u.tool_call_id == "d1"]
+    assert helpers.tool_terminal_ref("term-1") in [c for u in updates for c in u.content or []]
+    assert h.client.shown_before_release == {"term-1": True}
+    assert updates[-1].status == "completed"
+    assert tool_results(script)[-1] == "Said hi."

@@ -19,6 +19,7 @@ from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from codling.tools.base import PlanStep
+from codling.tools.ports import ShownCall
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.scenarios import Call, Fail, Say, Script, Wait
 
@@ -122,9 +123,14 @@ async def test_a_coder_s_edits_ask_the_user_and_cancelling_the_turn_stops_it(pro
     await session.run("make notes")
     assert (project / "notes.txt").read_text() == "hi"
     # The user was asked, as for any edit, under the delegate's call (the one the client shows).
-    assert [(r.tool_name, r.tool_call_id, r.title) for r in approver.asked] == [
-        ("write_file", "d1", "coder: Write notes.txt")
-    ]
+    (asked,) = approver.asked
+    assert (asked.tool_name, asked.title) == ("write_file", "coder: Write notes.txt")
+    assert asked.within == ShownCall(
+        "d1",
+        "Delegate to the coder: Create notes.txt",
+        "think",
+        {"agent": "coder", "task": "Create notes.txt", "context": "", "carryover": False},
+    )
     running = asyncio.create_task(session.run("wait"))
     await asyncio.sleep(0.3)
     session.cancel()
@@ -160,3 +166,50 @@ async def test_a_fallback_summary_keeps_what_delegates_found(project: Path, sett
     await session.run("/compact")
     (done,) = [e for e in seen if isinstance(e, ContextCompacted)]
     assert done.fallback and "## Delegate results\n- reviewer: Line 3 divides by zero." in done.summary
+
+
+async def test_a_delegate_that_fails_reports_what_it_did_and_keeps_the_last_good_answer(
+    project: Path, settings: Settings
+) -> None:
+    (project / "a.txt").write_text("alpha\n")
+    down = ModelHTTPError(500, "test:delegates", {"message": "down"})
+    script = Script(
+        [
+            [Call("delegate", {"agent": "reviewer", "task": "Review a.txt"}, "d1")],
+            [Say("a.txt is fine.")],
+            [Say("Reviewed.")],
+            [Call("delegate", {"agent": "reviewer", "task": "Review again"}, "d2")],
+            [Call("read_file", {"path": "a.txt"}, "r1")],
+            [Fail(down)],
+            [Say("The reviewer failed.")],
+        ]
+    )
+    session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    first = await session.run("review")
+    result = await session.run("review again")
+    (call,) = result.tool_calls
+    assert call.finished is not None and call.finished.status == "failed"
+    told = call.finished.text
+    assert "the reviewer did not finish: The model provider returned HTTP 500" in told
+    assert "What it did:\n→ Read a.txt" in told
+    assert session.state.delegate_notes == {"reviewer": "a.txt is fine."}  # the failed run replaced nothing
+    assert first.usage.requests == 3  # the turn's usage counts its delegate's: 2 of the lead + 1 of the reviewer
+
+
+async def test_always_allow_is_shared_between_the_session_and_its_delegates(project: Path, settings: Settings) -> None:
+    script = Script(
+        [
+            [Call("write_file", {"path": "one.txt", "content": "1"}, "w1")],
+            [Say("Wrote one.")],
+            [Call("delegate", {"agent": "coder", "task": "Write two.txt"}, "d1")],
+            [Call("write_file", {"path": "two.txt", "content": "2"}, "w2")],
+            [Say("Wrote two.")],
+            [Say("Both written.")],
+        ]
+    )
+    approver = ScriptedApprover("allow_always")
+    session = open_session(settings, MODEL, project, approver=approver, mode="ask", model_factory=script.factory())
+    await session.run("write one")
+    await session.run("have a coder write two")
+    assert (project / "two.txt").read_text() == "2"
+    assert [r.tool_call_id for r in approver.asked] == ["w1"]  # "always allow" covered the delegate's edit

@@ -41,20 +41,23 @@ class AcpApprover:
 
     async def ask(self, request: PermissionRequest) -> Decision:
         """Send session/request_permission and map the chosen option to a decision."""
-        content: list[ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent]
+        content: list[ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent] = []
+        if request.within is not None:  # asked under the call the editor shows, which keeps its title
+            content.append(helpers.tool_content(helpers.text_block(request.title)))
         if request.diff is not None:
             d = request.diff
-            content = [helpers.tool_diff_content(str(d.path), d.new_text, d.old_text)]
+            content.append(helpers.tool_diff_content(str(d.path), d.new_text, d.old_text))
         else:
-            content = [helpers.tool_content(helpers.text_block(request.subject))]
+            content.append(helpers.tool_content(helpers.text_block(request.subject)))
+        shown = request.within
         tool_call = ToolCallUpdate(
-            tool_call_id=request.tool_call_id,
-            title=request.title,
-            kind=request.kind,
+            tool_call_id=shown.call_id if shown else request.tool_call_id,
+            title=shown.title if shown else request.title,
+            kind=shown.kind if shown else request.kind,
             status="pending",
             content=content,
-            locations=locations([Location(request.diff.path)] if request.diff else []),
-            raw_input=request.raw_input,
+            locations=None if shown else locations([Location(request.diff.path)] if request.diff else []),
+            raw_input=shown.raw_input if shown else request.raw_input,
         )
         response = await self._client.request_permission(
             session_id=self._session_id, tool_call=tool_call, options=OPTIONS

@@ -15,10 +15,27 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from codling.brain.builtin_turns import prompt_text
-from codling.brain.events import PlanUpdated, TextDelta, ToolCallFinished, ToolCallStarted, TurnEnded, TurnFailed
+from codling.brain.events import (
+    PlanUpdated,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolCallTerminal,
+    TurnEnded,
+    TurnFailed,
+)
 from codling.brain.state import SessionState
-from codling.brain.summaries import render_turn_summary
-from codling.tools.ports import Approver, Decision, DelegateOutcome, DelegateRole, PermissionRequest, ToolProgress
+from codling.brain.summaries import render_turn_summary, update_recent_files
+from codling.tools.ports import (
+    Approver,
+    Decision,
+    DelegateOutcome,
+    DelegateRole,
+    PermissionRequest,
+    ShownCall,
+    ToolProgress,
+)
+from codling.tools.toolset import describe_call
 
 if TYPE_CHECKING:
     from codling.brain.session import ConversationSession
@@ -57,12 +74,12 @@ class SessionDelegator:
             mode=state.mode,
             additional_dirs=state.additional_dirs,
         )
+        args = {"agent": role, "task": task, "context": context, "carryover": carryover}
+        shown = ShownCall(call_id, describe_call("delegate", args, parent.deps.workspace).title, "think", args)
         approver = parent.deps.permissions.approver
         deps = replace(
             parent.deps,
-            permissions=parent.deps.permissions.view(
-                _UnderParentCall(approver, call_id, role) if approver is not None else None
-            ),
+            permissions=parent.deps.permissions.view(_Within(approver, shown, role) if approver else None),
             progress=ToolProgress(),
             delegator=None,
         )
@@ -83,9 +100,13 @@ class SessionDelegator:
                 case ToolCallStarted():
                     steps.append(f"→ {event.title}")
                     progress.note(call_id, "\n".join(steps[-NOTE_STEPS:]))
-                case ToolCallFinished() if event.status == "failed":
-                    steps.append(f"  failed: {event.text.splitlines()[0] if event.text else event.tool_name}")
-                    progress.note(call_id, "\n".join(steps[-NOTE_STEPS:]))
+                case ToolCallTerminal():  # its command runs in the editor: shown under the delegate's call
+                    await progress.terminal(call_id, event.terminal_id)
+                case ToolCallFinished():
+                    state.recent_files = update_recent_files(state.recent_files, event)
+                    if event.status == "failed":
+                        steps.append(f"  failed: {event.text.splitlines()[0] if event.text else event.tool_name}")
+                        progress.note(call_id, "\n".join(steps[-NOTE_STEPS:]))
                 case PlanUpdated():
                     progress.plan(event.steps)
                 case TextDelta():
@@ -94,9 +115,8 @@ class SessionDelegator:
                     outcome = replace(outcome, error=event.message)
                 case TurnEnded():
                     outcome = replace(outcome, stop_reason=event.stop_reason)
-        outcome = replace(outcome, reply="".join(reply).strip())
-        state.delegate_notes = {**state.delegate_notes, role: outcome.reply[:CARRYOVER_CHARS]}
-        return outcome
+                    parent.add_delegated_usage(event.usage)
+        return replace(outcome, reply="".join(reply).strip(), steps=tuple(steps))
 
     def prompt(self, role: DelegateRole, task: str, context: str, carryover: bool) -> str:
         """What the delegate is told: the task, the model's context, the last turns, and its previous run."""
@@ -112,16 +132,24 @@ class SessionDelegator:
         return "\n\n".join(parts)
 
 
-class _UnderParentCall:
-    """Asks the session's approver about a delegate's tool call as a request of the parent call, which is the
-    one the client knows (the delegate's own calls are not shown): ``planner: Run `pytest` ``."""
+class _Within:
+    """Asks the session's approver about a delegate's tool call within the ``delegate`` call, which is the one
+    the user's client shows (the delegate's own calls are not); the title names the delegate:
+    ``coder: Write notes.txt``."""
 
-    def __init__(self, inner: Approver, call_id: str, role: DelegateRole) -> None:
+    def __init__(self, inner: Approver, shown: ShownCall, role: DelegateRole) -> None:
         self._inner = inner
-        self._call_id = call_id
+        self._shown = shown
         self._role = role
 
     async def ask(self, request: PermissionRequest) -> Decision:
-        """Ask under the parent call's id, the title naming the delegate."""
-        title = f"{self._role}: {request.title}"
-        return await self._inner.ask(replace(request, tool_call_id=self._call_id, title=title))
+        """Ask within the shown call."""
+        return await self._inner.ask(replace(request, title=f"{self._role}: {request.title}", within=self._shown))
+
+
+def remember(state: SessionState, started: ToolCallStarted, finished: ToolCallFinished) -> None:
+    """Keep a delegate's answer for carryover (live, and when a session is restored): the answer of the
+    latest run of each role that finished with one."""
+    if started.tool_name == "delegate" and finished.status == "completed":
+        role = str(started.raw_input.get("agent", ""))
+        state.delegate_notes = {**state.delegate_notes, role: finished.text[:CARRYOVER_CHARS]}

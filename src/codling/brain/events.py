@@ -40,6 +40,13 @@ class Usage:
     output_tokens: int = 0
     requests: int = 0
 
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.requests + other.requests,
+        )
+
 
 @dataclass(frozen=True)
 class TurnStarted:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from codling.brain import compaction
-from codling.brain.delegates import CARRYOVER_CHARS
+from codling.brain.delegates import remember as remember_delegate
 from codling.brain.events import (
     ContextCompacted,
     Event,
@@ -38,7 +38,7 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
     older codling wrote it while the turn's last events were still on their way) is applied after that turn.
     """
     log_: TurnLog | None = None  # the open turn, unless it is a slash command (not part of the text history)
-    delegates: dict[str, str] = {}  # call id -> role, for the delegate calls seen
+    started: dict[str, ToolCallStarted] = {}
     in_turn = False
     waiting: list[SpecialTurnPersisted] = []  # recorded inside the open turn
 
@@ -66,12 +66,12 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
                 waiting.append(event)
             else:
                 _apply_special(state, event)
-        elif isinstance(event, ToolCallStarted) and event.tool_name == "delegate":
-            delegates[event.call_id] = str(event.raw_input.get("agent", ""))
+        elif isinstance(event, ToolCallStarted):
+            started[event.call_id] = event
         elif isinstance(event, ToolCallFinished):
             state.recent_files = update_recent_files(state.recent_files, event)
-            if (role := delegates.pop(event.call_id, None)) and event.status == "completed":
-                state.delegate_notes = {**state.delegate_notes, role: event.text[:CARRYOVER_CHARS]}
+            if (call := started.pop(event.call_id, None)) is not None:
+                remember_delegate(state, call, event)
         elif isinstance(event, TurnEnded) and event.summary is not None:
             state.remember_turn(event.summary)
         if log_ is not None:

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 from codling.brain import compactor
 from codling.brain.builtin_turns import clean_title, title_turn
 from codling.brain.coalesce import TextCoalescer
+from codling.brain.delegates import SessionDelegator
+from codling.brain.delegates import remember as remember_delegate
 from codling.brain.delivery import Barrier, DeliveredFirst, TurnProgress
 from codling.brain.drive import drive
 from codling.brain.events import (
@@ -151,11 +153,10 @@ class ConversationSession:
         self._titled = False
         """The title special turn was started, or the session was restored (it has its title)."""
         self._background: set[asyncio.Task[None]] = set()
+        self._delegated_usage = Usage()
         if deps.permissions.approver is not None:
             deps.permissions.approver = DeliveredFirst(deps.permissions.approver, self._delivered)
         if self.options.delegates and deps.delegator is None:
-            from codling.brain.delegates import SessionDelegator
-
             self.deps = replace(deps, delegator=SessionDelegator(self))
 
     # -- configuration -------------------------------------------------------------------------------------
@@ -278,6 +279,10 @@ class ConversationSession:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
+
+    def add_delegated_usage(self, usage: Usage) -> None:
+        """Count what a delegate spent in the running turn's usage."""
+        self._delegated_usage += usage
 
     @property
     def model_factory(self) -> ModelFactory | None:
@@ -445,8 +450,11 @@ class ConversationSession:
             log_.apply(event)
             if isinstance(event, ToolCallFinished):
                 self.state.recent_files = update_recent_files(self.state.recent_files, event)
+                if (started := log_.calls.get(event.call_id)) is not None:
+                    remember_delegate(self.state, started, event)
             emit(event)
 
+        self._delegated_usage = Usage()
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
         self.deps.progress.listen(TurnProgress(turn_id, send, self._delivered))
         command = command_of(blocks)
@@ -492,6 +500,7 @@ class ConversationSession:
                 # The request as the user wrote it, attachments by name: their contents never name a session.
                 self._title_due = (prompt_summary(blocks), "".join(log_.text))
         send(self.usage_event(turn_id))
+        usage += self._delegated_usage  # what its delegates spent is the turn's too
         send(TurnEnded(turn_id, stop, usage, error=log_.error is not None, summary=summary))
         emit(_DONE)
 

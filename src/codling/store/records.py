@@ -101,7 +101,8 @@ def event_payload(event: Event, error: str | None = None) -> dict[str, Any] | No
     for events that have no record of their own: ``TurnFailed`` (its message is the ``error`` of the turn's
     end record), ``CompactionStarted`` (the ``compaction`` record stands for both), ``UsageUpdated``
     (derived again on load), ``SessionTitled`` (the recorder writes a ``settings`` record) and
-    ``ToolCallTerminal`` (a terminal id means nothing once the client is gone; nor is ``terminal_id`` kept)."""
+    ``ToolCallTerminal`` (a terminal id means nothing once the client is gone; nor is ``terminal_id`` kept) and
+    ``ToolCallNote`` (a delegate's progress; its result is recorded)."""
     match event:
         case TurnStarted():
             return {

@@ -22,9 +22,10 @@ async def delegate(
 
     The sub-agent starts with nothing of this conversation: it gets only the task, the context you give it
     and what the last turns did. Use it for work that is easier with a fresh view:
-    - planner: reads the code and returns a step-by-step plan (it shows the plan to the user); it changes nothing.
-    - reviewer: reads the code (and may run commands such as tests) and returns concrete findings; it changes
-      nothing.
+    - planner: reads the code and returns a step-by-step plan (it shows the plan to the user); it cannot edit
+      files or run commands.
+    - reviewer: reads the code, may run commands such as tests, and returns concrete findings; it cannot edit
+      files.
     - coder: makes a well-specified change (reads, edits, runs commands) and reports what it did.
 
     Args:
@@ -39,12 +40,13 @@ async def delegate(
     if not task.strip():
         raise ToolError("the task is empty; state what the sub-agent should do")
     outcome = await deps.delegator.delegate(ctx.tool_call_id or "", agent, task.strip(), context.strip(), carryover)
+    if outcome.error or outcome.stop_reason != "end_turn":
+        # No answer to rely on: say what it did, so the work it did (edits, commands) is not lost.
+        why = outcome.error or f"it stopped early ({outcome.stop_reason})"
+        done = "\n".join(outcome.steps) or "(no tool calls)"
+        partial = f"\nIts last words:\n{trim_middle(outcome.reply, SUMMARY_REPLY_CHARS)}" if outcome.reply else ""
+        raise ToolError(f"the {agent} did not finish: {why}\nWhat it did:\n{done}{partial}")
     reply = outcome.reply or "(no answer)"
-    text = reply
-    if outcome.error:
-        text += f"\n\n[The {agent} failed: {outcome.error}]"
-    elif outcome.stop_reason != "end_turn":
-        text += f"\n\n[The {agent} stopped before it finished: {outcome.stop_reason}]"
     task_line = " ".join(task.split())
-    summary = f"{agent} on: {task_line[:300]}\n{trim_middle(text, SUMMARY_REPLY_CHARS)}"
-    return ToolOutput(text=text, summary=summary)
+    summary = f"{agent} on: {task_line[:300]}\n{trim_middle(reply, SUMMARY_REPLY_CHARS)}"
+    return ToolOutput(text=reply, summary=summary)

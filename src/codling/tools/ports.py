@@ -67,6 +67,19 @@ class PermissionRequest:
     """The command line for ``execute``, the absolute path for ``edit``."""
     diff: FileDiff | None = None
     raw_input: dict[str, Any] = field(default_factory=dict)
+    within: ShownCall | None = None
+    """The call the user sees, when this one is not shown itself (a delegate's call runs within its
+    ``delegate`` call): an editor asks under that call, keeping its title; ``title`` then says what is asked."""
+
+
+@dataclass(frozen=True)
+class ShownCall:
+    """A tool call as the user's client shows it: its id, title, kind and arguments."""
+
+    call_id: str
+    title: str
+    kind: ToolKind
+    raw_input: dict[str, Any] = field(default_factory=dict)
 
 
 class Approver(Protocol):
@@ -180,6 +193,8 @@ class DelegateOutcome:
     reply: str
     stop_reason: str = "end_turn"
     error: str | None = None
+    steps: tuple[str, ...] = ()
+    """What it did, a line per tool call (``→ Read parser.py``), for when it did not answer."""
 
 
 class Delegator(Protocol):
