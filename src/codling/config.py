@@ -11,6 +11,7 @@ config.toml keys (all optional)::
     titles = true                           # name new sessions with a model-made title after the first turn
     title_model = "anthropic:claude-haiku-4-5"  # a cheaper model for titles (default: the session's model)
     greeting = false                        # greet new editor sessions (one short model-made message)
+    delegates = true                        # let the model hand tasks to planner, reviewer and coder sub-agents
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class Settings:
     """The model that writes titles (None: the session's model)."""
     greeting: bool = False
     """Greet the user of a new editor session with the greeting special turn."""
+    delegates: bool = True
+    """Offer the model the delegate tool (planner, reviewer and coder sub-agents)."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The environment the settings were read from (never logged: it holds secrets)."""
 
@@ -114,5 +117,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         titles=_flag(data, "titles", True, path),
         title_model=title_model,
         greeting=_flag(data, "greeting", False, path),
+        delegates=_flag(data, "delegates", True, path),
         env=env,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 from acp import helpers
@@ -213,3 +214,44 @@ async def test_always_allow_is_shared_between_the_session_and_its_delegates(proj
     await session.run("have a coder write two")
     assert (project / "two.txt").read_text() == "2"
     assert [r.tool_call_id for r in approver.asked] == ["w1"]  # "always allow" covered the delegate's edit
+
+
+async def test_what_a_coder_changed_is_the_turn_s_and_survives_a_restore(
+    project: Path, settings: Settings, tmp_path: Path
+) -> None:
+    script = Script(
+        [
+            [Call("delegate", {"agent": "coder", "task": "Write b.py"}, "d1")],
+            [Call("write_file", {"path": "b.py", "content": "x = 1\n"}, "w1")],
+            [Say("Wrote b.py.")],
+            [Say("Done.")],
+        ]
+    )
+    session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
+    path = tmp_path / "history.jsonl"
+    file = HistoryFile(path, "s1")
+    file.write_record(SessionHeader("s1", project, MODEL.id, "yolo").record())
+    session.subscribe(HistoryRecorder(file))
+    result = await session.run("have b.py written")
+    file.close()
+    b = project.resolve() / "b.py"
+    assert session.state.recent_files == (b,)
+    assert session.state.turn_summaries[-1].files_changed == (b,)
+    assert result.tool_calls[0].finished is not None and result.tool_calls[0].finished.changed == (b,)
+    assert "Files it changed: b.py" in session.state.entries[-1].text  # what later turns see of the call
+    restored = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    restored.restore(read_history(path).events)
+    assert restored.state.recent_files == (b,)
+
+
+async def test_delegates_can_be_switched_off(project: Path, settings: Settings) -> None:
+    script = Script([[Say("one")], [Say("two")]])
+    session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
+    await session.run("first")
+    session.options = replace(session.options, delegates=False)
+    await session.run("second")
+    assert "delegate" in script.tools[0] and "delegate" not in script.tools[1]
+    off = open_session(
+        replace(settings, delegates=False), MODEL, project, approver=None, model_factory=script.factory()
+    )
+    assert off.deps.delegator is None

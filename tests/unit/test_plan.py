@@ -174,3 +174,23 @@ def test_show_draws_a_plan_set_inside_a_collapsed_reasoning_block() -> None:
         "    [>] Fix the parser",
         "    [ ] Run the tests",
     ]
+
+
+def test_show_draws_a_planner_s_plan_under_its_delegate_call() -> None:
+    at = datetime(2025, 1, 2, 3, 0, tzinfo=UTC)
+    lead = (PlanStep("Look", "in_progress"), PlanStep("Fix"))
+    events: list[Event] = [
+        TurnStarted("t", "plan", False, at, (TextBlock("plan"),)),
+        ToolCallStarted("t", "p1", "update_plan", "Update the plan", "think", {}),
+        ToolCallFinished("t", "p1", "update_plan", "completed", "Plan updated."),
+        PlanUpdated("t", lead),
+        ToolCallStarted("t", "d1", "delegate", "Delegate to the planner: Plan it", "think", {}),
+        PlanUpdated("t", (PlanStep("Planner step A"),)),
+        ToolCallFinished("t", "d1", "delegate", "completed", "A."),
+        TurnEnded("t", "end_turn"),
+    ]
+    out = io.StringIO()
+    print_transcript(events, out, color=False)
+    text = out.getvalue()
+    assert "Update the plan -> completed\n    [>] Look\n    [ ] Fix\n" in text
+    assert "Delegate to the planner: Plan it -> completed\n    [ ] Planner step A\n" in text

@@ -23,6 +23,7 @@ from codling.brain.events import (
     TurnStarted,
     Usage,
 )
+from codling.brain.prompt import ImageBlock, TextBlock
 from codling.cli.draw import format_diff, printable, use_color
 from codling.cli.render import JsonLinesRenderer, TerminalRenderer, event_to_json, prompting
 from codling.tools.ports import FileDiff, Location
@@ -471,6 +472,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "locations": [{"path": "/p/src/a.py", "line": 1}],
             "summary": "",
             "terminal_id": None,
+            "changed": [],
             "kind": "tool_call_finished",
         },
         {
@@ -522,3 +524,13 @@ def test_use_color_on_a_closed_stream_is_false() -> None:
     stream = io.StringIO()
     stream.close()
     assert use_color(stream, {}) is False
+
+
+def test_json_lines_name_an_image_instead_of_carrying_it() -> None:
+    image = ImageBlock("A" * 4000, "image/png", "file:///tmp/shot.png")
+    started = TurnStarted("t", "look @shot.png", False, datetime(2025, 1, 2, tzinfo=UTC), (TextBlock("look"), image))
+    blocks = event_to_json(started)["blocks"]
+    assert blocks == [
+        {"text": "look"},
+        {"type": "image", "mime_type": "image/png", "uri": "file:///tmp/shot.png", "bytes": 3000},
+    ]

@@ -12,6 +12,7 @@ that call too; a planner's plan becomes the session's plan. Cancelling the paren
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codling.brain.builtin_turns import prompt_text
@@ -25,7 +26,7 @@ from codling.brain.events import (
     TurnFailed,
 )
 from codling.brain.state import SessionState
-from codling.brain.summaries import render_turn_summary, update_recent_files
+from codling.brain.summaries import changed_files, render_turn_summary
 from codling.tools.ports import (
     Approver,
     Decision,
@@ -94,6 +95,7 @@ class SessionDelegator:
         progress = parent.deps.progress
         steps: list[str] = []
         reply: list[str] = []
+        changed: dict[Path, None] = {}
         outcome = DelegateOutcome("")
         async for event in child.stream(self.prompt(role, task, context, carryover)):
             match event:
@@ -103,7 +105,7 @@ class SessionDelegator:
                 case ToolCallTerminal():  # its command runs in the editor: shown under the delegate's call
                     await progress.terminal(call_id, event.terminal_id)
                 case ToolCallFinished():
-                    state.recent_files = update_recent_files(state.recent_files, event)
+                    changed.update(dict.fromkeys(changed_files(event)))
                     if event.status == "failed":
                         steps.append(f"  failed: {event.text.splitlines()[0] if event.text else event.tool_name}")
                         progress.note(call_id, "\n".join(steps[-NOTE_STEPS:]))
@@ -116,7 +118,7 @@ class SessionDelegator:
                 case TurnEnded():
                     outcome = replace(outcome, stop_reason=event.stop_reason)
                     parent.add_delegated_usage(event.usage)
-        return replace(outcome, reply="".join(reply).strip(), steps=tuple(steps))
+        return replace(outcome, reply="".join(reply).strip(), steps=tuple(steps), changed=tuple(changed))
 
     def prompt(self, role: DelegateRole, task: str, context: str, carryover: bool) -> str:
         """What the delegate is told: the task, the model's context, the last turns, and its previous run."""

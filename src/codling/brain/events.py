@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.interactions import Interaction
@@ -110,6 +111,8 @@ class ToolCallFinished:
     diff …), kept in the history across turns in place of the call; empty when the tool gave none."""
     terminal_id: str | None = None
     """The editor's terminal the command ran in (live only: never recorded, it means nothing later)."""
+    changed: tuple[Path, ...] = ()
+    """Files the call changed besides its ``diff``'s (a delegate's edits)."""
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 

@@ -53,5 +53,6 @@ def open_session(
         max_tool_passes=settings.max_tool_passes,
         auto_title=settings.titles,
         title_model=settings.title_model,
+        delegates=settings.delegates,
     )
     return ConversationSession(state, deps, model_factory=model_factory, options=options)

@@ -156,7 +156,7 @@ class ConversationSession:
         self._delegated_usage = Usage()
         if deps.permissions.approver is not None:
             deps.permissions.approver = DeliveredFirst(deps.permissions.approver, self._delivered)
-        if self.options.delegates and deps.delegator is None:
+        if self.options.delegates and deps.delegator is None:  # (the option is read at each request too)
             self.deps = replace(deps, delegator=SessionDelegator(self))
 
     # -- configuration -------------------------------------------------------------------------------------
@@ -325,11 +325,12 @@ class ConversationSession:
         from pydantic_ai.toolsets import FilteredToolset
 
         def offered(ctx: Any, tool: Any) -> bool:
-            names = self.options.tool_names
+            options = self.options
             return (
-                self.options.run_tools
-                and ctx.run_step <= self.options.max_tool_passes
-                and (names is None or tool.name in names)
+                options.run_tools
+                and ctx.run_step <= options.max_tool_passes
+                and (options.tool_names is None or tool.name in options.tool_names)
+                and (options.delegates or tool.name != "delegate")
             )
 
         return FilteredToolset(build_toolset(), offered)

@@ -143,8 +143,8 @@ def build_turn_summary(turn_number: int, events: Sequence[Event]) -> TurnExecuti
         end = finished.get(call_id)
         outcome = _outcome(start, end)
         steps.append(TurnStep(start.title, outcome, _paths(start, end)))
-        if end is not None and end.status == "completed" and end.diff is not None:
-            changed.setdefault(end.diff.path, None)
+        for path in changed_files(end):
+            changed.setdefault(path, None)
         if start.tool_name == "run_command":
             command = start.raw_input.get("command")
             shown = _clip(" ".join(command.split()), COMMAND_CHARS) if isinstance(command, str) else "(no command)"
@@ -254,8 +254,16 @@ def display_path(path: Path, cwd: Path | None) -> str:
 def update_recent_files(recent: tuple[Path, ...], event: Event, limit: int = RECENT_FILES_LIMIT) -> tuple[Path, ...]:
     """``recent`` after ``event``: a completed edit or write moves its file to the end (most recent last);
     each file appears once and only the last ``limit`` are kept. Other events leave it as it is."""
-    if not isinstance(event, ToolCallFinished) or event.status != "completed" or event.diff is None:
+    paths = changed_files(event) if isinstance(event, ToolCallFinished) else ()
+    if not paths:
         return recent
-    path = event.diff.path
-    updated = (*(p for p in recent if p != path), path)
+    updated = (*(p for p in recent if p not in paths), *paths)
     return updated[-limit:] if limit > 0 else ()
+
+
+def changed_files(finished: ToolCallFinished | None) -> tuple[Path, ...]:
+    """The files a completed call changed: its diff's, then any others it reports (a delegate's edits)."""
+    if finished is None or finished.status != "completed":
+        return ()
+    own = (finished.diff.path,) if finished.diff is not None else ()
+    return (*own, *(p for p in finished.changed if p not in own))

@@ -121,6 +121,7 @@ def tool_finished(turn_id: str, part: Any) -> ToolCallFinished:
             locations=output.locations if output else (),
             summary=output.summary if output else "",
             terminal_id=output.terminal_id if output else None,
+            changed=output.changed if output else (),
         )
     content = part.content if isinstance(part.content, str) else part.model_response_str()
     failed = getattr(part, "outcome", "success") != "success"

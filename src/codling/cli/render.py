@@ -41,6 +41,7 @@ from codling.brain.events import (
     TurnFailed,
     TurnStarted,
 )
+from codling.brain.prompt import ImageBlock
 from codling.brain.reasoning import BlockTracker, SegmentSplitter
 from codling.cli.draw import (
     StyledWriter,
@@ -397,6 +398,8 @@ def event_to_json(event: Event) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, ImageBlock):  # an image's name and size, not megabytes of base64 on one line
+        return {"type": "image", "mime_type": value.mime_type, "uri": value.uri, "bytes": len(value.data) * 3 // 4}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Path):

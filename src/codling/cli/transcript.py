@@ -17,6 +17,7 @@ from codling.brain.events import (
     PlanUpdated,
     SpecialTurnPersisted,
     ToolCallFinished,
+    ToolCallStarted,
     TurnEnded,
     TurnFailed,
     TurnStarted,
@@ -171,12 +172,21 @@ def _write_result(out: StyledWriter, finished: ToolCallFinished | None) -> None:
 
 
 def _plans_by_call(events: Sequence[Event]) -> dict[str, PlanUpdated]:
-    """Each plan of a turn, by the id of the call that set it (the ``update_plan`` call finished just before)."""
+    """The plan each call of a turn set (the last, if several): an ``update_plan`` call's is the plan right
+    after it finished; a plan that comes while a call is still running (a planner delegate's) is that call's."""
     plans: dict[str, PlanUpdated] = {}
-    last_call: str | None = None
+    running: list[str] = []
+    just_planned: str | None = None
     for event in events:
-        if isinstance(event, ToolCallFinished):
-            last_call = event.call_id if event.tool_name == PLAN_TOOL else None
-        elif isinstance(event, PlanUpdated) and last_call is not None:
-            plans[last_call] = event
+        if isinstance(event, ToolCallStarted):
+            running.append(event.call_id)
+            just_planned = None
+        elif isinstance(event, ToolCallFinished):
+            if event.call_id in running:
+                running.remove(event.call_id)
+            just_planned = event.call_id if event.tool_name == PLAN_TOOL else None
+        elif isinstance(event, PlanUpdated):
+            owner = just_planned or (running[-1] if running else None)
+            if owner is not None:
+                plans[owner] = event
     return plans

@@ -135,6 +135,7 @@ def event_payload(event: Event, error: str | None = None) -> dict[str, Any] | No
                 "diff": _diff(event.diff),
                 "locations": _locations(event.locations),
                 "summary": event.summary,
+                **({"changed": [str(p) for p in event.changed]} if event.changed else {}),
             }
         case SpecialTurnPersisted():
             return {
@@ -228,6 +229,7 @@ def record_events(record: dict[str, Any]) -> list[Event]:
                     FileDiff(Path(diff["path"]), diff.get("old_text"), diff["new_text"]) if diff else None,
                     _locations_from(record.get("locations")),
                     record.get("summary", ""),
+                    changed=tuple(Path(p) for p in record.get("changed") or ()),
                 )
             ]
         case "special":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from codling.config import PERMISSION_MODES, PermissionMode
 from codling.tools.ports import PLAN_TOOL, STATUS_MARKS, FileDiff, FileSystem, Location, PlanStep, Terminal, ToolKind
@@ -22,6 +23,8 @@ class ToolOutput:
     """The editor's terminal a command ran in (shown in place of the text while the client is connected)."""
     plan: tuple[PlanStep, ...] | None = None
     """The whole plan, when the tool set it (``update_plan``)."""
+    changed: tuple[Path, ...] = ()
+    """Files the call changed besides its ``diff``'s (a delegate's edits)."""
 
 
 @dataclass(frozen=True)

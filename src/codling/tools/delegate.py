@@ -7,7 +7,7 @@ from pydantic_ai import RunContext
 
 from codling.errors import ToolError
 from codling.tools.base import ToolOutput
-from codling.tools.ports import DelegateRole
+from codling.tools.ports import DelegateRole, Location
 from codling.tools.shell import trim_middle
 from codling.tools.toolset import ToolDeps
 
@@ -49,4 +49,7 @@ async def delegate(
     reply = outcome.reply or "(no answer)"
     task_line = " ".join(task.split())
     summary = f"{agent} on: {task_line[:300]}\n{trim_middle(reply, SUMMARY_REPLY_CHARS)}"
-    return ToolOutput(text=reply, summary=summary)
+    if outcome.changed:
+        summary += "\nFiles it changed: " + ", ".join(deps.workspace.display(p) for p in outcome.changed)
+    locations = tuple(Location(p) for p in outcome.changed)
+    return ToolOutput(text=reply, summary=summary, locations=locations, changed=outcome.changed)

@@ -195,6 +195,8 @@ class DelegateOutcome:
     error: str | None = None
     steps: tuple[str, ...] = ()
     """What it did, a line per tool call (``→ Read parser.py``), for when it did not answer."""
+    changed: tuple[Path, ...] = ()
+    """The files it changed, in the order it first changed them."""
 
 
 class Delegator(Protocol):
