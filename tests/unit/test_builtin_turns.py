@@ -21,7 +21,6 @@ from codling.brain.builtin_turns import (
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
-    Event,
     SessionTitled,
     SpecialTurnPersisted,
     TextDelta,
@@ -37,6 +36,7 @@ from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.tools.toolset import TOOL_NAMES
+from tests.fakes.observer import observed
 from tests.fakes.scenarios import Call, Fail, Say, Script, Until, Wait
 
 MODEL = ModelInfo("test:builtin", context_limit=100_000)
@@ -48,16 +48,6 @@ def make_session(project: Path, settings: Settings, script: Script, **options: o
     if options:
         session.options = SessionOptions(**options)  # type: ignore[arg-type]
     return session
-
-
-def observed(session: ConversationSession) -> list[Event]:
-    seen: list[Event] = []
-
-    async def observer(event: Event) -> None:
-        seen.append(event)
-
-    session.subscribe(observer)
-    return seen
 
 
 def all_text(messages: list[ModelMessage]) -> str:

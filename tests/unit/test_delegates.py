@@ -13,29 +13,19 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 from codling.acp.translate import translate
 from codling.brain.builtin_turns import prompt_text
 from codling.brain.delegates import ROLE_TOOLS
-from codling.brain.events import ContextCompacted, Event, PlanUpdated, ToolCallNote
+from codling.brain.events import ContextCompacted, PlanUpdated, ToolCallNote
 from codling.brain.factory import open_session
-from codling.brain.session import ConversationSession
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from codling.tools.base import PlanStep
 from codling.tools.ports import ShownCall
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.observer import observed
 from tests.fakes.scenarios import Call, Fail, Say, Script, Wait
 
 MODEL = ModelInfo("test:delegates", context_limit=100_000)
 PLAN_STEPS = [{"step": "Read parser.py", "status": "pending"}, {"step": "Fix the bug", "status": "pending"}]
-
-
-def observed(session: ConversationSession) -> list[Event]:
-    seen: list[Event] = []
-
-    async def observer(event: Event) -> None:
-        seen.append(event)
-
-    session.subscribe(observer)
-    return seen
 
 
 def prompt_of(request: list[ModelMessage]) -> str:
