@@ -4,7 +4,7 @@ A delegate is a fresh ``ConversationSession`` with its own state: the same model
 permissions (a view of them: its approvals are the user's, its mode the session's), its role's instructions
 (``prompts/<role>.md``) and its role's tools, and no delegate tool of its own, so depth is bounded. It gets
 only the task, the context the model gave, what the session's last turns did ("Prior context") and, with
-carryover, the summary of the previous run of the same delegate in this session. Its steps show under the
+carryover, the answer of the latest completed run of the same role in this session. Its steps show under the
 parent tool call while it works (``ToolCallNote``), and the user is asked about its edits and commands under
 that call too; a planner's plan becomes the session's plan. Cancelling the parent turn cancels it.
 """
@@ -46,12 +46,14 @@ ROLE_TOOLS: dict[DelegateRole, frozenset[str]] = {
     "reviewer": frozenset({"read_file", "list_files", "search", "run_command"}),
     "coder": frozenset({"read_file", "list_files", "search", "edit_file", "write_file", "run_command"}),
 }
-"""What each delegate may use: planners and reviewers change nothing; no delegate may delegate."""
+"""What each delegate may use: the planner reads and plans; the reviewer reads and may run commands (which
+follow the permission mode), but edits nothing; the coder edits too. No delegate may delegate."""
 
 NOTE_STEPS = 12
 """How many of a delegate's latest steps show under the parent tool call."""
 
 CARRYOVER_CHARS = 1_500
+"""Most characters of a delegate's answer kept for the next run of its role (carryover)."""
 
 
 class SessionDelegator:
