@@ -248,7 +248,11 @@ async def test_tool_model_and_streaming_overrides(
 @pytest.mark.parametrize(
     ("tool_filter", "run_tools", "offered"),
     [
-        ("-run_command,-write_file", True, ["edit_file", "list_files", "read_file", "search", "update_plan"]),
+        (
+            "-run_command,-write_file",
+            True,
+            ["apply_patch", "edit_file", "list_files", "read_file", "search", "update_plan"],
+        ),
         ("*", False, []),
         ("-*", True, []),
     ],

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 ROLE_TOOLS: dict[DelegateRole, frozenset[str]] = {
     "planner": frozenset({"read_file", "list_files", "search", "update_plan"}),
     "reviewer": frozenset({"read_file", "list_files", "search", "run_command"}),
-    "coder": frozenset({"read_file", "list_files", "search", "edit_file", "write_file", "run_command"}),
+    "coder": frozenset({"read_file", "list_files", "search", "edit_file", "write_file", "apply_patch", "run_command"}),
 }
 """What each delegate may use: the planner reads and plans; the reviewer reads and may run commands (which
 follow the permission mode), but edits nothing; the coder edits too. No delegate may delegate."""

@@ -8,6 +8,7 @@ error) for the user interface. pydantic-ai copies it to ``ToolReturnPart.metadat
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ TOOL_NAMES: tuple[str, ...] = (
     "delegate",
     "edit_file",
     "write_file",
+    "apply_patch",
     "run_command",
 )
 """Every tool :func:`build_toolset` offers, in the order the model sees them."""
@@ -44,6 +46,7 @@ _TOOL_KINDS: dict[str, ToolKind] = {
     "search": "search",
     "edit_file": "edit",
     "write_file": "edit",
+    "apply_patch": "edit",
     "run_command": "execute",
     "update_plan": "think",
     "delegate": "think",
@@ -109,6 +112,7 @@ def build_toolset() -> AbstractToolset[ToolDeps]:
     # Imported here because the tool modules import ToolDeps from this one.
     from codling.tools.delegate import delegate
     from codling.tools.files import edit_file, read_file, write_file
+    from codling.tools.patch import apply_patch
     from codling.tools.plan import update_plan
     from codling.tools.search import list_files, search
     from codling.tools.shell import run_command
@@ -120,7 +124,7 @@ def build_toolset() -> AbstractToolset[ToolDeps]:
     # pydantic-ai runs a response's tool calls concurrently: two edits of one file would each read the old
     # text and the last write would win, and the user would get overlapping permission prompts. Sequential
     # tools run alone, one at a time, in the order the model called them.
-    for changer in (edit_file, write_file, run_command):
+    for changer in (edit_file, write_file, apply_patch, run_command):
         functions.add_function(changer, sequential=True)
     return ReportingToolset(functions)
 
@@ -147,6 +151,12 @@ def _describe(tool_name: str, args: dict[str, Any], workspace: Workspace, kind: 
         return ToolCallInfo(title=f"Run `{_short_command(str(args['command']))}`", kind=kind)
     if tool_name == "update_plan":
         return ToolCallInfo(title="Update the plan", kind=kind)
+    if tool_name == "apply_patch":
+        files = re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", str(args.get("patch", "")), re.MULTILINE)
+        paths = [_path_for_title(f.strip(), workspace) for f in files]
+        names = ", ".join(s for s, _ in paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        located = tuple(loc for _, resolved in paths for loc in _locations(resolved))
+        return ToolCallInfo(title=f"Patch {names}" if names else "Apply a patch", kind=kind, locations=located)
     if tool_name == "delegate":
         task = " ".join(str(args.get("task", "")).split())
         task = task if len(task) <= _TITLE_TASK_CHARS else task[: _TITLE_TASK_CHARS - 1] + "…"

@@ -1,0 +1,109 @@
+"""apply_patch: several files changed by one patch, all or nothing, each change approved like an edit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codling.errors import EditError, PermissionDenied
+from codling.tools.patch import apply_patch
+from codling.tools.ports import FileDiff
+from codling.tools.toolset import describe_call
+from tests.fakes.approver import ScriptedApprover
+from tests.unit.test_tools_files import ctx_for, ctx_in, make_deps
+
+APP = 'def greet():\n    return "hi"\n\n\ndef main():\n    print(greet())\n'
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "app.py").write_text(APP)
+    (root / "old.txt").write_text("bye\n")
+    return root.resolve()
+
+
+PATCH = """*** Begin Patch
+*** Update File: app.py
+@@ def greet():
+-    return "hi"
++    return "hello"
+@@ def main():
+-    print(greet())
++    print(greet(), flush=True)
+*** Add File: docs/NOTES.md
++# Notes
++greet says hello
+*** Delete File: old.txt
+*** End Patch"""
+
+
+async def test_a_patch_updates_adds_and_deletes_files(proj: Path) -> None:
+    out = await apply_patch(ctx_in(proj), PATCH)
+    assert (proj / "app.py").read_text() == APP.replace('"hi"', '"hello"').replace(
+        "print(greet())", "print(greet(), flush=True)"
+    )
+    assert (proj / "docs" / "NOTES.md").read_text() == "# Notes\ngreet says hello\n"
+    assert not (proj / "old.txt").exists()
+    assert out.text == "Applied the patch:\nM app.py\nA docs/NOTES.md\nD old.txt"
+    assert out.changed == (proj / "app.py", proj / "docs" / "NOTES.md", proj / "old.txt")
+    assert '-    return "hi"\n+    return "hello"' in out.summary
+    assert out.diff is None  # several files: no single diff to show
+
+
+async def test_a_patch_that_does_not_apply_changes_nothing(proj: Path) -> None:
+    broken = PATCH.replace("-    print(greet())", "-    print(welcome())")
+    with pytest.raises(EditError, match=r"hunk 2 of app\.py does not match the file"):
+        await apply_patch(ctx_in(proj), broken)
+    assert (proj / "app.py").read_text() == APP and (proj / "old.txt").exists()
+    assert not (proj / "docs").exists()
+
+
+async def test_context_matches_despite_whitespace_and_a_move_renames(proj: Path) -> None:
+    trailing = "   "  # the model's context line has trailing spaces the file does not
+    patch = f"""*** Begin Patch
+*** Update File: app.py
+*** Move to: src/app.py
+ def greet():{trailing}
+-  return "hi"
++    return "hello"
+*** End Patch"""
+    out = await apply_patch(ctx_in(proj), patch)
+    assert not (proj / "app.py").exists()
+    assert (proj / "src" / "app.py").read_text() == APP.replace('"hi"', '"hello"')
+    assert out.diff == FileDiff(proj / "src" / "app.py", APP, APP.replace('"hi"', '"hello"'))
+    assert out.text == "Applied the patch:\nM app.py → src/app.py"
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ("*** Update File: app.py\n*** End Patch", "must start with"),
+        ("*** Begin Patch\n*** Add File: x.txt\nno plus\n*** End Patch", r"starts with '\+'"),
+        ("*** Begin Patch\n*** Add File: app.py\n+x\n*** End Patch", r"app\.py already exists"),
+        ("*** Begin Patch\n*** Delete File: nope.txt\n*** End Patch", r"nope\.txt does not exist"),
+        ("*** Begin Patch\n*** Update File: ../outside.py\n-a\n+b\n*** End Patch", "outside the workspace"),
+    ],
+)
+async def test_bad_patches_get_messages_the_model_can_act_on(proj: Path, patch: str, message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        await apply_patch(ctx_in(proj), patch)
+    assert (proj / "app.py").read_text() == APP
+
+
+async def test_each_file_is_approved_and_a_rejection_stops_before_it(proj: Path) -> None:
+    approver = ScriptedApprover("allow_once", "reject")
+    ctx = ctx_for(make_deps(proj, mode="ask", approver=approver), "apply_patch")
+    with pytest.raises(PermissionDenied):
+        await apply_patch(ctx, PATCH)
+    assert [(r.kind, r.title) for r in approver.asked] == [("edit", "Patch app.py"), ("edit", "Patch docs/NOTES.md")]
+    assert approver.asked[0].diff is not None and approver.asked[0].diff.path == proj / "app.py"
+    assert (proj / "app.py").read_text() != APP and not (proj / "docs" / "NOTES.md").exists()
+
+
+def test_the_call_is_titled_with_its_files(proj: Path) -> None:
+    info = describe_call("apply_patch", {"patch": PATCH}, make_deps(proj).workspace)
+    assert (info.title, info.kind) == ("Patch app.py, docs/NOTES.md, old.txt", "edit")
+    assert [loc.path for loc in info.locations] == [proj / "app.py", proj / "docs" / "NOTES.md", proj / "old.txt"]
