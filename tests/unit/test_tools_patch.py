@@ -93,17 +93,81 @@ async def test_bad_patches_get_messages_the_model_can_act_on(proj: Path, patch: 
     assert (proj / "app.py").read_text() == APP
 
 
-async def test_each_file_is_approved_and_a_rejection_stops_before_it(proj: Path) -> None:
+async def test_every_file_is_approved_before_any_is_written(proj: Path) -> None:
     approver = ScriptedApprover("allow_once", "reject")
     ctx = ctx_for(make_deps(proj, mode="ask", approver=approver), "apply_patch")
     with pytest.raises(PermissionDenied):
         await apply_patch(ctx, PATCH)
     assert [(r.kind, r.title) for r in approver.asked] == [("edit", "Patch app.py"), ("edit", "Patch docs/NOTES.md")]
     assert approver.asked[0].diff is not None and approver.asked[0].diff.path == proj / "app.py"
-    assert (proj / "app.py").read_text() != APP and not (proj / "docs" / "NOTES.md").exists()
+    assert (proj / "app.py").read_text() == APP and not (proj / "docs").exists()  # nothing was written
 
 
 def test_the_call_is_titled_with_its_files(proj: Path) -> None:
     info = describe_call("apply_patch", {"patch": PATCH}, make_deps(proj).workspace)
     assert (info.title, info.kind) == ("Patch app.py, docs/NOTES.md, old.txt", "edit")
     assert [loc.path for loc in info.locations] == [proj / "app.py", proj / "docs" / "NOTES.md", proj / "old.txt"]
+
+
+def patch_of(*body: str) -> str:
+    return "\n".join(["*** Begin Patch", *body, "*** End Patch"])
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            ["*** Update File: app.py", "*** Move to: old.txt", "-def greet():", "+def hello():"],
+            "old.txt already exists",
+        ),
+        (["*** Update File: app.py", "-def greet():", "+def a():", "*** Delete File: app.py"], "changes app.py twice"),
+    ],
+)
+async def test_a_patch_never_overwrites_or_loses_a_file(proj: Path, body: list[str], message: str) -> None:
+    with pytest.raises(EditError, match=message):
+        await apply_patch(ctx_in(proj), patch_of(*body))
+    assert (proj / "app.py").read_text() == APP and (proj / "old.txt").read_text() == "bye\n"
+
+
+async def test_a_move_onto_itself_is_an_update(proj: Path) -> None:
+    await apply_patch(
+        ctx_in(proj), patch_of("*** Update File: app.py", "*** Move to: ./app.py", "-def greet():", "+def hello():")
+    )
+    assert (proj / "app.py").read_text().startswith("def hello():")
+
+
+async def test_bytes_outside_the_hunks_stay_as_they_were(proj: Path) -> None:
+    (proj / "crlf.txt").write_bytes(b"one\r\ntwo\x0cfeed\r\nthree")  # CRLF, a form feed, no final newline
+    await apply_patch(ctx_in(proj), patch_of("*** Update File: crlf.txt", " one", "-two\x0cfeed", "+TWO"))
+    assert (proj / "crlf.txt").read_bytes() == b"one\r\nTWO\r\nthree"
+
+
+async def test_anchors_end_of_file_and_what_models_wrap_patches_in(proj: Path) -> None:
+    (proj / "b.py").write_text("def a():\n    pass\n}\n\ndef main():\n    run()\n}\n")
+    wrapped = "\n".join(
+        [
+            "```",
+            "apply_patch <<'EOF'",
+            "*** Begin Patch",
+            "*** Update File: b.py",
+            "@@ def main():",
+            "+    setup()",
+            "@@",
+            "     run()",
+            "-}",
+            "+}  # end",
+            "*** End of File",
+            "",
+            "*** End Patch",
+            "EOF",
+            "```",
+        ]
+    )
+    await apply_patch(ctx_in(proj), wrapped)
+    assert (proj / "b.py").read_text() == "def a():\n    pass\n}\n\ndef main():\n    setup()\n    run()\n}  # end\n"
+
+
+async def test_deleting_a_link_deletes_the_link_not_its_target(proj: Path) -> None:
+    (proj / "link.py").symlink_to(proj / "app.py")
+    await apply_patch(ctx_in(proj), patch_of("*** Delete File: link.py"))
+    assert not (proj / "link.py").is_symlink() and (proj / "app.py").read_text() == APP

@@ -14,13 +14,16 @@
 
 An update's hunks are found in order, each after the previous one: their context and removed lines must match
 the file (exactly, else ignoring trailing whitespace, else ignoring surrounding whitespace); an ``@@`` line
-may name a line to find first. ``*** Move to: path`` after ``*** Update File`` renames the file. The whole
-patch is checked against the files before anything is written, so a patch that does not apply changes
-nothing.
+may name a line to find first; ``*** End of File`` matches a hunk at the end first. ``*** Move to: path``
+after ``*** Update File`` renames the file. The whole patch is checked against the files, and every change
+approved, before anything is written, so a patch that does not apply (or is not allowed) changes nothing.
+A Markdown fence or a shell heredoc around the patch is ignored.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +34,7 @@ from codling.tools.base import ToolOutput
 from codling.tools.files import summary_diff
 from codling.tools.ports import FileDiff, Location, PermissionRequest, ToolKind
 from codling.tools.toolset import ToolDeps
+from codling.tools.workspace import Workspace
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
 ADD, DELETE, UPDATE, MOVE = "*** Add File: ", "*** Delete File: ", "*** Update File: ", "*** Move to: "
@@ -39,11 +43,13 @@ END_OF_FILE = "*** End of File"
 
 @dataclass
 class Hunk:
-    """One change in an updated file: an optional line to find first, the lines it replaces, and with what."""
+    """One change in an updated file: an optional line to find first, its lines, and whether it ends the file."""
 
     anchor: str | None
     lines: list[tuple[str, str]] = field(default_factory=list)
     """Each line's mark (" " context, "-" removed, "+" added) and text."""
+    at_end: bool = False
+    """Marked ``*** End of File``: it matches the end of the file first."""
 
     @property
     def old(self) -> list[str]:
@@ -68,9 +74,23 @@ class FileChange:
     hunks: list[Hunk] = field(default_factory=list)
 
 
+_NUMBERED_HUNK = re.compile(r"^@@ -\d+(,\d+)? \+\d+(,\d+)? @@")
+_HEREDOC = re.compile(r"^(?:apply_patch\s+)?<<-?\s*['\"]?(\w+)['\"]?\s*$")
+
+
+def _unwrap(lines: list[str]) -> list[str]:
+    """The patch without a Markdown fence or a shell heredoc around it (models often add one)."""
+    if len(lines) >= 2 and lines[0].startswith("```") and lines[-1].strip() == "```":
+        lines = lines[1:-1]
+    if len(lines) >= 2 and (match := _HEREDOC.match(lines[0].strip())) and lines[-1].strip() == match.group(1):
+        lines = lines[1:-1]
+    return lines
+
+
 def parse_patch(text: str) -> list[FileChange]:
     """The file changes of a patch; ``EditError`` saying what is wrong with it, and where."""
-    lines = text.strip().splitlines()
+    lines = _unwrap(text.strip().split("\n"))
+    lines = [line.removesuffix("\r") for line in lines]
     if not lines or lines[0].strip() != BEGIN:
         raise EditError(f"the patch must start with '{BEGIN}'")
     if lines[-1].strip() != END:
@@ -92,21 +112,28 @@ def parse_patch(text: str) -> list[FileChange]:
                 raise EditError(f"line {number}: every line of an added file starts with '+': {line!r}")
             change.lines.append(line[1:])
         elif change.action == "delete":
-            raise EditError(f"line {number}: a deleted file takes no lines: {line!r}")
+            if line.strip():
+                raise EditError(f"line {number}: a deleted file takes no lines: {line!r}")
         elif line.startswith(MOVE) and not change.hunks:
             change.move_to = line[len(MOVE) :].strip()
         elif line.startswith("@@"):
-            change.hunks.append(Hunk(line[2:].strip() or None))
+            anchor = None if _NUMBERED_HUNK.match(line) else line[2:].strip() or None
+            change.hunks.append(Hunk(anchor))
         elif line.strip() == END_OF_FILE:
+            if change.hunks:
+                change.hunks[-1].at_end = True
+        elif line.startswith("\\"):  # "\ No newline at end of file", from unified diffs
             continue
         else:
             if not change.hunks:
                 change.hunks.append(Hunk(None))
-            hunk = change.hunks[-1]
             mark, body = (line[:1], line[1:]) if line[:1] in ("+", "-", " ") else (" ", line)
-            hunk.lines.append((mark, body))
+            change.hunks[-1].lines.append((mark, body))
     for change in changes:
-        if change.action == "update" and not change.hunks and not change.move_to:
+        for hunk in change.hunks:
+            while hunk.lines and hunk.lines[-1] == (" ", ""):  # a blank line before the next marker
+                hunk.lines.pop()
+        if change.action == "update" and not any(h.lines for h in change.hunks) and not change.move_to:
             raise EditError(f"the update of {change.path} has no changes")
     if not changes:
         raise EditError("the patch changes no file")
@@ -114,23 +141,29 @@ def parse_patch(text: str) -> list[FileChange]:
 
 
 def apply_hunks(text: str, hunks: list[Hunk], shown: str) -> str:
-    """``text`` with every hunk applied in order; ``EditError`` naming the hunk that does not match."""
-    newline = "\r\n" if "\r\n" in text else "\n"
-    ends_with_newline = text.endswith(("\n", "\r\n")) or not text
-    lines = text.splitlines()
+    """``text`` with every hunk applied in order; ``EditError`` naming the hunk that does not match.
+
+    Only ``\\n`` splits lines, so everything outside the hunks stays byte for byte (a CRLF line keeps its
+    ``\\r``, which matching ignores; lines the patch adds to a CRLF file get one too)."""
+    ends_with_newline = text.endswith("\n")
+    lines = text.split("\n")
+    if ends_with_newline:
+        lines.pop()
+    crlf = "\r\n" in text
     cursor = 0
     for number, hunk in enumerate(hunks, start=1):
         if hunk.anchor is not None:
             found = _find(lines, [hunk.anchor], cursor)
             if found is None:
                 raise EditError(f"hunk {number} of {shown}: its '@@ {hunk.anchor}' line was not found")
-            cursor = found + 1 if hunk.old else found
-        if not hunk.old:  # only additions: they go where the anchor (or the previous hunk) left off
+            cursor = found + 1
+        if not hunk.old:  # only additions: after the anchor, after the previous hunk, or at the end
             at = cursor if hunk.anchor is not None or number > 1 else len(lines)
-            lines[at:at] = hunk.new
-            cursor = at + len(hunk.new)
+            added = [line + "\r" if crlf else line for line in hunk.new]
+            lines[at:at] = added
+            cursor = at + len(added)
             continue
-        found = _find(lines, hunk.old, cursor)
+        found = _find(lines, hunk.old, cursor, at_end=hunk.at_end)
         if found is None:
             wanted = "\n".join(hunk.old[:6])
             raise EditError(
@@ -144,19 +177,21 @@ def apply_hunks(text: str, hunks: list[Hunk], shown: str) -> str:
             if mark == " ":
                 replacement.append(lines[at])
             elif mark == "+":
-                replacement.append(body)
+                replacement.append(body + "\r" if crlf else body)
             at += mark != "+"
         lines[found:at] = replacement
         cursor = found + len(replacement)
-    return newline.join(lines) + (newline if ends_with_newline and lines else "")
+    return "\n".join(lines) + ("\n" if ends_with_newline or (not text and lines) else "")
 
 
-def _find(lines: list[str], wanted: list[str], start: int) -> int | None:
-    """Where ``wanted`` starts in ``lines`` at or after ``start``: exactly, else ignoring trailing whitespace,
-    else ignoring surrounding whitespace."""
-    for normal in (lambda s: s, str.rstrip, str.strip):
+def _find(lines: list[str], wanted: list[str], start: int, *, at_end: bool = False) -> int | None:
+    """Where ``wanted`` starts in ``lines`` at or after ``start`` (a hunk at the file's end: there first):
+    exactly (but for a CRLF line's ``\\r``), else ignoring trailing whitespace, else surrounding whitespace."""
+    last = len(lines) - len(wanted)
+    for normal in (lambda s: s.removesuffix("\r"), str.rstrip, str.strip):
         target = [normal(w) for w in wanted]
-        for at in range(start, len(lines) - len(wanted) + 1):
+        starts = [last, *range(start, last + 1)] if at_end and last >= start else range(start, last + 1)
+        for at in starts:
             if [normal(x) for x in lines[at : at + len(wanted)]] == target:
                 return at
     return None
@@ -169,19 +204,30 @@ async def apply_patch(ctx: RunContext[ToolDeps], patch: str) -> ToolOutput:
     '*** Add File: <path>' (then every line prefixed with '+'), '*** Delete File: <path>', or
     '*** Update File: <path>' (optionally followed by '*** Move to: <new path>') and its hunks: an optional
     '@@ <a line to find first>' line, then the changed lines with a few lines of context, each prefixed with
-    ' ' (context), '-' (removed) or '+' (added). Hunks apply in order. Nothing is written unless the whole
-    patch applies. The user may be asked to approve each file's change.
+    ' ' (context), '-' (removed) or '+' (added). Hunks apply in order; mark a hunk that ends the file with
+    '*** End of File'. Nothing is written unless the whole patch applies and every file's change is approved
+    (the user may be asked for each). A file may appear in one section only.
 
     Args:
         patch: The patch text, from '*** Begin Patch' to '*** End Patch'.
     """
     deps = ctx.deps
     workspace = deps.workspace
-    planned: list[tuple[FileChange, Path, Path | None, str | None, str | None]] = []
+    planned: list[_Planned] = []
+    named: set[Path] = set()
     for change in parse_patch(patch):
         target = workspace.resolve(change.path)
         shown = workspace.display(target)
         destination = workspace.resolve(change.move_to) if change.move_to else None
+        if destination == target:
+            destination = None  # a move onto itself is no move
+        for path in (target, destination):
+            if path is not None and path in named:
+                raise EditError(
+                    f"the patch changes {workspace.display(path)} twice; put all its changes in one section"
+                )
+            if path is not None:
+                named.add(path)
         try:
             original: str | None = await deps.fs.read_text(target)
         except MissingPathError:
@@ -196,46 +242,81 @@ async def apply_patch(ctx: RunContext[ToolDeps], patch: str) -> ToolOutput:
             updated = None
         else:
             updated = apply_hunks(original, change.hunks, shown)
-        planned.append((change, target, destination, original, updated))
+        if destination is not None and destination.exists():
+            raise EditError(f"{workspace.display(destination)} already exists; the patch would overwrite it")
+        planned.append(
+            _Planned(
+                change, target, destination, original, updated, Path(os.path.normpath(workspace.cwd / change.path))
+            )
+        )
+    # Every change is allowed before any is made, so a rejection leaves all the files as they were.
+    for item in planned:
+        await deps.permissions.check(item.request(ctx.tool_call_id or "", patch, workspace))
     changed: list[Path] = []
     report: list[str] = []
-    for change, target, destination, original, updated in planned:
-        shown = workspace.display(target)
-        final = destination or target
-        diff = FileDiff(final, original, updated or "")
-        kind: ToolKind = "delete" if updated is None or destination is not None else "edit"
-        request = PermissionRequest(
-            tool_call_id=ctx.tool_call_id or "",
-            tool_name="apply_patch",
-            kind=kind,
-            title=f"{'Delete' if updated is None else 'Patch'} {shown}"
-            + (f" → {workspace.display(final)}" if destination else ""),
-            subject=str(target),
-            diff=diff if updated is not None else None,
-            raw_input={"patch": patch},
-        )
-        await deps.permissions.check(request)
-        if updated is not None:
-            await deps.fs.write_text(final, updated)
-            changed.append(final)
-        if updated is None or destination is not None:
-            try:
-                target.unlink()
-            except OSError as e:
-                raise PathError(f"cannot delete {shown}: {e.strerror or e}") from e
-            changed.append(target)
-        letter = {"add": "A", "delete": "D", "update": "M"}[change.action]
-        what = f"{letter} {shown}" + (f" → {workspace.display(final)}" if destination else "")
-        body = summary_diff(original or "", updated) if updated is not None else ""
-        report.append(f"{what}\n{body}".rstrip())
+    for item in planned:
+        try:
+            if item.updated is not None:
+                await deps.fs.write_text(item.final, item.updated)
+                changed.append(item.final)
+            if item.updated is None or item.destination is not None:
+                # A symbolic link is deleted itself, never the file it points to.
+                (item.lexical if item.lexical.is_symlink() else item.target).unlink()
+                changed.append(item.target)
+        except (OSError, PathError) as e:
+            done = ", ".join(workspace.display(p) for p in changed) or "none"
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise PathError(
+                f"the patch stopped at {workspace.display(item.target)}: {reason}. Files already changed: {done}"
+            ) from e
+        report.append(item.report(workspace))
     only = planned[0] if len(planned) == 1 else None
-    diff_shown = None
-    if only is not None and only[4] is not None:
-        diff_shown = FileDiff(only[2] or only[1], only[3], only[4])
     return ToolOutput(
         text="Applied the patch:\n" + "\n".join(r.splitlines()[0] for r in report),
-        diff=diff_shown,
+        diff=FileDiff(only.final, only.original, only.updated) if only and only.updated is not None else None,
         locations=tuple(Location(p) for p in changed),
         summary="Applied a patch:\n" + "\n".join(report),
         changed=tuple(changed),
     )
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One file change, checked against the file and ready to ask for and to make."""
+
+    change: FileChange
+    target: Path
+    destination: Path | None
+    original: str | None
+    updated: str | None
+    """The new content (None: the file is deleted)."""
+    lexical: Path
+    """The path as the patch named it (not resolved): a symbolic link to delete is this one."""
+
+    @property
+    def final(self) -> Path:
+        """Where the content ends up."""
+        return self.destination or self.target
+
+    def request(self, call_id: str, patch: str, workspace: Workspace) -> PermissionRequest:
+        """What the user is asked for this file."""
+        shown = workspace.display(self.target)
+        kind: ToolKind = "move" if self.destination else "delete" if self.updated is None else "edit"
+        verb = {"move": "Move", "delete": "Delete", "edit": "Patch"}[kind]
+        moved = f" → {workspace.display(self.destination)}" if self.destination else ""
+        return PermissionRequest(
+            tool_call_id=call_id,
+            tool_name="apply_patch",
+            kind=kind,
+            title=f"{verb} {shown}{moved}",
+            subject=str(self.target),
+            diff=FileDiff(self.final, self.original, self.updated) if self.updated is not None else None,
+            raw_input={"patch": patch},
+        )
+
+    def report(self, workspace: Workspace) -> str:
+        """A line saying what was done to the file, then its diff (for the summary)."""
+        letter = {"add": "A", "delete": "D", "update": "M"}[self.change.action]
+        moved = f" → {workspace.display(self.final)}" if self.destination else ""
+        body = summary_diff(self.original or "", self.updated) if self.updated is not None else ""
+        return f"{letter} {workspace.display(self.target)}{moved}\n{body}".rstrip()
