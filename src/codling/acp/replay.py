@@ -12,7 +12,6 @@ from acp.utils import serialize_params
 from codling.acp.content import to_acp
 from codling.acp.translate import Update, translate
 from codling.brain.events import Event, ToolCallFinished, ToolCallStarted, TurnEnded, TurnStarted
-from codling.tools.base import PLAN_TOOL
 
 INTERRUPTED = "interrupted: the agent stopped before this tool call finished"
 
@@ -38,13 +37,14 @@ def replay_updates(events: Iterable[Event]) -> list[Update]:
             else:
                 updates.append(helpers.update_user_message_text(event.prompt))
             continue
-        if isinstance(event, ToolCallStarted) and event.tool_name != PLAN_TOOL:  # a plan's call is not shown
+        shown = translate(event)
+        if isinstance(event, ToolCallStarted) and shown:  # only a call the client saw needs closing
             open_calls.append(event.call_id)
         elif isinstance(event, ToolCallFinished) and event.call_id in open_calls:
             open_calls.remove(event.call_id)
         elif isinstance(event, TurnEnded):
             close_open()
-        updates.extend(translate(event))
+        updates.extend(shown)
     close_open()
     return updates
 

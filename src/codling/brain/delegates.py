@@ -25,8 +25,9 @@ from codling.brain.events import (
     TurnEnded,
     TurnFailed,
 )
+from codling.brain.prompt import turn_context
 from codling.brain.state import SessionState
-from codling.brain.summaries import changed_files, render_turn_summary
+from codling.brain.summaries import changed_files
 from codling.tools.ports import (
     Approver,
     Decision,
@@ -128,8 +129,8 @@ class SessionDelegator:
         parts = [f"# Task\n{task}"]
         if context:
             parts.append(f"# Context from the lead agent\n{context}")
-        if state.turn_summaries:
-            prior = "\n\n".join(render_turn_summary(s, state.cwd) for s in state.turn_summaries)
+        # What the lead's own requests get each turn (recent files, the last two turn summaries), DESIGN §6.
+        if prior := turn_context(state.recent_files, state.turn_summaries, state.cwd):
             parts.append(f"# Prior context (what the lead agent's last turns did)\n{prior}")
         if carryover and (note := state.delegate_notes.get(role)):
             parts.append(f"# Your previous run as the {role} in this session ended with\n{note}")
