@@ -29,6 +29,7 @@ from codling.brain.prompt import turn_context
 from codling.brain.state import SessionState
 from codling.brain.summaries import changed_files
 from codling.tools.ports import (
+    DELEGATE_TOOL,
     Approver,
     Decision,
     DelegateOutcome,
@@ -79,7 +80,7 @@ class SessionDelegator:
             additional_dirs=state.additional_dirs,
         )
         args = {"agent": role, "task": task, "context": context, "carryover": carryover}
-        shown = ShownCall(call_id, describe_call("delegate", args, parent.deps.workspace).title, "think", args)
+        shown = ShownCall(call_id, describe_call(DELEGATE_TOOL, args, parent.deps.workspace).title, "think", args)
         approver = parent.deps.permissions.approver
         deps = replace(
             parent.deps,
@@ -155,6 +156,6 @@ class _Within:
 def remember(state: SessionState, started: ToolCallStarted, finished: ToolCallFinished) -> None:
     """Keep a delegate's answer for carryover (live, and when a session is restored): the answer of the
     latest run of each role that finished with one."""
-    if started.tool_name == "delegate" and finished.status == "completed":
+    if started.tool_name == DELEGATE_TOOL and finished.status == "completed":
         role = str(started.raw_input.get("agent", ""))
         state.delegate_notes = {**state.delegate_notes, role: finished.text[:CARRYOVER_CHARS]}

@@ -81,6 +81,7 @@ from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
+from codling.tools.ports import DELEGATE_TOOL
 from codling.tools.toolset import ToolDeps, build_toolset
 
 if TYPE_CHECKING:
@@ -330,7 +331,7 @@ class ConversationSession:
                 options.run_tools
                 and ctx.run_step <= options.max_tool_passes
                 and (options.tool_names is None or tool.name in options.tool_names)
-                and (options.delegates or tool.name != "delegate")
+                and (options.delegates or tool.name != DELEGATE_TOOL)
             )
 
         return FilteredToolset(build_toolset(), offered)

@@ -24,6 +24,9 @@ PlanPriority = Literal["high", "medium", "low"]
 PLAN_TOOL = "update_plan"
 """The tool that sets the model's plan (``tools/plan.py``); clients show the plan rather than the call."""
 
+DELEGATE_TOOL = "delegate"
+"""The tool that hands a task to a sub-agent (``tools/delegate.py``, run by ``brain/delegates.py``)."""
+
 STATUS_MARKS: dict[PlanStatus, str] = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
 """How each step's status is written in a plan's text (its summary, the terminal's checklist)."""
 

@@ -21,7 +21,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from codling.errors import PathError, ToolError
 from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
-from codling.tools.ports import Delegator, FileSystem, Location, Terminal, ToolKind, ToolProgress
+from codling.tools.ports import DELEGATE_TOOL, Delegator, FileSystem, Location, Terminal, ToolKind, ToolProgress
 from codling.tools.workspace import Workspace
 
 TOOL_NAMES: tuple[str, ...] = (
@@ -157,7 +157,7 @@ def _describe(tool_name: str, args: dict[str, Any], workspace: Workspace, kind: 
         names = ", ".join(s for s, _ in paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
         located = tuple(loc for _, resolved in paths for loc in _locations(resolved))
         return ToolCallInfo(title=f"Patch {names}" if names else "Apply a patch", kind=kind, locations=located)
-    if tool_name == "delegate":
+    if tool_name == DELEGATE_TOOL:
         task = " ".join(str(args.get("task", "")).split())
         task = task if len(task) <= _TITLE_TASK_CHARS else task[: _TITLE_TASK_CHARS - 1] + "…"
         return ToolCallInfo(title=f"Delegate to the {args.get('agent', 'sub-agent')}: {task}", kind=kind)
