@@ -11,7 +11,6 @@ from codling.brain.events import (
     Event,
     SpecialTurnPersisted,
     ToolCallFinished,
-    ToolCallStarted,
     TurnEnded,
     TurnStarted,
 )
@@ -31,55 +30,33 @@ def record_turn(state: SessionState, log_: TurnLog, ending: Ending | None) -> No
 
 def restore(state: SessionState, events: Iterable[Event]) -> None:
     """Replay recorded events into ``state``: each turn enters the history exactly as it did live; compactions
-    and persisted special turns change it as they did live; a turn whose end was never recorded (the process
-    died) enters it with a note that it was interrupted.
-
-    Live, a special turn persists only between turns; a ``special`` record found inside a turn's records (an
-    older codling wrote it while the turn's last events were still on their way) is applied after that turn.
-    """
+    and persisted special turns (recorded only between turns) change it as they did live; a turn whose end was
+    never recorded (the process died) enters it with a note that it was interrupted."""
     log_: TurnLog | None = None  # the open turn, unless it is a slash command (not part of the text history)
-    started: dict[str, ToolCallStarted] = {}
-    in_turn = False
-    waiting: list[SpecialTurnPersisted] = []  # recorded inside the open turn
-
-    def end_turn(ending: Ending | None) -> None:
-        nonlocal log_, in_turn
-        if log_ is not None:
-            record_turn(state, log_, ending)
-        for special in waiting:
-            _apply_special(state, special)
-        waiting.clear()
-        log_, in_turn = None, False
-
     for event in events:
         if isinstance(event, TurnStarted):
-            if in_turn:
-                end_turn("interrupted")
+            if log_ is not None:
+                record_turn(state, log_, "interrupted")
             text = render_prompt(event.blocks) if event.blocks else event.prompt
             log_ = None if is_command_turn(event) else TurnLog(state.turn_count + 1, text)
-            in_turn = True
             continue
         if isinstance(event, ContextCompacted):
             state.replace_history(compaction.rebuilt_history(event.kept_user_messages, event.summary))
         elif isinstance(event, SpecialTurnPersisted):
-            if in_turn:
-                waiting.append(event)
-            else:
-                _apply_special(state, event)
-        elif isinstance(event, ToolCallStarted):
-            started[event.call_id] = event
+            _apply_special(state, event)
         elif isinstance(event, ToolCallFinished):
             state.recent_files = update_recent_files(state.recent_files, event)
-            if (call := started.pop(event.call_id, None)) is not None:
-                remember_delegate(state, call, event)
+            if log_ is not None and (started := log_.calls.get(event.call_id)) is not None:
+                remember_delegate(state, started, event)
         elif isinstance(event, TurnEnded) and event.summary is not None:
             state.remember_turn(event.summary)
         if log_ is not None:
             log_.apply(event)
-        if in_turn and isinstance(event, TurnEnded):
-            end_turn("cancelled" if event.stop_reason == "cancelled" else None)
-    if in_turn:
-        end_turn("interrupted")
+            if isinstance(event, TurnEnded):
+                record_turn(state, log_, "cancelled" if event.stop_reason == "cancelled" else None)
+                log_ = None
+    if log_ is not None:
+        record_turn(state, log_, "interrupted")
 
 
 def _apply_special(state: SessionState, event: SpecialTurnPersisted) -> None:
