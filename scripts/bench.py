@@ -906,7 +906,8 @@ def check_page(page: Any, size: int, total: int, cwd: Path | None = None) -> Non
 
 def time_appends(path: Path, count: int) -> list[float]:
     """Seconds per HistoryFile.append of a ~300-character message record (after 100 not counted)."""
-    from codling.store.history import HistoryFile, Redactor
+    from codling.secrecy import Redactor
+    from codling.store.history import HistoryFile
 
     # codling redacts every record; a user typically has one API key in the environment.
     redact = Redactor.from_env({"OPENAI_API_KEY": "sk-bench-0123456789abcdef"})

@@ -15,7 +15,8 @@ they care about and let the rest propagate::
     │   └── CommandError       a command could not start or was stopped
     ├── ModelError             the model provider failed (HTTP error, bad response); the turn ends with an error reply
     └── SessionError           a session operation is invalid
-        ├── UnknownSessionError  no session with that id
+        ├── InvalidSessionIdError  a session id that is not of codling's fixed form (never used as a path)
+        ├── UnknownSessionError  no session with that id (or, over ACP, not open)
         └── SpecialTurnError     a special turn is configured wrongly, or its run ended without an answer
 
 Messages are written for the person (or model) who must act on them: they say what went wrong and, where
@@ -71,6 +72,10 @@ class ModelError(CodlingError):
 
 class SessionError(CodlingError):
     """A session operation is invalid."""
+
+
+class InvalidSessionIdError(SessionError):
+    """A session id is malformed: not of the fixed form codling gives out, so it is never turned into a path."""
 
 
 class UnknownSessionError(SessionError):

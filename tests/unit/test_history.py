@@ -22,7 +22,8 @@ from codling.brain.events import (
 )
 from codling.brain.prompt import ResourceBlock, TextBlock
 from codling.errors import SessionError, UnknownSessionError
-from codling.store.history import HistoryFile, HistoryRecorder, Redactor, SessionHeader, read_history
+from codling.secrecy import Redactor
+from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from codling.store.index import SessionStore
 from codling.tools.ports import FileDiff, Location
 

@@ -14,6 +14,7 @@ LAYERS = {
     "errors": 0,
     "config": 0,
     "paths": 0,
+    "secrecy": 0,
     "__init__": 0,
     "llm": 1,
     "tools": 2,

@@ -116,7 +116,7 @@ class CodlingAgent:
 
     def _config(self) -> tuple[Settings, Catalog, SessionStore]:
         if self._settings is None or self._catalog is None or self._store is None:
-            from codling.store.history import Redactor
+            from codling.secrecy import Redactor
             from codling.store.index import SessionStore
 
             try:

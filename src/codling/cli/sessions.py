@@ -16,7 +16,7 @@ import typer
 
 from codling.config import Settings, load_settings
 from codling.errors import CodlingError, ConfigError, SessionError
-from codling.store.history import Redactor
+from codling.secrecy import Redactor
 from codling.store.index import SessionStore, SessionSummary, new_session_id
 
 sessions_app = typer.Typer(help="List, show, replay, fork and delete recorded sessions.", no_args_is_help=True)

@@ -11,8 +11,7 @@ import fcntl
 import json
 import logging
 import os
-import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -20,34 +19,10 @@ from typing import IO, Any
 from codling.brain.builtin_turns import fallback_title
 from codling.brain.events import Event, SessionTitled, TextDelta, ThoughtDelta, TurnEnded, TurnFailed, TurnStarted
 from codling.errors import SessionError
+from codling.secrecy import Redactor
 from codling.store.records import EVENT_KINDS, VERSION, event_payload, now, record_events
 
 log = logging.getLogger(__name__)
-
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
-_MIN_SECRET_LENGTH = 8
-
-
-class Redactor:
-    """Removes secret values (API keys, tokens) from text before it is written anywhere."""
-
-    def __init__(self, secrets: list[str]) -> None:
-        kept = {s for s in secrets if len(s) >= _MIN_SECRET_LENGTH}
-        # Text is redacted after JSON encoding, where a secret holding quotes, backslashes or control
-        # characters appears escaped: look for that form too. Longest first, so nested secrets go whole.
-        forms = kept | {json.dumps(s, ensure_ascii=False)[1:-1] for s in kept}
-        self._secrets = sorted(forms, key=len, reverse=True)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Redactor:
-        """Treat the value of every variable named like a key, token, secret or password as a secret."""
-        return cls([value for name, value in env.items() if _SECRET_NAME.search(name)])
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, "[redacted]")
-        return text
 
 
 @dataclass(frozen=True)

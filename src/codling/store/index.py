@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from codling.errors import SessionError, UnknownSessionError
-from codling.store.history import HistoryFile, HistoryRecorder, Redactor, SessionHeader, SessionLog, read_history
+from codling.secrecy import Redactor
+from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, SessionLog, read_history
 from codling.store.records import now
 
 log = logging.getLogger(__name__)
