@@ -729,7 +729,8 @@ RECORDS_PER_TURN = 7
 async def write_long_session(home: Path, project: Path, turns: int) -> str:
     """A session of ``turns`` turns written through codling's own store and recorder; returns its id."""
     from codling.store.history import SessionHeader
-    from codling.store.index import SessionStore, new_session_id
+    from codling.store.ids import new_session_id
+    from codling.store.index import SessionStore
 
     store = SessionStore(home)
     header = SessionHeader(new_session_id(), project, STORE_MODEL, "yolo")
@@ -830,7 +831,8 @@ async def write_many_sessions(home: Path, projects: Sequence[Path], count: int) 
     from codling.brain.events import TextDelta, TurnEnded, TurnStarted
     from codling.brain.prompt import TextBlock
     from codling.store.history import SessionHeader
-    from codling.store.index import SessionStore, new_session_id
+    from codling.store.ids import new_session_id
+    from codling.store.index import SessionStore
 
     store = SessionStore(home)
     for i in range(count):

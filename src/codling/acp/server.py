@@ -190,7 +190,7 @@ class CodlingAgent:
         extra = tuple(_directory(d, "additionalDirectories") for d in additional_directories or ())
         from codling.llm.providers import select_model
         from codling.store.history import SessionHeader
-        from codling.store.index import new_session_id
+        from codling.store.ids import new_session_id
 
         try:
             choice = select_model(self._cli_model, settings, catalog)
@@ -246,7 +246,7 @@ class CodlingAgent:
         **kwargs: Any,
     ) -> ForkSessionResponse:
         """A new session holding the history so far of ``session_id`` (which records it as its parent)."""
-        from codling.store.index import new_session_id
+        from codling.store.ids import new_session_id
 
         source = self._stored(session_id)
         _, _, store = self._config()

@@ -213,7 +213,7 @@ def _plan_session(
 ) -> _SessionPlan:
     from codling.llm.providers import select_model
     from codling.store.history import SessionHeader
-    from codling.store.index import new_session_id
+    from codling.store.ids import new_session_id
 
     choice = select_model(model, settings, catalog)
     if not resume and not continue_:

@@ -17,7 +17,8 @@ import typer
 from codling.config import Settings, load_settings
 from codling.errors import CodlingError, ConfigError, SessionError
 from codling.secrecy import Redactor
-from codling.store.index import SessionStore, SessionSummary, new_session_id
+from codling.store.ids import new_session_id
+from codling.store.index import SessionStore, SessionSummary
 
 sessions_app = typer.Typer(help="List, show, replay, fork and delete recorded sessions.", no_args_is_help=True)
 

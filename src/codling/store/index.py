@@ -20,7 +20,6 @@ from typing import Any
 from codling.errors import SessionError, UnknownSessionError
 from codling.secrecy import Redactor
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, SessionLog, read_history
-from codling.store.records import now
 
 log = logging.getLogger(__name__)
 
@@ -210,10 +209,3 @@ class SessionStore:
             raise UnknownSessionError(f"no session {session_id} in {self.root}")
         shutil.rmtree(directory)
         return directory
-
-
-def new_session_id() -> str:
-    """A fresh session id: time-ordered, so ids sort by creation."""
-    import uuid
-
-    return f"{now()[:10].replace('-', '')}-{uuid.uuid4().hex[:12]}"
