@@ -1,0 +1,243 @@
+"""search and list_files under hostile input: a catastrophic pattern, a repository whose configuration names
+programs, and links leading out of the workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from codling.brain.prompt import system_prompt
+from codling.errors import PathError, ToolError
+from codling.tools.git import SAFE_CONFIG
+from codling.tools.grep import SearchResult, find_matches, find_rg
+from codling.tools.listing import Glob, collect_files, walk_files
+from codling.tools.search import list_files, search
+from codling.tools.workspace import Workspace
+from tests.unit.test_tools_files import ctx_in, write
+
+GIT = shutil.which("git")
+RG = find_rg()
+needs_git = pytest.mark.skipif(GIT is None, reason="git is not installed")
+REDOS = "(a+)+$"
+MATCHER = "codling.tools.matcher"
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    return root
+
+
+def test_ripgrep_comes_with_codling() -> None:
+    assert RG is not None
+    assert Path(RG).parent in {Path(sysconfig.get_path("scripts")), Path(sys.executable).parent}
+
+
+# --- a catastrophic pattern --------------------------------------------------------------------------------
+
+
+def matcher_children() -> list[int]:
+    """The pids of this process's Python-matcher children."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        if ppid == os.getpid() and MATCHER.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+async def started_matcher() -> int:
+    """Wait (a few seconds at most) for the matcher child to appear; its pid."""
+    async with asyncio.timeout(10):
+        while not (children := matcher_children()):
+            await asyncio.sleep(0.01)
+    return children[0]
+
+
+def redos_file(root: Path) -> None:
+    write(root, {"a.txt": "a" * 5000 + "b\n"})
+
+
+async def test_catastrophic_pattern_fails_in_time_and_the_loop_keeps_running(proj: Path) -> None:
+    redos_file(proj)
+    running = asyncio.create_task(find_matches(REDOS, proj, _ws(proj), rg=None, git=None, time_limit=1.5))
+    await started_matcher()  # polling it needs the event loop too
+    observed = asyncio.Event()
+    asyncio.get_running_loop().call_soon(observed.set)
+    await asyncio.wait_for(observed.wait(), 5)
+    assert not running.done()  # the event was seen while the search was still running
+    with pytest.raises(ToolError) as e:
+        await asyncio.wait_for(running, 10)
+    assert str(e.value) == (
+        "the search for '(a+)+$' was stopped: it took over 1.5 s, most likely catastrophic backtracking (nested "
+        "repetition such as (a+)+, or look-around over long lines); use a simpler pattern (a plain word, a single "
+        "repetition) or search a narrower path"
+    )
+    assert matcher_children() == []
+
+
+async def test_cancelling_a_python_search_kills_its_process(proj: Path) -> None:
+    redos_file(proj)
+    running = asyncio.create_task(find_matches(REDOS, proj, _ws(proj), rg=None, git=None, time_limit=60))
+    pid = await started_matcher()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(running, 10)
+    assert not Path(f"/proc/{pid}").exists()  # killed and reaped: no orphan, no zombie
+
+
+async def test_catastrophic_pattern_ripgrep_cannot_parse_hits_the_pcre2_limit(proj: Path) -> None:
+    redos_file(proj)
+    with pytest.raises(ToolError, match="hit its backtracking limit, most likely catastrophic backtracking"):
+        await asyncio.wait_for(find_matches(f"(?=a){REDOS}", proj, _ws(proj), rg=RG, git=None), 30)
+
+
+async def test_ripgrep_and_python_agree_on_look_around(proj: Path) -> None:
+    write(proj, {"a.txt": "foobar\nfoobaz\n"})
+    for rg in (RG, None):
+        result = await find_matches(r"foo(?=baz)|(b)\1", proj, _ws(proj), rg=rg, git=None)
+        assert result == SearchResult(("a.txt:2: foobaz",))
+
+
+@pytest.mark.timeout(15)
+async def test_hostile_globs_match_in_linear_time(proj: Path) -> None:
+    name = "a" * 200
+    write(proj, {name: "hit\n", ".gitignore": "*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b\n" + "**/" * 30 + "x\n"})
+    assert [f.name for f in walk_files(proj, proj).files] == [".gitignore", name]
+    glob = "*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*c"
+    assert await find_matches("hit", proj, _ws(proj), glob=glob, rg=None, git=None) == SearchResult(())
+    assert Glob("**/" * 30 + "*a*a*a*a*a*a*a*a*a*a*/x").fullmatch("a/" * 500 + "a" * 200 + "/x")
+
+
+# --- a repository that names programs ----------------------------------------------------------------------
+
+
+def hostile_repo(root: Path, marker: Path) -> None:
+    """A repository with a commit on ``main`` whose configuration and hooks would create ``marker``."""
+    assert GIT is not None
+    write(root, {"a.py": "hit = 1\n", "notes.txt": "hit\n"})
+    run = [GIT, "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root)]
+    subprocess.run([GIT, "init", "-q", "-b", "main", str(root)], check=True, timeout=30)
+    subprocess.run([*run, "add", "a.py"], check=True, timeout=30)
+    subprocess.run([*run, "commit", "-q", "-m", "init"], check=True, timeout=30)
+    subprocess.run([GIT, "-C", str(root), "config", "core.fsmonitor", f"touch {marker}; false"], check=True)
+    for hook in ("post-index-change", "post-checkout", "reference-transaction"):
+        path = root / ".git" / "hooks" / hook
+        path.write_text(f"#!/bin/sh\ntouch {marker}\n")
+        path.chmod(0o755)
+
+
+@needs_git
+async def test_no_git_command_runs_the_repositorys_programs(proj: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    hostile_repo(proj, marker)
+    assert GIT is not None
+
+    listed = await list_files(ctx_in(proj))
+    assert listed.text == "a.py\nnotes.txt"
+    assert [f.name for f in (await collect_files(proj, _ws(proj), git=GIT)).files] == ["a.py", "notes.txt"]
+    for rg in (RG, None):
+        found = await find_matches("hit", proj, _ws(proj), rg=rg, git=GIT)
+        assert found == SearchResult(("a.py:1: hit = 1", "notes.txt:1: hit"))
+    assert (await search(ctx_in(proj), "hit")).text == "a.py:1: hit = 1\nnotes.txt:1: hit"
+    assert "- Git branch: main\n" in system_prompt(proj)
+    assert not marker.exists()
+
+    # The repository is as hostile as it looks: git on its own runs the command.
+    subprocess.run([GIT, "-C", str(proj), "ls-files", "--others"], capture_output=True, check=False, timeout=30)
+    assert marker.exists()
+
+
+# --- links leading out of the workspace --------------------------------------------------------------------
+
+
+@pytest.fixture
+def linked(tmp_path: Path, proj: Path) -> Path:
+    """A workspace with one file of its own and links of every kind to files holding the same word."""
+    outside = tmp_path / "outside"
+    write(outside, {"secret.txt": "SECRET outside\n", "dir/deep.txt": "SECRET deep outside\n"})
+    write(proj, {"inside.txt": "SECRET inside\n"})
+    (proj / "to_file").symlink_to(outside / "secret.txt")
+    (proj / "to_dir").symlink_to(outside / "dir", target_is_directory=True)
+    (proj / "alias.txt").symlink_to("inside.txt")  # inside, but links met on the way are never followed
+    os.link(outside / "secret.txt", proj / "hard.txt")
+    return proj
+
+
+ONLY_INSIDE = SearchResult(("inside.txt:1: SECRET inside",))
+
+
+@pytest.mark.parametrize("rg", [pytest.param(RG, id="ripgrep"), pytest.param(None, id="python")])
+async def test_search_reads_no_file_through_a_link(linked: Path, rg: str | None) -> None:
+    assert await find_matches("SECRET", linked, _ws(linked), rg=rg, git=None) == ONLY_INSIDE
+    assert await find_matches("SECRET", linked, _ws(linked), rg=rg, git=None, glob="*.txt") == ONLY_INSIDE
+
+
+@needs_git
+@pytest.mark.parametrize("rg", [pytest.param(RG, id="ripgrep"), pytest.param(None, id="python")])
+async def test_search_reads_no_git_listed_link(linked: Path, rg: str | None) -> None:
+    assert GIT is not None
+    subprocess.run([GIT, "init", "-q", str(linked)], check=True, timeout=30)
+    subprocess.run([GIT, "-C", str(linked), "add", "."], check=True, timeout=30)
+    assert await find_matches("SECRET", linked, _ws(linked), rg=rg, git=GIT) == ONLY_INSIDE
+
+
+@pytest.mark.parametrize("rg", [pytest.param(RG, id="ripgrep"), pytest.param(None, id="python")])
+async def test_search_refuses_a_hard_linked_file_by_name(linked: Path, rg: str | None) -> None:
+    with pytest.raises(PathError) as e:
+        await find_matches("SECRET", linked / "hard.txt", _ws(linked), rg=rg, git=None)
+    assert str(e.value) == (
+        "'hard.txt' is not searched: it has more than one hard link (it may be another name for a file outside "
+        "the workspace) or is not a regular file"
+    )
+
+
+async def test_search_tool_refuses_links_out_by_name(linked: Path) -> None:
+    for path in ("to_file", "to_dir", "to_dir/deep.txt"):
+        with pytest.raises(PathError, match="leads outside the workspace through a symbolic link"):
+            await search(ctx_in(linked), "SECRET", path=path)
+    inside = await search(ctx_in(linked), "SECRET", path="alias.txt")  # a path given is resolved, as read_file's
+    assert inside.text == "inside.txt:1: SECRET inside"
+
+
+async def test_list_files_names_links_without_entering_them(linked: Path) -> None:
+    assert (await list_files(ctx_in(linked))).text == "alias.txt\nhard.txt\ninside.txt\nto_dir\nto_file"
+    with pytest.raises(PathError, match="leads outside the workspace"):
+        await list_files(ctx_in(linked), "to_dir")
+
+
+def _ws(root: Path) -> Workspace:
+    return Workspace(root)
+
+
+@needs_git
+def test_the_prompts_git_call_carries_the_safe_configuration(proj: Path, tmp_path: Path) -> None:
+    # rev-parse runs no fsmonitor in today's git, so the marker above cannot tell; a git on PATH that logs its
+    # arguments (then runs the real one) shows the call goes through tools/git.py.
+    hostile_repo(proj, tmp_path / "marker")
+    bin_dir, log = tmp_path / "bin", tmp_path / "git-args"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {log}\nexec {GIT} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    code = f"import pathlib, codling.brain.prompt as p; print(p.system_prompt(pathlib.Path({str(proj)!r})))"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert "- Git branch: main\n" in out.stdout
+    args = log.read_text().splitlines()
+    assert args[: 1 + 2 * len(SAFE_CONFIG)] == ["--no-pager", *(a for s in SAFE_CONFIG for a in ("-c", s))]
+    assert not (tmp_path / "marker").exists()
