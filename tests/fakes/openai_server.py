@@ -22,7 +22,9 @@ Which other reply a request gets: the next one queued with :meth:`OpenAIServer.e
 whatever :attr:`OpenAIServer.responder` returns for the request body; when there is neither, a ``500`` whose
 error body says ``no scripted reply`` (code ``no_scripted_reply``).
 
-Retries: the ``openai`` SDK retries 408, 409, 429 and 5xx responses (and connection errors) twice by default,
+Retries: codling's own clients (``llm/providers.py``) never retry in the SDK; the session retries visibly
+(``brain/provider_retries.py``). A client made directly with the ``openai`` SDK, as in
+``tests/unit/test_openai_server.py``, retries 408, 409, 429 and 5xx responses (and connection errors) twice by default,
 with a backoff of about 0.5 s, then 1 s, unless the response's ``retry-after-ms``/``retry-after`` header says
 otherwise. A test that scripts such an error should therefore either give the provider a client built with
 ``AsyncOpenAI(..., max_retries=0)``, or run the agent with ``ModelSettings(max_retries=0)``, or script as many
