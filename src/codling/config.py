@@ -12,6 +12,7 @@ config.toml keys (all optional)::
     title_model = "anthropic:claude-haiku-4-5"  # a cheaper model for titles (default: the session's model)
     greeting = false                        # greet new editor sessions (one short model-made message)
     delegates = true                        # let the model hand tasks to planner, reviewer and coder sub-agents
+    stream_idle_timeout = 120               # seconds without data from the model provider before a reply is stopped
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class Settings:
     """Greet the user of a new editor session with the greeting special turn."""
     delegates: bool = True
     """Offer the model the delegate tool (planner, reviewer and coder sub-agents)."""
+    stream_idle_timeout: float = 120.0
+    """Seconds the model provider may send nothing (mid-reply, or before answering) before the turn fails."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The environment the settings were read from (never logged: it holds secrets)."""
 
@@ -118,5 +121,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         title_model=title_model,
         greeting=_flag(data, "greeting", False, path),
         delegates=_flag(data, "delegates", True, path),
+        stream_idle_timeout=_positive(data, "stream_idle_timeout", 120.0, path),
         env=env,
     )

@@ -264,13 +264,27 @@ async def test_resources_reach_the_model_and_images_a_blind_model_cannot_see_get
 
 
 async def test_provider_error_is_a_visible_reply_and_session_continues(start) -> None:  # type: ignore[no-untyped-def]
-    error = ModelHTTPError(429, "scripted", {"message": "slow down"})
+    error = ModelHTTPError(400, "scripted", {"message": "slow down"})  # a 400 is not retried
     async with start(Script([[Fail(error)], [Say("fine now")]])) as h:
         sid = await h.new()
         assert await h.say(sid, "first") == "end_turn"
         assert "**Error:**" in h.client.agent_text() and "slow down" in h.client.agent_text()
         assert await h.say(sid, "second") == "end_turn"
     assert h.client.agent_text().endswith("fine now")
+
+
+async def test_a_provider_retry_is_shown_as_a_card_and_the_turn_goes_on(start) -> None:  # type: ignore[no-untyped-def]
+    busy = ModelHTTPError(429, "scripted", {"message": "slow down"}, retry_after=0.01)
+    async with start(Script([[Fail(busy)], [Say("fine now")]])) as h:
+        sid = await h.new()
+        assert await h.say(sid, "first") == "end_turn"
+    cards = [u for _, u in h.client.updates if u.session_update in ("tool_call", "tool_call_update")]
+    assert [(c.session_update, c.title, c.kind, c.status) for c in cards] == [
+        ("tool_call", "Model provider busy (HTTP 429): retrying in 0.01 s (attempt 2 of 3)", "other", "in_progress"),
+        ("tool_call_update", None, None, "completed"),
+    ]
+    assert cards[0].tool_call_id == cards[1].tool_call_id
+    assert h.client.agent_text() == "fine now"
 
 
 async def test_max_turn_requests_stop_reason(start) -> None:  # type: ignore[no-untyped-def]

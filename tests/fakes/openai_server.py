@@ -22,7 +22,9 @@ Which other reply a request gets: the next one queued with :meth:`OpenAIServer.e
 whatever :attr:`OpenAIServer.responder` returns for the request body; when there is neither, a ``500`` whose
 error body says ``no scripted reply`` (code ``no_scripted_reply``).
 
-Retries: the ``openai`` SDK retries 408, 409, 429 and 5xx responses (and connection errors) twice by default,
+Retries: codling's own clients (``llm/providers.py``) never retry in the SDK; the session retries visibly
+(``brain/provider_retries.py``). A client made directly with the ``openai`` SDK, as in
+``tests/unit/test_openai_server.py``, retries 408, 409, 429 and 5xx responses (and connection errors) twice by default,
 with a backoff of about 0.5 s, then 1 s, unless the response's ``retry-after-ms``/``retry-after`` header says
 otherwise. A test that scripts such an error should therefore either give the provider a client built with
 ``AsyncOpenAI(..., max_retries=0)``, or run the agent with ``ModelSettings(max_retries=0)``, or script as many
@@ -125,6 +127,10 @@ class Reply:
     ``stream_options: {"include_usage": true}``, and in the body of a non-streamed response; without it, no
     usage is sent at all. ``finish_reason`` defaults to ``"tool_calls"`` when there are tool calls, else
     ``"stop"``. ``delay`` is slept before each streamed chunk, or once before a non-streamed response.
+
+    Misbehaving streams: ``cut=True`` ends the body cleanly after the content chunks, with no finish-reason
+    chunk, no usage and no ``data: [DONE]`` (a proxy or provider that dropped the rest of the reply).
+    ``stall_after=n`` sends ``n`` chunks and then nothing until :meth:`OpenAIServer.stop` (a provider that hung).
     """
 
     text: Sequence[str] = ()
@@ -134,6 +140,8 @@ class Reply:
     finish_reason: str | None = None
     delay: float = 0.0
     reasoning_field: str = "reasoning_content"
+    cut: bool = False
+    stall_after: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("text", "reasoning"):
@@ -205,14 +213,20 @@ class ErrorReply:
         )
 
     @classmethod
-    def rate_limited(cls, message: str | None = None, *, retry_after_ms: int | None = None) -> ErrorReply:
-        """A ``429`` rate limit; ``retry_after_ms`` sets the ``retry-after-ms`` header the SDK waits for."""
+    def rate_limited(
+        cls, message: str | None = None, *, retry_after_ms: int | None = None, retry_after: int | None = None
+    ) -> ErrorReply:
+        """A ``429`` rate limit; ``retry_after_ms`` sets the ``retry-after-ms`` header the SDK waits for,
+        ``retry_after`` the standard ``Retry-After`` header (seconds)."""
+        headers = {} if retry_after_ms is None else {"retry-after-ms": str(retry_after_ms)}
+        if retry_after is not None:
+            headers["retry-after"] = str(retry_after)
         return cls(
             status=429,
             message=message or "Rate limit reached for requests. Please try again in 1ms.",
             type="requests",
             code="rate_limit_exceeded",
-            headers={} if retry_after_ms is None else {"retry-after-ms": str(retry_after_ms)},
+            headers=headers,
         )
 
     @classmethod
@@ -376,6 +390,8 @@ def _chunks(
         )
         for piece in _split(call.arguments_json, _ARGUMENT_PIECES):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    if reply.cut:
+        return
     yield chunk({}, reply.effective_finish_reason)
     if include_usage and reply.usage is not None:
         yield {
@@ -513,12 +529,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for data in _chunks(
+        chunks = _chunks(
             reply, completion_id=completion_id, model=model, request_index=index, include_usage=include_usage
-        ):
+        )
+        for sent, data in enumerate(chunks):
+            if sent == reply.stall_after:
+                self._owner._stopping.wait()  # hung: nothing more until the server stops
+                return
             time.sleep(reply.delay)
             self._write_chunk(f"data: {json.dumps(data)}\n\n".encode())
-        self._write_chunk(b"data: [DONE]\n\n")
+        if not reply.cut:
+            self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")  # the zero-length chunk that ends the body
 
     def _write_chunk(self, data: bytes) -> None:
@@ -561,6 +582,8 @@ class OpenAIServer:
         self._recorded: list[RecordedRequest] = []
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        """Set by :meth:`stop`: releases handlers of stalled replies."""
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -580,6 +603,7 @@ class OpenAIServer:
         if httpd is None or thread is None:
             return
         self._httpd = self._thread = None
+        self._stopping.set()
         httpd.shutdown()
         httpd.close_connections()
         httpd.server_close()

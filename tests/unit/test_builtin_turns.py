@@ -330,7 +330,7 @@ async def test_options_changed_between_turns_apply_to_the_next(project: Path, se
 
 async def test_a_turn_failing_after_its_first_answer_still_counts_its_input(project: Path, settings: Settings) -> None:
     (project / "a.txt").write_text("alpha\n")
-    down = ModelHTTPError(500, "test:builtin", {"message": "down"})
+    down = ModelHTTPError(400, "test:builtin", {"message": "down"})
     script = Script([[Call("read_file", {"path": "a.txt"}, "r1")], [Fail(down)]])
     session = make_session(project, settings, script)
     result = await session.run("read a.txt")

@@ -163,7 +163,7 @@ async def test_a_delegate_that_fails_reports_what_it_did_and_keeps_the_last_good
     project: Path, settings: Settings
 ) -> None:
     (project / "a.txt").write_text("alpha\n")
-    down = ModelHTTPError(500, "test:delegates", {"message": "down"})
+    down = ModelHTTPError(400, "test:delegates", {"message": "down"})  # not retried: a 400 will not pass
     script = Script(
         [
             [Call("delegate", {"agent": "reviewer", "task": "Review a.txt"}, "d1")],
@@ -181,7 +181,7 @@ async def test_a_delegate_that_fails_reports_what_it_did_and_keeps_the_last_good
     (call,) = result.tool_calls
     assert call.finished is not None and call.finished.status == "failed"
     told = call.finished.text
-    assert "the reviewer did not finish: The model provider returned HTTP 500" in told
+    assert "the reviewer did not finish: The model provider returned HTTP 400" in told
     assert "What it did:\n→ Read a.txt" in told
     assert session.state.delegate_notes == {"reviewer": "a.txt is fine."}  # the failed run replaced nothing
     assert first.usage.requests == 3  # the turn's usage counts its delegate's: 2 of the lead + 1 of the reviewer

@@ -416,3 +416,47 @@ def test_stop_is_idempotent_and_frees_the_port() -> None:
 
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{base_url}/models", timeout=2)
+
+
+def test_a_cut_reply_ends_without_finish_reason_or_done(server: OpenAIServer) -> None:
+    server.enqueue(Reply(text=["a", "b"], usage=Usage(1, 2), cut=True))
+
+    status, raw = post_json(
+        f"{server.base_url}/chat/completions",
+        {"model": MODEL, "stream": True, "stream_options": {"include_usage": True}, "messages": []},
+    )
+
+    assert status == 200
+    events = [e for e in raw.decode().split("\n\n") if e]
+    chunks = [json.loads(event.removeprefix("data: ")) for event in events]
+    assert [c["choices"][0]["delta"].get("content") for c in chunks] == ["", "a", "b"]
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks)
+
+
+def test_rate_limited_can_carry_a_retry_after_in_seconds(server: OpenAIServer) -> None:
+    server.enqueue(ErrorReply.rate_limited(retry_after=120))
+
+    request = urllib.request.Request(
+        f"{server.base_url}/chat/completions",
+        data=json.dumps({"model": MODEL, "messages": []}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=5)
+
+    assert caught.value.code == 429
+    assert caught.value.headers["retry-after"] == "120"
+
+
+async def test_a_stalled_reply_sends_its_first_chunks_then_nothing(server: OpenAIServer) -> None:
+    server.enqueue(Reply(text=["first ", "never"], stall_after=2))
+    client = AsyncOpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=0, timeout=0.5)
+
+    received: list[str | None] = []
+    stream = await client.chat.completions.create(model=MODEL, messages=[], stream=True)
+    with pytest.raises(Exception) as caught:  # the read timeout, in whatever form the SDK raises it
+        async for chunk in stream:
+            received.append(chunk.choices[0].delta.content)
+
+    assert received == ["", "first "]
+    assert "timed out" in str(caught.value).lower() or "timeout" in type(caught.value).__name__.lower()

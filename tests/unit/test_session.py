@@ -153,13 +153,13 @@ async def test_request_bound_ends_turn_with_max_turn_requests(project: Path, set
 
 
 async def test_provider_error_gives_error_reply_and_session_stays_usable(project: Path, settings: Settings) -> None:
-    boom = ModelHTTPError(500, "scripted", {"error": {"message": "upstream exploded"}})
+    boom = ModelHTTPError(400, "scripted", {"error": {"message": "upstream exploded"}})
     script = Script([[Fail(boom)], [Say("back again")]])
     session = session_for(script, project, settings)
     events = await collect(session, "first")
     failed = [e for e in events if isinstance(e, TurnFailed)]
     assert len(failed) == 1
-    assert "HTTP 500" in failed[0].message and "upstream exploded" in failed[0].message
+    assert "HTTP 400" in failed[0].message and "upstream exploded" in failed[0].message
     assert isinstance(events[-1], TurnEnded) and events[-1].error is True
     result = await session.run("second")
     assert (result.text, result.error) == ("back again", None)

@@ -25,6 +25,7 @@ from codling.brain.events import (
     ContextCompacted,
     Event,
     PlanUpdated,
+    ProviderRetrying,
     SessionTitled,
     SpecialTurnPersisted,
     TextDelta,
@@ -173,6 +174,14 @@ def translate(event: Event) -> list[Update]:
                     status="completed",
                     content=[helpers.tool_content(helpers.text_block(event.summary))],
                 )
+            ]
+        case ProviderRetrying() if event.status == "waiting":
+            # A card of its own, like compaction's: an editor shows it at once and keeps it in the thread, where
+            # a thought chunk would be folded into the model's reasoning and read as the model's words.
+            return [helpers.start_tool_call(event.call_id, event.title, kind="other", status="in_progress")]
+        case ProviderRetrying():
+            return [
+                helpers.update_tool_call(event.call_id, status="completed" if event.status == "retrying" else "failed")
             ]
         case UsageUpdated():
             return [UsageUpdate(session_update="usage_update", used=event.used, size=event.size)]

@@ -4,15 +4,22 @@
 ``ThoughtDelta`` (or, without streaming, sends each response's parts whole once it has arrived); a tool pass
 reports each call as ``ToolCallStarted`` and ``ToolCallFinished``. It knows nothing of sessions: the caller sets
 the run up (history, limits, settings) and keeps the state. User turns and special turns both run through it.
+
+A provider cannot make a turn lie or hang here: a streamed response that ends without saying why it finished
+(no finish reason: the connection was cut) and a stream that sends nothing for ``idle_timeout`` seconds both
+end the run with a ``ModelError`` saying so; the text already streamed stays sent, so the failed turn keeps
+it, followed by the error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from codling.brain.events import Event, PlanUpdated, StopReason, TextDelta, ThoughtDelta, ToolCallStarted, Usage
 from codling.brain.turns import args_dict, plan_of, stop_reason, tool_finished
+from codling.errors import ModelError
 from codling.tools.toolset import describe_call
 from codling.tools.workspace import Workspace
 
@@ -25,13 +32,15 @@ async def drive(
     first_input: Callable[[int], None] = lambda _tokens: None,
     *,
     stream: bool = True,
+    idle_timeout: float | None = None,
 ) -> tuple[StopReason, Usage]:
     """Drive ``run`` (an ``AgentRun`` from ``Agent.iter``) to its end, sending its events, and return how it
     stopped and its usage; a run that hits its request limit ends with ``max_turn_requests``. ``first_input``
     gets the input tokens of the first response as soon as it arrives (when the provider reports them). With
-    ``stream=False`` each model request is made without streaming and its response is sent whole."""
+    ``stream=False`` each model request is made without streaming and its response is sent whole. A streamed
+    response that goes ``idle_timeout`` seconds without an event, or ends without a finish reason, is an error."""
     from pydantic_ai import Agent
-    from pydantic_ai.exceptions import UsageLimitExceeded
+    from pydantic_ai.exceptions import ModelAPIError, ModelTimeoutError, UsageLimitExceeded
     from pydantic_ai.messages import FunctionToolCallEvent, FunctionToolResultEvent
 
     stop: StopReason = "end_turn"
@@ -49,9 +58,11 @@ async def drive(
         async for node in run:
             if Agent.is_model_request_node(node) and stream:
                 async with node.stream(run.ctx) as events:
-                    async for ev in events:
+                    async for ev in _paced(events, idle_timeout):
                         if (streamed := _streamed(turn_id, ev)) is not None:
                             send(streamed)
+                if events.response.finish_reason is None and events.response.provider_name is not None:
+                    raise ModelError(CUT_OFF)
                 answered(events.response)
             elif Agent.is_call_tools_node(node):
                 if not stream:
@@ -70,8 +81,48 @@ async def drive(
                                 send(PlanUpdated(turn_id, plan))
     except UsageLimitExceeded:
         stop = "max_turn_requests"
+    except ModelTimeoutError as e:
+        if e.phase not in ("read", None) or idle_timeout is None:
+            raise
+        raise ModelError(stalled(idle_timeout)) from e
+    except ModelAPIError as e:
+        # pydantic-ai's OpenAI chat stream raises exactly this when the profile requires a finish reason
+        # (llm/providers.py asks for it) and the stream ended without one.
+        if type(e) is ModelAPIError and "without a `finish_reason`" in e.message:
+            raise ModelError(CUT_OFF) from e
+        raise
     usage = run.usage
     return stop, Usage(usage.input_tokens, usage.output_tokens, usage.requests)
+
+
+CUT_OFF = (
+    "The model provider's stream was cut off before the reply was finished (the provider never said it was "
+    "complete), so the reply above is incomplete. Ask again to continue."
+)
+
+
+def stalled(idle_timeout: float) -> str:
+    """The error of a provider that went silent for ``idle_timeout`` seconds."""
+    return (
+        f"No data from the model provider for {idle_timeout:g} s, so the reply was stopped; what arrived before "
+        "is kept above. Ask again to continue (stream_idle_timeout in config.toml sets how long codling waits)."
+    )
+
+
+async def _paced(events: Any, idle_timeout: float | None) -> AsyncIterator[Any]:
+    """The stream's events; a ``ModelError`` once ``idle_timeout`` seconds pass without the next one."""
+    iterator = aiter(events)
+    while True:
+        try:
+            async with asyncio.timeout(idle_timeout) as deadline:
+                ev = await anext(iterator)
+        except StopAsyncIteration:
+            return
+        except TimeoutError as e:
+            if idle_timeout is None or not deadline.expired():
+                raise
+            raise ModelError(stalled(idle_timeout)) from e
+        yield ev
 
 
 def _streamed(turn_id: str, ev: Any) -> TextDelta | ThoughtDelta | None:

@@ -1,8 +1,9 @@
 """The brain's typed event stream.
 
 A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``,
-``ToolCallTerminal`` and ``ToolCallNote`` (live only), ``ToolCallFinished``, ``PlanUpdated`` and compaction
-pairs (``CompactionStarted`` then ``ContextCompacted``); at most one ``TurnFailed``; one ``UsageUpdated``; and
+``ToolCallTerminal`` and ``ToolCallNote`` (live only), ``ToolCallFinished``, ``PlanUpdated``, compaction
+pairs (``CompactionStarted`` then ``ContextCompacted``) and ``ProviderRetrying`` (live only: a wait before
+retrying a model request); at most one ``TurnFailed``; one ``UsageUpdated``; and
 exactly one ``TurnEnded``.
 Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Outside turns,
 observers also get ``SpecialTurnPersisted`` (a special turn changed the history) and ``SessionTitled``.
@@ -174,6 +175,37 @@ class ContextCompacted:
     kind: Literal["context_compacted"] = "context_compacted"
 
 
+RetryStatus = Literal["waiting", "retrying", "cancelled"]
+"""Where a provider retry is: waiting ``delay`` seconds, over (the request is being sent again), or cut short
+by the user's cancel."""
+
+
+@dataclass(frozen=True)
+class ProviderRetrying:
+    """The model provider refused a request for a passing reason (rate limit, overload, no connection), so it
+    is sent again after ``delay`` seconds: ``status`` "waiting" as the wait starts, then "retrying" (or
+    "cancelled") with the same ``call_id``. Live only: never recorded (the retry changed nothing)."""
+
+    turn_id: str
+    call_id: str
+    attempt: int
+    """The attempt about to be made (2 for the first retry)."""
+    max_attempts: int
+    delay: float
+    reason: str
+    """Why, in a few words: ``HTTP 429``, ``connection failed``."""
+    status: RetryStatus = "waiting"
+    kind: Literal["provider_retrying"] = "provider_retrying"
+
+    @property
+    def title(self) -> str:
+        """One line for the user, e.g. "Model provider busy (HTTP 429): retrying in 30 s (attempt 2 of 3)"."""
+        return (
+            f"Model provider busy ({self.reason}): retrying in {self.delay:g} s "
+            f"(attempt {self.attempt} of {self.max_attempts})"
+        )
+
+
 @dataclass(frozen=True)
 class UsageUpdated:
     """How full the context is after a turn: ``used`` of ``size`` tokens."""
@@ -244,6 +276,7 @@ Event = (
     | PlanUpdated
     | CompactionStarted
     | ContextCompacted
+    | ProviderRetrying
     | UsageUpdated
     | SpecialTurnPersisted
     | SessionTitled

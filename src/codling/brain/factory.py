@@ -54,5 +54,6 @@ def open_session(
         auto_title=settings.titles,
         title_model=settings.title_model,
         delegates=settings.delegates,
+        stream_idle_timeout=settings.stream_idle_timeout,
     )
     return ConversationSession(state, deps, model_factory=model_factory, options=options)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from codling.brain import compaction
 from codling.brain.prompt import ImageBlock
+from codling.brain.retries import RetryPolicy
 from codling.llm.catalog import ModelInfo
 
 TOOL_SCHEMA_TOKENS = 1_500
@@ -51,6 +52,11 @@ class SessionOptions:
     """The tools the model is offered (None: all); a delegate's role limits them."""
     role_instructions: str | None = None
     """Instructions added to the system prompt (a delegate's role)."""
+    stream_idle_timeout: float = 120.0
+    """Seconds a model request may go without data from the provider (between streamed chunks, or before
+    the answer) before the turn fails; ``stream_idle_timeout`` in config.toml."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """How a model request the provider refused for a passing reason (429, 5xx, no connection) is retried."""
 
 
 def image_tokens(images: tuple[ImageBlock, ...], model: ModelInfo) -> int:

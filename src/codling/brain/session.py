@@ -294,9 +294,14 @@ class ConversationSession:
         """The session's pydantic-ai model, or the model ``model_id`` names."""
         if model_id is None or model_id == self.state.model.id:
             return self._get_agent().model  # type: ignore[return-value]
+        return self._build_model(model_id)
+
+    def _build_model(self, model_id: str) -> Model:
+        if self._model_factory is not None:
+            return self._model_factory(model_id)
         from codling.llm.providers import build_model
 
-        return (self._model_factory or build_model)(model_id)
+        return build_model(model_id, idle_timeout=self.options.stream_idle_timeout)
 
     def instructions(self) -> str:
         """The session's system prompt (static part), built once per session."""
@@ -423,16 +428,12 @@ class ConversationSession:
     def _get_agent(self) -> Agent[ToolDeps, str]:
         if self._agent is None:
             from pydantic_ai import Agent
-
-            from codling.llm.providers import build_model
-
-            factory = self._model_factory or build_model
             from pydantic_ai.capabilities import ProcessHistory
 
             from codling.brain.sanitize import sanitize_messages
 
             self._agent = Agent(
-                factory(self.state.model.id),
+                self._build_model(self.state.model.id),
                 deps_type=ToolDeps,
                 instructions=self.instructions(),
                 toolsets=[self._turn_toolset()],
@@ -548,11 +549,19 @@ class ConversationSession:
         from pydantic_ai.settings import ModelSettings
         from pydantic_ai.usage import UsageLimits
 
+        from codling.brain.provider_retries import ProviderRetries
+
         model = self.state.model
         # Some providers reject input + max_tokens above the window: leave the answer only the room there is.
         prompt_tokens = count_tokens(user_text) + image_tokens(images, model)
         room = model.context_limit - self.context_used() - prompt_tokens - OUTPUT_MARGIN_TOKENS
-        settings: ModelSettings = {"max_tokens": max(MIN_OUTPUT_TOKENS, min(model.max_output_tokens, room))}
+        settings: ModelSettings = {
+            "max_tokens": max(MIN_OUTPUT_TOKENS, min(model.max_output_tokens, room)),
+            # codling retries itself, visibly (ProviderRetries); the SDK's retries would wait in silence.
+            "max_retries": 0,
+            # The transport's read timeout: no byte for this long ends the request, streamed or not.
+            "timeout": self.options.stream_idle_timeout,
+        }
         if model.thinking:
             settings["thinking"] = True
         context = turn_context(self.state.recent_files, self.state.turn_summaries, self.state.cwd)
@@ -563,8 +572,16 @@ class ConversationSession:
             usage_limits=UsageLimits(request_limit=self.options.max_requests_per_turn),
             model_settings=settings,
             instructions=[context, self._tools_spent] if context else [self._tools_spent],
+            capabilities=[ProviderRetries(self.options.retry, turn_id, send)],
         ) as run:
-            return await drive(run, turn_id, send, self.deps.workspace, self._first_input)
+            return await drive(
+                run,
+                turn_id,
+                send,
+                self.deps.workspace,
+                self._first_input,
+                idle_timeout=self.options.stream_idle_timeout,
+            )
 
     def _first_input(self, tokens: int) -> None:
         """The provider's input tokens for a turn's first request (as soon as it answers, even if the turn is

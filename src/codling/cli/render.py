@@ -29,6 +29,7 @@ from codling.brain.events import (
     ContextCompacted,
     Event,
     PlanUpdated,
+    ProviderRetrying,
     SessionTitled,
     SpecialTurnPersisted,
     TextDelta,
@@ -165,6 +166,8 @@ class TerminalRenderer:
 
     def __init__(self, out: TextIO, *, err: TextIO | None = None, color: bool, interactive: bool) -> None:
         self._out = StyledWriter(out, color=color)
+        # Notes about the provider (retry waits) go to stderr, so a piped answer on stdout stays the answer.
+        self._notes = self._out if err is None else StyledWriter(err, color=color and is_terminal(err))
         self._color = color
         spinner_stream = err if err is not None and is_terminal(err) else out
         self._spinner = _Spinner(spinner_stream) if interactive and color else None
@@ -190,6 +193,10 @@ class TerminalRenderer:
             return  # not part of a turn; a one-shot run shows neither
         if isinstance(event, ToolCallNote | ToolCallTerminal):
             return  # an editor's view of a running call; the terminal shows the call's line and its result
+        if isinstance(event, ProviderRetrying):
+            if event.status == "waiting":
+                self._retry_note(event)
+            return
         if self._thinking_turn and not isinstance(event, TurnStarted) and self._reasoning(event):
             return
         self._stop_spinner()
@@ -330,6 +337,15 @@ class TerminalRenderer:
         self._open_tool = None
         if event.diff is not None:
             write_diff(self._out, event.diff)
+
+    def _retry_note(self, event: ProviderRetrying) -> None:
+        """One dim line saying the provider refused and when the request goes out again."""
+        self._stop_spinner()
+        if self._notes is self._out or is_terminal(self._out.stream):
+            self._fresh_line()  # on a shared screen, the note must not land in the middle of the reply
+        self._notes.end_line()
+        self._notes.line(event.title, "dim")
+        self._start_spinner()
 
     def _ended(self, event: TurnEnded) -> None:
         self._fresh_line()

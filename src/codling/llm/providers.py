@@ -3,13 +3,20 @@
 A model id is a pydantic-ai model string, ``provider:model``. Nothing here imports pydantic-ai or a provider
 SDK at module import time: :func:`build_model` does, the first time a model is needed, so ``codling acp``
 can answer ``initialize`` before any of that is loaded.
+
+codling builds the OpenAI and Anthropic clients itself rather than taking the SDKs' defaults: with no retries
+of their own (they would wait out a ``Retry-After`` in silence; the turn loop retries visibly, see
+``brain/retries.py``) and with a read timeout of ``idle_timeout`` seconds (the SDKs wait ten minutes for a
+stalled stream). OpenAI-compatible chat streams must end with a finish reason, so a stream cut short is an
+error rather than a complete-looking reply.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from codling.config import Settings
 from codling.errors import ConfigError, NoModelError, UnknownProviderError
@@ -17,6 +24,15 @@ from codling.llm.catalog import Catalog, ModelInfo, provider_of
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
+    from pydantic_ai.providers import Provider
+
+DEFAULT_IDLE_TIMEOUT = 120.0
+"""Seconds without data from the provider before a request fails (``stream_idle_timeout`` in config.toml)."""
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds to open a connection to the provider."""
+
+_OPENAI_PROVIDERS = ("openai", "openai-chat", "openai-responses")
 
 # Any one of a provider's variables is enough. Kept here, not in pydantic-ai, so `codling models` and model
 # selection need no provider import.
@@ -78,19 +94,42 @@ def select_model(cli_model: str | None, settings: Settings, catalog: Catalog) ->
     )
 
 
-def build_model(model_id: str) -> Model:
+def build_model(
+    model_id: str, *, idle_timeout: float = DEFAULT_IDLE_TIMEOUT, env: Mapping[str, str] | None = None
+) -> Model:
     """Construct the pydantic-ai model for ``model_id``, importing its provider SDK now.
 
     ``openai-chat:<name>`` reaches any OpenAI-compatible chat-completions server through ``OPENAI_BASE_URL``
-    and ``OPENAI_API_KEY``.
+    and ``OPENAI_API_KEY`` (read from ``env``, default the process environment). OpenAI and Anthropic
+    clients make one attempt per request and give up on a read after ``idle_timeout`` seconds of silence.
     """
     from pydantic_ai.exceptions import UserError
     from pydantic_ai.models import infer_model
+    from pydantic_ai.providers import infer_provider
 
     provider, _, name = model_id.partition(":")
-    canonical = f"{_PROVIDER_ALIASES.get(provider, provider)}:{name}"
+    canonical_provider = _PROVIDER_ALIASES.get(provider, provider)
+    variables = os.environ if env is None else env
+
+    def provider_factory(provider_name: str) -> Provider[Any]:
+        if provider_name in _OPENAI_PROVIDERS:
+            return _openai_provider(variables, idle_timeout)
+        if provider_name == "anthropic":
+            return _anthropic_provider(variables, idle_timeout)
+        return infer_provider(provider_name)
+
     try:
-        return infer_model(canonical)
+        if canonical_provider == "openai-chat":
+            from pydantic_ai.models.openai import OpenAIChatModel
+            from pydantic_ai.profiles.openai import OpenAIModelProfile
+
+            # Without this, pydantic-ai takes a stream that ends without a finish reason for a finished one.
+            return OpenAIChatModel(
+                name,
+                provider=provider_factory(canonical_provider),
+                profile=OpenAIModelProfile(openai_chat_streaming_requires_finish_reason=True),
+            )
+        return infer_model(f"{canonical_provider}:{name}", provider_factory)
     except ImportError as e:
         raise UnknownProviderError(
             f"model {model_id!r} needs an optional package that is not installed ({e.name or e}); "
@@ -98,3 +137,43 @@ def build_model(model_id: str) -> Model:
         ) from e
     except (UserError, ValueError) as e:
         raise UnknownProviderError(f"cannot use model {model_id!r}: {e}") from e
+
+
+def _timeout(idle_timeout: float) -> Any:
+    import httpx2
+
+    return httpx2.Timeout(idle_timeout, connect=min(CONNECT_TIMEOUT, idle_timeout))
+
+
+def _openai_provider(env: Mapping[str, str], idle_timeout: float) -> Provider[Any]:
+    """An OpenAI provider on a client of our own, reading the OpenAI SDK's usual variables from ``env``."""
+    from openai import AsyncOpenAI
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    base_url = env.get("OPENAI_BASE_URL") or None
+    api_key = env.get("OPENAI_API_KEY") or None
+    if api_key is None:
+        if base_url is None:
+            raise UserError("Set the OPENAI_API_KEY environment variable to use OpenAI models.")
+        api_key = "api-key-not-set"  # local OpenAI-compatible servers often need none, but the SDK wants one
+    client = AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=_timeout(idle_timeout))
+    return OpenAIProvider(openai_client=client)
+
+
+def _anthropic_provider(env: Mapping[str, str], idle_timeout: float) -> Provider[Any]:
+    """An Anthropic provider on a client of our own (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``)."""
+    from anthropic import AsyncAnthropic
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    api_key = env.get("ANTHROPIC_API_KEY") or None
+    if api_key is None:
+        raise UserError("Set the ANTHROPIC_API_KEY environment variable to use Anthropic models.")
+    client = AsyncAnthropic(
+        api_key=api_key,
+        base_url=env.get("ANTHROPIC_BASE_URL") or None,
+        max_retries=0,
+        timeout=_timeout(idle_timeout),
+    )
+    return AnthropicProvider(anthropic_client=client)

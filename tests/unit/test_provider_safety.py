@@ -1,0 +1,259 @@
+"""A provider cannot make a turn lie, hang or wait silently: cut streams, stalls and retries, end to end through
+the session against the loopback OpenAI server (tests/fakes/openai_server.py), with the real OpenAI client
+built by ``llm/providers.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import replace
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from acp import helpers
+
+from codling.acp.translate import translate
+from codling.brain.drive import CUT_OFF, stalled
+from codling.brain.events import Event, ProviderRetrying, TextDelta, TurnEnded, TurnFailed
+from codling.brain.factory import open_session
+from codling.brain.retries import RetryPolicy
+from codling.brain.session import ConversationSession
+from codling.cli.render import TerminalRenderer
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo
+from codling.llm.providers import build_model
+from codling.store.records import event_payload
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, running_server
+
+MODEL = ModelInfo("openai-chat:fake-model", context_limit=100_000)
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as server:
+        yield server
+
+
+class FakeSleep:
+    """Records each wait and returns at once (or never, with ``forever``)."""
+
+    def __init__(self, *, forever: bool = False) -> None:
+        self.waits: list[float] = []
+        self.forever = forever
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        if self.forever:
+            await asyncio.Event().wait()
+
+
+def session_on(
+    server: OpenAIServer, project: Path, settings: Settings, sleep: FakeSleep, idle: float = 120.0
+) -> ConversationSession:
+    session = open_session(
+        replace(settings, titles=False, stream_idle_timeout=idle),
+        MODEL,
+        project,
+        approver=None,
+        mode="read-only",
+        model_factory=lambda model_id: build_model(model_id, idle_timeout=idle, env=server.env()),
+    )
+    session.options = replace(session.options, retry=RetryPolicy(sleep=sleep))
+    return session
+
+
+async def turn(session: ConversationSession, prompt: str = "hi") -> list[Event]:
+    async with asyncio.timeout(10):  # liveness only
+        return [event async for event in session.stream(prompt)]
+
+
+def text_of(events: list[Event]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+def retries(events: list[Event]) -> list[ProviderRetrying]:
+    return [e for e in events if isinstance(e, ProviderRetrying)]
+
+
+# -- a stream cut short --------------------------------------------------------------------------------------
+
+
+async def test_a_stream_cut_without_finish_reason_fails_the_turn_and_keeps_the_partial_reply(
+    server: OpenAIServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(Reply(text=["Half an ", "answer"], cut=True))
+    session = session_on(server, project, settings, FakeSleep())
+
+    events = await turn(session)
+
+    assert text_of(events) == "Half an answer"
+    assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, CUT_OFF)]
+    assert isinstance(events[-1], TurnEnded) and events[-1].error
+    assert session.state.entries[-1].text == f"Half an answer\n\n[Error] {CUT_OFF}"
+    assert len(server.requests) == 1  # output had been shown: never retried
+
+
+async def test_a_complete_stream_is_a_complete_reply(server: OpenAIServer, project: Path, settings: Settings) -> None:
+    server.enqueue(Reply(text=["Whole ", "answer"]))
+    session = session_on(server, project, settings, FakeSleep())
+
+    events = await turn(session)
+
+    assert text_of(events) == "Whole answer"
+    assert not [e for e in events if isinstance(e, TurnFailed)]
+    assert session.state.entries[-1].text == "Whole answer"
+
+
+# -- a stream that stalls ------------------------------------------------------------------------------------
+
+
+async def test_a_stalled_stream_fails_the_turn_after_the_idle_timeout(
+    server: OpenAIServer, project: Path, settings: Settings
+) -> None:
+    # Chunk 0 opens the message; 1 and 2 carry text; then the server sends nothing more.
+    server.enqueue(Reply(text=["Partial ", "reply"], stall_after=3))
+    session = session_on(server, project, settings, FakeSleep(), idle=0.5)
+
+    events = await turn(session)
+
+    assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, stalled(0.5))]
+    assert "No data from the model provider for 0.5 s" in stalled(0.5)
+    assert session.state.entries[-1].text == f"Partial reply\n\n[Error] {stalled(0.5)}"
+
+
+async def test_a_provider_silent_before_answering_fails_the_turn_after_the_idle_timeout(
+    server: OpenAIServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(Reply(text=["never sent"], stall_after=0))
+    sleep = FakeSleep()
+    session = session_on(server, project, settings, sleep, idle=0.5)
+
+    events = await turn(session)
+
+    assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, stalled(0.5))]
+    assert sleep.waits == []  # a timeout is not retried: the user would wait the whole timeout again
+
+
+# -- retries -------------------------------------------------------------------------------------------------
+
+
+async def test_a_long_retry_after_is_capped_shown_and_the_retry_completes_the_turn(
+    server: OpenAIServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(ErrorReply.rate_limited(retry_after=120), Reply(text="finally"))
+    sleep = FakeSleep()
+    session = session_on(server, project, settings, sleep)
+
+    events = await turn(session)
+
+    assert sleep.waits == [30.0]
+    turn_id = events[0].turn_id
+    (waiting, retrying) = retries(events)
+    assert waiting == ProviderRetrying(turn_id, waiting.call_id, 2, 3, 30.0, "HTTP 429")
+    assert retrying == replace(waiting, status="retrying")
+    assert waiting.title == "Model provider busy (HTTP 429): retrying in 30 s (attempt 2 of 3)"
+    assert text_of(events) == "finally"
+    assert isinstance(events[-1], TurnEnded) and not events[-1].error
+    assert len(server.requests) == 2
+
+
+async def test_a_503_is_retried_after_a_backoff(server: OpenAIServer, project: Path, settings: Settings) -> None:
+    server.enqueue(ErrorReply.server_error(status=503), Reply(text="back"))
+    sleep = FakeSleep()
+    session = session_on(server, project, settings, sleep)
+
+    events = await turn(session)
+
+    assert sleep.waits == [1.0]
+    assert [(r.reason, r.status) for r in retries(events)] == [("HTTP 503", "waiting"), ("HTTP 503", "retrying")]
+    assert text_of(events) == "back"
+
+
+async def test_exhausted_retries_fail_the_turn_with_a_readable_error(
+    server: OpenAIServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(*[ErrorReply.server_error("still down", status=503)] * 3)
+    sleep = FakeSleep()
+    session = session_on(server, project, settings, sleep)
+
+    events = await turn(session)
+
+    assert sleep.waits == [1.0, 2.0]
+    (failed,) = [e for e in events if isinstance(e, TurnFailed)]
+    assert failed.message == (
+        "The model provider returned HTTP 503 for fake-model: still down "
+        "(gave up after 3 attempts; try again later, or choose another model)"
+    )
+    assert len(server.requests) == 3
+
+
+async def test_a_refusal_that_waiting_cannot_fix_is_not_retried(
+    server: OpenAIServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(ErrorReply(400, "bad request"))
+    sleep = FakeSleep()
+    session = session_on(server, project, settings, sleep)
+
+    events = await turn(session)
+
+    assert sleep.waits == [] and retries(events) == []
+    assert len(server.requests) == 1
+
+
+async def test_cancel_during_a_retry_wait_ends_the_turn_at_once(
+    server: OpenAIServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(ErrorReply.rate_limited(retry_after=120))
+    session = session_on(server, project, settings, FakeSleep(forever=True))
+    events: list[Event] = []
+
+    async with asyncio.timeout(10):
+        async for event in session.stream("hi"):
+            events.append(event)
+            if isinstance(event, ProviderRetrying) and event.status == "waiting":
+                session.cancel()
+
+    assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
+    assert [r.status for r in retries(events)] == ["waiting", "cancelled"]
+    assert len(server.requests) == 1
+
+
+# -- how a retry is shown, and that it is never recorded ------------------------------------------------------
+
+
+WAITING = ProviderRetrying("t1", "retry-1", 2, 3, 30.0, "HTTP 429")
+
+
+def test_the_editor_sees_a_card_completed_when_the_retry_starts() -> None:
+    assert translate(WAITING) == [
+        helpers.start_tool_call(
+            "retry-1",
+            "Model provider busy (HTTP 429): retrying in 30 s (attempt 2 of 3)",
+            kind="other",
+            status="in_progress",
+        )
+    ]
+    assert translate(replace(WAITING, status="retrying")) == [helpers.update_tool_call("retry-1", status="completed")]
+    assert translate(replace(WAITING, status="cancelled")) == [helpers.update_tool_call("retry-1", status="failed")]
+
+
+async def test_the_terminal_prints_the_wait_on_stderr() -> None:
+    out, err = StringIO(), StringIO()
+    renderer = TerminalRenderer(out, err=err, color=False, interactive=False)
+
+    for status in ("waiting", "retrying"):
+        await renderer(replace(WAITING, status=status))  # type: ignore[arg-type]
+
+    assert err.getvalue() == "Model provider busy (HTTP 429): retrying in 30 s (attempt 2 of 3)\n"
+    assert out.getvalue() == ""
+
+
+def test_a_retry_is_never_recorded() -> None:
+    assert event_payload(WAITING) is None
+
+
+def test_retry_delays_honour_retry_after_within_the_cap() -> None:
+    policy = RetryPolicy(max_attempts=3, max_delay=30.0, base_delay=1.0)
+    assert [policy.delay(n, None) for n in (1, 2, 3, 6)] == [1.0, 2.0, 4.0, 30.0]
+    assert [policy.delay(1, after) for after in (0.25, 12.0, 120.0)] == [0.25, 12.0, 30.0]
