@@ -48,9 +48,10 @@ from codling import __version__
 from codling.acp.options import config_options, mode_state, parse_mode
 from codling.acp.translate import translate
 from codling.config import Settings, load_settings
-from codling.errors import CodlingError, ConfigError, SessionError
+from codling.errors import CodlingError, ConfigError, InvalidSessionIdError, SessionError, UnknownSessionError
 from codling.llm.catalog import Catalog, load_catalog
 from codling.paths import user_catalog_file
+from codling.store.ids import check_session_id
 
 if TYPE_CHECKING:
     from codling.acp.content import ContentBlock
@@ -63,6 +64,28 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE = 50
+
+SUPPORTED_PROTOCOL_VERSIONS = frozenset({PROTOCOL_VERSION})
+"""The ACP protocol versions codling speaks (``PROTOCOL_VERSION`` is the latest)."""
+
+MAX_PATH_CHARS = 4096
+"""The longest path a client may name (Linux's PATH_MAX); longer ones are invalid params, not OS errors."""
+
+RESOURCE_NOT_FOUND = -32002
+"""The JSON-RPC error code ACP uses for an unknown or closed session (clients treat closing one as done)."""
+
+
+def _invalid_session_id(session_id: object, e: InvalidSessionIdError) -> RequestError:
+    return RequestError.invalid_params({"sessionId": _shown(session_id), "message": str(e)})
+
+
+def _not_found(session_id: str, message: str) -> RequestError:
+    return RequestError(RESOURCE_NOT_FOUND, "Resource not found", {"sessionId": session_id, "message": message})
+
+
+def _shown(value: object) -> object:
+    """A value as an error's data may echo it: long text is cut."""
+    return value[:200] + "…" if isinstance(value, str) and len(value) > 200 else value
 
 
 def _warm_up() -> None:
@@ -129,17 +152,34 @@ class CodlingAgent:
         return self._settings, self._catalog, self._store
 
     def _session(self, session_id: str) -> LiveSession:
+        """The open session ``session_id``: -32602 for a malformed id, -32002 for one not open here."""
+        try:
+            check_session_id(session_id)
+        except InvalidSessionIdError as e:
+            raise _invalid_session_id(session_id, e) from e
         session = self._sessions.get(session_id)
         if session is None:
-            raise RequestError.invalid_params({"sessionId": session_id, "message": "unknown or closed session id"})
+            raise _not_found(session_id, "no open session has this id (it was closed, or never opened here)")
         return session
 
     def _stored(self, session_id: str) -> SessionLog:
+        """The stored session with exactly this id (no prefixes over ACP): -32602 for a malformed id, -32002 for
+        one not on disk."""
+        try:
+            check_session_id(session_id)
+        except InvalidSessionIdError as e:
+            raise _invalid_session_id(session_id, e) from e
         _, _, store = self._config()
         try:
-            return store.read(store.resolve(session_id))
+            return store.read(session_id)
+        except InvalidSessionIdError as e:
+            raise _invalid_session_id(session_id, e) from e
+        except UnknownSessionError as e:
+            raise _not_found(session_id, str(e)) from e
         except SessionError as e:
             raise RequestError.invalid_params({"sessionId": session_id, "message": str(e)}) from e
+        except OSError as e:
+            raise RequestError.internal_error({"details": f"cannot read session {session_id}: {e}"}) from e
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
@@ -157,8 +197,11 @@ class CodlingAgent:
             asyncio.get_running_loop().call_soon(
                 threading.Thread(target=_warm_up, name="codling-warm-up", daemon=True).start
             )
+        # ACP version negotiation: a version codling supports is echoed, any other gets codling's latest (the
+        # client then decides whether it can speak that).
+        supported = protocol_version in SUPPORTED_PROTOCOL_VERSIONS
         return InitializeResponse(
-            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            protocol_version=protocol_version if supported else PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=True, image=True, audio=False),
@@ -250,7 +293,12 @@ class CodlingAgent:
 
         source = self._stored(session_id)
         _, _, store = self._config()
-        forked = store.fork(source.header.session_id, new_session_id(), _directory(cwd, "cwd"))
+        try:
+            forked = store.fork(source.header.session_id, new_session_id(), _directory(cwd, "cwd"))
+        except SessionError as e:
+            raise RequestError.invalid_params({"sessionId": session_id, "message": str(e)}) from e
+        except OSError as e:
+            raise RequestError.internal_error({"details": f"cannot fork session {session_id}: {e}"}) from e
         session = await self._reopen(forked, cwd, additional_directories)
         return ForkSessionResponse(
             session_id=session.id, modes=self._modes(session), config_options=self._options(session)
@@ -267,11 +315,10 @@ class CodlingAgent:
     ) -> ListSessionsResponse:
         """Sessions on disk (a fresh process sees every one), newest first, optionally only those in ``cwd``."""
         _, _, store = self._config()
-        try:
-            start = int(cursor) if cursor else 0
-        except ValueError as e:
-            raise RequestError.invalid_params({"cursor": cursor, "message": "not a cursor codling gave out"}) from e
-        found = store.list(Path(cwd).resolve() if cwd else None)
+        if cursor and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 12):
+            raise RequestError.invalid_params({"cursor": _shown(cursor), "message": "not a cursor codling gave out"})
+        start = int(cursor) if cursor else 0
+        found = store.list(_resolved(_absolute(cwd, "cwd"), "cwd") if cwd else None)
         page = found[start : start + LIST_PAGE_SIZE]
         more = start + LIST_PAGE_SIZE < len(found)
         return ListSessionsResponse(
@@ -440,10 +487,13 @@ class CodlingAgent:
         return PromptResponse(stop_reason=stop_reason)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        """Stop the session's running turn; its prompt request answers ``cancelled``."""
+        """Stop the session's running turn; its prompt request answers ``cancelled``. A notification: a
+        malformed or unknown id is only logged."""
         session = self._sessions.get(session_id)
         if session is not None:
             session.cancel()
+        else:
+            log.info("session/cancel for %r, which is not an open session", _shown(session_id))
 
     async def shutdown(self) -> None:
         """Close every open session (the client is gone): running turns are cancelled, histories released."""
@@ -459,13 +509,41 @@ class CodlingAgent:
         """Extension notifications are ignored."""
 
 
-def _directory(value: str, field: str) -> Path:
+def _absolute(value: str, field: str) -> Path:
+    """``value`` as an absolute path; -32602 naming ``field`` if it holds NUL, is overlong or is relative."""
+
+    def invalid(message: str) -> RequestError:
+        return RequestError.invalid_params({field: _shown(value), "message": f"{field} {message}"})
+
+    if "\0" in value:
+        raise invalid("contains a NUL character")
+    if len(value) > MAX_PATH_CHARS:
+        raise invalid(f"is longer than {MAX_PATH_CHARS} characters")
     path = Path(value)
     if not path.is_absolute():
-        raise RequestError.invalid_params({field: value, "message": f"{field} must be an absolute path"})
-    if not path.is_dir():
-        raise RequestError.invalid_params({field: value, "message": f"{field} is not an existing directory"})
-    return path.resolve()
+        raise invalid("must be an absolute path")
+    return path
+
+
+def _resolved(path: Path, field: str) -> Path:
+    """``path`` with symbolic links resolved; -32602 if the system cannot (a link loop, an overlong name)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as e:
+        message = f"{field} cannot be resolved: {e}"
+        raise RequestError.invalid_params({field: _shown(str(path)), "message": message}) from e
+
+
+def _directory(value: str, field: str) -> Path:
+    """``value`` as an existing absolute directory, resolved; -32602 naming ``field`` otherwise."""
+    path = _absolute(value, field)
+    try:
+        is_dir = path.is_dir()
+    except OSError as e:  # e.g. a name longer than the file system allows
+        raise RequestError.invalid_params({field: _shown(value), "message": f"{field} cannot be used: {e}"}) from e
+    if not is_dir:
+        raise RequestError.invalid_params({field: _shown(value), "message": f"{field} is not an existing directory"})
+    return _resolved(path, field)
 
 
 async def serve(cli_model: str | None = None) -> None:

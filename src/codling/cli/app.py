@@ -12,7 +12,7 @@ import signal
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -94,12 +94,34 @@ def models() -> None:
 
 
 def _read_prompt(prompt: str | None) -> tuple[str, bool]:
-    """The prompt text and whether it came from stdin."""
+    """The prompt text and whether it came from stdin; text that is not UTF-8 is refused (exit 2) before
+    anything is created, rather than guessed at or half recorded."""
     if prompt == "-" or (prompt is None and not sys.stdin.isatty()):
-        return sys.stdin.read(), True
+        return _utf8(sys.stdin.buffer.read(), "the prompt on stdin"), True
     if prompt is None:
         raise typer.BadParameter("give a prompt, or '-' to read it from stdin", param_hint="PROMPT")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        # Bytes that are not UTF-8 reach argv as surrogate escapes; fsencode gives the bytes back.
+        try:
+            raw = os.fsencode(prompt)
+        except UnicodeEncodeError:
+            _refuse_prompt("the PROMPT argument holds characters that are not valid Unicode text")
+        return _utf8(raw, "the PROMPT argument"), False
     return prompt, False
+
+
+def _utf8(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        _refuse_prompt(f"{source} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})")
+
+
+def _refuse_prompt(problem: str) -> NoReturn:
+    typer.echo(f"codling: {problem}; convert it to UTF-8 first (e.g. with iconv) and try again", err=True)
+    raise typer.Exit(EXIT_USAGE)
 
 
 @app.command()

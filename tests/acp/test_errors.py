@@ -1,0 +1,171 @@
+"""The agent's JSON-RPC errors in-process: malformed ids and paths are -32602, unknown sessions -32002, and
+protocol versions are negotiated as the ACP spec says."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, helpers
+from acp.client.connection import ClientSideConnection
+
+from codling.acp.server import CodlingAgent
+from codling.config import Settings
+from codling.store.history import SessionHeader
+from codling.store.index import SessionStore
+from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.scenarios import Say, Script
+
+MODEL_ID = "openai-chat:scripted"
+WELL_FORMED_UNKNOWN = "20240101-0123456789ab"
+
+Call = Callable[[ClientSideConnection, str, Path], Awaitable[Any]]
+
+SESSION_METHODS: dict[str, Call] = {
+    "load": lambda c, sid, cwd: c.load_session(cwd=str(cwd), session_id=sid),
+    "resume": lambda c, sid, cwd: c.resume_session(cwd=str(cwd), session_id=sid),
+    "fork": lambda c, sid, cwd: c.fork_session(cwd=str(cwd), session_id=sid),
+    "close": lambda c, sid, cwd: c.close_session(session_id=sid),
+    "prompt": lambda c, sid, cwd: c.prompt(session_id=sid, prompt=[helpers.text_block("hi")]),
+    "set_mode": lambda c, sid, cwd: c.set_session_mode(session_id=sid, mode_id="ask"),
+    "set_config_option": lambda c, sid, cwd: c.set_config_option(config_id="mode", session_id=sid, value="ask"),
+}
+
+MALFORMED_IDS = ["../../etc", "no-such-session", "", "20240101-0123456789AB", "a\0b", "2" * 5000, "\ufffd"]
+
+
+@asynccontextmanager
+async def agent(home: Path, script: Script | None = None) -> AsyncIterator[ClientSideConnection]:
+    settings = Settings(home=home, mode="yolo", env={"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID})
+    codling = CodlingAgent(
+        settings_loader=lambda: settings, model_factory=(script or Script([])).factory(), warm_up=False
+    )
+    async with connected(codling, RecordingClient()) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        yield conn
+
+
+async def error_of(call: Awaitable[Any]) -> RequestError:
+    with pytest.raises(RequestError) as caught:
+        await call
+    return caught.value
+
+
+@pytest.mark.parametrize("method", sorted(SESSION_METHODS))
+async def test_a_malformed_session_id_is_invalid_params_naming_the_field(
+    home: Path, project: Path, method: str
+) -> None:
+    async with agent(home) as conn:
+        for session_id in MALFORMED_IDS:
+            error = await error_of(SESSION_METHODS[method](conn, session_id, project))
+            assert error.code == -32602, (session_id, error.to_error_obj())
+            assert "sessionId" in error.data and "not a session id" in error.data["message"]
+            assert len(str(error.data["sessionId"])) <= 201
+    assert not (home / "sessions").exists() or list((home / "sessions").iterdir()) == []
+
+
+@pytest.mark.parametrize("method", sorted(SESSION_METHODS))
+async def test_an_unknown_session_is_resource_not_found(home: Path, project: Path, method: str) -> None:
+    async with agent(home) as conn:
+        error = await error_of(SESSION_METHODS[method](conn, WELL_FORMED_UNKNOWN, project))
+    assert (error.code, str(error), error.data["sessionId"]) == (-32002, "Resource not found", WELL_FORMED_UNKNOWN)
+
+
+async def test_closing_twice_and_using_a_closed_session_is_resource_not_found(home: Path, project: Path) -> None:
+    async with agent(home) as conn:
+        session = await conn.new_session(cwd=str(project))
+        await conn.close_session(session_id=session.session_id)
+        again = await error_of(conn.close_session(session_id=session.session_id))
+        prompt = await error_of(conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("hi")]))
+        assert (again.code, prompt.code) == (-32002, -32002)
+        # The stored session is still there: it can be loaded again.
+        await conn.load_session(cwd=str(project), session_id=session.session_id)
+
+
+async def test_cancel_with_a_bad_or_unknown_id_is_ignored(home: Path, project: Path) -> None:
+    async with agent(home, Script([[Say("still here")]])) as conn:
+        for session_id in [*MALFORMED_IDS, WELL_FORMED_UNKNOWN]:
+            await conn.cancel(session_id=session_id)
+        session = await conn.new_session(cwd=str(project))
+        response = await conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("hi")])
+        assert response.stop_reason == "end_turn"
+
+
+async def test_load_by_traversal_is_refused_and_the_decoy_is_untouched(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    # A real history, outside $CODLING_HOME/sessions, that `sessions/<id>/history.jsonl` would reach.
+    other = SessionStore(tmp_path / "elsewhere")
+    other.create(SessionHeader(WELL_FORMED_UNKNOWN, project, MODEL_ID, "yolo"))
+    decoy = other.history_path(WELL_FORMED_UNKNOWN)
+    before = decoy.read_bytes()
+    sneaky = os.path.relpath(decoy.parent, home / "sessions")
+    assert sneaky.startswith("..") and (home / "sessions" / sneaky / "history.jsonl").resolve() == decoy.resolve()
+    async with agent(home) as conn:
+        for call in ("load", "resume", "fork"):
+            error = await error_of(SESSION_METHODS[call](conn, sneaky, project))
+            assert (error.code, error.data["sessionId"]) == (-32602, sneaky)
+    assert decoy.read_bytes() == before
+
+
+BAD_PATHS = {
+    "NUL": lambda project: f"{project}\0/x",
+    "relative": lambda project: "project",
+    "overlong": lambda project: "/" + "a/" * 3000,
+    "long component": lambda project: f"{project}/{'n' * 300}",
+    "missing": lambda project: f"{project}/missing",
+    "a file": lambda project: f"{project}/README.md",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_PATHS))
+async def test_bad_directories_are_invalid_params_never_internal_errors(home: Path, project: Path, kind: str) -> None:
+    bad = BAD_PATHS[kind](project)
+    async with agent(home) as conn:
+        session = await conn.new_session(cwd=str(project))
+        await conn.close_session(session_id=session.session_id)
+        calls: list[tuple[str, Awaitable[Any]]] = [
+            ("cwd", conn.new_session(cwd=bad)),
+            ("additionalDirectories", conn.new_session(cwd=str(project), additional_directories=[bad])),
+            ("cwd", conn.load_session(cwd=bad, session_id=session.session_id)),
+            (
+                "additionalDirectories",
+                conn.resume_session(cwd=str(project), session_id=session.session_id, additional_directories=[bad]),
+            ),
+            ("cwd", conn.fork_session(cwd=bad, session_id=session.session_id)),
+        ]
+        for field, call in calls:
+            error = await error_of(call)
+            assert (error.code, field in error.data) == (-32602, True), error.to_error_obj()
+        if kind in ("NUL", "relative", "overlong"):
+            error = await error_of(conn.list_sessions(cwd=bad))
+            assert (error.code, "cwd" in error.data) == (-32602, True)
+
+
+async def test_list_refuses_a_cursor_it_did_not_give_out(home: Path) -> None:
+    async with agent(home) as conn:
+        for cursor in ("abc", "-5", "9" * 5000, "1.5"):
+            error = await error_of(conn.list_sessions(cursor=cursor))
+            assert (error.code, "cursor" in error.data) == (-32602, True)
+        assert (await conn.list_sessions(cursor="0")).sessions == []
+
+
+@pytest.mark.parametrize(
+    ("asked", "answered"),
+    [
+        (PROTOCOL_VERSION, PROTOCOL_VERSION),
+        (0, PROTOCOL_VERSION),
+        (PROTOCOL_VERSION + 1, PROTOCOL_VERSION),
+        (65535, PROTOCOL_VERSION),
+    ],
+)
+async def test_protocol_version_is_the_client_s_if_supported_else_the_agent_s_latest(
+    home: Path, asked: int, answered: int
+) -> None:
+    async with agent(home) as conn:
+        response = await conn.initialize(protocol_version=asked)
+    assert response.protocol_version == answered

@@ -1,0 +1,105 @@
+"""Hostile input to a spawned `codling acp` over real pipes: it answers, keeps serving, and nothing leaks to disk."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from acp import PROTOCOL_VERSION
+
+from codling.store.history import SessionHeader
+from codling.store.index import SessionStore
+from tests.e2e.raw_acp import raw_agent
+from tests.fakes.openai_server import OpenAIServer, Reply, running_server
+
+API_KEY = "sk-test-hostile-123456"
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
+
+
+def agent_env(home: Path, server: OpenAIServer) -> dict[str, str]:
+    return {
+        "PATH": "/usr/bin:/bin",
+        "CODLING_HOME": str(home),
+        "CODLING_MODEL": "openai-chat:fake-model",
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": API_KEY,
+    }
+
+
+def deep(kind: str, levels: int) -> bytes:
+    open_, close = ("[", "]") if kind == "array" else ('{"a":', "}")
+    return (open_ * levels + "0" + close * levels).encode()
+
+
+async def test_deep_nesting_and_bad_bytes_are_answered_and_the_agent_keeps_serving(
+    home: Path, tmp_path: Path, server: OpenAIServer
+) -> None:
+    lines = [deep(kind, levels) + b"\n" for kind in ("array", "object") for levels in (1_000, 100_000)]
+    lines += [
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"x":'
+        + deep("array", 1_000)
+        + b"}}\n",
+        b'{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1,"x":'
+        + deep("object", 500)
+        + b"}}\n",
+        b'{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":1,"x":"caf\xe9"}}\n',
+        b"\xff\xfe\xfd\n",
+    ]
+    async with raw_agent(agent_env(home, server), tmp_path / "stderr.log") as agent:
+        await agent.write(*lines)
+        init = await agent.request(4, "initialize", {"protocolVersion": 0})
+        assert init["result"]["protocolVersion"] == PROTOCOL_VERSION
+        await agent.wait_until(lambda: len(agent.messages) == len(lines) + 1)
+        assert agent.answers(2)[0]["error"]["code"] == -32600  # parseable, but past the depth cap
+        assert [m["error"]["code"] for m in agent.answers(None)] == [-32700] * 7
+        assert agent.answers(1) == agent.answers(3) == []  # unparsable: answered with id null
+
+
+async def test_load_by_traversal_through_a_spawned_agent_is_refused_and_the_decoy_untouched(
+    home: Path, project: Path, tmp_path: Path, server: OpenAIServer
+) -> None:
+    other = SessionStore(tmp_path / "elsewhere")
+    other.create(SessionHeader("20240101-0123456789ab", project, "openai-chat:fake-model", "yolo"))
+    decoy = other.history_path("20240101-0123456789ab")
+    before = decoy.read_bytes()
+    sneaky = os.path.relpath(decoy.parent, home / "sessions")
+    assert sneaky.startswith("../../")
+    async with raw_agent(agent_env(home, server), tmp_path / "stderr.log") as agent:
+        await agent.request(1, "initialize", {"protocolVersion": 1})
+        for n, method in enumerate(("session/load", "session/resume", "session/fork"), start=2):
+            reply = await agent.request(n, method, {"sessionId": sneaky, "cwd": str(project), "mcpServers": []})
+            assert reply["error"]["code"] == -32602 and reply["error"]["data"]["sessionId"] == sneaky
+    assert decoy.read_bytes() == before
+
+
+async def test_a_lone_surrogate_in_a_prompt_never_poisons_the_session(
+    home: Path, project: Path, tmp_path: Path, server: OpenAIServer
+) -> None:
+    server.enqueue(Reply(text=["first answer"]), Reply(text=["second answer"]))
+    async with raw_agent(agent_env(home, server), tmp_path / "stderr.log") as agent:
+        await agent.request(1, "initialize", {"protocolVersion": 1})
+        session = (await agent.request(2, "session/new", {"cwd": str(project), "mcpServers": []}))["result"]
+        sid = session["sessionId"]
+        # Written by hand: a JSON escape for a lone high surrogate, as a buggy client might send.
+        line = (
+            b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"'
+            + sid.encode()
+            + b'","prompt":[{"type":"text","text":"broken \\ud800 text"}]}}\n'
+        )
+        await agent.write(line)
+        assert (await agent.answer(3))["result"]["stopReason"] == "end_turn"
+        second = await agent.request(
+            4, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "next"}]}
+        )
+        assert second["result"]["stopReason"] == "end_turn"
+    assert [r["messages"][-1]["content"] for r in server.requests] == ["broken \ufffd text", "next"]
+    history = (home / "sessions" / sid / "history.jsonl").read_bytes()
+    assert "broken \ufffd text" in history.decode("utf-8")  # strict: valid UTF-8 throughout
+    assert b"\\ud800" not in history

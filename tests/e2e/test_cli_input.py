@@ -1,0 +1,76 @@
+"""`codling run` with prompts that are not UTF-8: refused with a clear message and exit 2, nothing recorded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.openai_server import OpenAIServer, Reply, running_server
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
+
+
+def env(home: Path, server: OpenAIServer, **extra: str) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "CODLING_HOME": str(home),
+        "CODLING_MODEL": "openai-chat:fake-model",
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": "sk-cli-test",
+        **extra,
+    }
+
+
+def run(*args: str | bytes, env: dict[str, str], cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "codling", "run", *args],
+        env=env,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+CASES = {
+    "argv latin-1": ((b"caf\xe9 please",), b"", {}),
+    "argv latin-1, C locale": ((b"caf\xe9 please",), b"", {"LC_ALL": "C"}),
+    "argv encoded surrogate": ((b"x \xed\xa0\x80 y",), b"", {}),
+    "stdin latin-1": (("-",), b"caf\xe9 please\n", {}),
+    "stdin from a pipe": ((), b"\xff\xfe\x00p\x00", {}),
+    "stdin encoded surrogate": (("-",), b"x \xed\xa0\x80 y", {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_prompt_that_is_not_utf8_is_refused_before_anything_is_recorded(
+    home: Path, project: Path, server: OpenAIServer, case: str
+) -> None:
+    args, stdin, extra = CASES[case]
+    result = run(*args, env=env(home, server, **extra), cwd=project, stdin=stdin)
+    stderr = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == 2, stderr
+    assert "is not UTF-8 text" in stderr and "Traceback" not in stderr
+    assert result.stdout == b""
+    assert not (home / "sessions").exists()
+    assert server.requests == []
+
+
+def test_a_utf8_prompt_beyond_ascii_runs_and_is_recorded_as_is(home: Path, project: Path, server: OpenAIServer) -> None:
+    server.enqueue(Reply(text=["ok"]))
+    result = run("café ✓ 😀", env=env(home, server, LC_ALL="C"), cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert server.requests[0]["messages"][-1]["content"] == "café ✓ 😀"
+    (history,) = (home / "sessions").glob("*/history.jsonl")
+    assert "café ✓ 😀" in history.read_bytes().decode("utf-8")
