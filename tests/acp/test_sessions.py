@@ -97,7 +97,7 @@ async def test_resume_restores_without_replay(agent, project: Path) -> None:  # 
 async def test_list_reads_disk_filters_by_cwd_and_pages(agent, project: Path, home: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     store = SessionStore(home)
     elsewhere = tmp_path / "elsewhere"
-    for i in range(LIST_PAGE_SIZE + 5):
+    for _ in range(LIST_PAGE_SIZE + 5):
         store.create(SessionHeader(new_session_id(), project, MODEL_ID, "ask")).close()
     other_dir = new_session_id()
     store.create(SessionHeader(other_dir, elsewhere, MODEL_ID, "ask")).close()

@@ -143,7 +143,9 @@ BLOCKS = (
 EVERY_KIND: list[Event] = [
     TurnStarted(T, prompt_summary(BLOCKS), True, STARTED, BLOCKS),
     ThoughtDelta(T, "thinking"),
-    ToolCallStarted(T, "c1", "edit_file", "Edit a.py", "edit", {"path": "a.py", "n": [1, {"x": None}]}, (Location(Path("/p/a.py"), 3),)),
+    ToolCallStarted(
+        T, "c1", "edit_file", "Edit a.py", "edit", {"path": "a.py", "n": [1, None]}, (Location(Path("/p/a.py"), 3),)
+    ),
     ToolCallFinished(
         T, "c1", "edit_file", "failed", "Error: no", FileDiff(Path("/p/a.py"), None, "new\n"),
         (Location(Path("/p/a.py")),), "edit failed", changed=(Path("/p/b.py"),),
