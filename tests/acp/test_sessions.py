@@ -16,6 +16,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse
 from codling.acp.server import LIST_PAGE_SIZE, CodlingAgent
 from codling.config import Settings
 from codling.store.history import SessionHeader
+from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from tests.fakes.acp_client import RecordingClient, connected
 from tests.fakes.scenarios import Call, Say, Script, Wait
@@ -96,9 +97,10 @@ async def test_resume_restores_without_replay(agent, project: Path) -> None:  # 
 async def test_list_reads_disk_filters_by_cwd_and_pages(agent, project: Path, home: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     store = SessionStore(home)
     elsewhere = tmp_path / "elsewhere"
-    for i in range(LIST_PAGE_SIZE + 5):
-        store.create(SessionHeader(f"bulk-{i:03}", project, MODEL_ID, "ask")).close()
-    store.create(SessionHeader("other-dir", elsewhere, MODEL_ID, "ask")).close()
+    for _ in range(LIST_PAGE_SIZE + 5):
+        store.create(SessionHeader(new_session_id(), project, MODEL_ID, "ask")).close()
+    other_dir = new_session_id()
+    store.create(SessionHeader(other_dir, elsewhere, MODEL_ID, "ask")).close()
     async with agent(Script([[Say("ok")]])) as (conn, client):
         session = await conn.new_session(cwd=str(project))
         await say(conn, session.session_id, "  name   this\nsession  ")
@@ -111,7 +113,7 @@ async def test_list_reads_disk_filters_by_cwd_and_pages(agent, project: Path, ho
         second = await conn.list_sessions(cwd=str(project), cursor=first.next_cursor)
         assert second.next_cursor is None
         listed = {s.session_id for s in first.sessions + second.sessions}
-        assert len(listed) == LIST_PAGE_SIZE + 6 and "other-dir" not in listed
+        assert len(listed) == LIST_PAGE_SIZE + 6 and other_dir not in listed
         everything = await conn.list_sessions()
         assert everything.next_cursor is not None
         with pytest.raises(RequestError):

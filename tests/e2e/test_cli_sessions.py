@@ -13,7 +13,7 @@ from tests.e2e.test_cli import codling, model_env
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-GOLDEN_ID = "20261122-goldensess01"
+GOLDEN_ID = "20261122-901de5e55e01"
 
 
 @pytest.fixture
@@ -63,13 +63,15 @@ def test_continue_without_a_session_here_is_a_usage_error(home: Path, project: P
 
 def test_unknown_or_ambiguous_ids_are_usage_errors(home: Path, server: OpenAIServer) -> None:
     env = model_env(home, server)
-    for sid in ("20261122-aaaa1", "20261122-aaaa2"):
+    for sid in ("20261122-aaaa00000001", "20261122-aaaa00000002"):
         (home / "sessions" / sid).mkdir(parents=True)
         shutil.copy(GOLDEN / "history.jsonl", home / "sessions" / sid / "history.jsonl")
     ambiguous = codling("sessions", "show", "20261122-aaaa", env=env)
     assert ambiguous.returncode == 2 and "matches 2 sessions" in ambiguous.stderr
-    unknown = codling("run", "--resume", "nope", "hi", env=env)
+    unknown = codling("run", "--resume", "20991231", "hi", env=env)
     assert unknown.returncode == 2 and "no session matches" in unknown.stderr
+    malformed = codling("run", "--resume", "nope", "hi", env=env)
+    assert malformed.returncode == 2 and "is not a session id" in malformed.stderr
 
 
 def install_golden(home: Path) -> None:

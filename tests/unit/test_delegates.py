@@ -86,7 +86,7 @@ async def test_carryover_brings_the_previous_run_and_survives_a_restore(
     session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
     path = tmp_path / "history.jsonl"
     file = HistoryFile(path, "s1")
-    file.write_record(SessionHeader("s1", project, MODEL.id, "ask").record())
+    file.write(SessionHeader("s1", project, MODEL.id, "ask").record())
     session.subscribe(HistoryRecorder(file))
     await session.run("review it")
     file.close()
@@ -220,7 +220,7 @@ async def test_what_a_coder_changed_is_the_turn_s_and_survives_a_restore(
     session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
     path = tmp_path / "history.jsonl"
     file = HistoryFile(path, "s1")
-    file.write_record(SessionHeader("s1", project, MODEL.id, "yolo").record())
+    file.write(SessionHeader("s1", project, MODEL.id, "yolo").record())
     session.subscribe(HistoryRecorder(file))
     result = await session.run("have b.py written")
     file.close()

@@ -24,6 +24,7 @@ from codling.brain.prompt import ResourceBlock, TextBlock
 from codling.errors import SessionError, UnknownSessionError
 from codling.secrecy import Redactor
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from codling.tools.ports import FileDiff, Location
 
@@ -45,13 +46,16 @@ TURN: list[Event] = [
 ]
 
 
-def header(session_id: str = "s1", cwd: Path = Path("/p")) -> SessionHeader:
+S1 = new_session_id()
+
+
+def header(session_id: str = S1, cwd: Path = Path("/p")) -> SessionHeader:
     return SessionHeader(session_id, cwd, "openai-chat:m", "ask", created_at="2026-11-22T10:00:00.000Z")
 
 
 async def record(path: Path, events: list[Event], redact: Redactor | None = None) -> None:
-    file = HistoryFile(path, "s1", redact)
-    file.write_record(header().record())
+    file = HistoryFile(path, S1, redact)
+    file.write(header().record())
     recorder = HistoryRecorder(file)
     for event in events:
         await recorder(event)
@@ -107,7 +111,7 @@ async def test_torn_last_line_is_ignored_then_cut_before_the_next_append(
     with caplog.at_level(logging.WARNING):
         assert read_history(path).events == TURN
     assert "torn" in caplog.text
-    file = HistoryFile(path, "s1")
+    file = HistoryFile(path, S1)
     file.append({"kind": "settings", "mode": "yolo"})
     file.close()
     lines = path.read_text().splitlines()
@@ -155,7 +159,7 @@ async def test_secrets_never_reach_the_file(tmp_path: Path) -> None:
 
 def test_appending_a_record_is_one_flushed_line(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
-    file = HistoryFile(path, "s1")
+    file = HistoryFile(path, S1)
     file.append({"kind": "settings", "title": "t"})
     # Visible to another reader before close: flushed per record.
     assert json.loads(path.read_text())["title"] == "t"
@@ -175,27 +179,28 @@ def make_session(store: SessionStore, session_id: str, cwd: Path, title: str | N
 
 def test_list_filters_by_cwd_newest_first_and_resolves_prefixes(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
-    make_session(store, "aaa111", Path("/p"), "first")
-    make_session(store, "aab222", Path("/q"), "other dir")
-    make_session(store, "bbb333", Path("/p"), "second")
+    first, other, second = "20261122-aaa111000000", "20261122-aab222000000", "20261122-bbb333000000"
+    make_session(store, first, Path("/p"), "first")
+    make_session(store, other, Path("/q"), "other dir")
+    make_session(store, second, Path("/p"), "second")
     import os
 
-    os.utime(store.history_path("aaa111"), (1, 1))
+    os.utime(store.history_path(first), (1, 1))
     listed = store.list(Path("/p"))
-    assert [s.session_id for s in listed] == ["bbb333", "aaa111"]
+    assert [s.session_id for s in listed] == [second, first]
     assert listed[0].title == "second" and listed[0].cwd == Path("/p")
     assert len(store.list()) == 3
-    assert store.resolve("bbb") == "bbb333"
+    assert store.resolve("20261122-bbb") == second
     with pytest.raises(SessionError):
-        store.resolve("aa")
+        store.resolve("20261122-aa")
     with pytest.raises(UnknownSessionError):
-        store.resolve("zzz")
+        store.resolve("20261122-ccc")
 
 
 def test_missing_or_corrupt_meta_is_rebuilt_from_history(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
-    make_session(store, "s1", Path("/p"), "kept title")
-    meta = store.root / "s1" / "meta.json"
+    make_session(store, S1, Path("/p"), "kept title")
+    meta = store.root / S1 / "meta.json"
     meta.write_text("{garbage")
     (summary,) = store.list()
     assert summary.title == "kept title"
@@ -204,28 +209,30 @@ def test_missing_or_corrupt_meta_is_rebuilt_from_history(tmp_path: Path) -> None
 
 def test_fork_copies_history_and_records_parent(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
-    make_session(store, "parent1", Path("/p"), "the original")
-    file = store.open("parent1")
+    parent, child = new_session_id(), new_session_id()
+    make_session(store, parent, Path("/p"), "the original")
+    file = store.open(parent)
     file.append({"kind": "message", "text": "hello"}, "t1")
     file.close()
-    fork = store.fork("parent1", "child1")
-    assert fork.header.parent == "parent1"
-    assert fork.header.session_id == "child1"
+    fork = store.fork(parent, child)
+    assert fork.header.parent == parent
+    assert fork.header.session_id == child
     assert fork.title == "the original (fork)"
     assert fork.events == [TextDelta("t1", "hello")]
-    assert all(r["session_id"] == "child1" for r in fork.records)
-    assert store.read("parent1").title == "the original"
+    assert all(r.session_id == child for r in fork.records)
+    assert store.read(parent).title == "the original"
 
 
 def test_delete_removes_only_that_session(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
-    make_session(store, "s1", Path("/p"))
-    make_session(store, "s2", Path("/p"))
-    removed = store.delete("s1")
+    s1, s2 = new_session_id(), new_session_id()
+    make_session(store, s1, Path("/p"))
+    make_session(store, s2, Path("/p"))
+    removed = store.delete(s1)
     assert not removed.exists()
-    assert [s.session_id for s in store.list()] == ["s2"]
+    assert [s.session_id for s in store.list()] == [s2]
     with pytest.raises(UnknownSessionError):
-        store.delete("s1")
+        store.delete(s1)
 
 
 async def test_secrets_that_json_escapes_are_redacted_too(tmp_path: Path) -> None:
@@ -257,9 +264,9 @@ async def test_text_with_lone_surrogates_is_still_recorded(tmp_path: Path) -> No
 
 def test_a_session_has_one_writer_at_a_time(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
-    first = store.create(header("s1"))
+    first = store.create(header(S1))
     with pytest.raises(SessionError) as info:
-        store.open("s1")
+        store.open(S1)
     assert "open in another codling process" in str(info.value)
     first.close()
-    store.open("s1").close()  # free again once the first writer is gone
+    store.open(S1).close()  # free again once the first writer is gone

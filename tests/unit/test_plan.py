@@ -49,7 +49,7 @@ async def run_plan(project: Path, settings: Settings, tmp_path: Path, steps: lis
     session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
     path = tmp_path / "history.jsonl"
     file = HistoryFile(path, "s1")
-    file.write_record(SessionHeader("s1", project, MODEL.id, "ask").record())
+    file.write(SessionHeader("s1", project, MODEL.id, "ask").record())
     session.subscribe(HistoryRecorder(file))
     seen: list[Event] = []
 

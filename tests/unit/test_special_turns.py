@@ -57,7 +57,7 @@ def session_with_history(project: Path, settings: Settings, script: Script) -> C
 def recorded(session: ConversationSession, path: Path) -> HistoryFile:
     """Record ``session`` to ``path`` from now on (the caller closes the file)."""
     file = HistoryFile(path, "s1")
-    file.write_record(SessionHeader("s1", session.state.cwd, MODEL.id, session.state.mode).record())
+    file.write(SessionHeader("s1", session.state.cwd, MODEL.id, session.state.mode).record())
     session.subscribe(HistoryRecorder(file))
     return file
 

@@ -142,7 +142,7 @@ def test_plain_transcript_of_a_session() -> None:
 async def test_a_session_read_back_from_disk_prints_the_same(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     file = HistoryFile(path, "s1")
-    file.write_record(SessionHeader("s1", tmp_path, "test:model", "ask").record())
+    file.write(SessionHeader("s1", tmp_path, "test:model", "ask").record())
     recorder = HistoryRecorder(file)
     for event in SESSION:
         await recorder(event)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -15,8 +17,9 @@ from typing import Annotated
 import typer
 
 from codling.config import Settings, load_settings
-from codling.errors import CodlingError, ConfigError, SessionError
+from codling.errors import CodlingError, ConfigError
 from codling.secrecy import Redactor
+from codling.store.history import SessionLog
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore, SessionSummary
 
@@ -40,12 +43,19 @@ def _store() -> SessionStore:
         raise typer.Exit(EXIT_USAGE) from e
 
 
-def _resolve(store: SessionStore, id_or_prefix: str) -> str:
+@contextmanager
+def _usage_errors() -> Iterator[None]:
+    """A malformed id, an unknown or ambiguous one, or a session that cannot be read: a message and exit 2."""
     try:
-        return store.resolve(id_or_prefix)
-    except SessionError as e:
+        yield
+    except CodlingError as e:
         typer.echo(f"codling: {e}", err=True)
         raise typer.Exit(EXIT_USAGE) from e
+
+
+def _read(store: SessionStore, id_or_prefix: str) -> SessionLog:
+    with _usage_errors():
+        return store.read(store.resolve(id_or_prefix))
 
 
 def _local_time(stamp: str) -> str:
@@ -97,8 +107,7 @@ def show(session: IdArgument) -> None:
     from codling.cli.draw import use_color
     from codling.cli.transcript import print_transcript
 
-    store = _store()
-    stored = store.read(_resolve(store, session))
+    stored = _read(_store(), session)
     header = stored.header
     typer.echo(f"session {header.session_id} · {stored.title or '(untitled)'} · {header.cwd} · {stored.model}")
     if header.parent:
@@ -111,8 +120,7 @@ def replay(session: IdArgument) -> None:
     """The session/update notifications an ACP client receives when it loads the session, as JSON lines."""
     from codling.acp.replay import replay_messages
 
-    store = _store()
-    stored = store.read(_resolve(store, session))
+    stored = _read(_store(), session)
     for message in replay_messages(stored.header.session_id, stored.events):
         print(json.dumps(message, ensure_ascii=False, separators=(",", ":")))
 
@@ -121,11 +129,8 @@ def replay(session: IdArgument) -> None:
 def fork(session: IdArgument) -> None:
     """A new session holding a copy of this one's history; prints the new id."""
     store = _store()
-    try:
-        forked = store.fork(_resolve(store, session), new_session_id())
-    except CodlingError as e:
-        typer.echo(f"codling: {e}", err=True)
-        raise typer.Exit(EXIT_USAGE) from e
+    with _usage_errors():
+        forked = store.fork(store.resolve(session), new_session_id())
     print(forked.header.session_id)
 
 
@@ -133,7 +138,8 @@ def fork(session: IdArgument) -> None:
 def delete(session: IdArgument) -> None:
     """Delete a session's directory (its history and metadata) for good."""
     store = _store()
-    session_id = _resolve(store, session)
-    stored = store.read(session_id)
-    removed = store.delete(session_id)
+    stored = _read(store, session)
+    session_id = stored.header.session_id
+    with _usage_errors():
+        removed = store.delete(session_id)
     typer.echo(f"deleted session {session_id} ({stored.title or 'untitled'}, {stored.turns} turns): {removed}")

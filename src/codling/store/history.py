@@ -1,26 +1,41 @@
 """history.jsonl: one session's append-only record of everything that happened in it.
 
-The writer flushes every record as one line; a line torn by a crash is ignored when reading and cut off before
-the next append. A corrupt line in the middle is skipped with a warning. Replay (what an ACP client sees on
-session/load) and state restore (the brain's history) are both derived from these records alone.
+Every record is validated (``store/records.py``) when written and when read. The writer opens the file for each
+record and writes the whole line in one ``O_APPEND`` write, so an idle session holds no file descriptor and a
+record is never interleaved with another; a line torn by a crash is ignored when reading and cut off before the
+next append. A line in the middle that is not a valid record (corrupt JSON, a missing field, a kind from a
+newer version) is skipped with a warning and counted. Replay (what an ACP client sees on session/load) and
+state restore (the brain's history) are both derived from these records alone.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from pydantic import ValidationError
 
 from codling.brain.builtin_turns import fallback_title
 from codling.brain.events import Event, SessionTitled, TextDelta, ThoughtDelta, TurnEnded, TurnFailed, TurnStarted
+from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.secrecy import Redactor
-from codling.store.records import EVENT_KINDS, VERSION, event_payload, now, record_events
+from codling.store import lock
+from codling.store.records import (
+    RECORD,
+    Record,
+    SessionRecord,
+    SettingsRecord,
+    TurnStartRecord,
+    dump_record,
+    event_record,
+    now,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,31 +52,29 @@ class SessionHeader:
     parent: str | None = None
     created_at: str = field(default_factory=now)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> SessionRecord:
         """The ``session`` record."""
-        return {
-            "v": VERSION,
-            "ts": self.created_at,
-            "session_id": self.session_id,
-            "kind": "session",
-            "cwd": str(self.cwd),
-            "model": self.model,
-            "mode": self.mode,
-            "additional_dirs": [str(d) for d in self.additional_dirs],
-            "parent": self.parent,
-        }
+        return SessionRecord(
+            ts=self.created_at,
+            session_id=self.session_id,
+            cwd=str(self.cwd),
+            model=self.model,
+            mode=self.mode,  # type: ignore[arg-type]  # validated by the model
+            additional_dirs=[str(d) for d in self.additional_dirs],
+            parent=self.parent,
+        )
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> SessionHeader:
+    def from_record(cls, record: SessionRecord) -> SessionHeader:
         """The inverse of :meth:`record`."""
         return cls(
-            session_id=record["session_id"],
-            cwd=Path(record["cwd"]),
-            model=record.get("model", ""),
-            mode=record.get("mode", "ask"),
-            additional_dirs=tuple(Path(d) for d in record.get("additional_dirs") or ()),
-            parent=record.get("parent"),
-            created_at=record["ts"],
+            session_id=record.session_id,
+            cwd=Path(record.cwd),
+            model=record.model,
+            mode=record.mode,
+            additional_dirs=tuple(Path(d) for d in record.additional_dirs),
+            parent=record.parent,
+            created_at=record.ts,
         )
 
 
@@ -71,14 +84,16 @@ class SessionLog:
 
     header: SessionHeader
     events: list[Event] = field(default_factory=list)
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     """Every valid record, in order (the header included)."""
     title: str | None = None
-    mode: str = "ask"
+    mode: PermissionMode = "ask"
     model: str = ""
     updated_at: str = ""
     turns: int = 0
     skipped_lines: int = 0
+    """Lines in the middle that were not valid records (corrupt, invalid, or of a kind this version does not
+    know), skipped with a warning. A torn last line is not counted."""
 
 
 def first_request_title(event: TurnStarted) -> str:
@@ -87,118 +102,149 @@ def first_request_title(event: TurnStarted) -> str:
 
 
 def read_history(path: Path) -> SessionLog:
-    """Read a history file; a torn last line is ignored and corrupt lines are skipped with a warning."""
+    """Read a history file; a torn last line is ignored and lines that are not valid records are skipped with a
+    warning. Raises ``SessionError`` when there is no file or it does not start with a valid session record."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError as e:
         raise SessionError(f"no history at {path}") from e
+    except OSError as e:
+        raise SessionError(f"cannot read {path}: {e.strerror or e}") from e
     lines = raw.split(b"\n")
     torn = lines.pop()  # after the last newline: empty, or a record a crash cut short
-    records: list[dict[str, Any]] = []
+    records: list[Record] = []
     skipped = 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-            if not isinstance(record, dict) or "kind" not in record:
-                raise ValueError("not a record")
-        except ValueError as e:
+            records.append(RECORD.validate_json(line))
+        except ValidationError as e:
             skipped += 1
-            log.warning("%s:%d: skipping a corrupt record (%s)", path, number, e)
-            continue
-        records.append(record)
+            log.warning("%s:%d: skipping a corrupt record: %s", path, number, _why(e))
     if torn.strip():
         log.warning("%s: ignoring a torn last line (%d bytes)", path, len(torn))
-    if not records or records[0].get("kind") != "session":
-        raise SessionError(f"{path} does not start with a session record")
+    if not records or not isinstance(records[0], SessionRecord):
+        raise SessionError(f"{path} does not start with a valid session record; it cannot be loaded")
     return _fold(records, skipped)
 
 
-def _fold(records: list[dict[str, Any]], skipped: int) -> SessionLog:
-    header = SessionHeader.from_record(records[0])
-    result = SessionLog(header, records=records, mode=header.mode, model=header.model, skipped_lines=skipped)
+def _why(error: ValidationError) -> str:
+    first = error.errors(include_url=False, include_input=False)[0]
+    loc = first["loc"]
+    match first["type"]:
+        case "json_invalid":
+            return "not JSON"
+        case "union_tag_invalid":
+            tag = (first.get("ctx") or {}).get("tag")
+            return f"a kind this version does not know ({tag!r}; written by a newer codling?)"
+        case "union_tag_not_found" | "dict_type" | "model_attributes_type" | "model_type" if len(loc) <= 1:
+            return "not a record (an object with a kind)"
+    where = ".".join(str(part) for part in loc[1:]) or "record"
+    return f"a {loc[0] if loc else ''} record that is not valid: {where}: {first['msg']}"
+
+
+def _fold(records: list[Record], skipped: int) -> SessionLog:
+    first = records[0]
+    assert isinstance(first, SessionRecord)
+    header = SessionHeader.from_record(first)
+    result = SessionLog(header, records=records, mode=first.mode, model=first.model, skipped_lines=skipped)
     for record in records[1:]:
-        kind = record.get("kind")
-        if kind == "settings":
-            result.title = record.get("title", result.title)
-            result.mode = record.get("mode", result.mode)
-            result.model = record.get("model", result.model)
-        elif kind in EVENT_KINDS:
-            events = record_events(record)
-            result.events.extend(events)
-            if kind == "turn_start":
-                result.turns += 1
-                if result.title is None and isinstance(events[0], TurnStarted):
-                    result.title = first_request_title(events[0])
-    result.updated_at = str(records[-1].get("ts", header.created_at))
+        if isinstance(record, SettingsRecord):
+            result.title = record.title if record.title is not None else result.title
+            result.mode = record.mode or result.mode
+            result.model = record.model if record.model is not None else result.model
+            continue
+        events = record.events()
+        result.events.extend(events)
+        if isinstance(record, TurnStartRecord):
+            result.turns += 1
+            if result.title is None and isinstance(events[0], TurnStarted):
+                result.title = first_request_title(events[0])
+    result.updated_at = records[-1].ts
     return result
 
 
-def _cut_torn_tail(path: Path) -> None:
+def _cut_torn_tail(fd: int, path: Path) -> None:
     """Drop a partial last line left by a crash, so the next record starts on a line of its own."""
-    with open(path, "rb+") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return
-        block = 65536
-        end = size
-        while end > 0:
-            start = max(0, end - block)
-            f.seek(start)
-            chunk = f.read(end - start)
-            newline = chunk.rfind(b"\n")
-            if newline >= 0:
-                keep = start + newline + 1
-                break
-            end = start
-        else:
-            keep = 0
-        log.warning("%s: cutting a torn last line (%d bytes) before appending", path, size - keep)
-        f.truncate(keep)
+    size = os.lseek(fd, 0, os.SEEK_END)
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    block = 65536
+    end = size
+    keep = 0
+    while end > 0:
+        start = max(0, end - block)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            keep = start + newline + 1
+            break
+        end = start
+    log.warning("%s: cutting a torn last line (%d bytes) before appending", path, size - keep)
+    os.ftruncate(fd, keep)
 
 
 class HistoryFile:
-    """Appends records to one session's history.jsonl, one flushed line each.
+    """Appends records to one session's history.jsonl, one line each, holding no file descriptor between them.
 
-    The writer holds an exclusive advisory lock on the file while it is open, so two processes (an editor and
-    ``codling run --resume``, say) never interleave turns in one history: the second gets a SessionError.
+    One writer per session: opening takes the session's lock file (``store/lock.py``), so two processes (an
+    editor and ``codling run --resume``, say) never interleave turns in one history; the second gets a
+    ``SessionError``. The lock is released by :meth:`close` (or at exit; a killed writer's lock is taken over).
     """
 
     def __init__(self, path: Path, session_id: str, redact: Redactor | None = None) -> None:
         self.path = path
         self.session_id = session_id
         self._redact = redact or Redactor([])
-        # errors="replace": a lone surrogate (from a file name that is not UTF-8) must not lose the record.
-        self._file: IO[str] = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 - session-long
+        self._lock = self.lock_path(path)
+        guard = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            self._file.close()
-            raise SessionError(f"session {session_id} is open in another codling process; close it there first") from e
-        # Only the lock holder may repair a torn tail: another writer could be in the middle of a line.
-        _cut_torn_tail(path)
+            lock.acquire(self._lock, guard, f"session {session_id}")
+            # Only the lock holder may repair a torn tail: another writer could be in the middle of a line.
+            _cut_torn_tail(guard, path)
+        finally:
+            os.close(guard)
+        self._open = True
+
+    @staticmethod
+    def lock_path(path: Path) -> Path:
+        """The lock file of the history at ``path``."""
+        return path.with_name(path.name + ".lock")
 
     def append(self, payload: dict[str, Any], turn_id: str | None = None) -> None:
-        """Write one record (``payload`` holds ``kind`` and its fields)."""
-        record: dict[str, Any] = {"v": VERSION, "ts": now(), "session_id": self.session_id}
+        """Write one record given as ``kind`` and its fields (validated first; ``SessionError`` if invalid)."""
+        record: dict[str, Any] = {"session_id": self.session_id}
         if turn_id is not None:
             record["turn_id"] = turn_id
         record.update(payload)
-        self.write_record(record)
+        try:
+            self.write(RECORD.validate_python(record))
+        except ValidationError as e:
+            raise SessionError(f"not a valid {payload.get('kind')} record: {e}") from e
 
-    def write_record(self, record: dict[str, Any]) -> None:
-        """Write a complete record as it is."""
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-        self._file.write(self._redact(line) + "\n")
-        self._file.flush()
+    def write(self, record: Record) -> None:
+        """Write a complete record as one line, in one write call."""
+        if not self._open:
+            raise SessionError(f"session {self.session_id}'s history is closed")
+        line = json.dumps(dump_record(record), ensure_ascii=False, separators=(",", ":"))
+        # errors="replace": a lone surrogate (from a file name that is not UTF-8) must not lose the record.
+        data = (self._redact(line) + "\n").encode("utf-8", errors="replace")
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except FileNotFoundError as e:
+            raise SessionError(f"session {self.session_id}'s history {self.path} is gone (deleted?)") from e
+        try:
+            written = os.write(fd, data)
+            while written < len(data):  # a regular file takes the line whole; this is only a fallback
+                written += os.write(fd, data[written:])
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
-        """Close the file and release the lock (records already written are safe either way)."""
-        self._file.close()
+        """Release the session (records already written are safe either way)."""
+        if self._open:
+            self._open = False
+            lock.release(self._lock)
 
 
 class HistoryRecorder:
@@ -235,9 +281,9 @@ class HistoryRecorder:
         if isinstance(event, TurnFailed):
             self._error = event.message
             return
-        payload = event_payload(event, self._error)
-        if payload is not None:
-            self.file.append(payload, getattr(event, "turn_id", None))
+        record = event_record(event, self.file.session_id, self._error)
+        if record is not None:
+            self.file.write(record)
         if isinstance(event, TurnEnded):
             self._error = None
         elif isinstance(event, TurnStarted) and self.title is None:
@@ -257,12 +303,12 @@ class HistoryRecorder:
         if self._pending_kind is None:
             return
         merged = self._pending_kind(self._pending_turn, "".join(self._pending))
-        payload = event_payload(merged)
-        assert payload is not None
-        self.file.append(payload, merged.turn_id)
+        record = event_record(merged, self.file.session_id)
+        assert record is not None
+        self.file.write(record)
         self._pending.clear()
         self._pending_kind = None
 
     def settings(self, **changes: str) -> None:
         """Record a change of mode, model or title."""
-        self.file.append({"kind": "settings", **changes})
+        self.file.write(SettingsRecord.model_validate({"session_id": self.file.session_id, **changes}))

@@ -1,8 +1,13 @@
 """The session store: one directory per session under ``$CODLING_HOME/sessions``.
 
 ``<id>/history.jsonl`` is the truth. ``<id>/meta.json`` is a small cache of what listing needs (cwd, title,
-parent, model), rewritten only when the title changes and rebuilt from the history when missing or corrupt;
-``updated_at`` is the history file's modification time. Listing therefore reads one small file per session.
+parent, model), written atomically, rewritten only when the title changes and rebuilt from the history when
+missing, damaged or naming another session; ``updated_at`` is the history file's modification time. Listing
+therefore reads one small file per session.
+
+Every id that arrives from outside is checked (``store/ids.py``) before it becomes a path: a malformed one is an
+``InvalidSessionIdError``, a well-formed one with no session an ``UnknownSessionError``. Directories whose names
+are not session ids are not sessions.
 """
 
 from __future__ import annotations
@@ -11,15 +16,20 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from codling.errors import SessionError, UnknownSessionError
 from codling.secrecy import Redactor
+from codling.store import lock
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, SessionLog, read_history
+from codling.store.ids import check_prefix, check_session_id, is_session_id
+from codling.store.records import SettingsRecord, Timestamp
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +50,19 @@ class SessionSummary:
     model: str = ""
 
 
+class Meta(BaseModel):
+    """meta.json: what listing needs, cached from the history."""
+
+    model_config = ConfigDict(strict=True, frozen=True)
+
+    session_id: str
+    cwd: str
+    title: str | None = None
+    created_at: Timestamp
+    parent: str | None = None
+    model: str = ""
+
+
 class SessionStore:
     """Creates, opens, lists, forks and deletes sessions on disk."""
 
@@ -47,27 +70,36 @@ class SessionStore:
         self.root = home / "sessions"
         self._redact = redact or Redactor([])
 
+    def _directory(self, session_id: str) -> Path:
+        return self.root / check_session_id(session_id)
+
     def history_path(self, session_id: str) -> Path:
-        """Where a session's history.jsonl lives."""
-        return self.root / session_id / HISTORY
+        """Where a session's history.jsonl lives (``InvalidSessionIdError`` for a malformed id)."""
+        return self._directory(session_id) / HISTORY
+
+    def _existing(self, session_id: str) -> Path:
+        path = self.history_path(session_id)
+        if not path.is_file():
+            raise UnknownSessionError(f"no session {session_id} in {self.root}; see `codling sessions list`")
+        return path
 
     # -- writing --------------------------------------------------------------------------------------------
 
     def create(self, header: SessionHeader) -> HistoryFile:
         """Start a new session's directory with its header record."""
-        directory = self.root / header.session_id
+        directory = self._directory(header.session_id)
+        if header.parent is not None:
+            check_session_id(header.parent)
+        record = header.record()  # validated before anything is created
         directory.mkdir(parents=True, exist_ok=False)
         file = HistoryFile(directory / HISTORY, header.session_id, self._redact)
-        file.write_record(header.record())
+        file.write(record)
         self._write_meta(header, title=None)
         return file
 
     def open(self, session_id: str) -> HistoryFile:
         """Open an existing session's history for appending (cutting a torn last line first)."""
-        path = self.history_path(session_id)
-        if not path.exists():
-            raise UnknownSessionError(f"no session {session_id} in {self.root}")
-        return HistoryFile(path, session_id, self._redact)
+        return HistoryFile(self._existing(session_id), session_id, self._redact)
 
     def recorder(
         self,
@@ -87,52 +119,69 @@ class SessionStore:
         return HistoryRecorder(file, title=title, on_title=titled)
 
     def _write_meta(self, header: SessionHeader, title: str | None) -> None:
-        meta = {
-            "session_id": header.session_id,
-            "cwd": str(header.cwd),
-            "title": title,
-            "created_at": header.created_at,
-            "parent": header.parent,
-            "model": header.model,
-        }
-        path = self.root / header.session_id / META
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(self._redact(json.dumps(meta, ensure_ascii=False)), encoding="utf-8")
-        os.replace(tmp, path)
+        """Replace meta.json atomically: a crash leaves the old file or the new one, never half of one."""
+        meta = Meta(
+            session_id=header.session_id,
+            cwd=str(header.cwd),
+            title=title,
+            created_at=header.created_at,
+            parent=header.parent,
+            model=header.model,
+        )
+        directory = self._directory(header.session_id)
+        data = self._redact(json.dumps(meta.model_dump(), ensure_ascii=False)).encode("utf-8", errors="replace")
+        fd, tmp = tempfile.mkstemp(prefix=".meta.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, directory / META)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     # -- reading --------------------------------------------------------------------------------------------
 
     def read(self, session_id: str) -> SessionLog:
-        """Read a whole session back."""
-        path = self.history_path(session_id)
-        if not path.exists():
-            raise UnknownSessionError(f"no session {session_id} in {self.root}")
-        return read_history(path)
+        """Read a whole session back. The session is the one its directory names, whatever its header says."""
+        stored = read_history(self._existing(session_id))
+        if stored.header.session_id != session_id:
+            log.warning(
+                "%s: its header names session %r; using its directory's id", session_id, stored.header.session_id
+            )
+            stored.header = replace(stored.header, session_id=session_id)
+        return stored
 
     def resolve(self, id_or_prefix: str) -> str:
         """The full id of the one session whose id starts with ``id_or_prefix``."""
-        if (self.root / id_or_prefix / HISTORY).exists():
+        check_prefix(id_or_prefix)
+        if is_session_id(id_or_prefix) and self.history_path(id_or_prefix).is_file():
             return id_or_prefix
-        if not id_or_prefix or not self.root.exists():
-            raise UnknownSessionError(f"no session matches {id_or_prefix!r}")
-        matches = [p.name for p in self.root.iterdir() if p.name.startswith(id_or_prefix) and (p / HISTORY).exists()]
+        matches = [sid for sid in self._ids() if sid.startswith(id_or_prefix)]
         if not matches:
             raise UnknownSessionError(f"no session matches {id_or_prefix!r}; see `codling sessions list`")
         if len(matches) > 1:
             raise SessionError(f"{id_or_prefix!r} matches {len(matches)} sessions; give more of the id")
         return matches[0]
 
+    def _ids(self) -> list[str]:
+        """The ids of the session directories holding a history."""
+        try:
+            with os.scandir(self.root) as entries:
+                names = [e.name for e in entries if is_session_id(e.name)]
+        except FileNotFoundError:
+            return []
+        return [name for name in names if (self.root / name / HISTORY).is_file()]
+
     def list(self, cwd: Path | None = None) -> list[SessionSummary]:
         """Every readable session (only those working in ``cwd`` if given), most recently updated first."""
-        if not self.root.exists():
-            return []
         found: list[SessionSummary] = []
         wanted = str(cwd) if cwd is not None else None
-        with os.scandir(self.root) as entries:
-            for entry in entries:
-                summary = self._summary(Path(entry.path))
-                if summary is not None and (wanted is None or str(summary.cwd) == wanted):
-                    found.append(summary)
+        for session_id in self._ids():
+            summary = self._summary(session_id)
+            if summary is not None and (wanted is None or str(summary.cwd) == wanted):
+                found.append(summary)
         found.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
         return found
 
@@ -141,45 +190,60 @@ class SessionStore:
         sessions = self.list(cwd)
         return sessions[0] if sessions else None
 
-    def _summary(self, directory: Path) -> SessionSummary | None:
+    def _summary(self, session_id: str) -> SessionSummary | None:
         try:
-            mtime = (directory / HISTORY).stat().st_mtime
+            mtime = self.history_path(session_id).stat().st_mtime
         except OSError:
             return None
         updated = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        meta = self._read_meta(directory)
+        meta = self._meta(session_id)
         if meta is None:
             return None
         return SessionSummary(
-            session_id=meta["session_id"],
-            cwd=Path(meta["cwd"]),
-            title=meta.get("title"),
-            created_at=meta.get("created_at", updated),
+            session_id=session_id,
+            cwd=Path(meta.cwd),
+            title=meta.title,
+            created_at=meta.created_at,
             updated_at=updated,
-            parent=meta.get("parent"),
-            model=meta.get("model", ""),
+            parent=meta.parent if is_session_id(meta.parent) else None,
+            model=meta.model,
         )
 
-    def _read_meta(self, directory: Path) -> dict[str, Any] | None:
+    def _meta(self, session_id: str) -> Meta | None:
+        """meta.json, or a new one rebuilt from the history when it is missing, damaged or names another
+        session; None for a session whose history cannot be read."""
+        path = self._directory(session_id) / META
         try:
-            meta = json.loads((directory / META).read_text(encoding="utf-8"))
-            if isinstance(meta, dict) and "session_id" in meta and "cwd" in meta:
+            meta = Meta.model_validate_json(path.read_bytes())
+            if meta.session_id == session_id:
                 return meta
-        except (OSError, ValueError):
+        except (OSError, ValidationError):
             pass
-        # The cache is missing or damaged: rebuild it from the history, the source of truth.
+        # The cache is missing or wrong: rebuild it from the history, the source of truth.
         try:
-            session = read_history(directory / HISTORY)
+            session = self.read(session_id)
         except (OSError, SessionError) as e:
-            log.warning("%s: not a readable session (%s)", directory, e)
+            log.warning("%s: not a readable session (%s)", self._directory(session_id), e)
             return None
-        self._write_meta(session.header, session.title)
-        return self._read_meta(directory) if (directory / META).exists() else None
+        try:
+            self._write_meta(session.header, session.title)
+        except OSError as e:  # a read-only store still lists
+            log.warning("%s: cannot rewrite %s (%s)", self._directory(session_id), META, e)
+        header = session.header
+        return Meta(
+            session_id=session_id,
+            cwd=str(header.cwd),
+            title=session.title,
+            created_at=header.created_at,
+            parent=header.parent,
+            model=header.model,
+        )
 
     # -- whole sessions -------------------------------------------------------------------------------------
 
     def fork(self, session_id: str, new_id: str, cwd: Path | None = None) -> SessionLog:
         """A new session holding a copy of ``session_id``'s history so far, recording its parent."""
+        check_session_id(new_id)
         source = self.read(session_id)
         header = SessionHeader(
             session_id=new_id,
@@ -193,19 +257,21 @@ class SessionStore:
         file = self.create(header)
         try:
             for record in source.records[1:]:
-                if record.get("kind") != "settings" or "title" not in record:
-                    file.write_record({**record, "session_id": new_id})
+                if not isinstance(record, SettingsRecord) or record.title is None:
+                    file.write(record.model_copy(update={"session_id": new_id}))
             if title is not None:
-                file.append({"kind": "settings", "title": title})
+                file.write(SettingsRecord(session_id=new_id, title=title))
         finally:
             file.close()
         self._write_meta(header, title)
         return self.read(new_id)
 
     def delete(self, session_id: str) -> Path:
-        """Remove a session's directory; returns what was removed."""
-        directory = self.root / session_id
-        if not (directory / HISTORY).exists():
-            raise UnknownSessionError(f"no session {session_id} in {self.root}")
+        """Remove a session's directory; returns what was removed. A session another process is writing to
+        is not removed (``SessionError``)."""
+        history = self._existing(session_id)
+        if lock.held_elsewhere(HistoryFile.lock_path(history)):
+            raise SessionError(f"session {session_id} is open in another codling process; close it there first")
+        directory = history.parent
         shutil.rmtree(directory)
         return directory

@@ -1,0 +1,220 @@
+"""The session store in real processes: hostile ids on the command line, invalid records, a thousand open
+sessions under a small descriptor limit, and `codling acp` killed at random points of a turn."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
+from acp.client.connection import ClientSideConnection
+
+from codling.brain.events import TextDelta
+from codling.store.history import read_history
+from codling.store.records import RECORD
+from tests.e2e.test_acp_process import agent_env
+from tests.e2e.test_cli import codling, model_env
+from tests.e2e.test_cli_sessions import GOLDEN, GOLDEN_ID, install_golden
+from tests.fakes.acp_client import RecordingClient
+from tests.fakes.openai_server import OpenAIServer, Reply, ScriptedReply, ToolCall, last_user_text, running_server
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
+
+
+# -- the command line -------------------------------------------------------------------------------------------
+
+
+def test_malformed_ids_on_the_command_line_are_usage_errors_and_touch_nothing(
+    home: Path, tmp_path: Path, server: OpenAIServer
+) -> None:
+    env = model_env(home, server)
+    install_golden(home)
+    decoy = tmp_path / "decoy" / "history.jsonl"
+    decoy.parent.mkdir()
+    shutil.copy(GOLDEN / "history.jsonl", decoy)  # a loadable session, outside the store
+    before = decoy.read_bytes()
+    attacks = [
+        ("sessions", "show", "../../decoy"),
+        ("sessions", "replay", str(decoy.parent)),
+        ("sessions", "fork", ".."),
+        ("sessions", "delete", "../../decoy"),
+        ("sessions", "show", "x" * 300),
+        ("run", "--resume", "../../decoy", "hi"),
+    ]
+    for args in attacks:
+        result = codling(*args, env=env)
+        assert (result.returncode, result.stdout) == (2, ""), (args, result.stderr)
+        assert "is not a session id" in result.stderr and "Traceback" not in result.stderr, args
+    assert decoy.read_bytes() == before
+    assert server.requests == []
+    assert sorted(p.name for p in (home / "sessions").iterdir()) == [GOLDEN_ID]
+
+
+def test_show_and_list_keep_working_on_a_history_with_invalid_records(home: Path, server: OpenAIServer) -> None:
+    env = model_env(home, server)
+    install_golden(home)
+    path = home / "sessions" / GOLDEN_ID / "history.jsonl"
+    lines = path.read_text().splitlines()
+    bad = [
+        '{"v":1,"ts":"2026-11-22T10:00:01.000Z","session_id":"s","turn_id":"t1","kind":"tool_call","tool_name":"x"}',
+        '{"v":1,"ts":"2026-11-22T10:00:01.000Z","session_id":"s","turn_id":"t1","kind":"tool_result",'
+        '"call_id":"c","tool_name":"x","status":"exploded"}',
+        '{"v":1,"ts":"2026-11-22T10:00:01.000Z","session_id":"s","kind":"hologram"}',
+    ]
+    path.write_text("\n".join([*lines[:3], *bad, *lines[3:]]) + "\n")
+    shown = codling("sessions", "show", GOLDEN_ID, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "Renamed `greet` to `welcome`." in shown.stdout
+    listed = codling("sessions", "list", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert [json.loads(line)["session_id"] for line in listed.stdout.splitlines()] == [GOLDEN_ID]
+    replayed = codling("sessions", "replay", GOLDEN_ID, env=env)
+    assert replayed.returncode == 0 and replayed.stdout == (GOLDEN / "replay.jsonl").read_text()
+
+
+# -- many sessions, few descriptors -----------------------------------------------------------------------------
+
+FD_LIMIT = 256
+LIMITED = """
+import os, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit}))
+os.execv(sys.executable, [sys.executable, "-m", "codling", "acp"])
+"""
+
+
+async def test_a_thousand_open_sessions_under_a_256_descriptor_limit(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    server.responder = lambda body: Reply(text=[f"echo: {last_user_text(body)}"])
+    client = RecordingClient()
+    wrapper = LIMITED.format(limit=FD_LIMIT)
+    async with spawn_agent_process(client, sys.executable, "-c", wrapper, env=agent_env(home, server)) as (conn, proc):
+        try:
+            await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
+            ids = []
+            for _ in range(1000):
+                session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
+                ids.append(session.session_id)
+            for sid in (ids[0], ids[-1]):
+                response = await asyncio.wait_for(
+                    conn.prompt(session_id=sid, prompt=[helpers.text_block(f"hello {sid}")]), 30
+                )
+                assert response.stop_reason == "end_turn"
+            limit = Path(f"/proc/{proc.pid}/limits").read_text()
+            assert f"Max open files            {FD_LIMIT}" in limit
+        finally:
+            proc.kill()
+            await asyncio.wait_for(proc.wait(), 10)
+    assert len(set(ids)) == 1000
+    for sid in (ids[0], ids[-1]):
+        assert read_history(home / "sessions" / sid / "history.jsonl").turns == 1
+    texts = [u.content.text for _, u in client.updates if u.session_update == "agent_message_chunk"]
+    assert texts == [f"echo: hello {ids[0]}", f"echo: hello {ids[-1]}"]
+
+
+# -- killed at random points ------------------------------------------------------------------------------------
+
+TRIALS = 8
+
+
+def scripted_turn(body: dict[str, Any]) -> ScriptedReply:
+    """Text and a tool call, then (once the call's result is in) more text; a resumed turn gets one reply."""
+    if last_user_text(body).startswith("resume"):
+        return Reply(text=["resumed ", "fine."])
+    if (body.get("messages") or [{}])[-1].get("role") == "tool":
+        return Reply(text=["The readme ", "says ", "demo", "."], delay=0.005)
+    return Reply(text=["Let me ", "look."], tool_calls=[ToolCall("read_file", {"path": "README.md"})], delay=0.005)
+
+
+class KillingClient(RecordingClient):
+    """Kills the agent (SIGKILL) right after the ``kill_at``-th session/update of its turn arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kill_at: int | None = None
+        self.process: asyncio.subprocess.Process | None = None
+        self.seen = 0
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        await super().session_update(session_id, update, **kwargs)
+        if self.kill_at is None:
+            return
+        self.seen += 1
+        if self.seen == self.kill_at and self.process is not None:
+            self.process.kill()
+
+
+def check_history(path: Path) -> int:
+    """Every complete line is a valid record, at most the last is torn, and the file loads; its turn count."""
+    *complete, tail = path.read_bytes().split(b"\n")
+    for line in complete:
+        RECORD.validate_json(line)
+    if tail:
+        with pytest.raises(ValueError):
+            RECORD.validate_json(tail)
+    session = read_history(path)
+    assert session.skipped_lines == 0
+    return session.turns
+
+
+async def prompt_quietly(conn: ClientSideConnection, sid: str, text: str) -> None:
+    with contextlib.suppress(Exception):  # the agent was killed under it: the connection is gone
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[helpers.text_block(text)]), 30)
+
+
+async def test_history_survives_sigkill_at_random_points_of_a_turn(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    server.responder = scripted_turn
+    rng = random.Random(20261122)
+    previous: str | None = None
+    landed: list[str] = []
+    """The kind of the last complete record each killed agent left."""
+    for trial in range(TRIALS + 1):
+        client = KillingClient()
+        async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=agent_env(home, server)) as (
+            conn,
+            process,
+        ):
+            client.process = process
+            try:
+                await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
+                if previous is not None:
+                    # The killed session loads and takes a new turn cleanly after whatever was written.
+                    path = home / "sessions" / previous / "history.jsonl"
+                    turns = check_history(path)
+                    landed.append(json.loads(path.read_bytes().split(b"\n")[-2])["kind"])
+                    await asyncio.wait_for(conn.load_session(cwd=str(project), session_id=previous), 30)
+                    response = await asyncio.wait_for(
+                        conn.prompt(session_id=previous, prompt=[helpers.text_block("resume please")]), 30
+                    )
+                    assert response.stop_reason == "end_turn"
+                    assert check_history(path) == turns + 1
+                    events = read_history(path).events
+                    assert [type(e).__name__ for e in events[-3:]] == ["TurnStarted", "TextDelta", "TurnEnded"]
+                    assert events[-2] == TextDelta(events[-1].turn_id, "resumed fine.")
+                if trial == TRIALS:
+                    break
+                session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
+                client.seen = 0
+                client.kill_at = rng.randint(1, 9)
+                await prompt_quietly(conn, session.session_id, "what does the readme say?")
+                previous = session.session_id
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                await asyncio.wait_for(process.wait(), 10)
+    # The seeded points fall inside the turn (before its end record) as well as after it.
+    assert {"turn_end", "tool_call"} <= set(landed), landed
