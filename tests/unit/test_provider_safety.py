@@ -23,7 +23,7 @@ from codling.cli.render import TerminalRenderer
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.providers import build_model
-from codling.store.records import event_payload
+from codling.store.records import event_record
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, running_server
 
 MODEL = ModelInfo("openai-chat:fake-model", context_limit=100_000)
@@ -250,7 +250,7 @@ async def test_the_terminal_prints_the_wait_on_stderr() -> None:
 
 
 def test_a_retry_is_never_recorded() -> None:
-    assert event_payload(WAITING) is None
+    assert event_record(WAITING, "20261122-0b9f3c2a41de") is None
 
 
 def test_retry_delays_honour_retry_after_within_the_cap() -> None:
