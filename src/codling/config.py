@@ -12,6 +12,11 @@ config.toml keys (all optional)::
     title_model = "anthropic:claude-haiku-4-5"  # a cheaper model for titles (default: the session's model)
     greeting = false                        # greet new editor sessions (one short model-made message)
     delegates = true                        # let the model hand tasks to planner, reviewer and coder sub-agents
+    command_env_allow = ["GITHUB_TOKEN"]    # secret variables commands may still see (default: none)
+
+Commands (run_command) never see secret variables: those named like keys, tokens, secrets, passwords or
+credentials (``codling/secrecy.py`` has the rule) and the model providers' own. ``command_env_allow`` names the
+ones a command may see anyway; their values are still redacted from history.jsonl and the logs.
 """
 
 from __future__ import annotations
@@ -61,6 +66,8 @@ class Settings:
     """Greet the user of a new editor session with the greeting special turn."""
     delegates: bool = True
     """Offer the model the delegate tool (planner, reviewer and coder sub-agents)."""
+    command_env_allow: tuple[str, ...] = ()
+    """Secret variables that commands may still see (their values stay out of history and logs)."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The environment the settings were read from (never logged: it holds secrets)."""
 
@@ -84,6 +91,13 @@ def _flag(data: dict[str, object], key: str, default: bool, path: Path) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{path}: {key} must be true or false, not {value!r}")
     return value
+
+
+def _names(data: dict[str, object], key: str, path: Path) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f'{path}: {key} must be a list of variable names like ["GITHUB_TOKEN"], not {value!r}')
+    return tuple(cast(list[str], value))
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -118,5 +132,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         title_model=title_model,
         greeting=_flag(data, "greeting", False, path),
         delegates=_flag(data, "delegates", True, path),
+        command_env_allow=_names(data, "command_env_allow", path),
         env=env,
     )
