@@ -116,6 +116,7 @@ class CodlingAgent:
 
     def _config(self) -> tuple[Settings, Catalog, SessionStore]:
         if self._settings is None or self._catalog is None or self._store is None:
+            from codling.llm.providers import credential_names
             from codling.secrecy import Redactor
             from codling.store.index import SessionStore
 
@@ -125,7 +126,7 @@ class CodlingAgent:
             except ConfigError as e:
                 raise RequestError.internal_error({"details": f"configuration error: {e}"}) from e
             self._settings = settings
-            self._store = SessionStore(settings.home, Redactor.from_env(settings.env))
+            self._store = SessionStore(settings.home, Redactor.from_env(settings.env, credential_names()))
         return self._settings, self._catalog, self._store
 
     def _session(self, session_id: str) -> LiveSession:
@@ -340,7 +341,10 @@ class CodlingAgent:
             roots = {Path(d).resolve(): Path(d) for d in client_dirs}
             ports["fs"] = AcpFileSystem(self.client, session_id, local=LocalFileSystem(), client_roots=roots)
         if caps.terminal:
-            ports["terminal"] = AcpTerminal(self.client, session_id)
+            settings, _, _ = self._config()
+            ports["terminal"] = AcpTerminal(
+                self.client, session_id, environment=settings.env, allow=settings.command_env_allow
+            )
         return ports
 
     async def _advertise_commands(self, session_id: str) -> None:

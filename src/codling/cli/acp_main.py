@@ -13,13 +13,18 @@ from collections.abc import Mapping
 def setup_logging(env: Mapping[str, str] | None = None) -> None:
     """Log to stderr, or to ``$CODLING_LOG_FILE``; never to stdout, which in ``codling acp`` is JSON-RPC only.
 
-    ``$CODLING_LOG_LEVEL`` sets the level (default WARNING).
+    ``$CODLING_LOG_LEVEL`` sets the level (default WARNING). The values of the environment's secret variables
+    (``codling.secrecy``) are redacted from every line, tracebacks included.
     """
+    from codling.llm.providers import credential_names
+    from codling.secrecy import RedactingFormatter, Redactor
+
     env = os.environ if env is None else env
     level = env.get("CODLING_LOG_LEVEL", "WARNING").upper()
     target = env.get("CODLING_LOG_FILE")
     handler: logging.Handler = logging.FileHandler(target) if target else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    redact = Redactor.from_env(env, credential_names())
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", redact))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(getattr(logging, level, logging.WARNING))
