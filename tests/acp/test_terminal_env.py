@@ -45,7 +45,7 @@ async def run_in_editor(home: Path, project: Path, command: str, allow: tuple[st
     finally:
         await editor.close()
     assert client.problems == []
-    assert [method for method, _ in editor.calls][0] == "terminal/create"
+    assert editor.calls[0][0] == "terminal/create"
     results = [
         str(part.content)
         for request in script.requests
@@ -77,7 +77,10 @@ async def test_an_allowed_secret_reaches_the_command_but_not_the_history(home: P
 
 
 async def test_what_a_command_started_in_a_new_session_goes_with_it(home: Path, project: Path) -> None:
-    command = "setsid sh -c 'echo $$ > stray.pid; exec sleep 300' >/dev/null 2>&1 &\nuntil [ -s stray.pid ]; do sleep 0.01; done"
+    command = (
+        "setsid sh -c 'echo $$ > stray.pid; exec sleep 300' >/dev/null 2>&1 &\n"
+        "until [ -s stray.pid ]; do sleep 0.01; done"
+    )
     output, _ = await run_in_editor(home, project, command)
     assert output.startswith("exit code 0")
     pid = int((project / "stray.pid").read_text())

@@ -10,7 +10,7 @@ import pytest
 
 from codling.config import Settings, load_settings
 from codling.errors import ConfigError
-from codling.secrecy import Redactor, RedactingFormatter, is_secret_name, scrubbed, secret_names
+from codling.secrecy import RedactingFormatter, Redactor, is_secret_name, scrubbed, secret_names
 
 SECRET = [
     "OPENAI_API_KEY",

@@ -31,9 +31,13 @@ def setup_logging(env: Mapping[str, str] | None = None) -> None:
 
 
 def run_acp(model: str | None = None) -> None:
-    """Serve ACP on stdio until the client closes the connection."""
+    """Serve ACP on stdio until the client closes the connection; on SIGTERM, SIGHUP or SIGINT close every
+    session (turns end cancelled and recorded, commands stopped) and exit with 128 + the signal's number."""
     setup_logging()
     from codling.acp.server import serve
 
+    received: int | None = None
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(model))
+        received = asyncio.run(serve(model))
+    if received is not None:
+        sys.exit(128 + received)
