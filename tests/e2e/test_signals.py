@@ -4,6 +4,7 @@ recorded (its turn_end is the history's last record), and the agent exits with 1
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -100,9 +101,13 @@ async def check_shutdown(process: asyncio.subprocess.Process, project: Path, hom
     await until(lambda: _pid(cmd_pid) is not None, "the command to start", process)
     pgid, child = _pid(cmd_pid), _pid(child_pid)
     assert pgid is not None and child is not None
-    process.send_signal(sig)
-    assert await asyncio.wait_for(process.wait(), DEADLINE) == 128 + sig
-    await until(lambda: _group_gone(pgid) and _dead(child), "the command's process group to go")
+    try:
+        process.send_signal(sig)
+        assert await asyncio.wait_for(process.wait(), DEADLINE) == 128 + sig
+        await until(lambda: _group_gone(pgid) and _dead(child), "the command's process group to go")
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a failed test leaves nothing behind
+            os.killpg(pgid, signal.SIGKILL)
     record = last_record(home)
     assert (record["kind"], record["stop_reason"]) == ("turn_end", "cancelled")
 
