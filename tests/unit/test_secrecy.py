@@ -116,3 +116,21 @@ def test_command_env_allow_is_read_from_config(tmp_path: Path) -> None:
 def test_command_env_allow_must_be_a_list_of_names(tmp_path: Path, value: str) -> None:
     with pytest.raises(ConfigError, match="command_env_allow must be a list of variable names"):
         _settings_with(tmp_path, f"command_env_allow = {value}\n")
+
+
+def test_codling_s_log_redacts_the_environment_s_secrets(tmp_path: Path) -> None:
+    from codling.cli.acp_main import setup_logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    log_file = tmp_path / "codling.log"
+    secrets = {"DB_PASS": "db-pass-0123456789", "OPENAI_BASE_URL": "https://user:pw@proxy.example/v1"}
+    try:
+        setup_logging({"CODLING_LOG_FILE": str(log_file), "CODLING_LOG_LEVEL": "INFO", **secrets})
+        logging.getLogger("codling.test").info("connecting to %s with %s", *secrets.values())
+        for handler in root.handlers:
+            handler.close()
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    assert log_file.read_text().endswith("INFO codling.test: connecting to [redacted] with [redacted]\n")
