@@ -13,6 +13,11 @@ config.toml keys (all optional)::
     greeting = false                        # greet new editor sessions (one short model-made message)
     delegates = true                        # let the model hand tasks to planner, reviewer and coder sub-agents
     stream_idle_timeout = 120               # seconds without data from the model provider before a reply is stopped
+    command_env_allow = ["GITHUB_TOKEN"]    # secret variables commands may still see (default: none)
+
+Commands (run_command) never see secret variables: those named like keys, tokens, secrets, passwords or
+credentials (``codling/secrecy.py`` has the rule) and the model providers' own. ``command_env_allow`` names the
+ones a command may see anyway; their values are still redacted from history.jsonl and the logs.
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ class Settings:
     """Offer the model the delegate tool (planner, reviewer and coder sub-agents)."""
     stream_idle_timeout: float = 120.0
     """Seconds the model provider may send nothing (mid-reply, or before answering) before the turn fails."""
+    command_env_allow: tuple[str, ...] = ()
+    """Secret variables that commands may still see (their values stay out of history and logs)."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The environment the settings were read from (never logged: it holds secrets)."""
 
@@ -87,6 +94,13 @@ def _flag(data: dict[str, object], key: str, default: bool, path: Path) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{path}: {key} must be true or false, not {value!r}")
     return value
+
+
+def _names(data: dict[str, object], key: str, path: Path) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f'{path}: {key} must be a list of variable names like ["GITHUB_TOKEN"], not {value!r}')
+    return tuple(cast(list[str], value))
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -122,5 +136,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         greeting=_flag(data, "greeting", False, path),
         delegates=_flag(data, "delegates", True, path),
         stream_idle_timeout=_positive(data, "stream_idle_timeout", 120.0, path),
+        command_env_allow=_names(data, "command_env_allow", path),
         env=env,
     )

@@ -1,23 +1,71 @@
 """Secrets in the environment: which variables hold them, and how their values are kept out of text.
 
-Foundation for two places: the history writer redacts secret values before a record is written
-(``store/history.py``), and commands are started without them (``tools/local.py``).
+One rule (:func:`is_secret_name`) decides which variables are secret, for every place that needs it: commands
+are started without them (``tools/local.py``, and the editor's terminal in ``acp/ports.py``), and their values
+are redacted from history.jsonl (``store/history.py``) and from log lines (:class:`RedactingFormatter`).
+
+A name is split into words at ``_``, ``-``, ``.`` and lower-to-upper case changes; it is secret when a word is
+one of :data:`SECRET_WORDS` (``DB_PASS``, ``AWS_SECRET_ACCESS_KEY``, ``GH_TOKEN``, ``apiKey``) or ends in
+one of :data:`SECRET_ENDINGS` (``GITHUBTOKEN``, ``CLIENTSECRET``). Whole words, so ``KEYBOARD``,
+``PASSAGE``, ``TOKENIZERS_PARALLELISM``, ``SSH_AUTH_SOCK`` and ``PWD`` are not secrets. Callers add the names
+they know to be credentials whatever they look like (the providers' variables, ``llm/providers.py``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+SECRET_WORDS = frozenset(
+    {
+        "KEY",
+        "APIKEY",
+        "SECRET",
+        "SECRETS",
+        "TOKEN",
+        "PASSWORD",
+        "PASSWD",
+        "PASS",
+        "PASSPHRASE",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "CREDS",
+    }
+)
+"""Words of a variable name that make it secret."""
+
+SECRET_ENDINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY")
+"""Word endings that make a name secret (run-together names such as ``GITHUBTOKEN``)."""
+
+_WORD_BREAK = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _MIN_SECRET_LENGTH = 8
+"""Shorter values are not redacted: they would match ordinary text (and secrets are longer)."""
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable called ``name`` holds a secret, by the words of its name (see the module docstring)."""
+    words = [w.upper() for w in _WORD_BREAK.split(name) if w]
+    return any(w in SECRET_WORDS or w.endswith(SECRET_ENDINGS) for w in words)
+
+
+def secret_names(env: Mapping[str, str], known: Iterable[str] = ()) -> frozenset[str]:
+    """The variables of ``env`` that hold secrets: named like one, or among the ``known`` credential names."""
+    known = set(known)
+    return frozenset(name for name in env if name in known or is_secret_name(name))
+
+
+def scrubbed(env: Mapping[str, str], allow: Collection[str] = (), known: Iterable[str] = ()) -> dict[str, str]:
+    """``env`` without its secret variables (:func:`secret_names`), except those in ``allow``."""
+    hidden = secret_names(env, known) - set(allow)
+    return {name: value for name, value in env.items() if name not in hidden}
 
 
 class Redactor:
     """Removes secret values (API keys, tokens) from text before it is written anywhere."""
 
-    def __init__(self, secrets: list[str]) -> None:
+    def __init__(self, secrets: Iterable[str]) -> None:
         kept = {s for s in secrets if len(s) >= _MIN_SECRET_LENGTH}
         # Text is redacted after JSON encoding, where a secret holding quotes, backslashes or control
         # characters appears escaped: look for that form too. Longest first, so nested secrets go whole.
@@ -25,12 +73,25 @@ class Redactor:
         self._secrets = sorted(forms, key=len, reverse=True)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Redactor:
-        """Treat the value of every variable named like a key, token, secret or password as a secret."""
-        return cls([value for name, value in env.items() if _SECRET_NAME.search(name)])
+    def from_env(cls, env: Mapping[str, str], known: Iterable[str] = ()) -> Redactor:
+        """Treat the value of every secret variable of ``env`` (:func:`secret_names`) as a secret, whether or
+        not commands may see it: allowing a command a token does not allow recording it."""
+        return cls([env[name] for name in secret_names(env, known)])
 
     def __call__(self, text: str) -> str:
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, "[redacted]")
         return text
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter whose lines (message, arguments and traceback alike) pass through a :class:`Redactor`."""
+
+    def __init__(self, fmt: str, redact: Redactor) -> None:
+        super().__init__(fmt)
+        self._redact = redact
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The formatted line with every secret value replaced."""
+        return self._redact(super().format(record))

@@ -18,6 +18,7 @@ from typing import Any
 from acp import RequestError
 from acp.schema import (
     CreateTerminalResponse,
+    EnvVariable,
     ReadTextFileResponse,
     TerminalExitStatus,
     TerminalOutputResponse,
@@ -64,6 +65,8 @@ class FakeEditor:
     """Seconds terminal/create takes to answer (the command already runs meanwhile)."""
     byte_limit: int | None = None
     """Output bytes a terminal keeps at most, whatever the agent asked for."""
+    environment: dict[str, str] | None = None
+    """The editor's own environment, which its terminals inherit (None: this process's)."""
 
     async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> ReadTextFileResponse:
         self.calls.append(("fs/read_text_file", path))
@@ -86,13 +89,17 @@ class FakeEditor:
         args: list[str] | None = None,
         cwd: str | None = None,
         output_byte_limit: int | None = None,
+        env: list[EnvVariable] | None = None,
         **kwargs: Any,
     ) -> CreateTerminalResponse:
         argv = [command, *(args or [])]
+        environment = dict(os.environ if self.environment is None else self.environment)
+        environment.update({variable.name: variable.value for variable in env or []})
         self.calls.append(("terminal/create", " ".join(argv)))
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
+            env=environment,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

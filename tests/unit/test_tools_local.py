@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -148,14 +149,110 @@ async def test_cancellation_kills_the_process_group(tmp_path: Path) -> None:
     assert await _gone(int(pid_file.read_text()))
 
 
-async def test_background_child_holding_the_pipe_does_not_block(tmp_path: Path) -> None:
+async def test_background_child_holding_the_pipe_does_not_block_and_goes_with_the_command(tmp_path: Path) -> None:
     start = time.monotonic()
     result = await _run("sleep 30 & echo $! > child.pid; echo started", tmp_path)
+    pid = int((tmp_path / "child.pid").read_text())
     try:
         assert result == CommandResult(exit_code=0, output="started\n")
         assert time.monotonic() - start < 10
+        assert await _gone(pid)
     finally:
-        os.kill(int((tmp_path / "child.pid").read_text()), signal.SIGKILL)
+        _kill(pid)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+async def _pids_written(path: Path, count: int, within: float = 10.0) -> list[int]:
+    """The pids a command writes to ``path``, one a line, once ``count`` are there."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if path.exists() and len(lines := path.read_text().split()) >= count:
+            return [int(p) for p in lines]
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{path} did not get {count} pids")
+
+
+# Each starts a process that outlives the shell (outside its process group, but for nohup) and writes its pid
+# to pids.txt; the command then waits until the pid is there.
+STRAYS = {
+    "setsid": "setsid sleep 300 & echo $! >> pids.txt",
+    "nohup": "nohup sh -c 'echo $$ >> pids.txt; exec sleep 300' >/dev/null 2>&1 &",
+    "double-fork": "(setsid sh -c 'echo $$ >> pids.txt; exec sleep 300' >/dev/null 2>&1 &)",
+}
+WAIT_FOR_PID = "\nuntil [ -s pids.txt ]; do sleep 0.01; done"
+
+
+@pytest.mark.parametrize("kind", sorted(STRAYS))
+async def test_what_a_command_started_in_a_new_session_goes_when_it_exits(tmp_path: Path, kind: str) -> None:
+    result = await _run(STRAYS[kind] + WAIT_FOR_PID, tmp_path)
+    pids = await _pids_written(tmp_path / "pids.txt", 1)
+    try:
+        assert result.exit_code == 0
+        assert [await _gone(pid) for pid in pids] == [True] * len(pids)
+    finally:
+        for pid in pids:
+            _kill(pid)
+
+
+@pytest.mark.parametrize("kind", sorted(STRAYS))
+async def test_what_a_command_started_in_a_new_session_goes_on_timeout(tmp_path: Path, kind: str) -> None:
+    result = await _run(STRAYS[kind] + WAIT_FOR_PID + "; sleep 60", tmp_path, timeout=1.0)
+    pids = await _pids_written(tmp_path / "pids.txt", 1)
+    try:
+        assert result.timed_out
+        assert [await _gone(pid) for pid in pids] == [True] * len(pids)
+    finally:
+        for pid in pids:
+            _kill(pid)
+
+
+@pytest.mark.parametrize("kind", sorted(STRAYS))
+async def test_what_a_command_started_in_a_new_session_goes_on_cancel(tmp_path: Path, kind: str) -> None:
+    terminal = LocalTerminal()
+    task = asyncio.create_task(
+        terminal.run(STRAYS[kind] + WAIT_FOR_PID + "; sleep 60", cwd=tmp_path, timeout=60, output_limit=1000)
+    )
+    pids = await _pids_written(tmp_path / "pids.txt", 1)
+    try:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+        assert [await _gone(pid) for pid in pids] == [True] * len(pids)
+    finally:
+        for pid in pids:
+            _kill(pid)
+
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-openai-0123456789",
+    "ANTHROPIC_API_KEY": "sk-ant-0123456789",
+    "GITHUB_TOKEN": "ghp_github0123456789",
+    "DB_PASS": "db-pass-0123456789",
+    "MY_SECRET": "my-secret-0123456789",
+    "OPENAI_BASE_URL": "https://user:pw@proxy.example/v1",
+}
+
+
+async def test_commands_see_no_secrets(tmp_path: Path) -> None:
+    env = {**os.environ, **SECRETS}
+    result = await asyncio.wait_for(
+        LocalTerminal(env=env).run("env", cwd=tmp_path, timeout=10, output_limit=100_000), 30
+    )
+    seen = dict(line.split("=", 1) for line in result.output.splitlines() if "=" in line)
+    assert [value for value in SECRETS.values() if value in result.output] == []
+    assert seen["PATH"] == os.environ["PATH"] and seen["HOME"] == os.environ["HOME"]
+    assert len(seen["CODLING_COMMAND_ID"]) == 32
+
+
+async def test_an_allowed_secret_is_seen(tmp_path: Path) -> None:
+    env = {**os.environ, **SECRETS}
+    terminal = LocalTerminal(env=env, allow=["GITHUB_TOKEN"])
+    result = await asyncio.wait_for(terminal.run("env", cwd=tmp_path, timeout=10, output_limit=100_000), 30)
+    assert [value for value in SECRETS.values() if value in result.output] == [SECRETS["GITHUB_TOKEN"]]
 
 
 async def test_command_that_cannot_start(tmp_path: Path) -> None:

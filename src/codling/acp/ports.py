@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import os
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 
 from acp import RequestError, helpers
 from acp.interfaces import Client
 from acp.schema import (
     ContentToolCallContent,
+    EnvVariable,
     FileEditToolCallContent,
     PermissionOption,
     TerminalToolCallContent,
@@ -21,7 +23,9 @@ from acp.schema import (
 
 from codling.acp.translate import locations
 from codling.errors import CommandError, PathError
+from codling.secrecy import secret_names
 from codling.tools.ports import CommandResult, Decision, FileSystem, Location, PermissionRequest
+from codling.tools.processes import COMMAND_ID_VARIABLE, new_command_id, stop_command
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +128,39 @@ class AcpTerminal:
 
     ``sh -c`` runs the command line, as locally. On timeout the terminal is killed and its output so far
     returned; on cancellation (even while it is being created) it is killed too; it is always released, and
-    the editor keeps showing its output in the tool call.
+    the editor keeps showing its output in the tool call. What the command started in new sessions (setsid,
+    nohup), which the editor's kill misses, is then stopped here, found by its ``CODLING_COMMAND_ID``.
+
+    The command runs in the editor's environment, which ``terminal/create`` can only add to (its ``env``),
+    not take from; so the command line is ``env -u NAME … sh -c <command>``, unsetting the secret variables
+    (``codling.secrecy``, the providers' credentials included) but those in ``allow``. Their names are taken
+    from ``environment``: this process's, inherited from the editor that started it.
     """
 
-    def __init__(self, client: Client, session_id: str, *, shell: str = "/bin/sh") -> None:
+    def __init__(
+        self,
+        client: Client,
+        session_id: str,
+        *,
+        shell: str = "/bin/sh",
+        environment: Mapping[str, str] | None = None,
+        allow: Collection[str] = (),
+        kill_grace: float = 2.0,
+    ) -> None:
+        from codling.llm.providers import credential_names
+
         self._client = client
         self._session_id = session_id
         self._shell = shell
+        env = os.environ if environment is None else environment
+        self._hidden = sorted(secret_names(env, credential_names()) - set(allow))
+        self._kill_grace = kill_grace
+
+    def argv(self, command: str) -> list[str]:
+        """The program and arguments the editor is asked to run for ``command``."""
+        if not self._hidden:
+            return [self._shell, "-c", command]
+        return ["env", *(arg for name in self._hidden for arg in ("-u", name)), self._shell, "-c", command]
 
     async def run(
         self,
@@ -142,7 +172,26 @@ class AcpTerminal:
         on_terminal: Callable[[str], Awaitable[None]] | None = None,
     ) -> CommandResult:
         """Run ``command`` in a new terminal of the editor and wait for it (at most ``timeout`` seconds)."""
-        terminal_id = await self._create(command, cwd, output_limit)
+        command_id = new_command_id()
+        try:
+            return await self._run(
+                command, command_id, cwd=cwd, timeout=timeout, output_limit=output_limit, on_terminal=on_terminal
+            )
+        finally:
+            # The editor killed (or saw the end of) the terminal's process group; setsid'd strays remain.
+            await stop_command(command_id, None, self._kill_grace)
+
+    async def _run(
+        self,
+        command: str,
+        command_id: str,
+        *,
+        cwd: Path,
+        timeout: float,
+        output_limit: int,
+        on_terminal: Callable[[str], Awaitable[None]] | None,
+    ) -> CommandResult:
+        terminal_id = await self._create(command, command_id, cwd, output_limit)
         client, session_id = self._client, self._session_id
         try:
             if on_terminal is not None:
@@ -170,16 +219,17 @@ class AcpTerminal:
             text += f"\n[stopped by signal {signal}]"
         return CommandResult(exit_code, text, output.truncated, timed_out, terminal_id)
 
-    async def _create(self, command: str, cwd: Path, output_limit: int) -> str:
+    async def _create(self, command: str, command_id: str, cwd: Path, output_limit: int) -> str:
         """Start the terminal; a cancellation that arrives meanwhile still gets the terminal killed and
         released once the editor has answered (else the command would run on unseen)."""
         client, session_id = self._client, self._session_id
         creating = asyncio.ensure_future(
             client.create_terminal(
                 session_id=session_id,
-                command=self._shell,
-                args=["-c", command],
+                command=(argv := self.argv(command))[0],
+                args=argv[1:],
                 cwd=str(cwd),
+                env=[EnvVariable(name=COMMAND_ID_VARIABLE, value=command_id)],
                 output_byte_limit=output_limit * OUTPUT_BYTES_PER_CHAR,
             )
         )

@@ -139,6 +139,7 @@ class CodlingAgent:
 
     def _config(self) -> tuple[Settings, Catalog, SessionStore]:
         if self._settings is None or self._catalog is None or self._store is None:
+            from codling.llm.providers import credential_names
             from codling.secrecy import Redactor
             from codling.store.index import SessionStore
 
@@ -148,7 +149,7 @@ class CodlingAgent:
             except ConfigError as e:
                 raise RequestError.internal_error({"details": f"configuration error: {e}"}) from e
             self._settings = settings
-            self._store = SessionStore(settings.home, Redactor.from_env(settings.env))
+            self._store = SessionStore(settings.home, Redactor.from_env(settings.env, credential_names()))
         return self._settings, self._catalog, self._store
 
     def _session(self, session_id: str) -> LiveSession:
@@ -387,7 +388,10 @@ class CodlingAgent:
             roots = {Path(d).resolve(): Path(d) for d in client_dirs}
             ports["fs"] = AcpFileSystem(self.client, session_id, local=LocalFileSystem(), client_roots=roots)
         if caps.terminal:
-            ports["terminal"] = AcpTerminal(self.client, session_id)
+            settings, _, _ = self._config()
+            ports["terminal"] = AcpTerminal(
+                self.client, session_id, environment=settings.env, allow=settings.command_env_allow
+            )
         return ports
 
     async def _advertise_commands(self, session_id: str) -> None:
@@ -546,8 +550,20 @@ def _directory(value: str, field: str) -> Path:
     return _resolved(path, field)
 
 
-async def serve(cli_model: str | None = None) -> None:
-    """Serve ACP on stdin/stdout until the client closes the connection."""
+SHUTDOWN_SECONDS = 5.0
+"""How long a signal's shutdown waits for the sessions' turns to end and be recorded."""
+
+STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
+
+
+async def serve(cli_model: str | None = None) -> int | None:
+    """Serve ACP on stdin/stdout until the client closes the connection, or until SIGTERM, SIGHUP or SIGINT.
+
+    On a signal every session is closed: its running turn is cancelled (commands' processes are stopped) and
+    ends as ``cancelled``, with its ``turn_end`` recorded, within :data:`SHUTDOWN_SECONDS`; the signal's
+    number is returned (None when the client closed the connection)."""
+    import signal
+
     from acp import run_agent, stdio_streams
     from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
     from acp.task import MessageSender
@@ -567,7 +583,31 @@ async def serve(cli_model: str | None = None) -> None:
     # The agent implements every Agent protocol method it advertises; the SDK router answers the rest
     # with method-not-found.
     codling = CodlingAgent(cli_model=cli_model)
+    loop = asyncio.get_running_loop()
+    received: asyncio.Future[int] = loop.create_future()
+    stop_signals = [getattr(signal, name) for name in STOP_SIGNALS]
+
+    def on_signal(sig: int) -> None:
+        if not received.done():
+            received.set_result(sig)
+
+    for sig in stop_signals:
+        loop.add_signal_handler(sig, on_signal, sig)
+    serving = asyncio.ensure_future(run_agent(cast(Agent, codling), transport, use_unstable_protocol=True))
     try:
-        await run_agent(cast(Agent, codling), transport, use_unstable_protocol=True)
+        await asyncio.wait([serving, cast("asyncio.Future[Any]", received)], return_when=asyncio.FIRST_COMPLETED)
+        if not received.done():
+            await serving  # the client is gone (or serving failed: raise it)
+            return None
+        # While the connection is still up, so the client hears how its turns ended.
+        closing = asyncio.ensure_future(codling.shutdown())
+        await asyncio.wait([closing], timeout=SHUTDOWN_SECONDS)
+        if not closing.done():
+            log.warning("shutdown: sessions still closing after %gs; exiting anyway", SHUTDOWN_SECONDS)
+        return received.result()
     finally:
-        await codling.shutdown()
+        for sig in stop_signals:
+            loop.remove_signal_handler(sig)
+        serving.cancel()
+        await asyncio.wait([serving], timeout=1)
+        await asyncio.wait([asyncio.ensure_future(codling.shutdown())], timeout=SHUTDOWN_SECONDS)

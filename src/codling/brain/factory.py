@@ -43,7 +43,7 @@ def open_session(
     deps = ToolDeps(
         workspace=Workspace(cwd, additional_dirs),
         fs=fs or LocalFileSystem(),
-        terminal=terminal or LocalTerminal(),
+        terminal=terminal or LocalTerminal(allow=settings.command_env_allow),
         permissions=Permissions(mode, approver),
         command_timeout=settings.command_timeout,
     )

@@ -13,22 +13,31 @@ from collections.abc import Mapping
 def setup_logging(env: Mapping[str, str] | None = None) -> None:
     """Log to stderr, or to ``$CODLING_LOG_FILE``; never to stdout, which in ``codling acp`` is JSON-RPC only.
 
-    ``$CODLING_LOG_LEVEL`` sets the level (default WARNING).
+    ``$CODLING_LOG_LEVEL`` sets the level (default WARNING). The values of the environment's secret variables
+    (``codling.secrecy``) are redacted from every line, tracebacks included.
     """
+    from codling.llm.providers import credential_names
+    from codling.secrecy import RedactingFormatter, Redactor
+
     env = os.environ if env is None else env
     level = env.get("CODLING_LOG_LEVEL", "WARNING").upper()
     target = env.get("CODLING_LOG_FILE")
     handler: logging.Handler = logging.FileHandler(target) if target else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    redact = Redactor.from_env(env, credential_names())
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", redact))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(getattr(logging, level, logging.WARNING))
 
 
 def run_acp(model: str | None = None) -> None:
-    """Serve ACP on stdio until the client closes the connection."""
+    """Serve ACP on stdio until the client closes the connection; on SIGTERM, SIGHUP or SIGINT close every
+    session (turns end cancelled and recorded, commands stopped) and exit with 128 + the signal's number."""
     setup_logging()
     from codling.acp.server import serve
 
+    received: int | None = None
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(model))
+        received = asyncio.run(serve(model))
+    if received is not None:
+        sys.exit(128 + received)

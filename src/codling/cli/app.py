@@ -293,16 +293,33 @@ async def _run_turn(
     live.brain.subscribe(renderer)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, live.brain.cancel)
+    terminated: list[int] = []
+
+    def terminate(sig: int) -> None:
+        """SIGTERM or SIGHUP: end the turn as on Ctrl-C (commands stopped, turn_end recorded), skip the title,
+        then exit with 128 + the signal's number; past SHUTDOWN_SECONDS, exit anyway (records are flushed)."""
+        if not terminated:
+            terminated.append(sig)
+            loop.call_later(SHUTDOWN_SECONDS, os._exit, 128 + sig)
+        live.brain.cancel()
+        live.brain.cancel_background()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, terminate, sig)
     try:
         result = await live.brain.run(prompt)
         # A new session's title is asked for once the answer is shown (a short request); Ctrl-C skips it.
         loop.add_signal_handler(signal.SIGINT, live.brain.cancel_background)
-        await live.brain.settle()
+        if not terminated:
+            await live.brain.settle()
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
         if isinstance(renderer, TerminalRenderer):
             renderer.close()
         await live.close()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
+    if terminated:
+        return 128 + terminated[0]
     if not json_output:
         if result.context is not None:
             print(context_meter(result.context.used, result.context.size), file=sys.stderr)
@@ -311,6 +328,10 @@ async def _run_turn(
     if result.error is not None or result.stop_reason == "cancelled":
         return EXIT_FAILED
     return EXIT_OK
+
+
+SHUTDOWN_SECONDS = 5.0
+"""How long SIGTERM or SIGHUP waits for the turn to end and be recorded before ``codling run`` exits anyway."""
 
 
 def context_meter(used: int, size: int) -> str:

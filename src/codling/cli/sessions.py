@@ -32,7 +32,9 @@ IdArgument = Annotated[str, typer.Argument(help="A session id, or an unambiguous
 
 def open_store(settings: Settings) -> SessionStore:
     """The session store of the data home, redacting the environment's secrets from what it writes."""
-    return SessionStore(settings.home, Redactor.from_env(settings.env))
+    from codling.llm.providers import credential_names
+
+    return SessionStore(settings.home, Redactor.from_env(settings.env, credential_names()))
 
 
 def _store() -> SessionStore:

@@ -52,6 +52,12 @@ CREDENTIAL_VARIABLES: dict[str, tuple[str, ...]] = {
     "ollama": ("OLLAMA_BASE_URL",),
 }
 
+
+def credential_names() -> frozenset[str]:
+    """Every provider's credential variables: secrets whatever their names look like (``codling.secrecy``)."""
+    return frozenset(name for names in CREDENTIAL_VARIABLES.values() for name in names)
+
+
 # Older pydantic-ai provider names that codling keeps accepting.
 _PROVIDER_ALIASES = {"google-gla": "google"}
 

@@ -6,12 +6,19 @@ import asyncio
 import codecs
 import contextlib
 import os
-import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 
 from codling.errors import CommandError, MissingPathError, PathError
+from codling.secrecy import scrubbed
 from codling.tools.ports import CommandResult
+from codling.tools.processes import (
+    CANNOT_FIND_STRAYS,
+    COMMAND_ID_VARIABLE,
+    can_find_strays,
+    new_command_id,
+    stop_command,
+)
 
 _KILL_GRACE_SECONDS = 2.0
 """How long a process group gets between SIGTERM and SIGKILL."""
@@ -69,17 +76,37 @@ def _write_text(path: Path, content: str) -> None:
 
 
 class LocalTerminal:
-    """Runs commands with ``/bin/sh -c`` in their own process group.
+    """Runs commands with ``/bin/sh -c`` in their own process group, without the secrets of the environment.
 
-    stdin is ``/dev/null`` and stdout and stderr share one pipe. Output beyond ``output_limit`` characters is
-    dropped from the middle (the head and the tail are kept) while the pipe is still drained, so a chatty
-    command never blocks. On timeout or cancellation the whole process group gets SIGTERM and, after a short
-    grace, SIGKILL, so background children die too.
+    The command's environment is this process's (or ``env``) without its secret variables
+    (``codling.secrecy``; the providers' credentials included), except those in ``allow``, plus
+    ``CODLING_COMMAND_ID`` (see ``tools/processes.py``). stdin is ``/dev/null`` and stdout and stderr share one
+    pipe. Output beyond ``output_limit`` characters is dropped from the middle (the head and the tail are
+    kept) while the pipe is still drained, so a chatty command never blocks. On timeout or cancellation, and
+    when the command exits, everything it started still running (its process group, and where /proc exists
+    what it started in new sessions: setsid, nohup, daemons) gets SIGTERM and, after a short grace, SIGKILL.
     """
 
-    def __init__(self, shell: str = "/bin/sh", kill_grace: float = _KILL_GRACE_SECONDS) -> None:
+    def __init__(
+        self,
+        shell: str = "/bin/sh",
+        kill_grace: float = _KILL_GRACE_SECONDS,
+        *,
+        allow: Collection[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.shell = shell
         self.kill_grace = kill_grace
+        self.allow = tuple(allow)
+        """Secret variables commands may still see (``command_env_allow`` in config.toml)."""
+        self._env = env
+
+    def environment(self, command_id: str) -> dict[str, str]:
+        """The environment a command runs in (see the class docstring)."""
+        from codling.llm.providers import credential_names
+
+        base = os.environ if self._env is None else self._env
+        return {**scrubbed(base, self.allow, credential_names()), COMMAND_ID_VARIABLE: command_id}
 
     async def run(
         self,
@@ -93,6 +120,7 @@ class LocalTerminal:
         """Run ``command`` in ``cwd``; see the class docstring for how output and stopping work (a local
         subprocess has no terminal to announce: ``on_terminal`` is never called)."""
         loop = asyncio.get_running_loop()
+        command_id = new_command_id()
         read_fd, write_fd = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -100,6 +128,7 @@ class LocalTerminal:
                 "-c",
                 command,
                 cwd=cwd,
+                env=self.environment(command_id),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=write_fd,
@@ -126,12 +155,13 @@ class LocalTerminal:
                 await asyncio.wait_for(proc.wait(), timeout)
             except TimeoutError:
                 timed_out = True
-                await self._stop_group(proc, drain)
             else:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(drain), _PIPE_LINGER_SECONDS)
+            # Whatever the command left running in the background goes with it, as documented for run_command.
+            await self._stop(proc, drain, command_id)
         except BaseException:  # cancellation above all: nothing of the command may outlive the call
-            await self._stop_group(proc, drain)
+            await self._stop(proc, drain, command_id)
             raise
         finally:
             if drain is not None:
@@ -142,6 +172,8 @@ class LocalTerminal:
             else:
                 pipe.close()
         output, truncated = capture.result()
+        if timed_out and not can_find_strays():
+            output = f"{output}\n{CANNOT_FIND_STRAYS}" if output else CANNOT_FIND_STRAYS
         return CommandResult(
             exit_code=None if timed_out else proc.returncode,
             output=output,
@@ -149,24 +181,20 @@ class LocalTerminal:
             timed_out=timed_out,
         )
 
-    async def _stop_group(self, proc: asyncio.subprocess.Process, drain: asyncio.Task[None] | None) -> None:
-        """SIGTERM the process group, wait a little for it to go, then SIGKILL whatever is left."""
+    async def _stop(self, proc: asyncio.subprocess.Process, drain: asyncio.Task[None] | None, command_id: str) -> None:
+        """SIGTERM everything of the command, wait a little for it to go, then SIGKILL whatever is left."""
         pgid = proc.pid  # start_new_session makes the shell the group leader
         try:
-            _signal_group(pgid, signal.SIGTERM)
-            # The group is gone once the shell exited and every member closed the pipe.
-            gone = [proc.wait()] if drain is None else [proc.wait(), asyncio.shield(drain)]
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*gone), self.kill_grace)
+            # Settled once the shell was reaped and every holder of the pipe closed it.
+            await stop_command(
+                command_id,
+                pgid,
+                self.kill_grace,
+                lambda: proc.returncode is not None and (drain is None or drain.done()),
+            )
         finally:
-            _signal_group(pgid, signal.SIGKILL)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(proc.wait()), self.kill_grace)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 async def _drain(reader: asyncio.StreamReader, capture: _Capture) -> None:

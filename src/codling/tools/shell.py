@@ -21,7 +21,10 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
     stdout and stderr come back together. There is no input: a command that waits for a keypress or a
     password gets end-of-file. Long output is cut in the middle. A non-zero exit code is reported in the
     text, not as an error. Commands that never finish on their own (servers, watch modes) are stopped at the
-    timeout, together with every process they started. The user may be asked to approve the command first.
+    timeout, together with every process they started; whatever a command leaves running in the background
+    (`&`, nohup, setsid) is stopped when it exits, so start a server and use it within one command. Secret
+    environment variables (API keys, tokens, passwords) are not set. The user may be asked to approve the
+    command first.
 
     Args:
         command: The command line, e.g. "pytest -q tests/unit" or "git status".

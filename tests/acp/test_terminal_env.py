@@ -1,0 +1,102 @@
+"""The editor's terminal runs commands without the agent's secrets, and stops what they started in new sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+from acp import PROTOCOL_VERSION, helpers
+from acp.schema import ClientCapabilities, FileSystemCapabilities
+from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
+from codling.acp.server import CodlingAgent
+from codling.config import Settings
+from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.editor import FakeEditor
+from tests.fakes.scenarios import Call, Say, Script
+
+MODEL_ID = "openai-chat:scripted"
+EVERYTHING = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True)
+SECRETS = {
+    "OPENAI_API_KEY": "sk-openai-0123456789",
+    "ANTHROPIC_API_KEY": "sk-ant-0123456789",
+    "GITHUB_TOKEN": "ghp_github0123456789",
+    "DB_PASS": "db-pass-0123456789",
+    "MY_SECRET": "my-secret-0123456789",
+}
+
+
+async def run_in_editor(home: Path, project: Path, command: str, allow: tuple[str, ...] = ()) -> tuple[str, Path]:
+    """Run ``command`` through run_command in the fake editor's terminal, whose environment (like the agent's)
+    holds the secrets; return what the model was told and the session's history file."""
+    script = Script([[Call("run_command", {"command": command}, "c1")], [Say("done")]])
+    env = {"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID, **SECRETS}
+    settings = Settings(home=home, mode="yolo", titles=False, command_env_allow=allow, env=env)
+    agent = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
+    editor = FakeEditor(environment={**os.environ, **SECRETS})
+    client = RecordingClient(editor=editor)
+    try:
+        async with connected(agent, client) as conn:
+            await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=EVERYTHING)
+            session = await conn.new_session(cwd=str(project))
+            await conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("run it")])
+    finally:
+        await editor.close()
+    assert client.problems == []
+    assert editor.calls[0][0] == "terminal/create"
+    results = [
+        str(part.content)
+        for request in script.requests
+        for message in request[-1:]
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+    return results[0], home / "sessions" / session.session_id / "history.jsonl"
+
+
+def _shown(output: str) -> list[str]:
+    return [name for name, value in SECRETS.items() if value in output]
+
+
+async def test_the_editor_s_terminal_runs_commands_without_secrets(home: Path, project: Path) -> None:
+    output, history = await run_in_editor(home, project, "env")
+    assert _shown(output) == []
+    assert f"PATH={os.environ['PATH']}\n" in output and f"HOME={os.environ['HOME']}\n" in output
+    assert "CODLING_COMMAND_ID=" in output
+    assert _shown(history.read_text()) == []
+
+
+async def test_an_allowed_secret_reaches_the_command_but_not_the_history(home: Path, project: Path) -> None:
+    output, history = await run_in_editor(home, project, "env", allow=("GITHUB_TOKEN",))
+    assert _shown(output) == ["GITHUB_TOKEN"]
+    text = history.read_text()
+    assert _shown(text) == [] and "GITHUB_TOKEN=[redacted]" in text
+
+
+async def test_what_a_command_started_in_a_new_session_goes_with_it(home: Path, project: Path) -> None:
+    command = (
+        "setsid sh -c 'echo $$ > stray.pid; exec sleep 300' >/dev/null 2>&1 &\n"
+        "until [ -s stray.pid ]; do sleep 0.01; done"
+    )
+    output, _ = await run_in_editor(home, project, command)
+    assert output.startswith("exit code 0")
+    pid = int((project / "stray.pid").read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(pid):
+        await asyncio.sleep(0.05)
+    try:
+        assert not _alive(pid)
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")

@@ -1,0 +1,160 @@
+"""SIGTERM and SIGHUP to `codling acp` and `codling run`: the running command's processes go, the turn ends
+recorded (its turn_end is the history's last record), and the agent exits with 128 + the signal's number."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
+
+from tests.fakes.acp_client import RecordingClient
+from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
+
+# The shell writes its pid (its process group's id) once its background child runs, then waits.
+COMMAND = "sleep 300 & echo $! > child.pid; echo $$ > cmd.pid; wait"
+DEADLINE = 15.0
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        s.enqueue(
+            Reply(tool_calls=[ToolCall("run_command", {"command": COMMAND}, id="call_1")]),
+            Reply(text=["never reached"]),
+        )
+        yield s
+
+
+def agent_env(home: Path, server: OpenAIServer) -> dict[str, str]:
+    (home / "config.toml").write_text('mode = "yolo"\ntitles = false\n')
+    return {
+        **os.environ,
+        "CODLING_HOME": str(home),
+        "CODLING_MODEL": "openai-chat:fake-model",
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": "sk-test-secret-123456",
+        "CODLING_LOG_FILE": str(home / "codling.log"),
+    }
+
+
+async def until(check: object, what: str, alive: asyncio.subprocess.Process | None = None) -> None:
+    """Wait until ``check()`` holds, while ``alive`` (the agent) still runs, within the deadline."""
+    deadline = time.monotonic() + DEADLINE
+    while not check():  # type: ignore[operator]
+        if alive is not None and alive.returncode is not None:
+            raise AssertionError(f"the agent exited ({alive.returncode}) before {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    # Members may be zombies until reaped: alive means some member is not.
+    return all(_dead(pid) for pid in _pids_in_group(pgid))
+
+
+def _pids_in_group(pgid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                pids.append(int(entry.name))
+    return pids
+
+
+def _dead(pid: int) -> bool:
+    try:
+        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) in ("Z", "X")
+    except OSError:
+        return True
+
+
+def _pid(path: Path) -> int | None:
+    text = path.read_text().strip() if path.exists() else ""
+    return int(text) if text else None
+
+
+def last_record(home: Path) -> dict[str, object]:
+    (history,) = (home / "sessions").glob("*/history.jsonl")
+    return json.loads(history.read_text().splitlines()[-1])
+
+
+async def check_shutdown(process: asyncio.subprocess.Process, project: Path, home: Path, sig: signal.Signals) -> None:
+    cmd_pid, child_pid = project / "cmd.pid", project / "child.pid"
+    await until(lambda: _pid(cmd_pid) is not None, "the command to start", process)
+    pgid, child = _pid(cmd_pid), _pid(child_pid)
+    assert pgid is not None and child is not None
+    try:
+        process.send_signal(sig)
+        assert await asyncio.wait_for(process.wait(), DEADLINE) == 128 + sig
+        await until(lambda: _group_gone(pgid) and _dead(child), "the command's process group to go")
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a failed test leaves nothing behind
+            os.killpg(pgid, signal.SIGKILL)
+    record = last_record(home)
+    assert (record["kind"], record["stop_reason"]) == ("turn_end", "cancelled")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+async def test_a_signal_to_codling_acp_stops_commands_and_records_the_turn(
+    home: Path, project: Path, server: OpenAIServer, sig: signal.Signals
+) -> None:
+    client = RecordingClient()
+    env = agent_env(home, server)
+    async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=env) as (conn, process):
+        try:
+            await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
+            session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
+            prompt = asyncio.ensure_future(
+                conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("run it")])
+            )
+            await check_shutdown(process, project, home, sig)
+            # The client heard how the turn ended before the agent went.
+            assert (await asyncio.wait_for(prompt, DEADLINE)).stop_reason == "cancelled"
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+async def test_a_signal_to_codling_run_stops_commands_and_records_the_turn(
+    home: Path, project: Path, server: OpenAIServer, sig: signal.Signals
+) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "codling",
+        "run",
+        "--mode",
+        "yolo",
+        "run it",
+        cwd=project,
+        env=agent_env(home, server),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await check_shutdown(process, project, home, sig)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

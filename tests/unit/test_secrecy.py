@@ -1,0 +1,136 @@
+"""Which variables are secret, what commands see of them, and how their values stay out of text and logs."""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+
+import pytest
+
+from codling.config import Settings, load_settings
+from codling.errors import ConfigError
+from codling.secrecy import RedactingFormatter, Redactor, is_secret_name, scrubbed, secret_names
+
+SECRET = [
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "DB_PASS",
+    "DB_PASSWORD",
+    "MY_SECRET",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "SMTP_PASSWD",
+    "apiKey",
+    "githubToken",
+    "npm-token",
+    "GITHUBTOKEN",
+    "CLIENTSECRET",
+    "KEY",
+    "my.secret.value",
+]
+NOT_SECRET = [
+    "PATH",
+    "HOME",
+    "PWD",
+    "KEYBOARD",
+    "KEYBOARD_LAYOUT",
+    "PASSAGE",
+    "BYPASS_PROXY",
+    "MONKEY",
+    "TOKENIZERS_PARALLELISM",
+    "SSH_AUTH_SOCK",
+    "KEYTIMEOUT",
+    "PYTHON_KEYRING_BACKEND",
+    "OPENAI_BASE_URL",
+]
+
+
+@pytest.mark.parametrize("name", SECRET)
+def test_secret_names(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", NOT_SECRET)
+def test_names_that_only_contain_a_secret_word(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+def test_known_credentials_are_secret_whatever_their_names() -> None:
+    env = {"OPENAI_BASE_URL": "https://proxy.example/v1", "PATH": "/bin", "GH_TOKEN": "ghp_0123456789"}
+    assert secret_names(env) == {"GH_TOKEN"}
+    assert secret_names(env, known={"OPENAI_BASE_URL", "OLLAMA_BASE_URL"}) == {"GH_TOKEN", "OPENAI_BASE_URL"}
+
+
+def test_scrubbed_keeps_the_rest_and_what_is_allowed() -> None:
+    env = {"PATH": "/bin", "HOME": "/home/u", "GITHUB_TOKEN": "ghp_0123456789", "DB_PASS": "hunter2hunter2"}
+    assert scrubbed(env) == {"PATH": "/bin", "HOME": "/home/u"}
+    assert scrubbed(env, allow=["GITHUB_TOKEN"]) == {
+        "PATH": "/bin",
+        "HOME": "/home/u",
+        "GITHUB_TOKEN": "ghp_0123456789",
+    }
+
+
+def test_the_redactor_takes_every_secret_value_allowed_or_not() -> None:
+    env = {"GITHUB_TOKEN": "ghp_0123456789", "DB_PASS": "hunter2hunter2", "PATH": "/usr/bin:/bin"}
+    redact = Redactor.from_env(env)
+    assert redact("t=ghp_0123456789 p=hunter2hunter2 /usr/bin:/bin") == "t=[redacted] p=[redacted] /usr/bin:/bin"
+
+
+def test_a_log_line_carrying_a_secret_is_redacted() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(RedactingFormatter("%(levelname)s %(message)s", Redactor(["sk-live-0123456789"])))
+    log = logging.getLogger("codling.test_secrecy")
+    log.addHandler(handler)
+    try:
+        log.warning("request failed with key %s", "sk-live-0123456789")
+        try:
+            raise RuntimeError("401 for sk-live-0123456789")
+        except RuntimeError:
+            log.exception("boom")
+    finally:
+        log.removeHandler(handler)
+    text = stream.getvalue()
+    assert "sk-live-0123456789" not in text
+    assert text.startswith("WARNING request failed with key [redacted]\nERROR boom\n")
+    assert "RuntimeError: 401 for [redacted]" in text
+
+
+def _settings_with(tmp_path: Path, toml: str) -> Settings:
+    (tmp_path / "config.toml").write_text(toml)
+    return load_settings({"CODLING_HOME": str(tmp_path)})
+
+
+def test_command_env_allow_is_read_from_config(tmp_path: Path) -> None:
+    settings = _settings_with(tmp_path, 'command_env_allow = ["GITHUB_TOKEN", "NPM_TOKEN"]\n')
+    assert settings.command_env_allow == ("GITHUB_TOKEN", "NPM_TOKEN")
+    assert load_settings({"CODLING_HOME": str(tmp_path / "none")}).command_env_allow == ()
+
+
+@pytest.mark.parametrize("value", ['"GITHUB_TOKEN"', "[1]", '[""]', "true"])
+def test_command_env_allow_must_be_a_list_of_names(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ConfigError, match="command_env_allow must be a list of variable names"):
+        _settings_with(tmp_path, f"command_env_allow = {value}\n")
+
+
+def test_codling_s_log_redacts_the_environment_s_secrets(tmp_path: Path) -> None:
+    from codling.cli.acp_main import setup_logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    log_file = tmp_path / "codling.log"
+    secrets = {"DB_PASS": "db-pass-0123456789", "OPENAI_BASE_URL": "https://user:pw@proxy.example/v1"}
+    try:
+        setup_logging({"CODLING_LOG_FILE": str(log_file), "CODLING_LOG_LEVEL": "INFO", **secrets})
+        logging.getLogger("codling.test").info("connecting to %s with %s", *secrets.values())
+        for handler in root.handlers:
+            handler.close()
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    assert log_file.read_text().endswith("INFO codling.test: connecting to [redacted] with [redacted]\n")
