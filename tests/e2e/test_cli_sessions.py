@@ -111,3 +111,24 @@ def test_fork_and_delete(home: Path, server: OpenAIServer) -> None:
     assert deleted.returncode == 0 and fork_id in deleted.stdout
     assert [s["session_id"] for s in sessions_json(env)] == [GOLDEN_ID]
     assert (home / "sessions" / GOLDEN_ID / "history.jsonl").exists()
+
+
+def test_resuming_a_session_another_process_writes_is_a_usage_error(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    from codling.store.index import SessionStore
+
+    env = model_env(home, server)
+    server.enqueue(Reply(text=["first"]))
+    assert codling("run", "hello", env=env, cwd=project).returncode == 0
+    (listed,) = sessions_json(env)
+    history = home / "sessions" / str(listed["session_id"]) / "history.jsonl"
+    before = history.read_bytes()
+    writer = SessionStore(home).open(str(listed["session_id"]))  # this live process now holds the session
+    try:
+        result = codling("run", "--resume", str(listed["session_id"]), "again", env=env, cwd=project)
+    finally:
+        writer.close()
+    assert result.returncode == 2
+    assert "another codling process" in result.stderr and "Traceback" not in result.stderr
+    assert history.read_bytes() == before

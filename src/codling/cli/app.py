@@ -279,7 +279,11 @@ async def _run_turn(
     color = use_color(sys.stdout, os.environ)
     approver = TerminalApprover(input=sys.stdin, output=sys.stderr, color=color) if interactive else None
     header = plan.header if plan.stored or mode is None else replace(plan.header, mode=mode)
-    live = start_session(open_store(settings), settings, info, header, plan.stored, approver=approver)
+    try:
+        live = start_session(open_store(settings), settings, info, header, plan.stored, approver=approver)
+    except CodlingError as e:  # e.g. the session is being written by another codling process
+        print(f"codling: {e}", file=sys.stderr)
+        return EXIT_USAGE
     if plan.stored is not None and info.id != plan.stored.model:
         live.set_model(info)
     if mode is not None:
