@@ -9,11 +9,10 @@ documented in docs/history-format.md.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
+from pydantic import BeforeValidator, Field, TypeAdapter
 
 from codling.brain.events import (
     CompactionReason,
@@ -33,219 +32,37 @@ from codling.brain.events import (
     Usage,
 )
 from codling.brain.interactions import Interaction
-from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock, prompt_summary
-from codling.brain.summaries import TurnExecutionSummary, TurnStep
+from codling.brain.prompt import prompt_summary
 from codling.config import PermissionMode
-from codling.store.ids import is_session_id
+from codling.store.parts import (
+    AbsolutePath,
+    DiffPart,
+    InteractionPart,
+    LocationPart,
+    Part,
+    PromptWire,
+    StepPart,
+    SummaryPart,
+    Timestamp,
+    UsagePart,
+    block_to_wire,
+    id_or_none,
+    locations_of,
+    now,
+    omit_empty,
+    omit_none,
+    parse_time,
+)
 from codling.tools.base import PlanStep
-from codling.tools.ports import FileDiff, Location, PlanPriority, PlanStatus, ToolKind
+from codling.tools.ports import FileDiff, ToolKind
 
 VERSION: Literal[1] = 1
-
-
-def now() -> str:
-    """The current UTC time as written in records."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_time(value: str) -> datetime:
-    """A record timestamp as an aware datetime."""
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def _a_time(value: str) -> str:
-    parse_time(value)  # a ValueError here makes the record invalid
-    return value
-
-
-def _absolute(value: str) -> str:
-    if not Path(value).is_absolute():
-        raise ValueError(f"{value!r} is not an absolute path")
-    return value
-
-
-def _id_or_none(value: object) -> object:
-    # A parent that is not a session id is dropped rather than followed anywhere.
-    return value if is_session_id(value) else None
-
-
-Timestamp = Annotated[str, AfterValidator(_a_time)]
-AbsolutePath = Annotated[str, AfterValidator(_absolute)]
-
-
-def _omit_none(value: object) -> bool:
-    return value is None
-
-
-def _omit_empty(value: object) -> bool:
-    return not value
-
-
-class _Part(BaseModel):
-    """A part of a record: strict types (no coercion), unknown fields ignored (a later version may add some)."""
-
-    model_config = ConfigDict(strict=True, frozen=True, validate_by_name=True, serialize_by_alias=True)
-
-
-# -- prompt blocks in ACP wire format --------------------------------------------------------------------------
-
-
-class TextWire(_Part):
-    """Text the user typed."""
-
-    type: Literal["text"] = "text"
-    text: str
-
-    def block(self) -> PromptBlock:
-        return TextBlock(self.text)
-
-
-class ImageWire(_Part):
-    """An attached image, kept whole (base64)."""
-
-    type: Literal["image"] = "image"
-    mime_type: str = Field(alias="mimeType")
-    data: str
-    uri: str | None = Field(default=None, exclude_if=_omit_none)
-
-    def block(self) -> PromptBlock:
-        return ImageBlock(self.data, self.mime_type, self.uri)
-
-
-class EmbeddedText(_Part):
-    """An embedded text resource's content."""
-
-    uri: str
-    text: str
-
-
-class ResourceWire(_Part):
-    """An embedded resource, or a linked file as it was read for the model."""
-
-    type: Literal["resource"] = "resource"
-    resource: EmbeddedText
-
-    def block(self) -> PromptBlock:
-        return ResourceBlock(self.resource.uri, text=self.resource.text)
-
-
-class LinkWire(_Part):
-    """A link that could not be read; ``description`` says why."""
-
-    type: Literal["resource_link"] = "resource_link"
-    uri: str
-    name: str = ""
-    description: str | None = Field(default=None, exclude_if=_omit_none)
-
-    def block(self) -> PromptBlock:
-        return ResourceBlock(self.uri, note=self.description)
-
-
-PromptWire = Annotated[TextWire | ImageWire | ResourceWire | LinkWire, Field(discriminator="type")]
-
-
-def block_to_wire(block: PromptBlock) -> PromptWire:
-    """A prompt block as an ACP content block: text, image, embedded text resource, or resource link."""
-    if isinstance(block, TextBlock):
-        return TextWire(text=block.text)
-    if isinstance(block, ImageBlock):
-        return ImageWire(mimeType=block.mime_type, data=block.data, uri=block.uri)
-    if block.text is not None:
-        return ResourceWire(resource=EmbeddedText(uri=block.uri, text=block.text))
-    return LinkWire(uri=block.uri, name=block.name, description=block.note)
-
-
-# -- the parts of records ----------------------------------------------------------------------------------------
-
-
-class LocationPart(_Part):
-    """A file (absolute path) and optionally a line."""
-
-    path: str
-    line: int | None = None
-
-    @classmethod
-    def of(cls, items: tuple[Location, ...]) -> list[LocationPart]:
-        return [cls(path=str(loc.path), line=loc.line) for loc in items]
-
-    def location(self) -> Location:
-        return Location(Path(self.path), self.line)
-
-
-def _locations(parts: list[LocationPart]) -> tuple[Location, ...]:
-    return tuple(part.location() for part in parts)
-
-
-class DiffPart(_Part):
-    """A change to one file (``old_text`` null for a new file)."""
-
-    path: str
-    old_text: str | None
-    new_text: str
-
-
-class StepPart(_Part):
-    """One plan step."""
-
-    step: str
-    status: PlanStatus = "pending"
-    priority: PlanPriority = "medium"
-
-
-class InteractionPart(_Part):
-    """One kept piece of a special turn."""
-
-    kind: str
-    text: str
-
-
-class UsagePart(_Part):
-    """Tokens and requests a turn spent."""
-
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
-    requests: int = Field(default=0, ge=0)
-
-
-class TurnStepPart(_Part):
-    """One tool call of a turn summary."""
-
-    title: str
-    outcome: str
-    paths: list[str] = Field(default_factory=list)
-
-
-class SummaryPart(_Part):
-    """A turn execution summary (see ``brain/summaries.py``)."""
-
-    turn_number: int
-    request: str = ""
-    steps: list[TurnStepPart] = Field(default_factory=list)
-    files_changed: list[str] = Field(default_factory=list)
-    commands: list[str] = Field(default_factory=list)
-    reply: str = ""
-    error: str | None = None
-
-    @classmethod
-    def of(cls, summary: TurnExecutionSummary) -> SummaryPart:
-        return cls.model_validate(summary.to_dict())
-
-    def summary(self) -> TurnExecutionSummary:
-        return TurnExecutionSummary(
-            turn_number=self.turn_number,
-            request=self.request,
-            steps=tuple(TurnStep(s.title, s.outcome, tuple(Path(p) for p in s.paths)) for s in self.steps),
-            files_changed=tuple(Path(p) for p in self.files_changed),
-            commands=tuple(self.commands),
-            reply=self.reply,
-            error=self.error,
-        )
 
 
 # -- records -----------------------------------------------------------------------------------------------------
 
 
-class _Record(_Part):
+class _Record(Part):
     v: Literal[1] = VERSION
     ts: Timestamp = Field(default_factory=now)
     session_id: str
@@ -267,16 +84,16 @@ class SessionRecord(_Record):
     model: str = ""
     mode: PermissionMode = "ask"
     additional_dirs: list[AbsolutePath] = Field(default_factory=list)
-    parent: Annotated[str | None, BeforeValidator(_id_or_none)] = None
+    parent: Annotated[str | None, BeforeValidator(id_or_none)] = None
 
 
 class SettingsRecord(_Record):
     """A change of mode, model or title."""
 
     kind: Literal["settings"] = "settings"
-    mode: PermissionMode | None = Field(default=None, exclude_if=_omit_none)
-    model: str | None = Field(default=None, exclude_if=_omit_none)
-    title: str | None = Field(default=None, exclude_if=_omit_none)
+    mode: PermissionMode | None = Field(default=None, exclude_if=omit_none)
+    model: str | None = Field(default=None, exclude_if=omit_none)
+    title: str | None = Field(default=None, exclude_if=omit_none)
 
 
 class TurnStartRecord(_TurnRecord):
@@ -333,7 +150,7 @@ class ToolCallRecord(_TurnRecord):
                 self.title,
                 self.tool_kind,
                 self.raw_input,
-                _locations(self.locations),
+                locations_of(self.locations),
             )
         ]
 
@@ -349,7 +166,7 @@ class ToolResultRecord(_TurnRecord):
     diff: DiffPart | None = None
     locations: list[LocationPart] = Field(default_factory=list)
     summary: str = ""
-    changed: list[str] = Field(default_factory=list, exclude_if=_omit_empty)
+    changed: list[str] = Field(default_factory=list, exclude_if=omit_empty)
 
     def events(self) -> list[Event]:
         diff = self.diff
@@ -361,7 +178,7 @@ class ToolResultRecord(_TurnRecord):
                 self.status,
                 self.text,
                 FileDiff(Path(diff.path), diff.old_text, diff.new_text) if diff else None,
-                _locations(self.locations),
+                locations_of(self.locations),
                 self.summary,
                 changed=tuple(Path(p) for p in self.changed),
             )
@@ -430,8 +247,8 @@ class SpecialRecord(_Record):
     persistence: Literal["persist-result", "persist-all", "replace-above"] = "persist-result"
     interactions: list[InteractionPart] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    replaced: int | None = Field(default=None, ge=0, exclude_if=_omit_none)
-    special_id: str = Field(default="", exclude_if=_omit_empty)
+    replaced: int | None = Field(default=None, ge=0, exclude_if=omit_none)
+    special_id: str = Field(default="", exclude_if=omit_empty)
 
     def events(self) -> list[Event]:
         interactions = tuple(Interaction(i.kind, i.text) for i in self.interactions)

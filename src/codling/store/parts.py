@@ -1,0 +1,214 @@
+"""The parts history records are made of: timestamps, prompt blocks in ACP wire format, locations, diffs, plan
+steps, usage and turn summaries, each a strict pydantic model (``store/records.py`` builds the records from them)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock
+from codling.brain.summaries import TurnExecutionSummary, TurnStep
+from codling.store.ids import is_session_id
+from codling.tools.ports import Location, PlanPriority, PlanStatus
+
+
+def now() -> str:
+    """The current UTC time as written in records."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(value: str) -> datetime:
+    """A record timestamp as an aware datetime."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _a_time(value: str) -> str:
+    parse_time(value)  # a ValueError here makes the record invalid
+    return value
+
+
+def _absolute(value: str) -> str:
+    if not Path(value).is_absolute():
+        raise ValueError(f"{value!r} is not an absolute path")
+    return value
+
+
+def id_or_none(value: object) -> object:
+    # A parent that is not a session id is dropped rather than followed anywhere.
+    return value if is_session_id(value) else None
+
+
+Timestamp = Annotated[str, AfterValidator(_a_time)]
+AbsolutePath = Annotated[str, AfterValidator(_absolute)]
+
+
+def omit_none(value: object) -> bool:
+    return value is None
+
+
+def omit_empty(value: object) -> bool:
+    return not value
+
+
+class Part(BaseModel):
+    """A part of a record: strict types (no coercion), unknown fields ignored (a later version may add some)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, validate_by_name=True, serialize_by_alias=True)
+
+
+# -- prompt blocks in ACP wire format --------------------------------------------------------------------------
+
+
+class TextWire(Part):
+    """Text the user typed."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+    def block(self) -> PromptBlock:
+        return TextBlock(self.text)
+
+
+class ImageWire(Part):
+    """An attached image, kept whole (base64)."""
+
+    type: Literal["image"] = "image"
+    mime_type: str = Field(alias="mimeType")
+    data: str
+    uri: str | None = Field(default=None, exclude_if=omit_none)
+
+    def block(self) -> PromptBlock:
+        return ImageBlock(self.data, self.mime_type, self.uri)
+
+
+class EmbeddedText(Part):
+    """An embedded text resource's content."""
+
+    uri: str
+    text: str
+
+
+class ResourceWire(Part):
+    """An embedded resource, or a linked file as it was read for the model."""
+
+    type: Literal["resource"] = "resource"
+    resource: EmbeddedText
+
+    def block(self) -> PromptBlock:
+        return ResourceBlock(self.resource.uri, text=self.resource.text)
+
+
+class LinkWire(Part):
+    """A link that could not be read; ``description`` says why."""
+
+    type: Literal["resource_link"] = "resource_link"
+    uri: str
+    name: str = ""
+    description: str | None = Field(default=None, exclude_if=omit_none)
+
+    def block(self) -> PromptBlock:
+        return ResourceBlock(self.uri, note=self.description)
+
+
+PromptWire = Annotated[TextWire | ImageWire | ResourceWire | LinkWire, Field(discriminator="type")]
+
+
+def block_to_wire(block: PromptBlock) -> PromptWire:
+    """A prompt block as an ACP content block: text, image, embedded text resource, or resource link."""
+    if isinstance(block, TextBlock):
+        return TextWire(text=block.text)
+    if isinstance(block, ImageBlock):
+        return ImageWire(mimeType=block.mime_type, data=block.data, uri=block.uri)
+    if block.text is not None:
+        return ResourceWire(resource=EmbeddedText(uri=block.uri, text=block.text))
+    return LinkWire(uri=block.uri, name=block.name, description=block.note)
+
+
+# -- the parts of records ----------------------------------------------------------------------------------------
+
+
+class LocationPart(Part):
+    """A file (absolute path) and optionally a line."""
+
+    path: str
+    line: int | None = None
+
+    @classmethod
+    def of(cls, items: tuple[Location, ...]) -> list[LocationPart]:
+        return [cls(path=str(loc.path), line=loc.line) for loc in items]
+
+    def location(self) -> Location:
+        return Location(Path(self.path), self.line)
+
+
+def locations_of(parts: list[LocationPart]) -> tuple[Location, ...]:
+    return tuple(part.location() for part in parts)
+
+
+class DiffPart(Part):
+    """A change to one file (``old_text`` null for a new file)."""
+
+    path: str
+    old_text: str | None
+    new_text: str
+
+
+class StepPart(Part):
+    """One plan step."""
+
+    step: str
+    status: PlanStatus = "pending"
+    priority: PlanPriority = "medium"
+
+
+class InteractionPart(Part):
+    """One kept piece of a special turn."""
+
+    kind: str
+    text: str
+
+
+class UsagePart(Part):
+    """Tokens and requests a turn spent."""
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    requests: int = Field(default=0, ge=0)
+
+
+class TurnStepPart(Part):
+    """One tool call of a turn summary."""
+
+    title: str
+    outcome: str
+    paths: list[str] = Field(default_factory=list)
+
+
+class SummaryPart(Part):
+    """A turn execution summary (see ``brain/summaries.py``)."""
+
+    turn_number: int
+    request: str = ""
+    steps: list[TurnStepPart] = Field(default_factory=list)
+    files_changed: list[str] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=list)
+    reply: str = ""
+    error: str | None = None
+
+    @classmethod
+    def of(cls, summary: TurnExecutionSummary) -> SummaryPart:
+        return cls.model_validate(summary.to_dict())
+
+    def summary(self) -> TurnExecutionSummary:
+        return TurnExecutionSummary(
+            turn_number=self.turn_number,
+            request=self.request,
+            steps=tuple(TurnStep(s.title, s.outcome, tuple(Path(p) for p in s.paths)) for s in self.steps),
+            files_changed=tuple(Path(p) for p in self.files_changed),
+            commands=tuple(self.commands),
+            reply=self.reply,
+            error=self.error,
+        )
