@@ -417,6 +417,7 @@ async def test_edit_file_asks_then_writes(proj: Path) -> None:
             subject=str(proj / "a.py"),
             diff=diff,
             raw_input={"path": "a.py", "old_text": "return 1", "new_text": "return 2"},
+            paths=(proj / "a.py",),
         )
     ]
 
@@ -505,6 +506,7 @@ async def test_write_file_creates_with_parents(proj: Path) -> None:
             subject=str(target),
             diff=FileDiff(target, None, "a\nb\n"),
             raw_input={"path": "new/dir/b.py", "content": "a\nb\n"},
+            paths=(target,),
         )
     ]
 
