@@ -594,14 +594,14 @@ async def test_a_hard_linked_file_is_neither_read_nor_edited(tmp_path: Path, edi
         "`cp -p notes.txt notes.txt.copy && mv notes.txt.copy notes.txt`."
     )
     calls = [
-        read_file(ctx, "notes.txt"),
-        edit_file(ctx, "notes.txt", "secret", "public"),
-        write_file(ctx, "notes.txt", "public\n"),
-        apply_patch(ctx, "*** Begin Patch\n*** Delete File: notes.txt\n*** End Patch"),
+        lambda: read_file(ctx, "notes.txt"),
+        lambda: edit_file(ctx, "notes.txt", "secret", "public"),
+        lambda: write_file(ctx, "notes.txt", "public\n"),
+        lambda: apply_patch(ctx, "*** Begin Patch\n*** Delete File: notes.txt\n*** End Patch"),
     ]
     for call in calls:
         with pytest.raises(PathError) as e:
-            await call
+            await call()
         assert str(e.value) == message
     assert fs.read == [] and outside.read_text() == "secret\n" and outside.stat().st_nlink == 2
 
