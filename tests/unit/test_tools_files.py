@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from codling.tools.base import PermissionMode, ToolOutput
 from codling.tools.files import edit_file, read_file, unified_diff, write_file
 from codling.tools.grep import find_rg
 from codling.tools.local import LocalFileSystem, LocalTerminal
+from codling.tools.patch import apply_patch
 from codling.tools.ports import FileDiff, Location, PermissionRequest
 from codling.tools.search import (
     FileListing,
@@ -417,6 +420,7 @@ async def test_edit_file_asks_then_writes(proj: Path) -> None:
             subject=str(proj / "a.py"),
             diff=diff,
             raw_input={"path": "a.py", "old_text": "return 1", "new_text": "return 2"},
+            paths=(proj / "a.py",),
         )
     ]
 
@@ -505,6 +509,7 @@ async def test_write_file_creates_with_parents(proj: Path) -> None:
             subject=str(target),
             diff=FileDiff(target, None, "a\nb\n"),
             raw_input={"path": "new/dir/b.py", "content": "a\nb\n"},
+            paths=(target,),
         )
     ]
 
@@ -554,3 +559,55 @@ async def test_write_file_does_not_silently_replace_a_file_it_cannot_read(proj: 
     assert "not a UTF-8 text file" in str(info.value)
     assert (proj / "blob.bin").read_bytes() == b"\xff\xfe\x00binary"
     assert approver.asked == []
+
+
+# --- hard links ------------------------------------------------------------------------------------------------
+
+
+class EditorFs:
+    """A file port like the editor's: it serves whatever it is asked for, without looking at the disk."""
+
+    def __init__(self) -> None:
+        self.read: list[Path] = []
+
+    async def read_text(self, path: Path) -> str:
+        self.read.append(path)
+        return "secret from the editor\n"
+
+    async def write_text(self, path: Path, content: str) -> None:
+        raise AssertionError("nothing may be written")
+
+
+@pytest.mark.parametrize("editor", [False, True])
+async def test_a_hard_linked_file_is_neither_read_nor_edited(tmp_path: Path, editor: bool) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret\n")
+    os.link(outside, proj / "notes.txt")
+    fs = EditorFs()
+    deps = make_deps(proj)
+    ctx = ctx_for(replace(deps, fs=fs) if editor else deps)
+    message = (
+        "notes.txt has 2 hard links (other names for the same file, possibly outside the workspace), so codling "
+        "does not read or change it. Tell the user; they can make it a file of its own, for example with "
+        "`cp -p notes.txt notes.txt.copy && mv notes.txt.copy notes.txt`."
+    )
+    calls = [
+        lambda: read_file(ctx, "notes.txt"),
+        lambda: edit_file(ctx, "notes.txt", "secret", "public"),
+        lambda: write_file(ctx, "notes.txt", "public\n"),
+        lambda: apply_patch(ctx, "*** Begin Patch\n*** Delete File: notes.txt\n*** End Patch"),
+    ]
+    for call in calls:
+        with pytest.raises(PathError) as e:
+            await call()
+        assert str(e.value) == message
+    assert fs.read == [] and outside.read_text() == "secret\n" and outside.stat().st_nlink == 2
+
+
+async def test_a_file_whose_other_name_is_gone_reads_again(proj: Path) -> None:
+    write(proj, {"a.txt": "hi\n"})
+    os.link(proj / "a.txt", proj / "b.txt")
+    os.unlink(proj / "b.txt")
+    assert (await read_file(ctx_in(proj), "a.txt")).text == "     1\thi"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from codling.errors import EditError, PermissionDenied
+from codling.errors import EditError, PathError, PermissionDenied
+from codling.tools.local import LocalFileSystem
 from codling.tools.patch import apply_patch
 from codling.tools.ports import FileDiff
 from codling.tools.toolset import describe_call
@@ -171,3 +175,111 @@ async def test_deleting_a_link_deletes_the_link_not_its_target(proj: Path) -> No
     (proj / "link.py").symlink_to(proj / "app.py")
     await apply_patch(ctx_in(proj), patch_of("*** Delete File: link.py"))
     assert not (proj / "link.py").is_symlink() and (proj / "app.py").read_text() == APP
+
+
+# --- all or nothing, even when a write fails part-way ---------------------------------------------------------
+
+
+class FailingFs:
+    """A file port like an editor's that writes each file anew (so modes are not kept) and fails the writes
+    numbered in ``fail`` as a full disk would; a write numbered ``hang`` waits until it is cancelled."""
+
+    def __init__(self, *fail: int, hang: int | None = None) -> None:
+        self.fail = set(fail)
+        self.hang = hang
+        self.writes: list[Path] = []
+        self.hanging = asyncio.Event()
+
+    async def read_text(self, path: Path) -> str:
+        return await LocalFileSystem().read_text(path)
+
+    async def write_text(self, path: Path, content: str) -> None:
+        self.writes.append(path)
+        if len(self.writes) in self.fail:
+            raise PathError(f"{path} cannot be written: No space left on device")
+        if len(self.writes) == self.hang:
+            self.hanging.set()
+            await asyncio.Event().wait()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        path.write_text(content)
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes | None, int, int]]:
+    """Every file and directory under ``root``: bytes (None for a directory), mode and inode."""
+    return {
+        str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes(), p.stat().st_mode, p.stat().st_ino)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+ALL_KINDS = patch_of(
+    "*** Delete File: old.txt",
+    "*** Update File: app.py",
+    '-    return "hi"',
+    '+    return "hello"',
+    "*** Update File: m.py",
+    "*** Move to: lib/n.py",
+    "-m = 1",
+    "+n = 1",
+    "*** Add File: docs/NOTES.md",
+    "+# Notes",
+)
+
+
+@pytest.fixture
+def busy(proj: Path) -> Path:
+    (proj / "app.py").chmod(0o755)
+    (proj / "m.py").write_text("m = 1\n")
+    (proj / "m.py").chmod(0o600)
+    return proj
+
+
+async def test_a_write_that_fails_part_way_undoes_every_change_already_made(busy: Path) -> None:
+    before = snapshot(busy)
+    fs = FailingFs(3)  # app.py, lib/n.py, then docs/NOTES.md fails
+    with pytest.raises(PathError) as e:
+        await apply_patch(ctx_for(replace(make_deps(busy), fs=fs)), ALL_KINDS)
+    assert str(e.value) == (
+        "the patch could not be applied: changing docs/NOTES.md failed: "
+        f"{busy / 'docs' / 'NOTES.md'} cannot be written: No space left on device. "
+        "Nothing was changed (the changes already made were undone)."
+    )
+    # Same content, modes, and (for the deleted and moved files) the very same inodes; no lib/ or docs/ left.
+    assert snapshot(busy) == {**before, "app.py": (APP.encode(), before["app.py"][1], (busy / "app.py").stat().st_ino)}
+    assert fs.writes == [busy / "app.py", busy / "lib" / "n.py", busy / "docs" / "NOTES.md", busy / "app.py"]
+
+
+async def test_an_undo_that_fails_too_names_exactly_what_was_not_restored(busy: Path) -> None:
+    before = snapshot(busy)
+    fs = FailingFs(3, 4)  # the rollback's write of app.py fails as well
+    with pytest.raises(PathError) as e:
+        await apply_patch(ctx_for(replace(make_deps(busy), fs=fs)), ALL_KINDS)
+    assert str(e.value) == (
+        "the patch could not be applied: changing docs/NOTES.md failed: "
+        f"{busy / 'docs' / 'NOTES.md'} cannot be written: No space left on device. Undoing the changes already "
+        f"made failed for: app.py ({busy / 'app.py'} cannot be written: No space left on device). Every other "
+        "file is as it was; tell the user which files to check."
+    )
+    after = snapshot(busy)
+    assert after.pop("app.py")[0] == APP.replace('"hi"', '"hello"').encode()
+    assert after == {k: v for k, v in before.items() if k != "app.py"}
+
+
+async def test_a_patch_cancelled_while_writing_is_undone(busy: Path) -> None:
+    before = snapshot(busy)
+    fs = FailingFs(hang=2)
+    task = asyncio.create_task(apply_patch(ctx_for(replace(make_deps(busy), fs=fs)), ALL_KINDS))
+    await fs.hanging.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    after = snapshot(busy)
+    assert after["app.py"][:2] == before["app.py"][:2]
+    assert {**after, "app.py": before["app.py"]} == before
+
+
+async def test_a_successful_patch_leaves_no_copies_of_deleted_files(busy: Path) -> None:
+    await apply_patch(ctx_in(busy), ALL_KINDS)
+    assert sorted(p.name for p in busy.rglob("*")) == ["NOTES.md", "app.py", "docs", "lib", "n.py"]
+    assert stat.S_IMODE((busy / "app.py").stat().st_mode) == 0o755

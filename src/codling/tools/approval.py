@@ -3,14 +3,19 @@
 Only actions that change something are gated: ``edit``, ``delete``, ``move`` and ``execute``. Reading and
 searching are always allowed (paths are already confined to the workspace).
 
-=============  ==========================  ==============================
-mode           edit / delete / move        execute
-=============  ==========================  ==============================
-read-only      refused                     refused
-ask (default)  ask the approver            ask the approver
-accept-edits   allowed                     ask the approver
-yolo           allowed                     allowed
-=============  ==========================  ==============================
+=============  ====================  ==========================  ====================
+mode           edit / delete / move  ... of a protected path     execute
+=============  ====================  ==========================  ====================
+read-only      refused               refused                     refused
+ask (default)  ask the approver      ask, every time             ask the approver
+accept-edits   allowed               ask, every time             ask the approver
+yolo           allowed               allowed                     allowed
+=============  ====================  ==========================  ====================
+
+Protected paths (:data:`PROTECTED_PATHS`: git's own files, and the few files that make a shell or an editor
+run programs as soon as the user opens the project) are those of an edit, move (either end) or delete; such a
+change is asked about whatever was "always allowed", and "always" given to it counts as "once". The
+question's title says that the path is protected and why.
 
 An "allow always" answer is remembered for the session: for edits the whole kind is allowed from then on;
 for a simple command its program (the first shell word) is, so "always" on ``pytest -q`` also allows
@@ -23,12 +28,63 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass, replace
+from pathlib import PurePath
 
 from codling.errors import PermissionDenied
 from codling.tools.base import PermissionMode
 from codling.tools.ports import Approver, PermissionRequest, ToolKind
 
 GATED_KINDS: frozenset[ToolKind] = frozenset({"edit", "delete", "move", "execute"})
+
+
+@dataclass(frozen=True)
+class ProtectedPath:
+    """A path whose change can make programs run without anyone choosing to run them."""
+
+    pattern: str
+    """``name/``: a directory of that name anywhere in the path (and everything in it); otherwise the path's
+    last components (``.vscode/settings.json`` in any directory). Compared case-insensitively, as macOS's and
+    Windows' file systems do."""
+    why: str
+    """Shown to the user in the question."""
+
+    def matches(self, path: PurePath) -> bool:
+        """Whether ``path`` is (or, for a directory pattern, lies in) this protected path."""
+        parts = [part.casefold() for part in path.parts]
+        if self.pattern.endswith("/"):
+            return self.pattern[:-1].casefold() in parts
+        wanted = [part.casefold() for part in self.pattern.split("/")]
+        return parts[-len(wanted) :] == wanted
+
+
+PROTECTED_PATHS: tuple[ProtectedPath, ...] = (
+    ProtectedPath(".git/", "git runs the programs its config and hooks name (core.fsmonitor, hooks/…)"),
+    ProtectedPath(".envrc", "direnv runs it when a shell enters the directory"),
+    ProtectedPath(".vscode/settings.json", "VS Code runs the programs its settings name when the folder opens"),
+    ProtectedPath(".vscode/tasks.json", "VS Code can run its tasks when the folder opens"),
+    ProtectedPath(".zed/settings.json", "Zed runs the language servers and commands its settings name"),
+    ProtectedPath(".zed/tasks.json", "Zed runs its tasks"),
+)
+"""The paths whose every change is asked about (see the module docstring).
+
+Each one makes a program run code the next time the user (or codling) merely works in the project, with no
+decision to run anything: git's config and hooks on any git command (``core.fsmonitor`` runs on
+``git status``), direnv's ``.envrc`` on ``cd`` (at once under a ``whitelist`` prefix), VS Code's and Zed's
+project settings and tasks on opening the folder (language server binaries, ``runOn: folderOpen``). Files
+that run only when the user chooses to run something (a Makefile, package.json scripts, tests, pre-commit
+configs) are ordinary edits: asking about them would make accept-edits ask about everything."""
+
+
+def protected(paths: tuple[PurePath, ...]) -> ProtectedPath | None:
+    """The first protected path among ``paths`` (each checked as given: name them both as the model wrote
+    them and resolved, since a symbolic link can make either one the real file), or ``None``."""
+    for path in paths:
+        for entry in PROTECTED_PATHS:
+            if entry.matches(path):
+                return entry
+    return None
+
 
 # Anything that can chain, substitute or redirect makes a command more than "run this program".
 _SHELL_SYNTAX = re.compile(r"[;&|<>`\n\r]|\$\(")
@@ -68,11 +124,16 @@ class Permissions:
                 f"codling is in read-only mode, so {request.title} was not run; tell the user, who can "
                 "switch the mode to ask, accept-edits or yolo"
             )
-        if self.mode == "accept-edits" and request.kind != "execute":
-            return
-        key = _remember_key(request)
-        if key is not None and key in self._always:
-            return
+        guarded = protected(request.paths) if request.kind != "execute" else None
+        if guarded is not None:
+            request = replace(request, title=f"{request.title} (protected path: {guarded.why})")
+            key = None  # asked every time, and an "always" answer is not remembered
+        else:
+            if self.mode == "accept-edits" and request.kind != "execute":
+                return
+            key = _remember_key(request)
+            if key is not None and key in self._always:
+                return
         if self.approver is None:
             raise PermissionDenied(
                 f"{request.title} needs the user's permission in {self.mode} mode, but no one can be asked "

@@ -1,21 +1,26 @@
 """File tools: read_file, edit_file and write_file (listing and searching are in ``tools/search.py``).
 
 Reading and writing go through ``ctx.deps.fs``, so an editor's file port sees unsaved buffers and reviews
-edits.
+edits. A file with more than one hard link is neither read nor edited (:func:`read_content`): its other
+names may be outside the workspace, where its content does not belong to the session.
 """
 
 from __future__ import annotations
 
+import asyncio
 import difflib
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic_ai import RunContext
 
-from codling.errors import EditError, MissingPathError, ToolError
+from codling.errors import EditError, MissingPathError, PathError, ToolError
 from codling.tools.base import ToolOutput
 from codling.tools.ports import FileDiff, Location, PermissionRequest
 from codling.tools.toolset import ToolDeps, describe_call
+from codling.tools.workspace import Workspace
 
 READ_MAX_LINES = 2000
 READ_MAX_CHARS = 100_000
@@ -23,6 +28,38 @@ READ_MAX_LINE_CHARS = 2000
 DIFF_MAX_LINES = 80
 SUMMARY_DIFF_LINES = 40
 """Most diff lines an edit's summary keeps."""
+
+
+# --- reading a file for any tool ---------------------------------------------------------------------------
+
+
+async def read_content(deps: ToolDeps, target: Path) -> str:
+    """The text of ``target`` (resolved, inside the workspace) through the file port (the editor's when
+    offered), after :func:`refuse_hard_links`."""
+    await asyncio.to_thread(refuse_hard_links, target, deps.workspace)
+    return await deps.fs.read_text(target)
+
+
+def refuse_hard_links(target: Path, workspace: Workspace) -> None:
+    """Raise ``PathError`` if ``target`` is a regular file with more than one hard link: another name of the
+    same file may lie outside the workspace, so reading it could leak, and editing it change, a file the
+    session may not touch. A missing path passes (the caller reports it)."""
+    try:
+        st = os.stat(target)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        shown = workspace.display(target)
+        raise PathError(
+            f"{shown} has {st.st_nlink} hard links (other names for the same file, possibly outside the "
+            "workspace), so codling does not read or change it. Tell the user; they can make it a file of its "
+            f"own, for example with `cp -p {shown} {shown}.copy && mv {shown}.copy {shown}`."
+        )
+
+
+def lexical_path(workspace: Workspace, path: str) -> Path:
+    """``path`` made absolute from the cwd without following symbolic links (what the model named)."""
+    return Path(os.path.normpath(workspace.cwd / path))
 
 
 # --- read_file ---------------------------------------------------------------------------------------------
@@ -44,7 +81,7 @@ async def read_file(
     workspace = ctx.deps.workspace
     target = workspace.resolve(path)
     shown = workspace.display(target)
-    text = await ctx.deps.fs.read_text(target)
+    text = await read_content(ctx.deps, target)
     numbered = _numbered(text, start_line, end_line, shown)
     if numbered.total == 0:
         summary = f"Read {shown}: the file is empty"
@@ -132,7 +169,7 @@ async def edit_file(ctx: RunContext[ToolDeps], path: str, old_text: str, new_tex
         raise EditError("old_text is empty; give the exact text to replace, or use write_file to create a file")
     if old_text == new_text:
         raise EditError("old_text and new_text are the same, so there is nothing to change")
-    original = await ctx.deps.fs.read_text(target)
+    original = await read_content(ctx.deps, target)
     old, new = old_text, new_text
     count = original.count(old)
     if count == 0 and "\r\n" in original and "\n" in old and "\r\n" not in old:
@@ -178,7 +215,7 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> Tool
     target = workspace.resolve(path)
     shown = workspace.display(target)
     try:
-        original: str | None = await ctx.deps.fs.read_text(target)
+        original: str | None = await read_content(ctx.deps, target)
     except MissingPathError:
         original = None  # a new file
     if original == content:
@@ -209,6 +246,7 @@ async def _ask(ctx: RunContext[ToolDeps], tool_name: str, args: dict[str, str], 
         subject=str(target),
         diff=diff,
         raw_input=args,
+        paths=tuple(dict.fromkeys((lexical_path(ctx.deps.workspace, args["path"]), target))),
     )
     await ctx.deps.permissions.check(request)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from codling.errors import CommandError, MissingPathError, PathError
 from codling.secrecy import scrubbed
+from codling.tools.atomic import replace_file
 from codling.tools.ports import CommandResult
 from codling.tools.processes import (
     CANNOT_FIND_STRAYS,
@@ -32,7 +33,11 @@ _CHUNK = 65536
 class LocalFileSystem:
     """Reads and writes UTF-8 text files on the local disk.
 
-    Line endings are kept as they are (no newline translation), so editing a CRLF file keeps it CRLF.
+    Line endings are kept as they are (no newline translation), so editing a CRLF file keeps it CRLF. Writes
+    are atomic (``tools/atomic.py``): a temporary file beside the target, fsynced, renamed over it, so a failed
+    write (a full disk) or a crash leaves the old content, never a truncated file. The old file's mode and,
+    where possible, owner are kept. A symbolic link keeps pointing at its file, which is replaced; a hard link
+    is never written through: the path gets a new file and the file's other names keep the old content.
     """
 
     async def read_text(self, path: Path) -> str:
@@ -62,17 +67,26 @@ def _read_text(path: Path) -> str:
 
 def _write_text(path: Path, content: str) -> None:
     try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate ("\ud800") has no UTF-8 form
+        raise PathError(
+            f"{path} was not written: the content holds a character that cannot be written as UTF-8 "
+            f"({content[e.start : e.end]!r} at index {e.start}); remove it"
+        ) from e
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write(content)
+        replace_file(path, data)
     except IsADirectoryError as e:
         raise PathError(f"{path} is a directory; give a file path to write") from e
     except (FileExistsError, NotADirectoryError) as e:
         raise PathError(f"cannot create {path}: a parent of it is a file, not a directory") from e
     except PermissionError as e:
-        raise PathError(f"{path} cannot be written: permission denied") from e
+        raise PathError(
+            f"{path} cannot be written: permission denied (codling writes a new file beside it and renames it, "
+            "so its directory must be writable too)"
+        ) from e
     except OSError as e:
-        raise PathError(f"{path} cannot be written: {e.strerror or e}") from e
+        raise PathError(f"{path} cannot be written: {e.strerror or e}; the file was not changed") from e
 
 
 class LocalTerminal:

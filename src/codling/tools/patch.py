@@ -17,12 +17,13 @@ the file (exactly, else ignoring trailing whitespace, else ignoring surrounding 
 may name a line to find first; ``*** End of File`` matches a hunk at the end first. ``*** Move to: path``
 after ``*** Update File`` renames the file. The whole patch is checked against the files, and every change
 approved, before anything is written, so a patch that does not apply (or is not allowed) changes nothing.
+A write or delete that fails part-way is undone with every change made before it (``tools/rollback.py``),
+so a patch that fails changes nothing either; the error says so, or names exactly what could not be undone.
 A Markdown fence or a shell heredoc around the patch is ignored.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +32,9 @@ from pydantic_ai import RunContext
 
 from codling.errors import EditError, MissingPathError, PathError
 from codling.tools.base import ToolOutput
-from codling.tools.files import summary_diff
+from codling.tools.files import lexical_path, read_content, summary_diff
 from codling.tools.ports import FileDiff, Location, PermissionRequest, ToolKind
+from codling.tools.rollback import ChangeGroup
 from codling.tools.toolset import ToolDeps
 from codling.tools.workspace import Workspace
 
@@ -229,7 +231,7 @@ async def apply_patch(ctx: RunContext[ToolDeps], patch: str) -> ToolOutput:
             if path is not None:
                 named.add(path)
         try:
-            original: str | None = await deps.fs.read_text(target)
+            original: str | None = await read_content(deps, target)
         except MissingPathError:
             original = None
         if change.action == "add":
@@ -246,33 +248,49 @@ async def apply_patch(ctx: RunContext[ToolDeps], patch: str) -> ToolOutput:
             raise EditError(f"{workspace.display(destination)} already exists; the patch would overwrite it")
         planned.append(
             _Planned(
-                change, target, destination, original, updated, Path(os.path.normpath(workspace.cwd / change.path))
+                change,
+                target,
+                destination,
+                original,
+                updated,
+                lexical_path(workspace, change.path),
+                lexical_path(workspace, change.move_to) if destination is not None and change.move_to else None,
+                _mode(target) if original is not None else None,
             )
         )
     # Every change is allowed before any is made, so a rejection leaves all the files as they were.
     for item in planned:
         await deps.permissions.check(item.request(ctx.tool_call_id or "", patch, workspace))
     changed: list[Path] = []
-    report: list[str] = []
+    group = ChangeGroup(deps.fs)
     for item in planned:
         try:
             if item.updated is not None:
-                await deps.fs.write_text(item.final, item.updated)
+                await group.write(item.final, item.updated, None if item.destination else item.original, item.mode)
                 changed.append(item.final)
             if item.updated is None or item.destination is not None:
                 # A symbolic link is deleted itself, never the file it points to.
-                (item.lexical if item.lexical.is_symlink() else item.target).unlink()
+                await group.delete(item.lexical if item.lexical.is_symlink() else item.target)
                 changed.append(item.target)
-        except (OSError, PathError) as e:
-            done = ", ".join(workspace.display(p) for p in changed) or "none"
+        except BaseException as e:  # cancellation too: a patch is never left half applied
+            failures = await group.undo()
+            if not isinstance(e, (OSError, PathError)):
+                raise
             reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            stopped = f"the patch could not be applied: changing {workspace.display(item.target)} failed: {reason}."
+            if not failures:
+                raise PathError(f"{stopped} Nothing was changed (the changes already made were undone).") from e
+            lost = "; ".join(f"{workspace.display(f.path)} ({f.reason})" for f in failures)
             raise PathError(
-                f"the patch stopped at {workspace.display(item.target)}: {reason}. Files already changed: {done}"
+                f"{stopped} Undoing the changes already made failed for: {lost}. Every other file is as it was; "
+                "tell the user which files to check."
             ) from e
-        report.append(item.report(workspace))
+    left = group.keep()
+    report = [item.report(workspace) for item in planned]
+    notes = "".join(f"\n(could not remove {workspace.display(p)}, the deleted file's copy)" for p in left)
     only = planned[0] if len(planned) == 1 else None
     return ToolOutput(
-        text="Applied the patch:\n" + "\n".join(r.splitlines()[0] for r in report),
+        text="Applied the patch:\n" + "\n".join(r.splitlines()[0] for r in report) + notes,
         diff=FileDiff(only.final, only.original, only.updated) if only and only.updated is not None else None,
         locations=tuple(Location(p) for p in changed),
         summary="Applied a patch:\n" + "\n".join(report),
@@ -292,6 +310,9 @@ class _Planned:
     """The new content (None: the file is deleted)."""
     lexical: Path
     """The path as the patch named it (not resolved): a symbolic link to delete is this one."""
+    lexical_destination: Path | None
+    mode: int | None
+    """The file's mode now (``None``: it does not exist), restored if the patch is undone."""
 
     @property
     def final(self) -> Path:
@@ -312,6 +333,9 @@ class _Planned:
             subject=str(self.target),
             diff=FileDiff(self.final, self.original, self.updated) if self.updated is not None else None,
             raw_input={"patch": patch},
+            paths=tuple(
+                dict.fromkeys(p for p in (self.lexical, self.target, self.lexical_destination, self.destination) if p)
+            ),
         )
 
     def report(self, workspace: Workspace) -> str:
@@ -320,3 +344,10 @@ class _Planned:
         moved = f" → {workspace.display(self.final)}" if self.destination else ""
         body = summary_diff(self.original or "", self.updated) if self.updated is not None else ""
         return f"{letter} {workspace.display(self.target)}{moved}\n{body}".rstrip()
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return path.stat().st_mode
+    except OSError:
+        return None

@@ -70,6 +70,9 @@ class PermissionRequest:
     """The command line for ``execute``, the absolute path for ``edit``."""
     diff: FileDiff | None = None
     raw_input: dict[str, Any] = field(default_factory=dict)
+    paths: tuple[Path, ...] = ()
+    """Every path an edit, move or delete writes, both as the model named it and resolved (a move: both ends);
+    :class:`~codling.tools.approval.Permissions` always asks about protected ones."""
     within: ShownCall | None = None
     """The call the user sees, when this one is not shown itself (a delegate's call runs within its
     ``delegate`` call): an editor asks under that call, keeping its title; ``title`` then says what is asked."""

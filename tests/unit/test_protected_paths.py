@@ -1,0 +1,192 @@
+"""Protected paths (git's files, files that make a shell or an editor run programs) are asked about in every mode
+but yolo, through every writing tool, each time; read-only refuses them."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path, PurePath
+
+import pytest
+from pydantic_ai import RunContext
+
+from codling.errors import PermissionDenied
+from codling.tools.approval import PROTECTED_PATHS, Permissions, protected
+from codling.tools.base import PermissionMode, ToolOutput
+from codling.tools.files import edit_file, write_file
+from codling.tools.patch import apply_patch
+from codling.tools.ports import Decision, FileDiff, PermissionRequest
+from codling.tools.toolset import ToolDeps
+from tests.fakes.approver import ScriptedApprover
+from tests.unit.test_tools_files import ctx_for, make_deps
+
+GIT_WHY = "git runs the programs its config and hooks name (core.fsmonitor, hooks/…)"
+FSMONITOR = '[core]\n\tfsmonitor = "touch pwned"\n'
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".git/config",
+        "sub/module/.git/hooks/pre-commit",
+        ".git",  # a worktree's .git file, which says where its repository is
+        ".GIT/config",  # the same directory on a case-insensitive file system
+        ".envrc",
+        "web/.envrc",
+        ".vscode/settings.json",
+        ".vscode/tasks.json",
+        "app/.zed/settings.json",
+        ".zed/tasks.json",
+    ],
+)
+def test_protected_paths(path: str) -> None:
+    assert protected((PurePath("/w") / path,)) is not None
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".gitignore",
+        ".github/workflows/ci.yml",
+        "src/git/config",
+        "settings.json",
+        ".vscode/extensions.json",
+        ".envrc.example",
+        "tasks.json",
+        "repo.git/config",
+        "Makefile",
+    ],
+)
+def test_ordinary_paths(path: str) -> None:
+    assert protected((PurePath("/w") / path,)) is None
+
+
+def test_every_entry_says_why() -> None:
+    assert all(entry.why and entry.pattern for entry in PROTECTED_PATHS)
+    assert protected((PurePath("/w/a.py"), PurePath("/w/.git/config"))) == PROTECTED_PATHS[0]
+
+
+def request(path: str, kind: str = "edit") -> PermissionRequest:
+    return PermissionRequest(
+        tool_call_id="c1",
+        tool_name="edit_file",
+        kind="move" if kind == "move" else "edit",
+        title=f"Edit {path}",
+        subject=f"/w/{path}",
+        diff=FileDiff(Path(f"/w/{path}"), "a", "b"),
+        paths=(Path(f"/w/{path}"),),
+    )
+
+
+@pytest.mark.parametrize(("mode", "asked"), [("ask", True), ("accept-edits", True), ("yolo", False)])
+async def test_a_protected_edit_asks_in_every_mode_but_yolo(mode: PermissionMode, asked: bool) -> None:
+    approver = ScriptedApprover("allow_once")
+    await Permissions(mode, approver).check(request(".git/config"))
+    expected = [f"Edit .git/config (protected path: {GIT_WHY})"] if asked else []
+    assert [r.title for r in approver.asked] == expected
+
+
+async def test_read_only_refuses_a_protected_edit_without_asking() -> None:
+    approver = ScriptedApprover()
+    with pytest.raises(PermissionDenied, match="read-only mode"):
+        await Permissions("read-only", approver).check(request(".git/config"))
+    assert approver.asked == []
+
+
+async def test_always_allow_never_covers_a_protected_path() -> None:
+    approver = ScriptedApprover("allow_always", "allow_always", "allow_always", "allow_once")
+    permissions = Permissions("ask", approver)
+    await permissions.check(request(".envrc"))  # "always" given to a protected path counts once:
+    await permissions.check(request(".envrc"))  # it asks again,
+    await permissions.check(request("a.py"))  # and so does an ordinary edit
+    await permissions.check(request("b.py"))  # edits are now always allowed …
+    await permissions.check(request(".envrc"))  # … but not this one
+    assert [r.subject for r in approver.asked] == ["/w/.envrc", "/w/.envrc", "/w/a.py", "/w/.envrc"]
+    assert permissions.always_allowed == frozenset({("edit", "*")})
+
+
+async def test_nobody_to_ask_refuses_a_protected_edit_even_in_accept_edits() -> None:
+    with pytest.raises(PermissionDenied, match=r"protected path: .* no one can be asked"):
+        await Permissions("accept-edits", None).check(request(".git/config"))
+
+
+# --- through the tools --------------------------------------------------------------------------------------
+
+
+def patch_of(*body: str) -> str:
+    return "\n".join(["*** Begin Patch", *body, "*** End Patch"])
+
+
+Write = Callable[[RunContext[ToolDeps]], Awaitable[ToolOutput]]
+
+WRITES: dict[str, Write] = {
+    "edit_file": lambda ctx: edit_file(ctx, ".git/config", "bare = false", "fsmonitor = x"),
+    "write_file": lambda ctx: write_file(ctx, ".git/config", FSMONITOR),
+    "apply_patch add": lambda ctx: apply_patch(ctx, patch_of("*** Add File: .git/hooks/pre-commit", "+#!/bin/sh")),
+    "apply_patch update": lambda ctx: apply_patch(
+        ctx, patch_of("*** Update File: .git/config", "-\tbare = false", "+\tfsmonitor = x")
+    ),
+    "apply_patch move in": lambda ctx: apply_patch(
+        ctx, patch_of("*** Update File: hook.sh", "*** Move to: .git/hooks/post-checkout")
+    ),
+    "apply_patch move out": lambda ctx: apply_patch(
+        ctx, patch_of("*** Update File: .git/config", "*** Move to: config.bak")
+    ),
+    "apply_patch delete": lambda ctx: apply_patch(ctx, patch_of("*** Delete File: .git/config")),
+    "write through a link": lambda ctx: write_file(ctx, "cfg", FSMONITOR),
+    "write through a linked .git": lambda ctx: write_file(ctx, "sub/.git/config", FSMONITOR),
+}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = (tmp_path / "repo").resolve()
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (root / "hook.sh").write_text("#!/bin/sh\n")
+    (root / "cfg").symlink_to(".git/config")
+    (root / "elsewhere").mkdir()
+    (root / "elsewhere" / "config").write_text("[core]\n\tbare = false\n")
+    (root / "sub").mkdir()
+    (root / "sub" / ".git").symlink_to("../elsewhere")  # git follows it; the resolved path has no .git
+    return root
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("write", WRITES)
+@pytest.mark.parametrize(
+    ("mode", "answer", "asked", "allowed"),
+    [
+        ("read-only", None, False, False),
+        ("ask", "allow_once", True, True),
+        ("ask", "reject", True, False),
+        ("accept-edits", "allow_once", True, True),
+        ("accept-edits", "reject", True, False),
+        ("yolo", None, False, True),
+    ],
+)
+async def test_every_write_to_a_protected_path_asks(
+    repo: Path, write: str, mode: PermissionMode, answer: Decision | None, asked: bool, allowed: bool
+) -> None:
+    approver = ScriptedApprover(*([answer] if answer else []))
+    before = files(repo)
+    ctx = ctx_for(make_deps(repo, mode, approver))
+    if allowed:
+        await WRITES[write](ctx)
+        assert files(repo) != before
+    else:
+        with pytest.raises(PermissionDenied):
+            await WRITES[write](ctx)
+        assert files(repo) == before
+    assert len(approver.asked) == (1 if asked else 0)
+    assert all("(protected path: " in r.title for r in approver.asked)
+
+
+async def test_an_ordinary_edit_beside_a_protected_one_is_not_asked_in_accept_edits(repo: Path) -> None:
+    approver = ScriptedApprover("allow_once")
+    patch = patch_of("*** Add File: notes.txt", "+hi", "*** Update File: .git/config", "-\tbare = false", "+\tx = 1")
+    await apply_patch(ctx_for(make_deps(repo, "accept-edits", approver)), patch)
+    assert [r.title for r in approver.asked] == [f"Patch .git/config (protected path: {GIT_WHY})"]
+    assert (repo / "notes.txt").read_text() == "hi\n"
