@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -611,3 +612,15 @@ async def test_a_file_whose_other_name_is_gone_reads_again(proj: Path) -> None:
     os.link(proj / "a.txt", proj / "b.txt")
     os.unlink(proj / "b.txt")
     assert (await read_file(ctx_in(proj), "a.txt")).text == "     1\thi"
+
+
+async def test_a_named_pipe_is_refused_at_once_instead_of_blocking_the_read(proj: Path) -> None:
+    # Opening a FIFO for reading blocks until a writer appears: nobody ever would, and the turn would hang.
+    os.mkfifo(proj / "pipe")
+    ctx = ctx_in(proj)
+    message = "pipe is not a regular file (a named pipe, socket or device), so codling does not read or write it; "
+    message += "use a regular file"
+    for call in (lambda: read_file(ctx, "pipe"), lambda: edit_file(ctx, "pipe", "a", "b")):
+        with pytest.raises(PathError) as e:
+            await asyncio.wait_for(call(), 10)  # a liveness deadline: without the check this blocks forever
+        assert str(e.value) == message

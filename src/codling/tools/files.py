@@ -35,21 +35,27 @@ SUMMARY_DIFF_LINES = 40
 
 async def read_content(deps: ToolDeps, target: Path) -> str:
     """The text of ``target`` (resolved, inside the workspace) through the file port (the editor's when
-    offered), after :func:`refuse_hard_links`."""
-    await asyncio.to_thread(refuse_hard_links, target, deps.workspace)
+    offered), after :func:`refuse_unsafe_file`."""
+    await asyncio.to_thread(refuse_unsafe_file, target, deps.workspace)
     return await deps.fs.read_text(target)
 
 
-def refuse_hard_links(target: Path, workspace: Workspace) -> None:
-    """Raise ``PathError`` if ``target`` is a regular file with more than one hard link: another name of the
-    same file may lie outside the workspace, so reading it could leak, and editing it change, a file the
-    session may not touch. A missing path passes (the caller reports it)."""
+def refuse_unsafe_file(target: Path, workspace: Workspace) -> None:
+    """Raise ``PathError`` if ``target`` is not something a tool may read as a file: a named pipe, socket or
+    device (reading one could block forever or never end), or a regular file with more than one hard link
+    (another name of the same file may lie outside the workspace, so reading it could leak, and editing it
+    change, a file the session may not touch). A missing path or a directory passes (the caller reports it)."""
     try:
         st = os.stat(target)
     except OSError:
         return
+    shown = workspace.display(target)
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise PathError(
+            f"{shown} is not a regular file (a named pipe, socket or device), so codling does not read or "
+            "write it; use a regular file"
+        )
     if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-        shown = workspace.display(target)
         raise PathError(
             f"{shown} has {st.st_nlink} hard links (other names for the same file, possibly outside the "
             "workspace), so codling does not read or change it. Tell the user; they can make it a file of its "
