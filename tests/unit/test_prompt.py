@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from importlib import resources
@@ -73,8 +74,8 @@ def test_long_instructions_are_cut_with_a_note(tree: Path) -> None:
     (tree / "AGENTS.md").write_text(line * 250)  # 25,000 bytes
     (tree / "pkg" / "AGENTS.md").write_bytes(b"y" * 19_999 + "é".encode() + b"z" * 100)  # é is cut in half
     assert find_project_instructions(tree / "pkg") == [
-        (tree / "AGENTS.md", line * 199 + "x" * 99 + "\n[… cut: only the first 20,000 of 25,000 bytes are shown]"),
-        (tree / "pkg" / "AGENTS.md", "y" * 19_999 + "\n[… cut: only the first 20,000 of 20,101 bytes are shown]"),
+        (tree / "AGENTS.md", line * 199 + "x" * 99 + "\n[… cut: only the first 20,000 bytes are shown]"),
+        (tree / "pkg" / "AGENTS.md", "y" * 19_999 + "\n[… cut: only the first 20,000 bytes are shown]"),
     ]
 
 
@@ -146,3 +147,29 @@ def test_turn_context_with_one_summary_only() -> None:
         "# Last turn summary\nTurn 1 — request: hi\nReply: Hello."
     )
     assert turn_context([CWD / "x.py"], (), CWD) == "Recently edited files (most recent last): x.py"
+
+
+def test_instructions_never_come_from_outside_the_repository(tree: Path, tmp_path: Path) -> None:
+    # A cloned repository can ship AGENTS.md as a symbolic link: to codling's own environment (its API keys),
+    # to a private key, to a device or a pipe. None of it may reach the system prompt, nor block it.
+    (tree / ".git").mkdir()
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE KEY\n")
+    (tree / "AGENTS.md").unlink()
+    (tree / "AGENTS.md").symlink_to("/proc/self/environ")
+    (tree / "pkg" / "AGENTS.md").unlink()
+    (tree / "pkg" / "AGENTS.md").symlink_to(secret)
+    os.mkfifo(tree / "pkg" / "sub" / "AGENTS.md")
+    assert find_project_instructions(tree / "pkg" / "sub") == []
+
+
+def test_instructions_may_link_within_the_repository_but_not_through_a_hard_link(tree: Path, tmp_path: Path) -> None:
+    (tree / ".git").mkdir()
+    (tree / "CLAUDE.md").write_text("Use tabs.\n")
+    (tree / "AGENTS.md").unlink()
+    (tree / "AGENTS.md").symlink_to("CLAUDE.md")  # the common case: one file for several agents
+    (tree / "pkg" / "AGENTS.md").unlink()
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("from outside\n")
+    os.link(outside, tree / "pkg" / "AGENTS.md")
+    assert find_project_instructions(tree / "pkg") == [(tree / "AGENTS.md", "Use tabs.\n")]

@@ -241,3 +241,25 @@ def test_the_prompts_git_call_carries_the_safe_configuration(proj: Path, tmp_pat
     args = log.read_text().splitlines()
     assert args[: 1 + 2 * len(SAFE_CONFIG)] == ["--no-pager", *(a for s in SAFE_CONFIG for a in ("-c", s))]
     assert not (tmp_path / "marker").exists()
+
+
+@pytest.mark.timeout(15)
+@pytest.mark.parametrize("target", ["/dev/stdin", "/dev/zero", "fifo", "outside"])
+async def test_a_gitignore_link_or_pipe_is_not_read(proj: Path, tmp_path: Path, target: str) -> None:
+    # Outside a git work tree listing walks the tree itself: a .gitignore linked to codling's own stdin (the
+    # JSON-RPC stream), to an endless device or to a pipe nobody writes must neither block nor exhaust it.
+    write(proj, {"keep.py": "x\n", "skip.log": "y\n"})
+    if target == "fifo":
+        os.mkfifo(proj / ".gitignore")
+    elif target == "outside":
+        (tmp_path / "rules").write_text("*.py\n")
+        (proj / ".gitignore").symlink_to(tmp_path / "rules")
+    else:
+        (proj / ".gitignore").symlink_to(target)
+    listing = await asyncio.wait_for(collect_files(proj, _ws(proj), git=None), 10)
+    assert [f.name for f in listing.files] == [".gitignore", "keep.py", "skip.log"]
+
+
+async def test_a_plain_gitignore_still_counts(proj: Path) -> None:
+    write(proj, {"keep.py": "x\n", "skip.log": "y\n", ".gitignore": "*.log\n"})
+    assert [f.name for f in walk_files(proj, proj).files] == [".gitignore", "keep.py"]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codling.tools.git import git_command, git_env
+from codling.tools.workspace import read_plain_file
 
 if TYPE_CHECKING:
     # summaries.py imports events.py, which imports this module: the runtime import is inside turn_context.
@@ -151,7 +152,8 @@ def find_project_instructions(cwd: Path) -> list[tuple[Path, str]]:
 
     They are looked for in ``cwd`` and each parent up to the repository root (the nearest directory holding a
     ``.git`` file or directory); outside a repository only ``cwd`` itself counts. Each text is capped at
-    ``INSTRUCTIONS_MAX_BYTES``, with a note when cut. Empty and unreadable files are skipped.
+    ``INSTRUCTIONS_MAX_BYTES``, with a note when cut. Empty and unreadable files are skipped, and so is anything
+    but a plain file inside the repository (see ``read_plain_file``).
     """
     cwd = Path(cwd).resolve()
     chain: list[Path] = []
@@ -162,13 +164,13 @@ def find_project_instructions(cwd: Path) -> list[tuple[Path, str]]:
     else:
         chain = [cwd]
     found: list[tuple[Path, str]] = []
+    top = chain[-1]
     for directory in reversed(chain):
         file = directory / INSTRUCTIONS_FILE
-        try:
-            if not file.is_file():
-                continue
-            data = file.read_bytes()
-        except OSError:
+        # A link (AGENTS.md -> CLAUDE.md is common) is followed only within the repository: never to
+        # /proc/self/environ, a device or a file elsewhere that would then be sent to the provider.
+        data = read_plain_file(file, INSTRUCTIONS_MAX_BYTES, inside=top)
+        if data is None:
             continue
         text = _capped(data)
         if text.strip():
@@ -183,7 +185,7 @@ def _capped(data: bytes) -> str:
     if (newline := cut.rfind(b"\n")) >= INSTRUCTIONS_MAX_BYTES // 2:
         cut = cut[: newline + 1]
     text = cut.decode("utf-8", "ignore").rstrip("\n")  # "ignore": a character split by the cut
-    return f"{text}\n[… cut: only the first {len(cut):,} of {len(data):,} bytes are shown]"
+    return f"{text}\n[… cut: only the first {len(cut):,} bytes are shown]"
 
 
 def system_prompt(cwd: Path, additional_dirs: tuple[Path, ...] = ()) -> str:

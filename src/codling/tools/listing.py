@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codling.tools.git import git_command, git_env
-from codling.tools.workspace import Workspace
+from codling.tools.workspace import Workspace, read_plain_file
 
 WALK_MAX_FILES = 100_000
 """A walk stops here so a huge tree (an unignored node_modules) cannot stall a call."""
 GIT_TIMEOUT = 60.0
+
+GITIGNORE_MAX_BYTES = 1_000_000
+"""The most of one .gitignore file that is read."""
 
 
 @dataclass(frozen=True)
@@ -164,10 +167,11 @@ class _IgnoreRules:
 
 
 def _read_gitignore(file: Path) -> Iterator[_Rule]:
-    try:
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    # As git does, a .gitignore that is a symbolic link is not followed (it could name /dev/stdin or /dev/zero).
+    data = read_plain_file(file, GITIGNORE_MAX_BYTES)
+    if data is None:
         return
+    text = data[:GITIGNORE_MAX_BYTES].decode("utf-8", "replace")
     for raw in text.splitlines():
         line = raw.rstrip()
         if raw.endswith("\\ "):  # an escaped trailing space is part of the pattern

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -66,3 +67,41 @@ class Workspace:
 
     def _roots_text(self) -> str:
         return ", ".join(str(root) for root in self.roots)
+
+
+def read_plain_file(path: Path, max_bytes: int, *, inside: Path | None = None) -> bytes | None:
+    """The first ``max_bytes + 1`` bytes of ``path`` if it is a plain file codling may read on its own accord
+    (AGENTS.md, .gitignore), else ``None``.
+
+    A plain file is a regular file with one hard link; with ``inside`` None a symbolic link is never followed,
+    otherwise it is followed only when its target lies inside ``inside``. A repository can make these names
+    links to ``/proc/self/environ``, ``/dev/stdin``, ``/dev/zero``, a named pipe or a private key: none of those
+    is read (nor blocks: the file is opened non-blocking), and no read is larger than the cap.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    if inside is None:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    else:
+        try:
+            if not path.resolve().is_relative_to(inside.resolve()):
+                return None
+        except (OSError, RuntimeError):
+            return None
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # missing, a link where none may be followed, unreadable
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size <= max_bytes and (chunk := os.read(fd, max_bytes + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
