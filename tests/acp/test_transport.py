@@ -93,6 +93,19 @@ async def test_bytes_that_are_not_utf8_are_a_parse_error() -> None:
     assert codes(answers) == [error(-32700)] * 3
 
 
+async def test_a_huge_integer_is_a_parse_error_that_speaks_of_json_not_python() -> None:
+    huge = b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"n":' + b"9" * 5000 + b"}}\n"
+    received, answers = await exchange(huge, INIT_LINE)
+    assert received == [INITIALIZE]
+    assert answers == [
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32700, "message": "Parse error: a number has more than 1000 digits"},
+        }
+    ]
+
+
 async def test_lone_surrogates_become_replacement_characters_everywhere() -> None:
     line = (
         rb'{"jsonrpc":"2.0","id":"x\ud800","method":"session/prompt","params":{"key\udfff":"a\ud800b",'

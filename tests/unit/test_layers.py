@@ -15,6 +15,7 @@ LAYERS = {
     "config": 0,
     "paths": 0,
     "secrecy": 0,
+    "text": 0,
     "__init__": 0,
     "llm": 1,
     "tools": 2,

@@ -24,7 +24,7 @@ from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.providers import build_model
 from codling.store.records import event_record
-from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, running_server
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, running_server
 
 MODEL = ModelInfo("openai-chat:fake-model", context_limit=100_000)
 
@@ -257,3 +257,31 @@ def test_retry_delays_honour_retry_after_within_the_cap() -> None:
     policy = RetryPolicy(max_attempts=3, max_delay=30.0, base_delay=1.0)
     assert [policy.delay(n, None) for n in (1, 2, 3, 6)] == [1.0, 2.0, 4.0, 30.0]
     assert [policy.delay(1, after) for after in (0.25, 12.0, 120.0)] == [0.25, 12.0, 30.0]
+
+
+# -- text that cannot be encoded ---------------------------------------------------------------------------
+
+
+async def test_a_lone_surrogate_from_the_provider_is_cleaned_and_poisons_nothing(
+    server: OpenAIServer, project: Path, settings: Settings
+) -> None:
+    # The server's JSON carries "\ud800", which decodes to a lone surrogate: shown to a client or a terminal,
+    # or sent in the next request, it cannot be encoded as UTF-8.
+    # The first reply also calls a tool, so the same turn sends the reply back in its next request.
+    (project / "a.txt").write_text("hello\n")
+    call = ToolCall("read_file", {"path": "a.txt"})
+    server.enqueue(Reply(text=["hi \ud800 ", "there"], reasoning=["think \udfff"], tool_calls=[call]))
+    server.enqueue(Reply(text=["read it"]))
+    server.enqueue(Reply(text=["second answer"]))
+    session = session_on(server, project, settings, FakeSleep())
+    out = StringIO()
+    session.subscribe(TerminalRenderer(out, err=out, color=False, interactive=False))
+
+    first = await turn(session)
+    second = await turn(session, "and now?")
+
+    assert text_of(first) == "hi \ufffd thereread it"
+    assert all(not isinstance(e, TurnFailed) for e in first + second)
+    assert text_of(second) == "second answer"
+    assert "hi \ufffd there" in str(server.requests[-1]["messages"])
+    out.getvalue().encode("utf-8")  # what the terminal got is writable

@@ -29,6 +29,8 @@ from typing import Any
 
 from acp.task import MessageSender
 
+from codling.text import clean_text
+
 log = logging.getLogger(__name__)
 
 PARSE_ERROR = -32700
@@ -47,7 +49,6 @@ MAX_LINE_BYTES = 256 * 1024 * 1024
 """The longest line accepted: far above the largest real message (a 20 MB image is ~27 MB of base64), and a
 bound on the memory one line can take."""
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 """A JSON escape that may decode to a lone surrogate (raw surrogates cannot survive strict UTF-8 decoding)."""
 
@@ -83,6 +84,16 @@ def _finite_float(text: str) -> float:
     return value
 
 
+MAX_INT_DIGITS = 1000
+"""The longest integer accepted; Python's own limit (4,300 digits) would answer with advice about its internals."""
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"a number has more than {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -94,7 +105,7 @@ def parse_line(line: bytes) -> Any:
     except UnicodeDecodeError as e:
         raise _Rejected(PARSE_ERROR, f"Parse error: the line is not UTF-8 (byte {e.start})") from e
     try:
-        value = json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+        value = json.loads(text, parse_float=_finite_float, parse_int=_bounded_int, parse_constant=_no_constant)
     except RecursionError as e:
         raise _Rejected(PARSE_ERROR, f"Parse error: nested too deeply (at most {MAX_DEPTH} levels)") from e
     except ValueError as e:
@@ -119,11 +130,6 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
             return deepest
         stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
     return deepest
-
-
-def clean_text(text: str) -> str:
-    """``text`` with every lone surrogate replaced by U+FFFD."""
-    return _SURROGATE.sub("\ufffd", text)
 
 
 def clean_strings(value: Any) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 from codling.brain.events import Event, PlanUpdated, StopReason, TextDelta, ThoughtDelta, ToolCallStarted, Usage
 from codling.brain.turns import args_dict, plan_of, stop_reason, tool_finished
 from codling.errors import ModelError
+from codling.text import clean_text
 from codling.tools.toolset import describe_call
 from codling.tools.workspace import Workspace
 
@@ -61,12 +62,14 @@ async def drive(
                     async for ev in _paced(events, idle_timeout):
                         if (streamed := _streamed(turn_id, ev)) is not None:
                             send(streamed)
+                _clean_parts(events.response)
                 if events.response.finish_reason is None and events.response.provider_name is not None:
                     raise ModelError(CUT_OFF)
                 answered(events.response)
             elif Agent.is_call_tools_node(node):
                 if not stream:
                     # The request ran unstreamed as the run advanced; its response arrives with this node.
+                    _clean_parts(node.model_response)
                     answered(node.model_response)
                     for part in node.model_response.parts:
                         if (whole := _whole(turn_id, part)) is not None:
@@ -146,10 +149,20 @@ def _streamed(turn_id: str, ev: Any) -> TextDelta | ThoughtDelta | None:
     if not text:
         return None
     if isinstance(piece, TextPart | TextPartDelta):
-        return TextDelta(turn_id, text)
+        return TextDelta(turn_id, clean_text(text))
     if isinstance(piece, ThinkingPart | ThinkingPartDelta):
-        return ThoughtDelta(turn_id, text)
+        return ThoughtDelta(turn_id, clean_text(text))
     return None
+
+
+def _clean_parts(response: Any) -> None:
+    """Clean the text of a provider's response in place, once, as it arrives: a lone surrogate in it would
+    make every later request of the session fail to encode (the run's messages hold this very response)."""
+    from pydantic_ai.messages import TextPart, ThinkingPart
+
+    for part in response.parts:
+        if isinstance(part, TextPart | ThinkingPart):
+            part.content = clean_text(part.content)
 
 
 def _whole(turn_id: str, part: Any) -> TextDelta | ThoughtDelta | None:
