@@ -624,3 +624,12 @@ async def test_a_named_pipe_is_refused_at_once_instead_of_blocking_the_read(proj
         with pytest.raises(PathError) as e:
             await asyncio.wait_for(call(), 10)  # a liveness deadline: without the check this blocks forever
         assert str(e.value) == message
+
+
+async def test_the_local_file_port_never_blocks_on_a_named_pipe(tmp_path: Path) -> None:
+    # Reads that do not go through a tool (a resource link the editor attached) meet the same pipe.
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(PathError, match="is not a regular file"):
+        await asyncio.wait_for(LocalFileSystem().read_text(tmp_path / "pipe"), 10)  # liveness deadline
+    with pytest.raises(PathError, match="is a directory"):
+        await LocalFileSystem().read_text(tmp_path)

@@ -50,8 +50,17 @@ class LocalFileSystem:
 
 
 def _read_text(path: Path) -> str:
+    import stat
+
     try:
-        with open(path, encoding="utf-8", newline="") as f:
+        # Non-blocking, then checked: opening a named pipe to read would wait for a writer that never comes.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, encoding="utf-8", newline="") as f:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(path)
+            if not stat.S_ISREG(mode):
+                raise PathError(f"{path} is not a regular file (a named pipe, socket or device), so it is not read")
             return f.read()
     except FileNotFoundError as e:
         raise MissingPathError(f"file {path} does not exist; use list_files to find the right path") from e
