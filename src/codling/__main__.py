@@ -6,7 +6,13 @@ import sys
 
 
 def main() -> None:
-    """Run the CLI. ``codling acp`` takes a fast path that skips typer and rich, to answer initialize sooner."""
+    """Run the CLI. ``codling acp`` takes a fast path that skips typer and rich, to answer initialize sooner.
+
+    First of all, codling's secret variables are moved out of its process environment (``codling.seal``)."""
+    from codling.llm.providers import credential_names
+    from codling.seal import seal
+
+    seal(credential_names())
     if sys.argv[1:] == ["acp"]:
         from codling.cli.acp_main import run_acp
 

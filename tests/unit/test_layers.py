@@ -16,6 +16,7 @@ LAYERS = {
     "paths": 0,
     "secrecy": 0,
     "text": 0,
+    "seal": 0,
     "__init__": 0,
     "llm": 1,
     "tools": 2,
