@@ -9,10 +9,11 @@ def main() -> None:
     """Run the CLI. ``codling acp`` takes a fast path that skips typer and rich, to answer initialize sooner.
 
     First of all, codling's secret variables are moved out of its process environment (``codling.seal``)."""
-    from codling.llm.providers import credential_names
     from codling.seal import seal
 
-    seal(credential_names())
+    # By name only: the providers' table (llm/providers.py) adds just base URLs and costs ~40 ms to import, paid
+    # twice when codling restarts; commands still lose those too (tools/local.py).
+    seal()
     if sys.argv[1:] == ["acp"]:
         from codling.cli.acp_main import run_acp
 
