@@ -176,12 +176,22 @@ async def _pids_written(path: Path, count: int, within: float = 10.0) -> list[in
     raise AssertionError(f"{path} did not get {count} pids")
 
 
+@pytest.mark.parametrize("code", ["exit 3", "kill -TERM $$", "kill -KILL $$", "kill -HUP $$"])
+async def test_the_exit_status_is_the_shell_s_whatever_runs_it(tmp_path: Path, code: str) -> None:
+    # Under the per-command subreaper too: an exit code stays that code, a signal stays that signal.
+    expected = {"exit 3": 3, "kill -TERM $$": -15, "kill -KILL $$": -9, "kill -HUP $$": -1}[code]
+    assert (await _run(code, tmp_path)).exit_code == expected
+
+
 # Each starts a process that outlives the shell (outside its process group, but for nohup) and writes its pid
 # to pids.txt; the command then waits until the pid is there.
 STRAYS = {
     "setsid": "setsid sleep 300 & echo $! >> pids.txt",
     "nohup": "nohup sh -c 'echo $$ >> pids.txt; exec sleep 300' >/dev/null 2>&1 &",
     "double-fork": "(setsid sh -c 'echo $$ >> pids.txt; exec sleep 300' >/dev/null 2>&1 &)",
+    # These also drop CODLING_COMMAND_ID and leave the tree: only the per-command subreaper keeps them.
+    "env-cleared": "(env -i setsid sh -c 'echo $$ >> pids.txt; exec sleep 300' >/dev/null 2>&1 &)",
+    "marker-unset": "(unset CODLING_COMMAND_ID; setsid sh -c 'echo $$ >> pids.txt; exec sleep 300' >/dev/null 2>&1 &)",
 }
 WAIT_FOR_PID = "\nuntil [ -s pids.txt ]; do sleep 0.01; done"
 

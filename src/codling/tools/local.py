@@ -20,6 +20,7 @@ from codling.tools.processes import (
     new_command_id,
     stop_command,
 )
+from codling.tools.reaper import reaper_argv
 
 _KILL_GRACE_SECONDS = 2.0
 """How long a process group gets between SIGTERM and SIGKILL."""
@@ -146,10 +147,9 @@ class LocalTerminal:
         command_id = new_command_id()
         read_fd, write_fd = os.pipe()
         try:
+            argv = [self.shell, "-c", command]
             proc = await asyncio.create_subprocess_exec(
-                self.shell,
-                "-c",
-                command,
+                *(reaper_argv(self.kill_grace, argv) or argv),
                 cwd=cwd,
                 env=self.environment(command_id),
                 stdin=asyncio.subprocess.DEVNULL,
@@ -206,7 +206,7 @@ class LocalTerminal:
 
     async def _stop(self, proc: asyncio.subprocess.Process, drain: asyncio.Task[None] | None, command_id: str) -> None:
         """SIGTERM everything of the command, wait a little for it to go, then SIGKILL whatever is left."""
-        pgid = proc.pid  # start_new_session makes the shell the group leader
+        pgid = proc.pid  # start_new_session makes the shell (or the reaper running it) the group leader
         try:
             # Settled once the shell was reaped and every holder of the pipe closed it.
             await stop_command(

@@ -5,7 +5,9 @@ fork twice do the same) has left that group, so killing the group misses it. Eac
 therefore carries ``CODLING_COMMAND_ID=<uuid>``, which every descendant inherits unless it clears its
 environment on purpose; on Linux, ``/proc`` tells which processes of this user carry it, or belong to the
 group, or descend from one that does. Where there is no ``/proc`` (macOS) only the group can be stopped, and
-:data:`CANNOT_FIND_STRAYS` says so.
+:data:`CANNOT_FIND_STRAYS` says so. On Linux a local command also runs under its own subreaper
+(``tools/reaper.py``), which keeps even a process that clears its environment and leaves the tree; this scan
+is then the second net.
 """
 
 from __future__ import annotations
