@@ -10,6 +10,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.fakes.openai_server import OpenAIServer
+
 
 def check_json_rpc_line(raw: bytes) -> dict[str, Any]:
     """``raw`` as a JSON-RPC 2.0 message; AssertionError if it is not strict UTF-8 JSON of one."""
@@ -75,6 +77,17 @@ class RawAgent:
     async def request(self, request_id: Any, method: str, params: Any, timeout: float = 30) -> dict[str, Any]:
         await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         return await self.answer(request_id, timeout)
+
+
+def agent_env(home: Path, server: OpenAIServer, api_key: str = "sk-test-raw-123456") -> dict[str, str]:
+    """A minimal environment for a spawned agent on the loopback model server (nothing from the machine's)."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "CODLING_HOME": str(home),
+        "CODLING_MODEL": "openai-chat:fake-model",
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": api_key,
+    }
 
 
 @asynccontextmanager

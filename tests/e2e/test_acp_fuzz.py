@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.raw_acp import raw_agent
+from tests.e2e.raw_acp import agent_env, raw_agent
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
 
 SEED = 20_240_611
@@ -181,16 +181,6 @@ class Fuzzer:
         # kind 15: truncated JSON
         data = self.encode(self.request(rid))
         return Line(data[: r.randrange(1, len(data) - 1)] + b"\n")
-
-
-def agent_env(home: Path, server: OpenAIServer) -> dict[str, str]:
-    return {
-        "PATH": "/usr/bin:/bin",
-        "CODLING_HOME": str(home),
-        "CODLING_MODEL": "openai-chat:fake-model",
-        "OPENAI_BASE_URL": server.base_url,
-        "OPENAI_API_KEY": "sk-fuzz",
-    }
 
 
 async def test_fuzzed_json_rpc_never_breaks_the_agent(

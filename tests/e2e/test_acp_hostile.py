@@ -11,26 +11,14 @@ from acp import PROTOCOL_VERSION
 
 from codling.store.history import SessionHeader
 from codling.store.index import SessionStore
-from tests.e2e.raw_acp import raw_agent
+from tests.e2e.raw_acp import agent_env, raw_agent
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
-
-API_KEY = "sk-test-hostile-123456"
 
 
 @pytest.fixture
 def server() -> Iterator[OpenAIServer]:
     with running_server() as s:
         yield s
-
-
-def agent_env(home: Path, server: OpenAIServer) -> dict[str, str]:
-    return {
-        "PATH": "/usr/bin:/bin",
-        "CODLING_HOME": str(home),
-        "CODLING_MODEL": "openai-chat:fake-model",
-        "OPENAI_BASE_URL": server.base_url,
-        "OPENAI_API_KEY": API_KEY,
-    }
 
 
 def deep(kind: str, levels: int) -> bytes:
