@@ -45,6 +45,7 @@ from acp.schema import (
 )
 
 from codling import __version__
+from codling.acp.errors import absolute, directory, invalid_session_id, not_found, resolved, shown
 from codling.acp.options import config_options, mode_state, parse_mode
 from codling.acp.translate import translate
 from codling.config import Settings, load_settings
@@ -67,25 +68,6 @@ LIST_PAGE_SIZE = 50
 
 SUPPORTED_PROTOCOL_VERSIONS = frozenset({PROTOCOL_VERSION})
 """The ACP protocol versions codling speaks (``PROTOCOL_VERSION`` is the latest)."""
-
-MAX_PATH_CHARS = 4096
-"""The longest path a client may name (Linux's PATH_MAX); longer ones are invalid params, not OS errors."""
-
-RESOURCE_NOT_FOUND = -32002
-"""The JSON-RPC error code ACP uses for an unknown or closed session (clients treat closing one as done)."""
-
-
-def _invalid_session_id(session_id: object, e: InvalidSessionIdError) -> RequestError:
-    return RequestError.invalid_params({"sessionId": _shown(session_id), "message": str(e)})
-
-
-def _not_found(session_id: str, message: str) -> RequestError:
-    return RequestError(RESOURCE_NOT_FOUND, "Resource not found", {"sessionId": session_id, "message": message})
-
-
-def _shown(value: object) -> object:
-    """A value as an error's data may echo it: long text is cut."""
-    return value[:200] + "…" if isinstance(value, str) and len(value) > 200 else value
 
 
 def _warm_up() -> None:
@@ -157,10 +139,10 @@ class CodlingAgent:
         try:
             check_session_id(session_id)
         except InvalidSessionIdError as e:
-            raise _invalid_session_id(session_id, e) from e
+            raise invalid_session_id(session_id, e) from e
         session = self._sessions.get(session_id)
         if session is None:
-            raise _not_found(session_id, "no open session has this id (it was closed, or never opened here)")
+            raise not_found(session_id, "no open session has this id (it was closed, or never opened here)")
         return session
 
     def _stored(self, session_id: str) -> SessionLog:
@@ -169,14 +151,14 @@ class CodlingAgent:
         try:
             check_session_id(session_id)
         except InvalidSessionIdError as e:
-            raise _invalid_session_id(session_id, e) from e
+            raise invalid_session_id(session_id, e) from e
         _, _, store = self._config()
         try:
             return store.read(session_id)
         except InvalidSessionIdError as e:
-            raise _invalid_session_id(session_id, e) from e
+            raise invalid_session_id(session_id, e) from e
         except UnknownSessionError as e:
-            raise _not_found(session_id, str(e)) from e
+            raise not_found(session_id, str(e)) from e
         except SessionError as e:
             raise RequestError.invalid_params({"sessionId": session_id, "message": str(e)}) from e
         except OSError as e:
@@ -230,8 +212,8 @@ class CodlingAgent:
     ) -> NewSessionResponse:
         """Create a session working in ``cwd`` (which must be an absolute, existing directory)."""
         settings, catalog, _ = self._config()
-        root = _directory(cwd, "cwd")
-        extra = tuple(_directory(d, "additionalDirectories") for d in additional_directories or ())
+        root = directory(cwd, "cwd")
+        extra = tuple(directory(d, "additionalDirectories") for d in additional_directories or ())
         from codling.llm.providers import select_model
         from codling.store.history import SessionHeader
         from codling.store.ids import new_session_id
@@ -295,7 +277,7 @@ class CodlingAgent:
         source = self._stored(session_id)
         _, _, store = self._config()
         try:
-            forked = store.fork(source.header.session_id, new_session_id(), _directory(cwd, "cwd"))
+            forked = store.fork(source.header.session_id, new_session_id(), directory(cwd, "cwd"))
         except SessionError as e:
             raise RequestError.invalid_params({"sessionId": session_id, "message": str(e)}) from e
         except OSError as e:
@@ -317,9 +299,9 @@ class CodlingAgent:
         """Sessions on disk (a fresh process sees every one), newest first, optionally only those in ``cwd``."""
         _, _, store = self._config()
         if cursor and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 12):
-            raise RequestError.invalid_params({"cursor": _shown(cursor), "message": "not a cursor codling gave out"})
+            raise RequestError.invalid_params({"cursor": shown(cursor), "message": "not a cursor codling gave out"})
         start = int(cursor) if cursor else 0
-        found = store.list(_resolved(_absolute(cwd, "cwd"), "cwd") if cwd else None)
+        found = store.list(resolved(absolute(cwd, "cwd"), "cwd") if cwd else None)
         page = found[start : start + LIST_PAGE_SIZE]
         more = start + LIST_PAGE_SIZE < len(found)
         return ListSessionsResponse(
@@ -333,8 +315,8 @@ class CodlingAgent:
     async def _reopen(self, stored: SessionLog, cwd: str, additional_directories: list[str] | None) -> LiveSession:
         from dataclasses import replace
 
-        root = _directory(cwd, "cwd")
-        extra = tuple(_directory(d, "additionalDirectories") for d in additional_directories or ())
+        root = directory(cwd, "cwd")
+        extra = tuple(directory(d, "additionalDirectories") for d in additional_directories or ())
         header = replace(stored.header, cwd=root, additional_dirs=extra or stored.header.additional_dirs)
         existing = self._sessions.pop(header.session_id, None)
         if existing is not None:
@@ -497,7 +479,7 @@ class CodlingAgent:
         if session is not None:
             session.cancel()
         else:
-            log.info("session/cancel for %r, which is not an open session", _shown(session_id))
+            log.info("session/cancel for %r, which is not an open session", shown(session_id))
 
     async def shutdown(self) -> None:
         """Close every open session (the client is gone): running turns are cancelled, histories released."""
@@ -511,43 +493,6 @@ class CodlingAgent:
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         """Extension notifications are ignored."""
-
-
-def _absolute(value: str, field: str) -> Path:
-    """``value`` as an absolute path; -32602 naming ``field`` if it holds NUL, is overlong or is relative."""
-
-    def invalid(message: str) -> RequestError:
-        return RequestError.invalid_params({field: _shown(value), "message": f"{field} {message}"})
-
-    if "\0" in value:
-        raise invalid("contains a NUL character")
-    if len(value) > MAX_PATH_CHARS:
-        raise invalid(f"is longer than {MAX_PATH_CHARS} characters")
-    path = Path(value)
-    if not path.is_absolute():
-        raise invalid("must be an absolute path")
-    return path
-
-
-def _resolved(path: Path, field: str) -> Path:
-    """``path`` with symbolic links resolved; -32602 if the system cannot (a link loop, an overlong name)."""
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError) as e:
-        message = f"{field} cannot be resolved: {e}"
-        raise RequestError.invalid_params({field: _shown(str(path)), "message": message}) from e
-
-
-def _directory(value: str, field: str) -> Path:
-    """``value`` as an existing absolute directory, resolved; -32602 naming ``field`` otherwise."""
-    path = _absolute(value, field)
-    try:
-        is_dir = path.is_dir()
-    except OSError as e:  # e.g. a name longer than the file system allows
-        raise RequestError.invalid_params({field: _shown(value), "message": f"{field} cannot be used: {e}"}) from e
-    if not is_dir:
-        raise RequestError.invalid_params({field: _shown(value), "message": f"{field} is not an existing directory"})
-    return _resolved(path, field)
 
 
 SHUTDOWN_SECONDS = 5.0

@@ -1,0 +1,69 @@
+"""The JSON-RPC errors the agent raises itself, and the checks of what a client names (paths), so a bad value
+is invalid params (-32602) naming its field, an unknown or closed session is resource not found (-32002), and
+nothing a client sends ends as an internal error (-32603)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from acp import RequestError
+
+from codling.errors import InvalidSessionIdError
+
+MAX_PATH_CHARS = 4096
+"""The longest path a client may name (Linux's PATH_MAX); longer ones are invalid params, not OS errors."""
+
+RESOURCE_NOT_FOUND = -32002
+"""The JSON-RPC error code ACP uses for an unknown or closed session (clients treat closing one as done)."""
+
+
+def invalid_session_id(session_id: object, e: InvalidSessionIdError) -> RequestError:
+    """-32602 for a session id that is not of codling's form (never used as a path)."""
+    return RequestError.invalid_params({"sessionId": shown(session_id), "message": str(e)})
+
+
+def not_found(session_id: str, message: str) -> RequestError:
+    """-32002 for a well-formed session id that is not open here (or not on disk)."""
+    return RequestError(RESOURCE_NOT_FOUND, "Resource not found", {"sessionId": session_id, "message": message})
+
+
+def shown(value: object) -> object:
+    """A value as an error's data may echo it: long text is cut."""
+    return value[:200] + "…" if isinstance(value, str) and len(value) > 200 else value
+
+
+def absolute(value: str, field: str) -> Path:
+    """``value`` as an absolute path; -32602 naming ``field`` if it holds NUL, is overlong or is relative."""
+
+    def invalid(message: str) -> RequestError:
+        return RequestError.invalid_params({field: shown(value), "message": f"{field} {message}"})
+
+    if "\0" in value:
+        raise invalid("contains a NUL character")
+    if len(value) > MAX_PATH_CHARS:
+        raise invalid(f"is longer than {MAX_PATH_CHARS} characters")
+    path = Path(value)
+    if not path.is_absolute():
+        raise invalid("must be an absolute path")
+    return path
+
+
+def resolved(path: Path, field: str) -> Path:
+    """``path`` with symbolic links resolved; -32602 if the system cannot (a link loop, an overlong name)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as e:
+        message = f"{field} cannot be resolved: {e}"
+        raise RequestError.invalid_params({field: shown(str(path)), "message": message}) from e
+
+
+def directory(value: str, field: str) -> Path:
+    """``value`` as an existing absolute directory, resolved; -32602 naming ``field`` otherwise."""
+    path = absolute(value, field)
+    try:
+        is_dir = path.is_dir()
+    except OSError as e:  # e.g. a name longer than the file system allows
+        raise RequestError.invalid_params({field: shown(value), "message": f"{field} cannot be used: {e}"}) from e
+    if not is_dir:
+        raise RequestError.invalid_params({field: shown(value), "message": f"{field} is not an existing directory"})
+    return resolved(path, field)
