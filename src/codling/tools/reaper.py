@@ -153,6 +153,10 @@ class Reaper:
                 sig, targets = signal.SIGKILL, below
             else:
                 return  # another user's (a setuid program): we cannot, it goes to init
+            if targets and self.shell is not None:
+                # The shell's group at once, as before: a shell whose child dies first would say "Terminated".
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.shell, sig)
             for pid in targets:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)
