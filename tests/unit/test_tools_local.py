@@ -192,6 +192,10 @@ STRAYS = {
     # These also drop CODLING_COMMAND_ID and leave the tree: only the per-command subreaper keeps them.
     "env-cleared": "(env -i setsid sh -c 'echo $$ >> pids.txt; exec sleep 300' >/dev/null 2>&1 &)",
     "marker-unset": "(unset CODLING_COMMAND_ID; setsid sh -c 'echo $$ >> pids.txt; exec sleep 300' >/dev/null 2>&1 &)",
+    "env-cleared-setsid": "env -i setsid sleep 300 >/dev/null 2>&1 & echo $! >> pids.txt",
+    "env-cleared-double-fork": (
+        "(env -i sh -c '(setsid sh -c \"echo \\$\\$ >> pids.txt; exec sleep 300\" >/dev/null 2>&1 &)' &)"
+    ),
 }
 WAIT_FOR_PID = "\nuntil [ -s pids.txt ]; do sleep 0.01; done"
 
@@ -274,3 +278,45 @@ async def test_command_that_cannot_start(tmp_path: Path) -> None:
 async def test_undecodable_output_is_replaced(tmp_path: Path) -> None:
     result = await _run(r"printf 'a\377b\n'", tmp_path)
     assert result.output == "a\ufffdb\n"
+
+
+# --- under the subreaper, commands run as they always did ----------------------------------------------
+
+
+async def test_a_broken_pipe_ends_a_writer_quietly(tmp_path: Path) -> None:
+    # SIGPIPE at its default (Python ignores it, and so would its child): `yes` dies, it does not complain.
+    assert await _run("yes | head -n 1", tmp_path) == CommandResult(exit_code=0, output="y\n")
+
+
+async def test_output_of_background_children_after_the_shell_exits_is_kept(tmp_path: Path) -> None:
+    command = "(while kill -0 $$ 2>/dev/null; do sleep 0.01; done; echo late) & echo early"
+    assert await _run(command, tmp_path) == CommandResult(exit_code=0, output="early\nlate\n")
+
+
+async def test_the_environment_is_the_one_given(tmp_path: Path) -> None:
+    # Python coerces a C locale by setting LC_CTYPE at start-up; the command must not see the reaper's.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LC_") and k != "LANG"}
+    terminal = LocalTerminal(env=env)
+    run = terminal.run("cat /proc/$$/environ", cwd=tmp_path, timeout=10, output_limit=1_000_000)
+    result = await asyncio.wait_for(run, 30)
+    seen = dict(item.split("=", 1) for item in result.output.split("\0") if item)
+    assert seen == terminal.environment(seen["CODLING_COMMAND_ID"])
+
+
+async def test_a_shell_that_cannot_start(tmp_path: Path) -> None:
+    terminal = LocalTerminal(shell=str(tmp_path / "no-shell"))
+    with pytest.raises(CommandError) as e:
+        await asyncio.wait_for(terminal.run("true", cwd=tmp_path, timeout=10, output_limit=100), 30)
+    assert str(e.value) == f"could not start the command in {tmp_path}: No such file or directory"
+
+
+async def test_killing_its_own_process_group_lets_nothing_escape(tmp_path: Path) -> None:
+    command = STRAYS["env-cleared"] + WAIT_FOR_PID + "; kill -KILL 0"
+    result = await _run(command, tmp_path)
+    pids = await _pids_written(tmp_path / "pids.txt", 1)
+    try:
+        assert result.exit_code == -signal.SIGKILL
+        assert [await _gone(pid) for pid in pids] == [True] * len(pids)
+    finally:
+        for pid in pids:
+            _kill(pid)

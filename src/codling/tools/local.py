@@ -20,7 +20,7 @@ from codling.tools.processes import (
     new_command_id,
     stop_command,
 )
-from codling.tools.reaper import reaper_argv
+from codling.tools.reaper import KILL_SECONDS, can_reap, reaper_argv
 
 _KILL_GRACE_SECONDS = 2.0
 """How long a process group gets between SIGTERM and SIGKILL."""
@@ -118,8 +118,11 @@ class LocalTerminal:
         *,
         allow: Collection[str] = (),
         env: Mapping[str, str] | None = None,
+        reaper: bool | None = None,
     ) -> None:
         self.shell = shell
+        self.reaper = can_reap() if reaper is None else reaper
+        """Whether commands run under a subreaper (``tools/reaper.py``); by default where there are any."""
         self.kill_grace = kill_grace
         self.allow = tuple(allow)
         """Secret variables commands may still see (``command_env_allow`` in config.toml)."""
@@ -145,48 +148,63 @@ class LocalTerminal:
         subprocess has no terminal to announce: ``on_terminal`` is never called)."""
         loop = asyncio.get_running_loop()
         command_id = new_command_id()
+        env = self.environment(command_id)
+        argv = [self.shell, "-c", command]
         read_fd, write_fd = os.pipe()
+        control_r = control_w = status_r = status_w = -1
+        if self.reaper:
+            control_r, control_w = os.pipe()
+            status_r, status_w = os.pipe()
+            argv = reaper_argv(status_w, self.kill_grace, env.get("LC_CTYPE"), argv)
         try:
-            argv = [self.shell, "-c", command]
             proc = await asyncio.create_subprocess_exec(
-                *(reaper_argv(self.kill_grace, argv) or argv),
+                *argv,
                 cwd=cwd,
-                env=self.environment(command_id),
-                stdin=asyncio.subprocess.DEVNULL,
+                env=env,
+                stdin=control_r if self.reaper else asyncio.subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=write_fd,
                 start_new_session=True,
+                pass_fds=(status_w,) if self.reaper else (),
             )
         except OSError as e:
-            os.close(read_fd)
+            for fd in (read_fd, control_w, status_r):
+                if fd >= 0:
+                    os.close(fd)
             raise CommandError(f"could not start the command in {cwd}: {e.strerror or e}") from e
         finally:
-            # The child has its own copy; ours must go or the pipe never reports EOF.
-            os.close(write_fd)
+            # The child has its own copies; ours must go or the pipes never report EOF.
+            for fd in (write_fd, control_r, status_w):
+                if fd >= 0:
+                    os.close(fd)
+        shell = _Shell(proc, control_w, status_r)
 
         pipe = os.fdopen(read_fd, "rb", buffering=0)
         capture = _Capture(output_limit)
         transport: asyncio.BaseTransport | None = None
         drain: asyncio.Task[None] | None = None
         timed_out = False
+        exit_code: int | None = None
         try:
+            await shell.started(cwd)
             # Our own pipe (not asyncio's) so we can stop reading while background children still hold it.
             reader = asyncio.StreamReader(limit=_CHUNK)
             transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
             drain = asyncio.create_task(_drain(reader, capture))
             try:
-                await asyncio.wait_for(proc.wait(), timeout)
+                exit_code = await asyncio.wait_for(shell.wait(), timeout)
             except TimeoutError:
                 timed_out = True
             else:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(drain), _PIPE_LINGER_SECONDS)
             # Whatever the command left running in the background goes with it, as documented for run_command.
-            await self._stop(proc, drain, command_id)
+            await self._stop(shell, drain, command_id)
         except BaseException:  # cancellation above all: nothing of the command may outlive the call
-            await self._stop(proc, drain, command_id)
+            await self._stop(shell, drain, command_id)
             raise
         finally:
+            shell.close()
             if drain is not None:
                 drain.cancel()
                 await asyncio.wait([drain])  # unlike awaiting it, never swallows our own cancellation
@@ -197,27 +215,79 @@ class LocalTerminal:
         output, truncated = capture.result()
         if timed_out and not can_find_strays():
             output = f"{output}\n{CANNOT_FIND_STRAYS}" if output else CANNOT_FIND_STRAYS
-        return CommandResult(
-            exit_code=None if timed_out else proc.returncode,
-            output=output,
-            truncated=truncated,
-            timed_out=timed_out,
-        )
+        return CommandResult(exit_code=exit_code, output=output, truncated=truncated, timed_out=timed_out)
 
-    async def _stop(self, proc: asyncio.subprocess.Process, drain: asyncio.Task[None] | None, command_id: str) -> None:
-        """SIGTERM everything of the command, wait a little for it to go, then SIGKILL whatever is left."""
-        pgid = proc.pid  # start_new_session makes the shell (or the reaper running it) the group leader
+    async def _stop(self, shell: _Shell, drain: asyncio.Task[None] | None, command_id: str) -> None:
+        """Stop everything of the command: the reaper stops what is below it (SIGTERM, a grace, SIGKILL);
+        then, as a second net, the process group and whatever carries the command's id."""
+        proc = shell.proc
         try:
-            # Settled once the shell was reaped and every holder of the pipe closed it.
+            if shell.release():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(proc.wait()), self.kill_grace + KILL_SECONDS + 1)
+            # Settled once the shell (or its reaper) was reaped and every holder of the pipe closed it.
             await stop_command(
                 command_id,
-                pgid,
+                shell.pgid,
                 self.kill_grace,
                 lambda: proc.returncode is not None and (drain is None or drain.done()),
             )
         finally:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(proc.wait()), self.kill_grace)
+
+
+class _Shell:
+    """The shell of one command: run directly (``proc`` is the shell) or under the reaper (``tools/reaper.py``),
+    which tells the shell's pid and status on the status pipe and stops everything when its control pipe
+    closes."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, control: int, status: int) -> None:
+        self.proc = proc
+        self.pgid: int | None = proc.pid if control < 0 else None
+        """The shell's process group (``start_new_session`` or the reaper's ``setsid`` makes it the leader)."""
+        self._control = control
+        self._pipe = os.fdopen(status, "rb", buffering=0) if status >= 0 else None
+        self._status: asyncio.StreamReader | None = None
+        self._transport: asyncio.BaseTransport | None = None
+
+    async def started(self, cwd: Path) -> None:
+        """Learn the shell's pid from the reaper; raise ``CommandError`` if it could not start the shell."""
+        if self._pipe is None:
+            return
+        self._status = status = asyncio.StreamReader()
+        loop = asyncio.get_running_loop()
+        self._transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(status), self._pipe)
+        line = (await status.readline()).split()
+        if line[:1] == [b"pid"]:
+            self.pgid = int(line[1])
+        elif line[:1] == [b"error"]:
+            raise CommandError(f"could not start the command in {cwd}: {os.strerror(int(line[1]))}")
+
+    async def wait(self) -> int:
+        """The shell's exit code, or minus the signal that killed it."""
+        if self._status is not None:
+            line = (await self._status.readline()).split()
+            if line[:1] == [b"exit"]:
+                return os.waitstatus_to_exitcode(int(line[1]))
+        # The shell itself; or the reaper ended without a word (killed): its own status is all there is.
+        return await self.proc.wait()
+
+    def release(self) -> bool:
+        """Tell the reaper the command is over (it stops everything below it and exits); whether there is one."""
+        if self._control < 0:
+            return False
+        os.close(self._control)
+        self._control = -1
+        return True
+
+    def close(self) -> None:
+        """Let go of the pipes (end of file tells the reaper to stop, if not told yet)."""
+        self.release()
+        if self._transport is not None:
+            self._transport.close()  # closes the pipe too
+        elif self._pipe is not None:
+            self._pipe.close()
 
 
 async def _drain(reader: asyncio.StreamReader, capture: _Capture) -> None:

@@ -7,7 +7,7 @@ environment on purpose; on Linux, ``/proc`` tells which processes of this user c
 group, or descend from one that does. Where there is no ``/proc`` (macOS) only the group can be stopped, and
 :data:`CANNOT_FIND_STRAYS` says so. On Linux a local command also runs under its own subreaper
 (``tools/reaper.py``), which keeps even a process that clears its environment and leaves the tree; this scan
-is then the second net.
+is then the second net (for a reaper killed by its own command, and for the editor's terminals).
 """
 
 from __future__ import annotations

@@ -3,112 +3,206 @@
 A process that starts a daemon (``setsid … &``, a double fork) and clears its environment leaves the command's
 process group and loses ``CODLING_COMMAND_ID``; its parent exits and the kernel hands it to init, where
 nothing ties it to the command any more. On Linux ``LocalTerminal`` therefore runs each command under this
-small program (stdlib only, started as ``python -I -S -c REAPER``): it makes itself a *child subreaper*
-(``prctl(PR_SET_CHILD_SUBREAPER)``), so such orphans are handed to it instead of init, starts the shell as
-its child, and when the shell exits, or it is told to stop (SIGTERM, SIGHUP, SIGINT), stops every process
-below it — SIGTERM, a grace, then SIGKILL until none is left — and exits as the shell did (same exit code,
-or killed by the same signal). ``tools/processes.py`` still sweeps the group and the marked processes
-afterwards, as a second net.
+small program, run by path as ``python -I -S reaper.py STATUS_FD GRACE LC_CTYPE SHELL ARG...`` (standard
+library only, no ``site``: about 25 ms), in a session of its own, with stdout and stderr on the command's
+output pipe and stdin on a control pipe from codling. It makes itself a *child subreaper*
+(``prctl(PR_SET_CHILD_SUBREAPER)``), so orphans are handed to it instead of init, and starts ``SHELL ARG...``
+in a new session (as codling did before: ``kill 0`` in a command cannot reach the reaper) with stdin
+``/dev/null``, the output pipe, and SIGPIPE and SIGXFSZ at their defaults (Python ignores them). Then it lets
+go of the output pipe, or its end of file would never come, and writes to ``STATUS_FD``:
+
+* ``pid N`` once the shell runs (its pid is its process group's id), or ``error ERRNO`` if it could not start;
+* ``exit W`` when the shell ends (W: its raw wait status). Background processes keep running meanwhile, so
+  codling can still read what they print for a moment, as it always did.
+
+End of file on stdin (codling closed it, or codling died) means the command is over: every process below the
+reaper, found by a walk of ``/proc`` by parent pid, gets SIGTERM, ``GRACE`` seconds to go, then SIGKILL until
+none is left; then the reaper exits as the shell did (same code, or killed by the same signal). SIGTERM,
+SIGHUP and SIGINT to the reaper do the same. ``LC_CTYPE`` is ``-`` (unset) or ``=VALUE``: the variable as
+codling meant it, because Python's start-up sets it in a C locale (PEP 538), which the command must not see.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
+import signal
 import sys
+import time
 
-REAPER = r"""
-import ctypes, os, signal, sys, time
+REAPER = os.path.abspath(__file__)
+_PR_SET_CHILD_SUBREAPER = 36
+KILL_SECONDS = 5.0
+"""How long SIGKILL sweeps go on after the grace: what is still there then is not ours to kill."""
 
-class Stop(Exception):
-    pass
 
-def stop(signum, frame):
-    raise Stop()
+def reaper_argv(status_fd: int, grace: float, lc_ctype: str | None, argv: list[str]) -> list[str]:
+    """The argv that runs ``argv`` under the reaper, reporting on ``status_fd``."""
+    mark = "-" if lc_ctype is None else f"={lc_ctype}"
+    return [sys.executable, "-I", "-S", REAPER, str(status_fd), repr(grace), mark, *argv]
 
-grace, argv = float(sys.argv[1]), sys.argv[2:]
-for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-    signal.signal(sig, stop)
-if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
-    sys.exit(125)
-shell = os.fork()
-if shell == 0:
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, signal.SIG_DFL)
+
+def can_reap() -> bool:
+    """Whether commands can run under a subreaper here (Linux, with an interpreter to run this file)."""
+    return sys.platform.startswith("linux") and bool(sys.executable) and os.path.isdir("/proc/self")
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants re-parent to this process; whether the system allowed it."""
     try:
-        os.execv(argv[0], argv)
-    finally:
-        os._exit(127)
-null = os.open(os.devnull, os.O_RDWR)
-for fd in (0, 1, 2):  # only the command's processes may hold its output pipe
-    os.dup2(null, fd)
-me = os.getpid()
+        import ctypes
 
-def below():
-    parents = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open("/proc/" + name + "/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields[0] not in ("Z", "X"):
-                parents[int(name)] = int(fields[1])
-    found, grew = {me}, True
-    while grew:
-        new = {pid for pid, parent in parents.items() if parent in found and pid not in found}
-        found |= new
-        grew = bool(new)
-    found.discard(me)
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):  # no prctl here
+        return False
+
+
+def descendants(root: int) -> set[int]:
+    """Every live process below ``root``, by a walk of /proc's parent pids (empty without /proc)."""
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return set()
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                # The command name (in parentheses) may hold spaces and parentheses: split after the last one.
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        if fields[0] not in (b"Z", b"X"):  # a zombie has no children left and cannot be signalled
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
     return found
 
-def reap():
-    global status
-    while True:
-        try:
-            pid, code = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        if pid == shell:
-            status = code
 
-status = None
-try:
-    _, status = os.waitpid(shell, 0)
-except Stop:
-    pass
-try:
-    for sig, wait in [(signal.SIGTERM, grace)] + [(signal.SIGKILL, 1.0)] * 5:
-        left = below()
-        if not left:
-            break
-        for pid in left:
+class Reaper:
+    """The shell, its status, and a wake-up pipe that SIGCHLD and the stop signals write to."""
+
+    def __init__(self, status_fd: int) -> None:
+        self.status_fd = status_fd
+        self.shell: int | None = None
+        self.status: int | None = None
+        self.stopping = False
+        self._wake, wake_w = os.pipe()
+        for fd in (self._wake, wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, self._stop)
+
+    def _stop(self, *_: object) -> None:
+        self.stopping = True
+
+    def tell(self, line: str) -> None:
+        """Write one line of status for codling (which may be gone: then nobody listens, the work goes on)."""
+        with contextlib.suppress(OSError):
+            os.write(self.status_fd, f"{line}\n".encode())
+
+    def reap(self) -> bool:
+        """Collect every child that ended, noting the shell's status; whether any child is left."""
+        while True:
             try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and below():
-            reap()
-            time.sleep(0.02)
-        reap()
-except Stop:
-    pass
-if status is None:
-    os._exit(128 + signal.SIGTERM)
-if os.WIFSIGNALED(status):
-    if os.WTERMSIG(status) != signal.SIGKILL:
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-    os.kill(me, os.WTERMSIG(status))
-os._exit(os.waitstatus_to_exitcode(status))
-"""
-"""The reaper's program; its arguments are the grace in seconds, then the command's argv."""
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == 0:
+                return True
+            if pid == self.shell:
+                self.status = status
+                self.tell(f"exit {status}")
+
+    def wait(self, seconds: float, control: int | None = None) -> None:
+        """Wait up to ``seconds`` for a signal or, with ``control``, for end of file on it (then stop)."""
+        fds = [self._wake] if control is None else [self._wake, control]
+        ready, _, _ = select.select(fds, [], [], seconds)
+        if self._wake in ready:
+            while True:
+                try:
+                    if not os.read(self._wake, 512):
+                        break
+                except BlockingIOError:
+                    break
+        if control is not None and control in ready and not os.read(control, 512):
+            self.stopping = True
+
+    def stop_all(self, grace: float) -> None:
+        """SIGTERM everything below, ``grace`` seconds to go, then SIGKILL sweeps until none is left."""
+        me = os.getpid()
+        term_until = time.monotonic() + grace
+        kill_until = term_until + KILL_SECONDS
+        termed: set[int] = set()
+        while self.reap():
+            now = time.monotonic()
+            below = descendants(me)
+            if now < term_until:
+                sig, targets = signal.SIGTERM, below - termed  # those forked meanwhile get theirs too
+                termed |= below
+            elif now < kill_until:
+                sig, targets = signal.SIGKILL, below
+            else:
+                return  # another user's (a setuid program): we cannot, it goes to init
+            if targets and self.shell is not None:
+                # The shell's group at once, as before: a shell whose child dies first would say "Terminated".
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.shell, sig)
+            for pid in targets:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+            self.wait(0.05 if sig == signal.SIGTERM else 0.01)
 
 
-def reaper_argv(grace: float, argv: list[str]) -> list[str] | None:
-    """The argv that runs ``argv`` under the reaper, or None where there are no subreapers (not Linux)."""
-    if not sys.platform.startswith("linux") or not os.path.isdir("/proc/self"):
-        return None
-    return [sys.executable, "-I", "-S", "-c", REAPER, repr(grace), *argv]
+def main(argv: list[str]) -> int:
+    """Run the command of ``argv`` (see the module docstring); the shell's exit code."""
+    status_fd, grace, lc_ctype, shell = int(argv[1]), float(argv[2]), argv[3], argv[4:]
+    os.set_inheritable(status_fd, False)  # the command must not hold it
+    if lc_ctype == "-":
+        os.environ.pop("LC_CTYPE", None)
+    else:
+        os.environ["LC_CTYPE"] = lc_ctype[1:]
+    become_subreaper()  # if refused, orphans escape us; codling's scan by CODLING_COMMAND_ID still runs
+    reaper = Reaper(status_fd)
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        reaper.shell = os.posix_spawn(
+            shell[0],
+            shell,
+            os.environ,
+            file_actions=[(os.POSIX_SPAWN_DUP2, null, 0)],
+            setsid=True,
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),  # as subprocess's restore_signals does
+        )
+    except OSError as e:
+        reaper.tell(f"error {e.errno or 0}")
+        return 127
+    reaper.tell(f"pid {reaper.shell}")
+    os.dup2(null, 1)  # only the command's processes may hold the output pipe
+    os.dup2(null, 2)
+    while not reaper.stopping:
+        reaper.reap()
+        reaper.wait(1.0, control=0)
+    reaper.stop_all(grace)
+    if reaper.status is None:
+        return 128 + signal.SIGTERM
+    code = os.waitstatus_to_exitcode(reaper.status)
+    if code < 0:  # end the way the shell did
+        if -code != signal.SIGKILL:
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
