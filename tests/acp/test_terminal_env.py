@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from pathlib import Path
 
 from acp import PROTOCOL_VERSION, helpers
@@ -15,6 +13,7 @@ from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
 from tests.fakes.editor import FakeEditor
+from tests.fakes.processes import alive, gone
 from tests.fakes.scenarios import Call, Say, Script
 
 MODEL_ID = "openai-chat:scripted"
@@ -84,19 +83,8 @@ async def test_what_a_command_started_in_a_new_session_goes_with_it(home: Path, 
     output, _ = await run_in_editor(home, project, command)
     assert output.startswith("exit code 0")
     pid = int((project / "stray.pid").read_text())
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _alive(pid):
-        await asyncio.sleep(0.05)
     try:
-        assert not _alive(pid)
+        assert await gone(pid)
     finally:
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, 9)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")

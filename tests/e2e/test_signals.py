@@ -18,6 +18,7 @@ from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
+from tests.fakes.processes import alive
 
 # The shell writes its pid (its process group's id) once its background child runs, then waits.
 COMMAND = "sleep 300 & echo $! > child.pid; echo $$ > cmd.pid; wait"
@@ -46,12 +47,12 @@ def agent_env(home: Path, server: OpenAIServer) -> dict[str, str]:
     }
 
 
-async def until(check: object, what: str, alive: asyncio.subprocess.Process | None = None) -> None:
-    """Wait until ``check()`` holds, while ``alive`` (the agent) still runs, within the deadline."""
+async def until(check: object, what: str, agent: asyncio.subprocess.Process | None = None) -> None:
+    """Wait until ``check()`` holds, while ``agent`` still runs, within the deadline."""
     deadline = time.monotonic() + DEADLINE
     while not check():  # type: ignore[operator]
-        if alive is not None and alive.returncode is not None:
-            raise AssertionError(f"the agent exited ({alive.returncode}) before {what}")
+        if agent is not None and agent.returncode is not None:
+            raise AssertionError(f"the agent exited ({agent.returncode}) before {what}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)
@@ -63,7 +64,7 @@ def _group_gone(pgid: int) -> bool:
     except ProcessLookupError:
         return True
     # Members may be zombies until reaped: alive means some member is not.
-    return all(_dead(pid) for pid in _pids_in_group(pgid))
+    return all(not alive(pid) for pid in _pids_in_group(pgid))
 
 
 def _pids_in_group(pgid: int) -> list[int]:
@@ -77,13 +78,6 @@ def _pids_in_group(pgid: int) -> list[int]:
             if int(fields[2]) == pgid:
                 pids.append(int(entry.name))
     return pids
-
-
-def _dead(pid: int) -> bool:
-    try:
-        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) in ("Z", "X")
-    except OSError:
-        return True
 
 
 def _pid(path: Path) -> int | None:
@@ -104,7 +98,7 @@ async def check_shutdown(process: asyncio.subprocess.Process, project: Path, hom
     try:
         process.send_signal(sig)
         assert await asyncio.wait_for(process.wait(), DEADLINE) == 128 + sig
-        await until(lambda: _group_gone(pgid) and _dead(child), "the command's process group to go")
+        await until(lambda: _group_gone(pgid) and not alive(child), "the command's process group to go")
     finally:
         with contextlib.suppress(ProcessLookupError):  # a failed test leaves nothing behind
             os.killpg(pgid, signal.SIGKILL)

@@ -12,6 +12,7 @@ import pytest
 from codling.errors import CommandError, PathError
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import CommandResult
+from tests.fakes.processes import gone
 
 # --- LocalFileSystem ---------------------------------------------------------------------------------------
 
@@ -54,24 +55,6 @@ async def test_write_onto_a_directory_fails(tmp_path: Path) -> None:
 
 
 # --- LocalTerminal -----------------------------------------------------------------------------------------
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs; a zombie (killed, not yet reaped by init) counts as dead."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-async def _gone(pid: int, within: float = 5.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        await asyncio.sleep(0.05)
-    return False
 
 
 async def _run(command: str, cwd: Path, timeout: float = 10.0, limit: int = 10_000, **kw: float) -> CommandResult:
@@ -121,7 +104,7 @@ async def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
     result = await _run("sleep 60 & echo $! > child.pid; echo started; wait", tmp_path, timeout=0.5)
     assert result == CommandResult(exit_code=None, output="started\n", timed_out=True)
     assert time.monotonic() - start < 10
-    assert await _gone(int((tmp_path / "child.pid").read_text()))
+    assert await gone(int((tmp_path / "child.pid").read_text()))
 
 
 async def test_timeout_kills_children_that_ignore_sigterm(tmp_path: Path) -> None:
@@ -130,7 +113,7 @@ async def test_timeout_kills_children_that_ignore_sigterm(tmp_path: Path) -> Non
     result = await _run(command, tmp_path, timeout=0.5, kill_grace=0.3)
     assert result.timed_out and result.exit_code is None
     assert time.monotonic() - start < 10
-    assert await _gone(int((tmp_path / "child.pid").read_text()))
+    assert await gone(int((tmp_path / "child.pid").read_text()))
 
 
 async def test_cancellation_kills_the_process_group(tmp_path: Path) -> None:
@@ -146,7 +129,7 @@ async def test_cancellation_kills_the_process_group(tmp_path: Path) -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 10)
-    assert await _gone(int(pid_file.read_text()))
+    assert await gone(int(pid_file.read_text()))
 
 
 async def test_background_child_holding_the_pipe_does_not_block_and_goes_with_the_command(tmp_path: Path) -> None:
@@ -156,7 +139,7 @@ async def test_background_child_holding_the_pipe_does_not_block_and_goes_with_th
     try:
         assert result == CommandResult(exit_code=0, output="started\n")
         assert time.monotonic() - start < 10
-        assert await _gone(pid)
+        assert await gone(pid)
     finally:
         _kill(pid)
 
@@ -206,7 +189,7 @@ async def test_what_a_command_started_in_a_new_session_goes_when_it_exits(tmp_pa
     pids = await _pids_written(tmp_path / "pids.txt", 1)
     try:
         assert result.exit_code == 0
-        assert [await _gone(pid) for pid in pids] == [True] * len(pids)
+        assert [await gone(pid) for pid in pids] == [True] * len(pids)
     finally:
         for pid in pids:
             _kill(pid)
@@ -218,7 +201,7 @@ async def test_what_a_command_started_in_a_new_session_goes_on_timeout(tmp_path:
     pids = await _pids_written(tmp_path / "pids.txt", 1)
     try:
         assert result.timed_out
-        assert [await _gone(pid) for pid in pids] == [True] * len(pids)
+        assert [await gone(pid) for pid in pids] == [True] * len(pids)
     finally:
         for pid in pids:
             _kill(pid)
@@ -235,7 +218,7 @@ async def test_what_a_command_started_in_a_new_session_goes_on_cancel(tmp_path: 
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 10)
-        assert [await _gone(pid) for pid in pids] == [True] * len(pids)
+        assert [await gone(pid) for pid in pids] == [True] * len(pids)
     finally:
         for pid in pids:
             _kill(pid)
@@ -316,7 +299,7 @@ async def test_killing_its_own_process_group_lets_nothing_escape(tmp_path: Path)
     pids = await _pids_written(tmp_path / "pids.txt", 1)
     try:
         assert result.exit_code == -signal.SIGKILL
-        assert [await _gone(pid) for pid in pids] == [True] * len(pids)
+        assert [await gone(pid) for pid in pids] == [True] * len(pids)
     finally:
         for pid in pids:
             _kill(pid)
