@@ -1223,7 +1223,7 @@ def timed(work: Callable[[], T], runs: int) -> tuple[list[float], T]:
 async def bench_compaction(config: Config) -> list[Row]:
     """The non-model work of a compaction on a 200k-token history: the summarizer's input, the fallback
     summary and the rebuilt history."""
-    from codling.brain import compaction
+    from codling.brain.context import compaction
     from codling.llm.tokens import count_tokens, warm_up
 
     runs = config.compaction_runs

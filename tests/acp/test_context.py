@@ -10,7 +10,7 @@ from acp import PROTOCOL_VERSION, helpers
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from codling.acp.server import CodlingAgent
-from codling.brain import compaction
+from codling.brain.context import compaction
 from codling.brain.state import SUMMARY_PREFIX
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected

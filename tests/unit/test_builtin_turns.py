@@ -9,7 +9,6 @@ import pytest
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from codling.brain import compaction
 from codling.brain.builtin_turns import (
     clean_title,
     fallback_title,
@@ -18,6 +17,7 @@ from codling.brain.builtin_turns import (
     summarize_turn,
     title_turn,
 )
+from codling.brain.context import compaction
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,

@@ -9,7 +9,7 @@ import pytest
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
 
-from codling.brain import compaction
+from codling.brain.context import compaction
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from codling.brain.context.ledger import TurnExecutionSummary, TurnStep
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
@@ -30,7 +31,6 @@ from codling.brain.events import (
 )
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import ImageBlock, ResourceBlock, TextBlock, prompt_summary
-from codling.brain.summaries import TurnExecutionSummary, TurnStep
 from codling.errors import InvalidSessionIdError, SessionError, UnknownSessionError
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from codling.store.ids import new_session_id

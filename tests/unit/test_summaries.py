@@ -10,6 +10,8 @@ from pydantic_ai import RunContext
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
+from codling.brain.context.ledger import TurnExecutionSummary, TurnStep, build_turn_summary, render_turn_summary
+from codling.brain.context.summaries import summarize_tool_call, update_recent_files
 from codling.brain.events import (
     Event,
     TextDelta,
@@ -19,14 +21,6 @@ from codling.brain.events import (
     TurnFailed,
     TurnStarted,
     UsageUpdated,
-)
-from codling.brain.summaries import (
-    TurnExecutionSummary,
-    TurnStep,
-    build_turn_summary,
-    render_turn_summary,
-    summarize_tool_call,
-    update_recent_files,
 )
 from codling.tools.approval import Permissions
 from codling.tools.files import edit_file, read_file, write_file

@@ -19,7 +19,7 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from codling.brain import compaction
+from codling.brain.context import compaction
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,

@@ -20,7 +20,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from codling.brain import compaction
+from codling.brain.context import compaction
 from codling.brain.interactions import DEFAULT, PRESERVE_SYSTEM_CONTEXT, Interaction
 from codling.brain.special_turns import SpecialTurnConfig
 from codling.llm.tokens import truncate_to_tokens

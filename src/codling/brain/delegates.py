@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codling.brain.builtin_turns import prompt_text
+from codling.brain.context.layout import turn_context
+from codling.brain.context.summaries import changed_files
 from codling.brain.events import (
     PlanUpdated,
     TextDelta,
@@ -25,9 +27,7 @@ from codling.brain.events import (
     TurnEnded,
     TurnFailed,
 )
-from codling.brain.prompt import turn_context
 from codling.brain.state import SessionState
-from codling.brain.summaries import changed_files
 from codling.tools.ports import (
     DELEGATE_TOOL,
     Approver,

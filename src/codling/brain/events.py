@@ -24,7 +24,7 @@ from codling.tools.ports import FileDiff, Location, ToolKind
 
 if TYPE_CHECKING:
     # summaries.py builds these from events, so the import only exists for type checkers.
-    from codling.brain.summaries import TurnExecutionSummary
+    from codling.brain.context.ledger import TurnExecutionSummary
 
 CompactionReason = Literal["threshold", "overflow", "command"]
 """Why the history was compacted: the context passed the threshold, the provider said it overflowed, or the

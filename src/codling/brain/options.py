@@ -1,22 +1,11 @@
-"""The bounds of a session's turn loop, and the token estimates it budgets requests with."""
+"""The bounds of a session's turn loop."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from codling.brain import compaction
-from codling.brain.prompt import ImageBlock
+from codling.brain.context import compaction
 from codling.brain.retries import RetryPolicy
-from codling.llm.catalog import ModelInfo
-
-TOOL_SCHEMA_TOKENS = 1_500
-"""An estimate of what the tool definitions add to every request."""
-
-IMAGE_TOKENS = 1_600
-"""An estimate of what one attached image costs a request (providers scale and tile images differently)."""
-
-OUTPUT_MARGIN_TOKENS = 1_000
-MIN_OUTPUT_TOKENS = 1_024
 
 TOOLS_SPENT_NOTE = (
     "You have used every tool pass this turn allows, so no tools are available now. Answer the user with what "
@@ -57,8 +46,3 @@ class SessionOptions:
     the answer) before the turn fails; ``stream_idle_timeout`` in config.toml."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     """How a model request the provider refused for a passing reason (429, 5xx, no connection) is retried."""
-
-
-def image_tokens(images: tuple[ImageBlock, ...], model: ModelInfo) -> int:
-    """What a prompt's images are estimated to cost a request (nothing when the model cannot see them)."""
-    return IMAGE_TOKENS * len(images) if model.images else 0

@@ -18,14 +18,10 @@ from dataclasses import dataclass
 from datetime import date
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from codling.tools.git import git_command, git_env
 from codling.tools.workspace import read_plain_file
-
-if TYPE_CHECKING:
-    # summaries.py imports events.py, which imports this module: the runtime import is inside turn_context.
-    from codling.brain.summaries import TurnExecutionSummary
 
 INSTRUCTIONS_FILE = "AGENTS.md"
 INSTRUCTIONS_MAX_BYTES = 20_000
@@ -211,20 +207,3 @@ def system_prompt(cwd: Path, additional_dirs: tuple[Path, ...] = ()) -> str:
         lines.append(f"- Git branch: {branch}")
     parts.append("# Environment\n" + "\n".join(lines))
     return "\n\n".join(parts) + "\n"
-
-
-def turn_context(recent_files: Sequence[Path], summaries: Sequence[TurnExecutionSummary], cwd: Path) -> str:
-    """The part of the prompt that changes each turn: the recently edited files (most recent last) and the
-    last two turn summaries (oldest first). Empty when there is nothing to say."""
-    from codling.brain.summaries import display_path, render_turn_summary
-
-    parts: list[str] = []
-    if recent_files:
-        shown = ", ".join(display_path(p, cwd) for p in recent_files)
-        parts.append(f"Recently edited files (most recent last): {shown}")
-    kept = list(summaries[-2:])
-    if len(kept) == 2:
-        parts.append("# Prior turn summary\n" + render_turn_summary(kept[0], cwd))
-    if kept:
-        parts.append("# Last turn summary\n" + render_turn_summary(kept[-1], cwd))
-    return "\n\n".join(parts)

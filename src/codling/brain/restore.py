@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from codling.brain import compaction
+from codling.brain.context import compaction
+from codling.brain.context.summaries import update_recent_files
 from codling.brain.delegates import remember as remember_delegate
 from codling.brain.events import (
     ContextCompacted,
@@ -17,7 +18,6 @@ from codling.brain.events import (
 from codling.brain.prompt import render_prompt
 from codling.brain.special_turns import persisted_entries
 from codling.brain.state import HistoryEntry, SessionState
-from codling.brain.summaries import update_recent_files
 from codling.brain.turns import Ending, TurnLog, is_command_turn
 
 

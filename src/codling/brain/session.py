@@ -23,9 +23,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from codling.brain import compactor
 from codling.brain.builtin_turns import clean_title, title_turn
 from codling.brain.coalesce import TextCoalescer
+from codling.brain.context import compactor
+from codling.brain.context.budget import MIN_OUTPUT_TOKENS, OUTPUT_MARGIN_TOKENS, TOOL_SCHEMA_TOKENS, image_tokens
+from codling.brain.context.layout import turn_context
+from codling.brain.context.ledger import build_turn_summary
+from codling.brain.context.overflow import is_context_overflow
+from codling.brain.context.summaries import summarize_tool_call, update_recent_files
 from codling.brain.delegates import SessionDelegator
 from codling.brain.delegates import remember as remember_delegate
 from codling.brain.delivery import Barrier, DeliveredFirst, TurnProgress
@@ -42,14 +47,7 @@ from codling.brain.events import (
     Usage,
     UsageUpdated,
 )
-from codling.brain.options import (
-    MIN_OUTPUT_TOKENS,
-    OUTPUT_MARGIN_TOKENS,
-    TOOL_SCHEMA_TOKENS,
-    TOOLS_SPENT_NOTE,
-    SessionOptions,
-    image_tokens,
-)
+from codling.brain.options import TOOLS_SPENT_NOTE, SessionOptions
 from codling.brain.prompt import (
     ImageBlock,
     PromptBlock,
@@ -57,7 +55,6 @@ from codling.brain.prompt import (
     prompt_summary,
     render_prompt,
     system_prompt,
-    turn_context,
     user_content,
 )
 from codling.brain.restore import record_turn, restore
@@ -68,13 +65,11 @@ from codling.brain.special_turns import (
     SpecialTurns,
 )
 from codling.brain.state import SessionState
-from codling.brain.summaries import build_turn_summary, summarize_tool_call, update_recent_files
 from codling.brain.turns import (
     Ending,
     TurnLog,
     command_of,
     describe_failure,
-    is_context_overflow,
     is_expected_failure,
 )
 from codling.config import PermissionMode

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.drive import drive
 from codling.brain.events import (
     Event,
@@ -42,7 +43,6 @@ from codling.brain.events import (
 )
 from codling.brain.interactions import DEFAULT, KINDS, Interaction, InteractionFilter
 from codling.brain.state import HistoryEntry, Role, SessionState, summary_entry
-from codling.brain.summaries import summarize_tool_call
 from codling.errors import SpecialTurnError
 from codling.tools.ports import ToolProgress
 

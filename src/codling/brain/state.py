@@ -11,7 +11,7 @@ from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from codling.brain.summaries import TurnExecutionSummary
+    from codling.brain.context.ledger import TurnExecutionSummary
 
 SUMMARY_PREFIX = "[Summary of the conversation so far: earlier turns were compacted]\n\n"
 """Starts every compaction summary in the history, so later compactions can find and exclude it."""

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.events import (
     Event,
     StopReason,
@@ -16,7 +17,6 @@ from codling.brain.events import (
     TurnStarted,
 )
 from codling.brain.prompt import PromptBlock, TextBlock
-from codling.brain.summaries import summarize_tool_call
 from codling.tools.base import PlanStep, ToolReport
 
 COMMAND_PREFIX = "/"
@@ -143,29 +143,6 @@ def stop_reason(finish_reason: str | None) -> StopReason:
     if finish_reason == "content_filter":
         return "refusal"
     return "end_turn"
-
-
-_OVERFLOW_MARKERS = (
-    "context length",
-    "context_length",
-    "context window",
-    "maximum context",
-    "too many tokens",
-    "prompt is too long",
-    "input is too long",
-)
-
-
-def is_context_overflow(e: Exception) -> bool:
-    """Whether the provider rejected a request because the context was too long."""
-    from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
-
-    if isinstance(e, ModelContextWindowExceededError):
-        return True
-    if isinstance(e, ModelHTTPError) and e.status_code in (400, 413, 422):
-        text = str(e.body).lower() + " " + str(e.message).lower()
-        return any(marker in text for marker in _OVERFLOW_MARKERS)
-    return False
 
 
 def is_expected_failure(e: Exception) -> bool:

@@ -23,7 +23,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from codling.brain import compaction
+from codling.brain.context import compaction
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,

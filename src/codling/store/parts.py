@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from codling.brain.context.ledger import TurnExecutionSummary, TurnStep
 from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock
-from codling.brain.summaries import TurnExecutionSummary, TurnStep
 from codling.store.ids import is_session_id
 from codling.tools.ports import Location, PlanPriority, PlanStatus
 

@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from codling.brain import compaction
 from codling.brain.builtin_turns import summarize_turn
+from codling.brain.context import compaction
 from codling.brain.events import (
     CompactionReason,
     CompactionStarted,

@@ -1,0 +1,7 @@
+"""The context engine: what each model request holds, and how it stays within the model's window.
+
+Budgets (``budget.py``), the turn ledger (``ledger.py``), plain-text tool summaries and recent files
+(``summaries.py``), request layout (``layout.py``), compaction and its fallback (``compaction.py``,
+``compactor.py``) and overflow recognition (``overflow.py``). The turn loop (``brain/session.py``) calls it;
+nothing here imports the turn loop.
+"""
