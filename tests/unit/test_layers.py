@@ -81,3 +81,85 @@ def test_module_respects_layers_and_confinement(path: Path) -> None:
 def test_the_rule_sees_lazy_imports() -> None:
     # brain/drive.py imports pydantic-ai inside functions; the walk must find those imports.
     assert "pydantic_ai.exceptions" in _imports(SRC / "brain" / "drive.py")
+
+
+# --- import circles --------------------------------------------------------------------------------------
+
+KNOWN_CIRCLES: list[set[str]] = [
+    # build_toolset imports the tool modules, which import ToolDeps from toolset.py (to go with one tool table).
+    {"tools.delegate", "tools.files", "tools.patch", "tools.plan", "tools.search", "tools.shell", "tools.toolset"},
+    # events.py names the ledger's type (TurnEnded.summary); the ledger is built from events.
+    {"brain.context.ledger", "brain.context.summaries", "brain.events"},
+]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """codling's modules (without the ``codling.`` prefix) and the codling modules each imports, type-only and
+    lazy imports included; importing a package's submodule is not counted as importing the package."""
+    names = {_module_name(p): p for p in MODULES}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        targets: set[str] = set()
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for full in imported:
+                target = full.removeprefix("codling.")
+                if full.startswith("codling.") and target in names and target != name:
+                    targets.add(target)
+        # "from codling.brain.context import compaction" names the package too: that edge is the submodule's.
+        graph[name] = {t for t in targets if not any(u.startswith(t + ".") for u in targets)}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_new_import_circles() -> None:
+    # The turn loop, special turns, compaction and delegates used to import each other; they now type against
+    # brain/host.py's SessionHost instead.
+    circles = _circles(_module_graph())
+    assert [c for c in circles if c not in KNOWN_CIRCLES] == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]

@@ -20,7 +20,7 @@ from codling.brain.interactions import (
     InteractionFilter,
 )
 from codling.brain.session import ConversationSession
-from codling.brain.special_turns import SpecialTurnConfig
+from codling.brain.special_config import SpecialTurnConfig
 from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.errors import SpecialTurnError

@@ -22,7 +22,7 @@ from typing import Any
 
 from codling.brain.context import compaction
 from codling.brain.interactions import DEFAULT, PRESERVE_SYSTEM_CONTEXT, Interaction
-from codling.brain.special_turns import SpecialTurnConfig
+from codling.brain.special_config import SpecialTurnConfig
 from codling.llm.tokens import truncate_to_tokens
 
 SUMMARY_TIMEOUT = 180.0

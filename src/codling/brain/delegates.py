@@ -41,7 +41,7 @@ from codling.tools.ports import (
 from codling.tools.toolset import describe_call
 
 if TYPE_CHECKING:
-    from codling.brain.session import ConversationSession
+    from codling.brain.host import SessionHost
 
 ROLE_TOOLS: dict[DelegateRole, frozenset[str]] = {
     "planner": frozenset({"read_file", "list_files", "search", "update_plan"}),
@@ -61,15 +61,13 @@ CARRYOVER_CHARS = 1_500
 class SessionDelegator:
     """Runs the delegates of one session (its ``ToolDeps.delegator``)."""
 
-    def __init__(self, parent: ConversationSession) -> None:
+    def __init__(self, parent: SessionHost) -> None:
         self._parent = parent
 
     async def delegate(
         self, call_id: str, role: DelegateRole, task: str, context: str, carryover: bool
     ) -> DelegateOutcome:
         """Run the ``role`` delegate on ``task`` and return its answer; its steps show under ``call_id``."""
-        from codling.brain.session import ConversationSession
-
         parent = self._parent
         state = parent.state
         child_state = SessionState(
@@ -95,7 +93,7 @@ class SessionDelegator:
             tool_names=ROLE_TOOLS[role],
             role_instructions=prompt_text(role),
         )
-        child = ConversationSession(child_state, deps, model_factory=parent.model_factory, options=options)
+        child = parent.spawn(child_state, deps, options)
         progress = parent.deps.progress
         steps: list[str] = []
         reply: list[str] = []

@@ -47,6 +47,7 @@ from codling.brain.events import (
     Usage,
     UsageUpdated,
 )
+from codling.brain.host import ModelFactory
 from codling.brain.options import TOOLS_SPENT_NOTE, SessionOptions
 from codling.brain.prompt import (
     ImageBlock,
@@ -58,12 +59,8 @@ from codling.brain.prompt import (
     user_content,
 )
 from codling.brain.restore import record_turn, restore
-from codling.brain.special_turns import (
-    Announce,
-    SpecialTurnConfig,
-    SpecialTurnResult,
-    SpecialTurns,
-)
+from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
+from codling.brain.special_turns import SpecialTurns
 from codling.brain.state import SessionState
 from codling.brain.turns import (
     Ending,
@@ -88,7 +85,6 @@ log = logging.getLogger(__name__)
 Observer = Callable[[Event], Awaitable[None]]
 """Receives every event of every turn, in order."""
 
-ModelFactory = Callable[[str], "Model"]
 
 TOOL_RETRIES = 3
 """How often the model may retry a tool call whose arguments did not validate, per tool and turn."""
@@ -275,6 +271,10 @@ class ConversationSession:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
+
+    def spawn(self, state: SessionState, deps: ToolDeps, options: SessionOptions) -> ConversationSession:
+        """A new session with this one's model factory (a delegate runs in one)."""
+        return ConversationSession(state, deps, model_factory=self._model_factory, options=options)
 
     def add_delegated_usage(self, usage: Usage) -> None:
         """Count what a delegate spent in the running turn's usage."""

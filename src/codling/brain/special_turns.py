@@ -24,11 +24,10 @@ The built-ins (summarize, title, greeting) are in ``brain/builtin_turns.py``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.context.summaries import summarize_tool_call
@@ -41,17 +40,16 @@ from codling.brain.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from codling.brain.interactions import DEFAULT, KINDS, Interaction, InteractionFilter
+from codling.brain.interactions import Interaction
+from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
 from codling.brain.state import HistoryEntry, Role, SessionState, summary_entry
 from codling.errors import SpecialTurnError
 from codling.tools.ports import ToolProgress
 
 if TYPE_CHECKING:
-    from codling.brain.session import ConversationSession
+    from codling.brain.host import SessionHost
 
 log = logging.getLogger(__name__)
-
-Persistence = Literal["persist-result", "persist-all", "ephemeral", "replace-above"]
 
 _ROLE_OF_KIND: dict[str, Role] = {
     "user": "user",
@@ -62,90 +60,10 @@ _ROLE_OF_KIND: dict[str, Role] = {
 """Where each kind goes in the model's history (a kind not named here is recorded but not shown to the model)."""
 
 
-@dataclass(frozen=True)
-class SpecialTurnConfig:
-    """What a special turn asks, and what becomes of its answer."""
-
-    prompt: str
-    """The request (the last user message of the special turn)."""
-    turn_type: str = "special"
-    messages: Sequence[Interaction] | None = None
-    """Messages to send instead of a copy of the session's history (None: the history). As the history does,
-    they reach the model as text: ``system`` as a system prompt, ``context`` and ``user`` as user messages,
-    ``assistant`` and ``tool_result`` as replies, ``summary`` behind the summary prefix; ``thought`` and
-    ``tool_call`` (a call's title, which its result repeats) are not sent."""
-    instructions: str | None = None
-    """System instructions instead of the session's (None: the session's)."""
-    model: str | None = None
-    """A model id instead of the session's."""
-    tool_filter: str = "-*"
-    """Which tools the model may call: "-*" none, "*" all, or a comma-separated list of tool names."""
-    run_tools: bool = False
-    force_non_streaming: bool = True
-    timeout: float = 120.0
-    max_tokens: int | None = None
-    """A cap on the answer's length (None: the model's default)."""
-    persistence: Persistence = "ephemeral"
-    persistence_filter: InteractionFilter = DEFAULT
-    keep: Sequence[Interaction] = ()
-    """replace-above: interactions that stay in front of the result (e.g. the recent user messages a
-    compaction keeps); they pass through the persistence filter like the result. The result replaces the
-    history the special turn read: what entered it since (a user turn that ended meanwhile) stays after the
-    result; if the history was replaced meanwhile (another summary), the result no longer applies and is an
-    error result."""
-    accept: Callable[[str], bool] | None = None
-    """A check on the output: a rejected output is an error result (e.g. an empty or refused summary)."""
-    fallback: Callable[[], str] | None = None
-    """An output built without the model, persisted when the turn fails, times out or is rejected."""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    """Carried to the result and, when it persists, into history.jsonl: it must be JSON."""
-
-    def __post_init__(self) -> None:
-        try:
-            if json.loads(json.dumps(self.metadata, allow_nan=False)) != self.metadata:
-                raise ValueError("it would read back differently (tuples, non-string keys)")
-        except (TypeError, ValueError) as e:
-            raise SpecialTurnError(
-                f"a special turn's metadata is recorded in history.jsonl, so it must be JSON: {e}"
-            ) from e
-        unknown = sorted({i.kind for i in self.messages or ()} - set(KINDS))
-        if unknown:
-            raise SpecialTurnError(
-                f"a special turn cannot send interactions of kind {', '.join(unknown)}; known: {', '.join(KINDS)}"
-            )
-
-
-@dataclass(frozen=True)
-class SpecialTurnResult:
-    """How a special turn ended: its output, or the error that stopped it."""
-
-    turn_type: str
-    status: Literal["ok", "error", "timeout"]
-    output: str = ""
-    error: str | None = None
-    persisted: tuple[Interaction, ...] = ()
-    metadata: dict[str, Any] = field(default_factory=dict)
-    fallback: bool = False
-    """The output is the config's fallback; ``error`` says why the model's answer was not used."""
-    interactions: tuple[Interaction, ...] = ()
-    """What the model did, in order: its thoughts, tool calls, tool results and text (persist-all persists
-    these after the prompt, filtered)."""
-
-    @property
-    def ok(self) -> bool:
-        """Whether the special turn produced an output (the model's or its fallback)."""
-        return self.status == "ok"
-
-
-Announce = Callable[[SpecialTurnResult], Awaitable[None]]
-"""Tells the world that a special turn's result was persisted (by default: ``SpecialTurnPersisted`` to every
-observer of the session)."""
-
-
 class SpecialTurns:
     """Runs a session's special turns and applies their persistence one at a time, in start order."""
 
-    def __init__(self, session: ConversationSession) -> None:
+    def __init__(self, session: SessionHost) -> None:
         self._session = session
         self._last: asyncio.Future[None] | None = None
         """Resolved when the most recently started special turn is over (persisted, failed or cancelled)."""

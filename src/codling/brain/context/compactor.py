@@ -24,14 +24,14 @@ from codling.brain.events import (
     ToolCallFinished,
 )
 from codling.brain.interactions import Interaction
-from codling.brain.special_turns import SpecialTurnResult
+from codling.brain.special_config import SpecialTurnResult
 
 if TYPE_CHECKING:
-    from codling.brain.session import ConversationSession
+    from codling.brain.host import SessionHost
 
 
 async def compact(
-    session: ConversationSession,
+    session: SessionHost,
     turn_id: str,
     send: Callable[[Event], None],
     reason: CompactionReason,

@@ -1,0 +1,93 @@
+"""What the parts around the turn loop need of a session, as a protocol they type against.
+
+Special turns (``special_turns.py``), compaction (``context/compactor.py``) and delegates (``delegates.py``)
+work on the session that runs them; ``ConversationSession`` (``session.py``) is that session and imports them.
+Typing them against this protocol instead of the class keeps the import graph free of circles: none of them
+imports ``session.py``, not even for type checking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from codling.brain.events import Event, Usage, UsageUpdated
+from codling.brain.options import SessionOptions
+from codling.brain.prompt import PromptBlock
+from codling.brain.state import SessionState
+from codling.tools.toolset import ToolDeps
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+    from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
+
+ModelFactory = Callable[[str], "Model"]
+"""Builds a pydantic-ai model from a model id (tests inject a scripted one)."""
+
+
+class TurnStream(Protocol):
+    """A session as its delegates' caller sees it: something that runs a prompt as a stream of events."""
+
+    def stream(self, prompt: str | tuple[PromptBlock, ...]) -> AsyncIterator[Event]:
+        """Run one turn, yielding its events."""
+        ...
+
+
+class SessionHost(Protocol):
+    """The session a special turn, a compaction or a delegate works for."""
+
+    state: SessionState
+    deps: ToolDeps
+    options: SessionOptions
+
+    @property
+    def model_factory(self) -> ModelFactory | None:
+        """How the session builds models (None: from the providers)."""
+        ...
+
+    def model_for(self, model_id: str | None) -> Model:
+        """The session's model, or the one ``model_id`` names."""
+        ...
+
+    def instructions(self) -> str:
+        """The session's system prompt."""
+        ...
+
+    def toolset(self, tool_filter: str = "*") -> Any:
+        """The session's tools, limited by ``tool_filter``."""
+        ...
+
+    def inside_turn(self) -> bool:
+        """Whether the calling task is part of the user turn in progress."""
+        ...
+
+    def turn_over(self) -> Awaitable[None]:
+        """Wait until no user turn is in progress."""
+        ...
+
+    def notify(self, event: Event) -> Awaitable[None]:
+        """Hand an event that is not part of a turn to every observer."""
+        ...
+
+    def context_used(self) -> int:
+        """Tokens the next request would start from."""
+        ...
+
+    def usage_event(self, turn_id: str) -> UsageUpdated:
+        """How full the context is now."""
+        ...
+
+    def execute_special_turn(
+        self, config: SpecialTurnConfig, announce: Announce | None = None
+    ) -> Awaitable[SpecialTurnResult]:
+        """Run a special turn and persist its result as configured."""
+        ...
+
+    def add_delegated_usage(self, usage: Usage) -> None:
+        """Count what a delegate spent in the running turn's usage."""
+        ...
+
+    def spawn(self, state: SessionState, deps: ToolDeps, options: SessionOptions) -> TurnStream:
+        """A new session of the same kind, with the same model factory (a delegate)."""
+        ...
