@@ -65,6 +65,16 @@ class Until:
     event: asyncio.Event
 
 
+CONTEXT_CLOSE = "</session-context>"
+
+
+def user_prompt(text: str) -> str:
+    """What the user wrote, from a user message as codling sends it: the text after the turn's context block
+    (``<session-context>…</session-context>``, see brain/context/engine.py), or all of it when there is none."""
+    _, found, after = text.rpartition(CONTEXT_CLOSE)
+    return after.lstrip("\n") if found else text
+
+
 Item = Say | Think | Call | Fail | Wait | Until
 Response = Sequence[Item]
 

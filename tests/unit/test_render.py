@@ -482,6 +482,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "usage": {"input_tokens": 10, "output_tokens": 5, "requests": 2},
             "error": False,
             "summary": None,
+            "context_tokens": 0,
             "kind": "turn_ended",
         },
     ]

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 
 from codling.brain.sanitize import ABORTED, SESSION_OPENED, orphans, sanitize_messages
 
@@ -56,10 +64,8 @@ def test_a_result_without_its_call_is_dropped_and_empty_messages_go() -> None:
         ModelRequest(parts=[result("ghost"), UserPromptPart("again")]),
     ]
     assert orphans(messages) == ["result ghost has no call"]
-    assert shape(sanitize_messages(messages)) == [
-        ("request", [("user-prompt", "hi", "")]),
-        ("request", [("user-prompt", "again", "")]),
-    ]
+    # What is left are two user messages in a row: they go as one, so roles alternate.
+    assert shape(sanitize_messages(messages)) == [("request", [("user-prompt", "hi\n\nagain", "")])]
 
 
 def test_calls_followed_by_another_response_are_closed_in_between() -> None:
@@ -101,3 +107,20 @@ def test_consecutive_text_responses_merge_but_tool_calls_stay_apart() -> None:
     ]
     with_call = [messages[0], ModelResponse(parts=[TextPart("hello")]), ModelResponse(parts=[call("a")])]
     assert [m.kind for m in sanitize_messages(with_call)] == ["request", "response", "response", "request"]
+
+
+def test_user_messages_in_a_row_become_one_so_roles_alternate() -> None:
+    # After a compaction: the kept user messages, the summary, then the next prompt (with an image).
+    image = BinaryContent(b"\x89PNG", media_type="image/png")
+    messages = [
+        ModelRequest(parts=[UserPromptPart("kept 1")]),
+        ModelRequest(parts=[UserPromptPart("kept 2")]),
+        ModelRequest(parts=[UserPromptPart("[Summary] …")]),
+        ModelRequest(parts=[UserPromptPart(["look at this", image])], instructions="be brief"),
+        ModelResponse(parts=[TextPart("ok")]),
+    ]
+    merged = sanitize_messages(messages)
+    assert [type(m).__name__ for m in merged] == ["ModelRequest", "ModelResponse"]
+    first = merged[0]
+    assert isinstance(first, ModelRequest) and first.instructions == "be brief"
+    assert [p.content for p in first.parts] == [["kept 1\n\nkept 2\n\n[Summary] …\n\nlook at this", image]]

@@ -27,7 +27,7 @@ from codling.errors import SpecialTurnError
 from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from tests.fakes.approver import ScriptedApprover
-from tests.fakes.scenarios import Call, Fail, Response, Say, Script, Think, Until, Wait
+from tests.fakes.scenarios import Call, Fail, Response, Say, Script, Think, Until, Wait, user_prompt
 
 MODEL = ModelInfo("test:special", context_limit=100_000)
 
@@ -35,7 +35,8 @@ MODEL = ModelInfo("test:special", context_limit=100_000)
 def last_prompt(messages: list[ModelMessage]) -> str:
     request = messages[-1]
     assert isinstance(request, ModelRequest)
-    return next(str(p.content) for p in reversed(request.parts) if isinstance(p, UserPromptPart))
+    text = user_prompt(next(str(p.content) for p in reversed(request.parts) if isinstance(p, UserPromptPart)))
+    return text.rsplit("\n\n", 1)[-1]  # user messages in a row reach the model as one; these prompts are one line
 
 
 def answer_by_prompt(messages: list[ModelMessage]) -> Response:
@@ -194,7 +195,7 @@ async def test_overrides_and_restore(project: Path, settings: Settings, tmp_path
     file.close()
     request = script.requests[0]
     prompts = [str(p.content) for m in request for p in m.parts if isinstance(p, UserPromptPart)]
-    assert prompts == ["only this", "greet"]  # the override, not the session's history
+    assert prompts == ["only this\n\ngreet"]  # the override, not the session's history (one user message)
     assert request[-1].instructions == "Be brief."  # type: ignore[union-attr]
     restored = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
     restored.restore(read_history(path).events)

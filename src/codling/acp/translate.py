@@ -23,6 +23,7 @@ from codling.brain.context import compaction
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
+    ContextWarning,
     Event,
     PlanUpdated,
     ProviderRetrying,
@@ -170,11 +171,13 @@ def translate(event: Event) -> list[Update]:
             return [
                 helpers.update_tool_call(
                     event.call_id,
-                    title=compaction.title(event.tokens_before, event.tokens_after, event.fallback),
+                    title=compaction.title(event.tokens_before, event.tokens_after, event.fallback, event.note),
                     status="completed",
                     content=[helpers.tool_content(helpers.text_block(event.summary))],
                 )
             ]
+        case ContextWarning():
+            return [helpers.start_tool_call(event.call_id, event.message, kind="other", status="completed")]
         case ProviderRetrying() if event.status == "waiting":
             # A card of its own, like compaction's: an editor shows it at once and keeps it in the thread, where
             # a thought chunk would be folded into the model's reasoning and read as the model's words.

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     # summaries.py builds these from events, so the import only exists for type checkers.
     from codling.brain.context.ledger import TurnExecutionSummary
 
-CompactionReason = Literal["threshold", "overflow", "command"]
+CompactionReason = Literal["threshold", "overflow", "command", "mid-turn"]
 """Why the history was compacted: the context passed the threshold, the provider said it overflowed, or the
 user asked (/compact)."""
 
@@ -172,6 +172,10 @@ class ContextCompacted:
     fallback: bool
     """True when the model's summary failed or was unusable and a deterministic one was built instead."""
     reason: CompactionReason = "threshold"
+    skipped: bool = False
+    """The summarizer was not asked (it kept failing: the circuit breaker is open); implies ``fallback``."""
+    note: str = ""
+    """Something the user should know about this compaction, said once (the summarizer is being skipped)."""
     kind: Literal["context_compacted"] = "context_compacted"
 
 
@@ -204,6 +208,17 @@ class ProviderRetrying:
             f"Model provider busy ({self.reason}): retrying in {self.delay:g} s "
             f"(attempt {self.attempt} of {self.max_attempts})"
         )
+
+
+@dataclass(frozen=True)
+class ContextWarning:
+    """Something about the context the user should know, said once per session: the model's window is too
+    small for codling's fixed overhead, or the context is fuller than the window. Live only: never recorded."""
+
+    turn_id: str
+    call_id: str
+    message: str
+    kind: Literal["context_warning"] = "context_warning"
 
 
 @dataclass(frozen=True)
@@ -262,6 +277,9 @@ class TurnEnded:
     error: bool = False
     summary: TurnExecutionSummary | None = None
     """What the turn did, for the next turns' prompts (None for command turns such as /compact)."""
+    context_tokens: int = 0
+    """The input tokens the provider reported for the turn's first request, carried to the history after the
+    turn (0: none reported); recorded, so a restored session budgets with the live one's numbers."""
     kind: Literal["turn_ended"] = "turn_ended"
 
 
@@ -277,6 +295,7 @@ Event = (
     | CompactionStarted
     | ContextCompacted
     | ProviderRetrying
+    | ContextWarning
     | UsageUpdated
     | SpecialTurnPersisted
     | SessionTitled

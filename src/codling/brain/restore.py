@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from codling.brain.context import compaction
+from codling.brain.context.budget import Budget
+from codling.brain.context.compaction import DEFAULT_THRESHOLD
+from codling.brain.context.engine import fit_prompt
 from codling.brain.context.summaries import update_recent_files
 from codling.brain.delegates import remember as remember_delegate
 from codling.brain.events import (
@@ -32,12 +35,13 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
     """Replay recorded events into ``state``: each turn enters the history exactly as it did live; compactions
     and persisted special turns (recorded only between turns) change it as they did live; a turn whose end was
     never recorded (the process died) enters it with a note that it was interrupted."""
+    budget = Budget.of(state.model, DEFAULT_THRESHOLD)  # (a prompt's cap does not depend on the threshold)
     log_: TurnLog | None = None  # the open turn, unless it is a slash command (not part of the text history)
     for event in events:
         if isinstance(event, TurnStarted):
             if log_ is not None:
                 record_turn(state, log_, "interrupted")
-            text = render_prompt(event.blocks) if event.blocks else event.prompt
+            text = fit_prompt(render_prompt(event.blocks) if event.blocks else event.prompt, budget)
             log_ = None if is_command_turn(event) else TurnLog(state.turn_count + 1, text)
             continue
         if isinstance(event, ContextCompacted):
@@ -54,6 +58,7 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
             log_.apply(event)
             if isinstance(event, TurnEnded):
                 record_turn(state, log_, "cancelled" if event.stop_reason == "cancelled" else None)
+                state.reported_input_tokens = event.context_tokens
                 log_ = None
     if log_ is not None:
         record_turn(state, log_, "interrupted")

@@ -6,8 +6,9 @@ so every request is checked: empty text parts and messages are dropped, a tool c
 synthetic "aborted" result, and a result whose call is not in the preceding response is dropped.
 
 Roles alternate, as many chat templates (Mistral's, most vLLM and Ollama ones) insist: a history that starts
-with a response (a greeting persisted before the first request) gets a short user lead-in, and consecutive
-text-only responses (a special turn's result after a reply) are merged into one.
+with a response (a greeting persisted before the first request) gets a short user lead-in, consecutive
+text-only responses (a special turn's result after a reply) are merged into one, and so are consecutive user
+messages (the user messages a compaction kept, its summary and the next prompt), blank-line separated.
 """
 
 from __future__ import annotations
@@ -88,7 +89,45 @@ def sanitize_messages(messages: list[ModelMessage]) -> list[ModelMessage]:
             out.append(message if parts == list(message.parts) else _with_parts(message, parts))
     if pending:
         out.append(_aborted_request(pending))
-    return out
+    return _merge_user_messages(out)
+
+
+def _user_only(message: ModelMessage) -> bool:
+    return (
+        isinstance(message, ModelRequest)
+        and bool(message.parts)
+        and all(isinstance(p, UserPromptPart) for p in message.parts)
+    )
+
+
+def _merge_user_messages(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """Consecutive requests holding only user prompts (and several prompts in one request) as one request
+    with one prompt; the last request's instructions and metadata stay."""
+    out: list[ModelMessage] = []
+    for message in messages:
+        if _user_only(message) and out and _user_only(out[-1]):
+            out[-1] = _with_parts(message, [*out[-1].parts, *message.parts])
+        else:
+            out.append(message)
+    return [_one_prompt(m) if _user_only(m) and len(m.parts) > 1 else m for m in out]
+
+
+def _one_prompt(message: Any) -> Any:
+    contents = [p.content for p in message.parts]
+    if all(isinstance(c, str) for c in contents):
+        content: Any = "\n\n".join(contents)
+    else:
+        content = []
+        for c in contents:
+            items = [c] if isinstance(c, str) else list(c)
+            if content and items and isinstance(items[0], str) and isinstance(content[-1], str):
+                content[-1] = content[-1] + "\n\n" + items[0]
+                items = items[1:]
+            content.extend(items)
+    last = message.parts[-1]
+    from dataclasses import replace
+
+    return _with_parts(message, [replace(last, content=content)])
 
 
 def _text_only(message: ModelResponse) -> bool:

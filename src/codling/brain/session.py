@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 from codling.brain.builtin_turns import clean_title, title_turn
 from codling.brain.coalesce import TextCoalescer
 from codling.brain.context import compactor
-from codling.brain.context.budget import MIN_OUTPUT_TOKENS, OUTPUT_MARGIN_TOKENS, TOOL_SCHEMA_TOKENS, image_tokens
-from codling.brain.context.layout import turn_context
+from codling.brain.context.engine import ContextEngine
 from codling.brain.context.ledger import build_turn_summary
 from codling.brain.context.overflow import is_context_overflow
 from codling.brain.context.summaries import summarize_tool_call, update_recent_files
@@ -72,13 +71,14 @@ from codling.brain.turns import (
 from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
-from codling.llm.tokens import count_tokens
 from codling.tools.ports import DELEGATE_TOOL
 from codling.tools.toolset import ToolDeps, build_toolset
 
 if TYPE_CHECKING:
     from pydantic_ai import Agent
     from pydantic_ai.models import Model
+
+    from codling.brain.context.requests import TurnRequests
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,6 @@ class ConversationSession:
         self._observers: list[Observer] = []
         self._agent: Agent[ToolDeps, str] | None = None
         self._system_prompt: str | None = None
-        self._system_tokens = 0
         self._task: asyncio.Task[None] | None = None
         self._cancel_requested = False
         self._turn_started = False
@@ -146,6 +145,10 @@ class ConversationSession:
         """The title special turn was started, or the session was restored (it has its title)."""
         self._background: set[asyncio.Task[None]] = set()
         self._delegated_usage = Usage()
+        self._requests: TurnRequests | None = None
+        self._first_input = 0
+        """The input tokens the provider reported for the running turn's first request (0: none yet)."""
+        self.context = ContextEngine(self)
         if deps.permissions.approver is not None:
             deps.permissions.approver = DeliveredFirst(deps.permissions.approver, self._delivered)
         if self.options.delegates and deps.delegator is None:  # (the option is read at each request too)
@@ -304,7 +307,6 @@ class ConversationSession:
             self._system_prompt = system_prompt(self.state.cwd, self.state.additional_dirs)
             if self.options.role_instructions:
                 self._system_prompt += "\n" + self.options.role_instructions.strip() + "\n"
-            self._system_tokens = count_tokens(self._system_prompt)
         return self._system_prompt
 
     def toolset(self, tool_filter: str = "*") -> Any:
@@ -347,20 +349,13 @@ class ConversationSession:
 
     # -- context accounting --------------------------------------------------------------------------------
 
-    @property
-    def compact_threshold(self) -> float:
-        """The share of the context limit past which the history is compacted before a turn."""
-        return self.state.model.compact_threshold or self.options.compact_threshold
-
     def context_used(self) -> int:
-        """Tokens the next request would start from: the larger of codling's estimate (system prompt, tools,
-        history; each counted once) and the input tokens the provider last reported."""
-        estimate = self._system_tokens + TOOL_SCHEMA_TOKENS + self.state.history_tokens
-        return max(estimate, self.state.reported_input_tokens)
+        """Tokens the next request would start from (see ``ContextEngine.context_used``)."""
+        return self.context.context_used()
 
     def usage_event(self, turn_id: str) -> UsageUpdated:
         """How full the context is now, as an event of turn ``turn_id``."""
-        return UsageUpdated(turn_id, self.context_used(), self.state.model.context_limit)
+        return self.context.usage_event(turn_id)
 
     # -- turns ---------------------------------------------------------------------------------------------
 
@@ -423,16 +418,12 @@ class ConversationSession:
     def _get_agent(self) -> Agent[ToolDeps, str]:
         if self._agent is None:
             from pydantic_ai import Agent
-            from pydantic_ai.capabilities import ProcessHistory
-
-            from codling.brain.sanitize import sanitize_messages
 
             self._agent = Agent(
                 self._build_model(self.state.model.id),
                 deps_type=ToolDeps,
                 instructions=self.instructions(),
                 toolsets=[self._turn_toolset()],
-                capabilities=[ProcessHistory(sanitize_messages)],
                 # Models often fix bad tool arguments on a second or third try; the default (1) fails too soon.
                 retries=TOOL_RETRIES,
             )
@@ -441,7 +432,7 @@ class ConversationSession:
     async def _turn(self, blocks: tuple[PromptBlock, ...], emit: Callable[[Any], None]) -> None:
         """One turn: a slash command, or the user's prompt run through the model (compacting when needed)."""
         turn_id = uuid.uuid4().hex
-        user_text = render_prompt(blocks)
+        user_text = self.context.fit_prompt(render_prompt(blocks))
         log_ = TurnLog(self.state.turn_count + 1, user_text)
 
         def send(event: Event) -> None:
@@ -453,6 +444,7 @@ class ConversationSession:
             emit(event)
 
         self._delegated_usage = Usage()
+        self._first_input = 0
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
         self.deps.progress.listen(TurnProgress(turn_id, send, self._delivered))
         command = command_of(blocks)
@@ -484,22 +476,17 @@ class ConversationSession:
         self.deps.progress.listen(None)
         summary = None
         if command is None:
-            first_input = self.state.reported_input_tokens
             record_turn(self.state, log_, ending)
-            if first_input:
-                # The provider counted this turn's first request (history + prompt); the reply is what the
-                # history gained since. Later requests of the turn also held tool outputs the history drops,
-                # and the prompt's images, of which the history keeps only a mention.
-                counted = first_input - image_tokens(images, self.state.model)
-                self.state.reported_input_tokens = max(0, counted) + self.state.entries[-1].tokens
+            self.context.after_turn(self._first_input, images)
             summary = build_turn_summary(log_.turn_number, log_.events)
             self.state.remember_turn(summary)
             if self._wants_title(log_, ending):
                 # The request as the user wrote it, attachments by name: their contents never name a session.
                 self._title_due = (prompt_summary(blocks), "".join(log_.text))
-        send(self.usage_event(turn_id))
+        send(self.context.usage_event(turn_id, send))
         usage += self._delegated_usage  # what its delegates spent is the turn's too
-        send(TurnEnded(turn_id, stop, usage, error=log_.error is not None, summary=summary))
+        ended = TurnEnded(turn_id, stop, usage, log_.error is not None, summary, self.state.reported_input_tokens)
+        send(ended)
         emit(_DONE)
 
     async def _model_turn(
@@ -511,9 +498,7 @@ class ConversationSession:
         images: tuple[ImageBlock, ...] = (),
     ) -> tuple[StopReason, Usage]:
         """Run the prompt; compact first past the threshold, and once more (then retry) on a context overflow."""
-        limit = self.state.model.context_limit
-        if self.state.entries and self.context_used() > self.compact_threshold * limit:
-            await compactor.compact(self, turn_id, send, "threshold")
+        await self.context.before_turn(turn_id, send, user_text)
         try:
             return await self._drive(turn_id, user_text, send, images)
         except Exception as e:
@@ -533,8 +518,10 @@ class ConversationSession:
         except Exception as e:
             if is_context_overflow(e):
                 raise SessionError(
-                    f"The conversation is still too long for {self.state.model.id} after compacting it "
-                    f"({self.context_used():,} of {limit:,} tokens). Shorten the request, or start a new session."
+                    f"The request is still too long for {self.state.model.id} after compacting the conversation "
+                    f"and cutting this turn's tool output: about {self._last_input:,} tokens, while a request "
+                    f"may use {self.context.budget.input_limit:,} of the model's {self.context.budget.window:,}. "
+                    "Shorten the request, or start a new session."
                 ) from e
             raise
 
@@ -547,11 +534,7 @@ class ConversationSession:
         from codling.brain.provider_retries import ProviderRetries
 
         model = self.state.model
-        # Some providers reject input + max_tokens above the window: leave the answer only the room there is.
-        prompt_tokens = count_tokens(user_text) + image_tokens(images, model)
-        room = model.context_limit - self.context_used() - prompt_tokens - OUTPUT_MARGIN_TOKENS
         settings: ModelSettings = {
-            "max_tokens": max(MIN_OUTPUT_TOKENS, min(model.max_output_tokens, room)),
             # codling retries itself, visibly (ProviderRetries); the SDK's retries would wait in silence.
             "max_retries": 0,
             # The transport's read timeout: no byte for this long ends the request, streamed or not.
@@ -559,29 +542,44 @@ class ConversationSession:
         }
         if model.thinking:
             settings["thinking"] = True
-        context = turn_context(self.state.recent_files, self.state.turn_summaries, self.state.cwd)
+        # max_tokens is set per request by the context engine (the room the window has left).
+        requests = self.context.requests(lambda: self._compact_mid_turn(turn_id, send))
+        self._requests = requests
         async with self._get_agent().iter(
-            user_content(user_text, images, can_see=model.images),
+            user_content(self.context.request_text(user_text), images, can_see=model.images),
             message_history=self.state.messages(),
             deps=self.deps,
             usage_limits=UsageLimits(request_limit=self.options.max_requests_per_turn),
             model_settings=settings,
-            instructions=[context, self._tools_spent] if context else [self._tools_spent],
-            capabilities=[ProviderRetries(self.options.retry, turn_id, send)],
+            instructions=[self._tools_spent],
+            capabilities=[ProviderRetries(self.options.retry, turn_id, send), requests],
         ) as run:
             return await drive(
                 run,
                 turn_id,
                 send,
                 self.deps.workspace,
-                self._first_input,
+                self._first_input_reported,
                 idle_timeout=self.options.stream_idle_timeout,
             )
 
-    def _first_input(self, tokens: int) -> None:
+    def _first_input_reported(self, tokens: int) -> None:
         """The provider's input tokens for a turn's first request (as soon as it answers, even if the turn is
         cancelled or fails later)."""
-        self.state.reported_input_tokens = tokens
+        self._first_input = tokens
+
+    @property
+    def _last_input(self) -> int:
+        """The estimated input tokens of the running turn's latest request."""
+        return self._requests.last_input if self._requests is not None else self.context_used()
+
+    async def _compact_mid_turn(self, turn_id: str, send: Callable[[Event], None]) -> list[Any] | None:
+        """Compact the history between two requests of a turn (the turn's own messages stay); the new
+        history's messages, or None when there was nothing to compact."""
+        if not self.state.entries:
+            return None
+        await compactor.compact(self, turn_id, send, "mid-turn")
+        return self.state.messages()
 
     @staticmethod
     def _close_open_calls(turn_id: str, log_: TurnLog, reason: str, send: Callable[[Event], None]) -> None:

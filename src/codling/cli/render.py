@@ -27,6 +27,7 @@ from codling.brain.context import compaction
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
+    ContextWarning,
     Event,
     PlanUpdated,
     ProviderRetrying,
@@ -195,7 +196,10 @@ class TerminalRenderer:
             return  # an editor's view of a running call; the terminal shows the call's line and its result
         if isinstance(event, ProviderRetrying):
             if event.status == "waiting":
-                self._retry_note(event)
+                self._note(event.title)
+            return
+        if isinstance(event, ContextWarning):
+            self._note(event.message)
             return
         if self._thinking_turn and not isinstance(event, TurnStarted) and self._reasoning(event):
             return
@@ -231,7 +235,9 @@ class TerminalRenderer:
                 self._start_spinner()
             case ContextCompacted():
                 self._out.end_line()
-                write_tool_title(self._out, compaction.title(event.tokens_before, event.tokens_after, event.fallback))
+                write_tool_title(
+                    self._out, compaction.title(event.tokens_before, event.tokens_after, event.fallback, event.note)
+                )
                 self._out.line()
                 self._start_spinner()
             case TurnEnded():
@@ -338,13 +344,14 @@ class TerminalRenderer:
         if event.diff is not None:
             write_diff(self._out, event.diff)
 
-    def _retry_note(self, event: ProviderRetrying) -> None:
-        """One dim line saying the provider refused and when the request goes out again."""
+    def _note(self, text: str) -> None:
+        """One dim line beside the reply: the provider refused and when the request goes out again, or a
+        warning about the context."""
         self._stop_spinner()
         if self._notes is self._out or is_terminal(self._out.stream):
             self._fresh_line()  # on a shared screen, the note must not land in the middle of the reply
         self._notes.end_line()
-        self._notes.line(event.title, "dim")
+        self._notes.line(text, "dim")
         self._start_spinner()
 
     def _ended(self, event: TurnEnded) -> None:

@@ -206,6 +206,8 @@ class CompactionRecord(_TurnRecord):
     tokens_before: int = Field(default=0, ge=0)
     tokens_after: int = Field(default=0, ge=0)
     fallback: bool = False
+    skipped: bool = False
+    note: str = ""
 
     def events(self) -> list[Event]:
         return [
@@ -219,6 +221,8 @@ class CompactionRecord(_TurnRecord):
                 self.tokens_after,
                 self.fallback,
                 self.reason,
+                self.skipped,
+                self.note,
             ),
         ]
 
@@ -231,11 +235,19 @@ class TurnEndRecord(_TurnRecord):
     usage: UsagePart = Field(default_factory=UsagePart)
     error: str | None = None
     summary: SummaryPart | None = None
+    context_tokens: int = Field(default=0, ge=0)
 
     def events(self) -> list[Event]:
         usage = Usage(self.usage.input_tokens, self.usage.output_tokens, self.usage.requests)
         summary = self.summary.summary() if self.summary is not None else None
-        ended = TurnEnded(self.turn_id, self.stop_reason, usage, error=self.error is not None, summary=summary)
+        ended = TurnEnded(
+            self.turn_id,
+            self.stop_reason,
+            usage,
+            error=self.error is not None,
+            summary=summary,
+            context_tokens=self.context_tokens,
+        )
         return [TurnFailed(self.turn_id, self.error), ended] if self.error is not None else [ended]
 
 
@@ -350,6 +362,8 @@ def event_record(event: Event, session_id: str, error: str | None = None) -> Rec
                 tokens_before=event.tokens_before,
                 tokens_after=event.tokens_after,
                 fallback=event.fallback,
+                skipped=event.skipped,
+                note=event.note,
             )
         case PlanUpdated(turn_id=turn, steps=steps):
             parts = [StepPart(step=s.step, status=s.status, priority=s.priority) for s in steps]
@@ -364,5 +378,6 @@ def event_record(event: Event, session_id: str, error: str | None = None) -> Rec
                 ),
                 error=error,
                 summary=SummaryPart.of(summary) if summary is not None else None,
+                context_tokens=event.context_tokens,
             )
     return None

@@ -33,10 +33,11 @@ MIN_SUMMARY_CHARS = 40
 _LABELS = {"user": "User", "assistant": "Assistant", "summary": "Earlier summary"}
 
 
-def title(tokens_before: int, tokens_after: int, fallback: bool) -> str:
-    """How a finished compaction is shown: the token counts before and after."""
-    note = " (fallback summary)" if fallback else ""
-    return f"Compacted context: {tokens_before:,} → {tokens_after:,} tokens{note}"
+def title(tokens_before: int, tokens_after: int, fallback: bool, note: str = "") -> str:
+    """How a finished compaction is shown: the token counts before and after (the next request's, predicted),
+    and what the user should know about it."""
+    shown = " (fallback summary)" if fallback else ""
+    return f"Compacted context: {tokens_before:,} → {tokens_after:,} tokens{shown}" + (f". {note}" if note else "")
 
 
 def compaction_prompt() -> str:

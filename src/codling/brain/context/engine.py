@@ -1,0 +1,170 @@
+"""The context engine as the turn loop sees it: one object per session (``ConversationSession.context``).
+
+It answers what the next request will cost (``context_used``, ``usage_event``), lays out the context each
+turn carries with the user's message (``turn_block``), cuts a prompt too long for the window (``fit_prompt``),
+compacts before a turn that would pass the budget (``before_turn``), fits every request of the turn into the
+window (``requests``: see ``requests.py``) and carries the provider's own count past the turn (``after_turn``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from codling.brain.context import compactor
+from codling.brain.context.budget import Budget, image_tokens
+from codling.brain.context.layout import turn_context
+from codling.brain.events import ContextWarning, Event, UsageUpdated
+from codling.brain.prompt import ImageBlock
+from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
+
+if TYPE_CHECKING:
+    from codling.brain.context.requests import TurnRequests
+    from codling.brain.host import SessionHost
+
+log = logging.getLogger(__name__)
+
+CONTEXT_OPEN = "<session-context>"
+CONTEXT_CLOSE = "</session-context>"
+CONTEXT_NOTE = "What codling keeps track of in this session (not written by the user):"
+
+TOOL_SCHEMA_TOKENS = 2_300
+"""What the tool definitions add to a request when they cannot be counted (no pydantic-ai yet)."""
+
+
+def fit_prompt(text: str, budget: Budget) -> str:
+    """The user's prompt as the model gets it: whole, or, past the budget's share of the window for one
+    prompt, its head and tail around a note saying how much was cut (so a pasted log cannot overflow)."""
+    limit = budget.prompt
+    if len(text) <= limit:  # a token is at least one character
+        return text
+    tokens = count_tokens(text)
+    if tokens <= limit:
+        return text
+    half = limit // 2
+    return (
+        f"{truncate_to_tokens(text, half)}\n[… {tokens - 2 * half:,} tokens of this message were cut to fit "
+        f"the model's window …]\n{tail_tokens(text, half)}"
+    )
+
+
+class ContextEngine:
+    """The context of one session (see the module's docstring)."""
+
+    def __init__(self, session: SessionHost, tool_tokens: Callable[[], int] | None = None) -> None:
+        self._session = session
+        self._tool_tokens = tool_tokens
+        self._warned: set[str] = set()
+        self._system: tuple[str, int] = ("", 0)
+
+    @property
+    def state(self) -> Any:
+        """The session's state."""
+        return self._session.state
+
+    @property
+    def budget(self) -> Budget:
+        """The budgets of the session's current model."""
+        return Budget.of(self.state.model, self._session.options.compact_threshold)
+
+    # -- accounting ----------------------------------------------------------------------------------------
+
+    def fixed_tokens(self) -> int:
+        """What every request carries besides the conversation: the system prompt and the tool definitions."""
+        text = self._session.instructions()
+        if self._system[0] is not text:
+            self._system = (text, count_tokens(text))
+        system = self._system[1]
+        tools = self._tool_tokens() if self._tool_tokens is not None else TOOL_SCHEMA_TOKENS
+        return system + tools
+
+    def turn_block(self) -> str:
+        """The context the next turn carries with the user's message: recently edited files and the turn
+        ledger, within their budgets ("" when there is nothing to say)."""
+        state = self.state
+        body = turn_context(state.recent_files, state.turn_summaries, state.cwd)
+        return f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n{body}\n{CONTEXT_CLOSE}" if body else ""
+
+    def request_text(self, prompt: str) -> str:
+        """The user's message as a request carries it: the turn's context block, then the prompt."""
+        block = self.turn_block()
+        return f"{block}\n\n{prompt}" if block else prompt
+
+    def overhead(self) -> int:
+        """What the next request carries before any conversation: fixed tokens plus the turn's context block."""
+        return self.fixed_tokens() + count_tokens(self.turn_block())
+
+    def context_used(self) -> int:
+        """Tokens the next request would start from: the larger of codling's count (system prompt, tool
+        definitions, the turn's context block, the history) and what the provider last reported."""
+        estimate = self.overhead() + self.state.history_tokens
+        return max(estimate, self.state.reported_input_tokens)
+
+    def usage_event(self, turn_id: str, send: Callable[[Event], None] | None = None) -> UsageUpdated:
+        """How full the context is now. Never more than the window: past it (a window too small for codling's
+        own overhead), the user is told once, through ``send``."""
+        size = self.state.model.context_limit
+        used = self.context_used()
+        if used > size:
+            self.warn_once(
+                "over",
+                turn_id,
+                send,
+                f"The context ({used:,} tokens) is larger than {self.state.model.id}'s window ({size:,}); "
+                "codling is cutting what it sends. Start a new session or pick a model with a larger window.",
+            )
+        return UsageUpdated(turn_id, min(used, size), size)
+
+    def warn_once(self, key: str, turn_id: str, send: Callable[[Event], None] | None, message: str) -> None:
+        """Tell the user ``message`` (a ``ContextWarning``) unless this session already did."""
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        log.warning("%s", message)
+        if send is not None:
+            send(ContextWarning(turn_id, f"context-{uuid.uuid4().hex[:12]}", message))
+
+    # -- a turn --------------------------------------------------------------------------------------------
+
+    def fit_prompt(self, text: str) -> str:
+        """``text`` cut to what one prompt may take of the current model's window (see ``fit_prompt``)."""
+        return fit_prompt(text, self.budget)
+
+    async def before_turn(self, turn_id: str, send: Callable[[Event], None], prompt: str) -> None:
+        """Compact the history when the turn's first request would pass the budget's compaction point, and
+        compaction can help: not when what it would leave is about what there is (that would compact every
+        turn); a window too small for codling's own overhead is said once instead."""
+        budget = self.budget
+        overhead = self.overhead()
+        if overhead + count_tokens(prompt) > budget.compact_at:
+            self.warn_once(
+                "small",
+                turn_id,
+                send,
+                f"{self.state.model.id}'s window ({budget.window:,} tokens) is small for codling: the system "
+                f"prompt, tool definitions and session notes alone take {overhead:,} tokens of the "
+                f"{budget.input_limit:,} a request may use. Expect frequent compaction; a model with a larger "
+                "window will work better.",
+            )
+        if not self.state.entries or self.context_used() + count_tokens(prompt) <= budget.compact_at:
+            return
+        leaves = budget.kept_user + budget.summary
+        if self.state.history_tokens <= leaves * 1.25 and self.context_used() <= budget.input_limit:
+            return  # compacting would leave about what there is
+        await compactor.compact(self._session, turn_id, send, "threshold")
+
+    def requests(self, compact_history: Any) -> TurnRequests:
+        """The capability that fits each request of a turn into the window (see ``requests.py``)."""
+        from codling.brain.context.requests import TurnRequests
+
+        return TurnRequests(self.budget, self.fixed_tokens, compact_history)
+
+    def after_turn(self, first_input: int, images: tuple[ImageBlock, ...]) -> None:
+        """Carry the provider's count of the turn's first request (``first_input``; 0: not reported) past the
+        turn, once the turn's prompt and reply are in the history: the history's growth is the reply."""
+        if not first_input:
+            return
+        counted = first_input - image_tokens(images, self.state.model)
+        self.state.reported_input_tokens = max(0, counted) + self.state.entries[-1].tokens

@@ -1,0 +1,225 @@
+"""Every model request of a turn fitted into the window: a pydantic-ai capability given to each user-turn run.
+
+Before each request (``before_model_request``) the turn's messages are measured (o200k, each part counted
+once per turn). Past the budget's compaction point, the oldest tool results of this turn give way to their
+plain-text summaries (deterministic, no model call: the summary each tool wrote, ``ToolOutput.summary``),
+newest results last; if that is not enough, the history before the turn is compacted Codex-style, between two
+requests of the turn (``compact_history``). What is cut stays cut for the rest of the turn (the run's own
+messages are changed). ``max_tokens`` is set per request to the room the window has left.
+
+A provider that still answers "context too long" is handled here first (``on_model_request_error``): the
+turn's tool results all give way to their summaries and the request is made once more, before the turn
+loop falls back to compacting the history and retrying the turn.
+
+The request is then sanitised (``brain/sanitize.py``) on its way out only, so the run's messages keep the
+turn's own shape (its user request is the last message holding the user's prompt).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import RetryModelRequest
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from codling.brain.context.budget import IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, Budget
+from codling.brain.context.overflow import is_context_overflow
+from codling.brain.sanitize import sanitize_messages
+from codling.llm.tokens import count_tokens, truncate_to_tokens
+from codling.tools.base import ToolReport
+
+log = logging.getLogger(__name__)
+
+SUMMARISED = "[This tool result was replaced by its summary to keep the request within the model's window.]\n"
+"""Starts a tool result that gave way to its summary (the model knows the full output is gone)."""
+
+SUMMARY_FALLBACK_TOKENS = 150
+"""What is kept of a result whose tool wrote no summary."""
+
+
+def part_tokens(part: Any) -> int:
+    """Tokens one message part adds to a request (its text, a call's arguments; images by estimate)."""
+    if isinstance(part, UserPromptPart):
+        if isinstance(part.content, str):
+            return count_tokens(part.content)
+        return sum(
+            count_tokens(item) if isinstance(item, str) else IMAGE_TOKENS if isinstance(item, BinaryContent) else 0
+            for item in part.content
+        )
+    if isinstance(part, TextPart | ThinkingPart | SystemPromptPart):
+        return count_tokens(part.content)
+    if isinstance(part, ToolCallPart):
+        return count_tokens(part.tool_name) + count_tokens(part.args_as_json_str()) + MESSAGE_OVERHEAD_TOKENS
+    if isinstance(part, ToolReturnPart):
+        return count_tokens(part.model_response_str()) + MESSAGE_OVERHEAD_TOKENS
+    if isinstance(part, RetryPromptPart):
+        return count_tokens(part.model_response()) + MESSAGE_OVERHEAD_TOKENS
+    return 0
+
+
+@dataclass
+class TokenCounter:
+    """Counts messages, each part once (parts are kept alive here, so their ids stay theirs)."""
+
+    _counts: dict[int, tuple[Any, int]] = field(default_factory=dict)
+
+    def part(self, part: Any) -> int:
+        """The tokens of ``part``, counted on first sight."""
+        known = self._counts.get(id(part))
+        if known is not None and known[0] is part:
+            return known[1]
+        tokens = part_tokens(part)
+        self._counts[id(part)] = (part, tokens)
+        return tokens
+
+    def message(self, message: ModelMessage) -> int:
+        """The tokens of one message, its role markers included."""
+        return MESSAGE_OVERHEAD_TOKENS + sum(self.part(p) for p in message.parts)
+
+    def messages(self, messages: list[ModelMessage]) -> int:
+        """The tokens of a message list."""
+        return sum(self.message(m) for m in messages)
+
+
+def turn_start(messages: list[ModelMessage]) -> int:
+    """The index of the turn's own request: the last message holding a user prompt (what follows it are the
+    turn's responses and tool results; what precedes it is the history)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, ModelRequest) and any(isinstance(p, UserPromptPart) for p in message.parts):
+            return index
+    return 0
+
+
+def summarised(part: ToolReturnPart) -> ToolReturnPart | None:
+    """The result as its summary, or None when it already is one (or the summary would not be shorter)."""
+    content = part.model_response_str()
+    if content.startswith(SUMMARISED):
+        return None
+    report = part.metadata
+    summary = ""
+    if isinstance(report, ToolReport):
+        summary = report.output.summary.strip() if report.output is not None else (report.error or "")
+    if not summary:
+        summary = truncate_to_tokens(content, SUMMARY_FALLBACK_TOKENS) + "\n[… rest dropped]"
+    text = SUMMARISED + summary
+    if len(text) >= len(content):
+        return None
+    return replace(part, content=text)
+
+
+@dataclass
+class TurnRequests(AbstractCapability[Any]):
+    """Fits each request of one turn into ``budget`` (see the module's docstring)."""
+
+    budget: Budget
+    fixed_tokens: Callable[[], int]
+    """What every request carries besides its messages: the system prompt and the tool definitions offered."""
+    compact_history: Callable[[], Awaitable[list[ModelMessage] | None]]
+    """Compacts the session's history mid-turn; returns the new history's messages (None: nothing to do)."""
+    counter: TokenCounter = field(default_factory=TokenCounter)
+    last_input: int = 0
+    """The estimated input tokens of the latest request."""
+    summarised_results: int = 0
+    """How many of the turn's tool results gave way to their summaries."""
+    _retry: list[ModelMessage] | None = None
+
+    async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
+        messages = await self.fit(list(request_context.messages))
+        ctx.messages[:] = messages
+        return self._outgoing(request_context, messages)
+
+    async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
+        if self._retry is None:
+            return request_context
+        messages, self._retry = self._retry, None
+        return self._outgoing(request_context, messages)
+
+    async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> ModelResponse:
+        if not is_context_overflow(error):
+            raise error
+        messages = list(ctx.messages)
+        shrunk, saved = self._summarise(messages, turn_start(messages), target=0, newest_too=True)
+        if not saved:
+            raise error  # nothing of this turn's own is left to cut: the turn loop compacts the history
+        log.info("context overflow reported by the provider: %d tool results of this turn summarised", saved)
+        ctx.messages[:] = shrunk
+        self._retry = shrunk
+        raise RetryModelRequest()
+
+    def _outgoing(self, request_context: Any, messages: list[ModelMessage]) -> Any:
+        sent = sanitize_messages(messages)
+        request_context.messages = sent
+        self.last_input = self.fixed_tokens() + self.counter.messages(sent)
+        settings = dict(request_context.model_settings or {})
+        settings["max_tokens"] = self.budget.answer_room(self.last_input)
+        request_context.model_settings = settings
+        return request_context
+
+    async def fit(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """``messages`` within the budget if it can be done: past the compaction point this turn's older tool
+        results are summarised, then its newest ones; past the input limit the history is compacted too, when
+        it holds more than a compaction would leave."""
+        fixed = self.fixed_tokens()
+        target = self.budget.compact_at - fixed
+        if self.counter.messages(messages) <= target:
+            return messages
+        start = turn_start(messages)
+        messages, _ = self._summarise(messages, start, target, newest_too=False)
+        if self.counter.messages(messages) <= target:
+            return messages
+        messages, _ = self._summarise(messages, start, target, newest_too=True)
+        if self.counter.messages(messages) <= self.budget.input_limit - fixed:
+            return messages
+        leaves = self.budget.kept_user + self.budget.summary
+        if self.counter.messages(messages[:start]) <= leaves:
+            return messages  # compacting the history would not help: the turn itself is the bulk
+        history = await self.compact_history()
+        if history is not None:
+            messages = [*history, *messages[start:]]
+        return messages
+
+    def _summarise(
+        self, messages: list[ModelMessage], start: int, target: int, *, newest_too: bool
+    ) -> tuple[list[ModelMessage], int]:
+        """Replace this turn's tool results by their summaries, oldest first, until ``target`` is met; the
+        newest request's results only with ``newest_too``. Returns the messages and how many were replaced."""
+        out = list(messages)
+        total = self.counter.messages(out)
+        last = len(out) - 1
+        saved = 0
+        for index in range(start + 1, len(out)):
+            if total <= target:
+                break
+            message = out[index]
+            if not isinstance(message, ModelRequest) or (index == last and not newest_too):
+                continue
+            parts = list(message.parts)
+            before = saved
+            for i, part in enumerate(parts):
+                if total <= target:
+                    break
+                if isinstance(part, ToolReturnPart) and (short := summarised(part)) is not None:
+                    total += self.counter.part(short) - self.counter.part(part)
+                    parts[i] = short
+                    saved += 1
+            if saved > before:
+                out[index] = replace(message, parts=parts)
+        self.summarised_results += saved
+        return out, saved
