@@ -97,6 +97,10 @@ async def test_usage_commands_and_compaction_are_visible_and_survive_load(home: 
                 assert any(t.startswith("Compacted context") for t in replayed)
             else:
                 await conn.resume_session(session_id=sid, cwd=str(project))
+            # How full the restored context is, right away (a replay itself carries no usage).
+            await replay_client.wait_for("usage_update")
+            (restored_usage,) = replay_client.of_kind("usage_update")
+            assert restored_usage.size == 8000 and 0 < restored_usage.used <= 8000
             await conn.prompt(session_id=sid, prompt=[helpers.text_block("what is my lucky number?")])
         texts = user_texts(later.requests[0])
         summaries = [t for t in texts if SUMMARY_PREFIX in t]

@@ -353,7 +353,7 @@ class CodlingAgent:
         session.brain.subscribe(self._forwarder(session.id))
         self._sessions[session.id] = session
         # After the response that introduces the session id (it is queued before this task first runs).
-        task = asyncio.get_running_loop().create_task(self._advertise_commands(session.id))
+        task = asyncio.get_running_loop().create_task(self._introduce(session, restored=stored is not None))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return session
@@ -375,6 +375,18 @@ class CodlingAgent:
                 self.client, session_id, environment=settings.env, allow=settings.command_env_allow
             )
         return ports
+
+    async def _introduce(self, session: LiveSession, *, restored: bool) -> None:
+        """What a client learns of a session after the response naming it: its slash commands and, for a
+        loaded, resumed or forked one, how full its context is."""
+        await self._advertise_commands(session.id)
+        if not restored:
+            return
+        try:
+            for update in translate(session.brain.usage_event("")):
+                await self.client.session_update(session_id=session.id, update=update)
+        except Exception:  # the client may be gone already
+            log.debug("could not send the context's usage", exc_info=True)
 
     async def _advertise_commands(self, session_id: str) -> None:
         from codling.brain.turns import COMMANDS

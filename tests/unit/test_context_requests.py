@@ -1,0 +1,146 @@
+"""Every request of a turn fits the window: tool results give way to their summaries, the history is compacted
+between requests when that is not enough, and max_tokens is the room the window has left."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from codling.brain.context.budget import Budget
+from codling.brain.context.requests import SUMMARISED, TokenCounter, TurnRequests, turn_start
+from codling.brain.events import ContextCompacted, ContextWarning, ToolCallFinished
+from codling.brain.factory import open_session
+from codling.brain.session import ConversationSession
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo
+from codling.llm.tokens import count_tokens
+from codling.tools.base import ToolOutput, ToolReport
+from tests.fakes.scenarios import Call, Response, Say, Script
+
+WINDOW = Budget(window=8_000, max_output=1_000, threshold=0.7)
+BIG = "\n".join(f"line {i}: " + "data " * 12 for i in range(400))  # ~6,000 tokens
+
+
+def result(call_id: str, text: str, summary: str) -> ToolReturnPart:
+    report = ToolReport(ToolOutput(text=text, summary=summary))
+    return ToolReturnPart("read_file", text, tool_call_id=call_id, metadata=report)
+
+
+def turn(*results: ToolReturnPart, history: int = 0) -> list[ModelMessage]:
+    messages: list[ModelMessage] = []
+    for i in range(history):
+        messages += [ModelRequest(parts=[UserPromptPart(f"old {i}")]), ModelResponse(parts=[TextPart("ok")])]
+    messages.append(ModelRequest(parts=[UserPromptPart("read them")]))
+    for r in results:
+        messages.append(ModelResponse(parts=[ToolCallPart("read_file", {"path": "x"}, tool_call_id=r.tool_call_id)]))
+        messages.append(ModelRequest(parts=[r]))
+    return messages
+
+
+async def no_compaction() -> list[ModelMessage] | None:
+    raise AssertionError("the history should not need compacting")
+
+
+def contents(messages: list[ModelMessage]) -> list[str]:
+    return [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]  # type: ignore[misc]
+
+
+async def test_older_results_of_the_turn_give_way_to_their_summaries_first() -> None:
+    small = "\n".join(f"line {i}" for i in range(300))  # ~1,100 tokens each
+    messages = turn(*(result(f"c{i}", f"{i}:{small}", f"summary {i}") for i in range(4)))
+    requests = TurnRequests(WINDOW, lambda: 1_000, no_compaction)
+    fitted = await requests.fit(messages)
+    assert contents(fitted) == [
+        SUMMARISED + "summary 0",
+        SUMMARISED + "summary 1",
+        f"2:{small}",
+        f"3:{small}",
+    ]
+    assert requests.counter.messages(fitted) <= WINDOW.compact_at - 1_000
+    assert await requests.fit(fitted) is fitted  # within budget now: nothing more happens
+
+
+async def test_the_newest_result_goes_too_when_it_alone_is_too_big() -> None:
+    messages = turn(result("a", "short", "a read"), result("b", BIG, "b: 400 lines"))
+    fitted = await TurnRequests(WINDOW, lambda: 1_000, no_compaction).fit(messages)
+    assert contents(fitted) == ["short", SUMMARISED + "b: 400 lines"]
+
+
+async def test_the_history_is_compacted_between_requests_when_the_turn_cannot_give_more() -> None:
+    history = [ModelRequest(parts=[UserPromptPart("kept")]), ModelResponse(parts=[TextPart("old " * 5_000)])]
+    messages = [*history, *turn(result("a", "x" * 50, "a"))]
+    calls: list[int] = []
+
+    async def compact() -> list[ModelMessage]:
+        calls.append(1)
+        return [ModelRequest(parts=[UserPromptPart("[Summary] short")])]
+
+    fitted = await TurnRequests(WINDOW, lambda: 3_000, compact).fit(messages)
+    assert calls == [1]
+    assert fitted[0].parts[0].content == "[Summary] short"  # type: ignore[union-attr]
+    assert fitted[1:] == messages[2:]  # the turn's own messages stay as they were
+    assert turn_start(fitted) == 1
+
+
+def test_max_tokens_is_the_catalogs_output_never_more_than_the_room_left() -> None:
+    budget = Budget(window=8_000, max_output=1_000, threshold=0.7)
+    assert budget.answer_room(1_000) == 1_000
+    assert budget.answer_room(7_000) == 8_000 - 7_000 - 400
+    assert budget.answer_room(7_900) == 256  # never below a usable answer: the request is shrunk before that
+    assert Budget(window=4_000, max_output=1_000, threshold=0.7).input_limit == 4_000 - 1_000 - 200
+
+
+def test_counting_each_part_once() -> None:
+    counter = TokenCounter()
+    part = UserPromptPart("hello world")
+    message = ModelRequest(parts=[part])
+    assert counter.message(message) == counter.message(message) == 4 + count_tokens("hello world")
+    assert list(counter._counts) == [id(part)]
+
+
+# --- through a session -------------------------------------------------------------------------------------
+
+
+def session_for(script: Script, project: Path, settings: Settings, model: ModelInfo) -> ConversationSession:
+    return open_session(settings, model, project, approver=None, mode="yolo", model_factory=script.factory())
+
+
+def request_tokens(messages: list[ModelMessage]) -> int:
+    return TokenCounter().messages(messages)
+
+
+async def test_a_turn_reading_big_files_stays_within_the_window(project: Path, settings: Settings) -> None:
+    model = ModelInfo("test:small", context_limit=8_000, max_output_tokens=1_000)
+    for i in range(4):
+        (project / f"big{i}.txt").write_text("\n".join(f"{i}.{n} " + "word " * 10 for n in range(150)))
+    reads: list[Response] = [[Call("read_file", {"path": f"big{i}.txt"}, f"r{i}")] for i in range(4)]
+    script = Script([*reads, [Say("Read them all.")]])
+    session = session_for(script, project, settings, model)
+    events = [e async for e in session.stream("Read the four big files.")]
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [e.status for e in finished] == ["completed"] * 4
+    budget = session.context.budget
+    fixed = session.context.fixed_tokens()
+    assert all(fixed + request_tokens(r) <= budget.input_limit for r in script.requests)
+    last = script.requests[-1]
+    assert any(isinstance(p, ToolReturnPart) and p.content.startswith(SUMMARISED) for m in last for p in m.parts)
+
+
+async def test_a_window_too_small_for_the_overhead_is_said_once(project: Path, settings: Settings) -> None:
+    tiny = ModelInfo("test:tiny", context_limit=4_000, max_output_tokens=500)
+    script = Script([[Say("one")], [Say("two")]])
+    session = session_for(script, project, settings, tiny)
+    events = [e for prompt in ("first", "second") async for e in session.stream(prompt)]
+    warnings = [e for e in events if isinstance(e, ContextWarning)]
+    assert len(warnings) == 1 and "window (4,000 tokens) is small" in warnings[0].message
+    # Compacting would leave about what there is, so it is not done every turn.
+    assert [e for e in events if isinstance(e, ContextCompacted)] == []
