@@ -54,14 +54,13 @@ def summarize_turn(
     max_tokens: int | None = None,
     fallback: Callable[[], str] | None = None,
     metadata: dict[str, Any] | None = None,
+    shrink: Callable[[str], str | None] | None = None,
 ) -> SpecialTurnConfig:
     """Summarize ``transcript`` (see ``compaction.compaction_input``) and replace the history by ``keep`` plus
-    the summary; ``instructions`` are the user's wishes for the summary (``/compact <instructions>``)."""
-    prompt = transcript
-    if instructions:
-        prompt += f"\n\n---\nThe user asked that the summary also: {instructions}"
+    the summary; ``instructions`` are the user's wishes for the summary (``/compact <instructions>``);
+    ``shrink`` gives a shorter request when the provider finds it too long."""
     return SpecialTurnConfig(
-        prompt,
+        summarize_prompt(transcript, instructions),
         turn_type="summarize",
         messages=(),  # the transcript is the whole input: no history, no tools
         instructions=compaction.compaction_prompt(),
@@ -74,7 +73,15 @@ def summarize_turn(
         accept=compaction.usable,
         fallback=fallback,
         metadata=metadata or {},
+        shrink=shrink,
     )
+
+
+def summarize_prompt(transcript: str, instructions: str | None = None) -> str:
+    """The summarizer's request: the transcript, then the user's wishes for the summary, if any."""
+    if instructions:
+        return transcript + f"\n\n---\nThe user asked that the summary also: {instructions}"
+    return transcript
 
 
 def title_turn(request: str, reply: str = "", *, model: str | None = None) -> SpecialTurnConfig:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from codling.brain.context import compaction
 from codling.brain.context.budget import Budget
 from codling.brain.context.compaction import DEFAULT_THRESHOLD
+from codling.brain.context.compactor import count_compaction
 from codling.brain.context.engine import fit_prompt
 from codling.brain.context.summaries import update_recent_files
 from codling.brain.delegates import remember as remember_delegate
@@ -46,6 +47,7 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
             continue
         if isinstance(event, ContextCompacted):
             state.replace_history(compaction.rebuilt_history(event.kept_user_messages, event.summary))
+            count_compaction(state, event)
         elif isinstance(event, SpecialTurnPersisted):
             _apply_special(state, event)
         elif isinstance(event, ToolCallFinished):

@@ -48,6 +48,9 @@ class SpecialTurnConfig:
     """A check on the output: a rejected output is an error result (e.g. an empty or refused summary)."""
     fallback: Callable[[], str] | None = None
     """An output built without the model, persisted when the turn fails, times out or is rejected."""
+    shrink: Callable[[str], str | None] | None = None
+    """A shorter prompt when the provider said the request was too long (None: give up); asked again after
+    each such answer."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Carried to the result and, when it persists, into history.jsonl: it must be JSON."""
 

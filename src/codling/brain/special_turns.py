@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from codling.brain.context.overflow import is_context_overflow
 from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.drive import drive
 from codling.brain.events import (
@@ -105,7 +106,7 @@ class SpecialTurns:
 
     async def _attempt(self, config: SpecialTurnConfig, history: list[Any]) -> SpecialTurnResult:
         try:
-            output, interactions = await asyncio.wait_for(self._run(config, history), config.timeout)
+            output, interactions = await asyncio.wait_for(self._shrinking(config, history), config.timeout)
             if config.accept is not None and not config.accept(output):
                 return _failed(config, "error", f"the answer was not usable: {output[:200]!r}")
         except TimeoutError:
@@ -128,6 +129,19 @@ class SpecialTurns:
             log.warning("special turn %s: its fallback failed too: %s", config.turn_type, e, exc_info=True)
             return replace(result, error=f"{result.error}; the fallback failed too: {type(e).__name__}: {e}")
         return SpecialTurnResult(config.turn_type, "ok", output, result.error, metadata=result.metadata, fallback=True)
+
+    async def _shrinking(self, config: SpecialTurnConfig, history: list[Any]) -> tuple[str, tuple[Interaction, ...]]:
+        """``_run``, and when the provider finds the request too long, again with ``config.shrink``'s shorter
+        prompt for as long as it has one."""
+        while True:
+            try:
+                return await self._run(config, history)
+            except Exception as e:
+                shorter = config.shrink(config.prompt) if config.shrink is not None and is_context_overflow(e) else None
+                if shorter is None:
+                    raise
+                log.info("special turn %s: the request was too long; trying a shorter one", config.turn_type)
+                config = replace(config, prompt=shorter)
 
     async def _run(self, config: SpecialTurnConfig, history: list[Any]) -> tuple[str, tuple[Interaction, ...]]:
         """One attempt through the turn loop user turns use (``drive``), on ``history`` (a copy), its events

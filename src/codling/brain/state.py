@@ -72,6 +72,10 @@ class SessionState:
     """Input tokens the provider reported for the latest request (0 after a compaction)."""
     delegate_notes: dict[str, str] = field(default_factory=dict)
     """The answer of each delegate role's latest run in this session (for carryover), by role."""
+    summarizer_failures: int = 0
+    """Compactions in a row whose summarizer failed (the circuit breaker's count, see ``context/compactor.py``)."""
+    summarizer_skips: int = 0
+    """Compactions since the breaker opened that did not ask the summarizer."""
     replacements: int = 0
     """How often the history was replaced (a special turn's result applies only to the history it read)."""
     _messages: list[Any] = field(default_factory=list, repr=False)

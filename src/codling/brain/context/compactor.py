@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from codling.brain.builtin_turns import summarize_prompt as _prompt_for
 from codling.brain.builtin_turns import summarize_turn
 from codling.brain.context import compaction
 from codling.brain.events import (
@@ -25,9 +27,35 @@ from codling.brain.events import (
 )
 from codling.brain.interactions import Interaction
 from codling.brain.special_config import SpecialTurnResult
+from codling.brain.state import SessionState
 
 if TYPE_CHECKING:
     from codling.brain.host import SessionHost
+
+
+BREAKER_FAILURES = 2
+"""After this many compactions in a row whose summarizer failed, the summarizer is skipped for a while."""
+BREAKER_SKIPS = 3
+"""How many compactions then use the fallback summary without asking the summarizer, before it is tried again."""
+
+SHRINK_TRIES = 2
+"""How often a summarizer request the provider found too long is trimmed (oldest messages first) and sent again."""
+
+
+def summarizer_open(state: SessionState) -> bool:
+    """Whether the circuit breaker is open: the summarizer kept failing, so this compaction skips it."""
+    return state.summarizer_failures >= BREAKER_FAILURES and state.summarizer_skips < BREAKER_SKIPS
+
+
+def count_compaction(state: SessionState, event: ContextCompacted) -> None:
+    """Keep the circuit breaker's count after a compaction (live and on restore, so both decide alike)."""
+    if event.skipped:
+        state.summarizer_skips += 1
+    elif event.fallback:
+        state.summarizer_failures += 1
+        state.summarizer_skips = 0
+    else:
+        state.summarizer_failures = state.summarizer_skips = 0
 
 
 async def compact(
@@ -36,15 +64,17 @@ async def compact(
     send: Callable[[Event], None],
     reason: CompactionReason,
     instructions: str | None = None,
+    pending: int = 0,
 ) -> None:
     """Replace the session's history by recent user messages plus a summary, telling observers (through
-    ``send``, the turn's own channel) before and after."""
+    ``send``, the turn's own channel) before and after. ``pending`` is what the next request adds to the
+    context as it stands (the turn's prompt), so before and after are the next request's size."""
     state = session.state
     if not state.entries:
         send(TextDelta(turn_id, "There is nothing to compact yet."))
         return
     call_id = f"compact-{uuid.uuid4().hex[:12]}"
-    before = session.context_used()
+    before = session.context_used() + pending
     send(CompactionStarted(turn_id, call_id, before, reason))
     model = state.model
     entries = list(state.entries)
@@ -58,20 +88,51 @@ async def compact(
             delegate_results=[f"{role}: {reply}" for role, reply in state.delegate_notes.items()],
         )
 
+    def finish(summary: str, kept_texts: tuple[str, ...], fallback_used: bool, skipped: bool) -> None:
+        note = ""
+        if skipped and state.summarizer_skips == 0:
+            note = (
+                f"The summarizer failed {state.summarizer_failures} times in a row, so the next {BREAKER_SKIPS} "
+                "compactions use a summary assembled without it; then it is tried again"
+            )
+        event = ContextCompacted(
+            turn_id, call_id, summary, kept_texts, before, 0, fallback_used, reason, skipped=skipped, note=note
+        )
+        count_compaction(state, event)
+        send(replace(event, tokens_after=session.context_used() + pending))
+        send(session.usage_event(turn_id))
+
+    if summarizer_open(state):
+        summary = fallback()
+        kept_texts = tuple(e.text for e in kept)
+        state.replace_history(compaction.rebuilt_history(kept_texts, summary))
+        finish(summary, kept_texts, True, True)
+        return
+
+    budget = compaction.input_budget(model.context_limit, model.max_output_tokens)
+    shrinks = iter(range(SHRINK_TRIES))
+
+    def shrink(_prompt: str) -> str | None:
+        """The transcript again, with the oldest messages left out, after the provider found it too long."""
+        nonlocal budget
+        if next(shrinks, None) is None:
+            return None
+        budget = max(500, budget * 6 // 10)
+        return _prompt_for(compaction.compaction_input(entries, budget), instructions)
+
     config = summarize_turn(
-        compaction.compaction_input(entries, compaction.input_budget(model.context_limit, model.max_output_tokens)),
+        compaction.compaction_input(entries, budget),
         instructions=instructions,
         keep=[Interaction("user", e.text) for e in kept],
         max_tokens=model.max_output_tokens,
         fallback=fallback,
         metadata={"reason": reason},
+        shrink=shrink,
     )
 
     async def announce(result: SpecialTurnResult) -> None:
         kept_texts = tuple(i.text for i in result.persisted if i.kind == "user")
-        after = session.context_used()
-        send(ContextCompacted(turn_id, call_id, result.output, kept_texts, before, after, result.fallback, reason))
-        send(session.usage_event(turn_id))
+        finish(result.output, kept_texts, result.fallback, False)
 
     try:
         await session.execute_special_turn(config, announce=announce)

@@ -138,7 +138,8 @@ class ContextEngine:
         turn); a window too small for codling's own overhead is said once instead."""
         budget = self.budget
         overhead = self.overhead()
-        if overhead + count_tokens(prompt) > budget.compact_at:
+        pending = count_tokens(prompt)
+        if overhead + pending > budget.compact_at:
             self.warn_once(
                 "small",
                 turn_id,
@@ -148,12 +149,21 @@ class ContextEngine:
                 f"{budget.input_limit:,} a request may use. Expect frequent compaction; a model with a larger "
                 "window will work better.",
             )
-        if not self.state.entries or self.context_used() + count_tokens(prompt) <= budget.compact_at:
+        if not self.state.entries or self.context_used() + pending <= budget.compact_at:
             return
         leaves = budget.kept_user + budget.summary
-        if self.state.history_tokens <= leaves * 1.25 and self.context_used() <= budget.input_limit:
+        if self.state.history_tokens <= leaves * 1.25 and self.context_used() + pending <= budget.input_limit:
             return  # compacting would leave about what there is
-        await compactor.compact(self._session, turn_id, send, "threshold")
+        await compactor.compact(self._session, turn_id, send, "threshold", pending=pending)
+        if (after := self.context_used() + pending) > budget.input_limit:
+            self.warn_once(
+                "small",
+                turn_id,
+                send,
+                f"Even after compacting, the next request ({after:,} tokens) is larger than the "
+                f"{budget.input_limit:,} {self.state.model.id} can take; codling will cut this turn's tool "
+                "output to fit. A model with a larger window will work better.",
+            )
 
     def requests(self, compact_history: Any) -> TurnRequests:
         """The capability that fits each request of a turn into the window (see ``requests.py``)."""
