@@ -58,7 +58,7 @@ async def test_older_results_of_the_turn_give_way_to_their_summaries_first() -> 
     small = "\n".join(f"line {i}" for i in range(300))  # ~1,100 tokens each
     messages = turn(*(result(f"c{i}", f"{i}:{small}", f"summary {i}") for i in range(4)))
     requests = TurnRequests(WINDOW, lambda: 1_000, no_compaction)
-    fitted = await requests.fit(messages)
+    fitted = await requests.fit(messages, 1_000)
     assert contents(fitted) == [
         SUMMARISED + "summary 0",
         SUMMARISED + "summary 1",
@@ -66,12 +66,12 @@ async def test_older_results_of_the_turn_give_way_to_their_summaries_first() -> 
         f"3:{small}",
     ]
     assert requests.counter.messages(fitted) <= WINDOW.compact_at - 1_000
-    assert await requests.fit(fitted) is fitted  # within budget now: nothing more happens
+    assert await requests.fit(fitted, 1_000) is fitted  # within budget now: nothing more happens
 
 
 async def test_the_newest_result_goes_too_when_it_alone_is_too_big() -> None:
     messages = turn(result("a", "short", "a read"), result("b", BIG, "b: 400 lines"))
-    fitted = await TurnRequests(WINDOW, lambda: 1_000, no_compaction).fit(messages)
+    fitted = await TurnRequests(WINDOW, lambda: 1_000, no_compaction).fit(messages, 1_000)
     assert contents(fitted) == ["short", SUMMARISED + "b: 400 lines"]
 
 
@@ -84,7 +84,7 @@ async def test_the_history_is_compacted_between_requests_when_the_turn_cannot_gi
         calls.append(1)
         return [ModelRequest(parts=[UserPromptPart("[Summary] short")])]
 
-    fitted = await TurnRequests(WINDOW, lambda: 3_000, compact).fit(messages)
+    fitted = await TurnRequests(WINDOW, lambda: 3_000, compact).fit(messages, 3_000)
     assert calls == [1]
     assert fitted[0].parts[0].content == "[Summary] short"  # type: ignore[union-attr]
     assert fitted[1:] == messages[2:]  # the turn's own messages stay as they were
@@ -136,11 +136,26 @@ async def test_a_turn_reading_big_files_stays_within_the_window(project: Path, s
 
 
 async def test_a_window_too_small_for_the_overhead_is_said_once(project: Path, settings: Settings) -> None:
-    tiny = ModelInfo("test:tiny", context_limit=4_000, max_output_tokens=500)
+    tiny = ModelInfo("test:tiny", context_limit=2_500, max_output_tokens=300)
     script = Script([[Say("one")], [Say("two")]])
     session = session_for(script, project, settings, tiny)
     events = [e for prompt in ("first", "second") async for e in session.stream(prompt)]
     warnings = [e for e in events if isinstance(e, ContextWarning)]
-    assert len(warnings) == 1 and "window (4,000 tokens) is small" in warnings[0].message
+    assert len(warnings) == 1 and "window (2,500 tokens) is small" in warnings[0].message
     # Compacting would leave about what there is, so it is not done every turn.
     assert [e for e in events if isinstance(e, ContextCompacted)] == []
+
+
+async def test_a_small_window_gets_the_lean_tool_set(project: Path, settings: Settings) -> None:
+    offered = {}
+    for limit in (8_000, 32_000):
+        script = Script([[Say("hi")]])
+        session = session_for(script, project, settings, ModelInfo("test:m", context_limit=limit))
+        await session.run("hello")
+        offered[limit] = script.tools[0]
+        full = session.context.tool_tokens()
+        assert session.context.fixed_tokens() == session.context.system_tokens() + full
+    assert set(offered[32_000]) - set(offered[8_000]) == {"delegate", "update_plan"}
+    lean = open_session(settings, ModelInfo("test:m", context_limit=8_000), project, approver=None)
+    wide = open_session(settings, ModelInfo("test:m", context_limit=32_000), project, approver=None)
+    assert lean.context.tool_tokens() < wide.context.tool_tokens() * 0.6

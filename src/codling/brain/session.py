@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from codling.brain.builtin_turns import clean_title, title_turn
 from codling.brain.coalesce import TextCoalescer
-from codling.brain.context import compactor
+from codling.brain.context import compactor, tools
 from codling.brain.context.engine import ContextEngine
 from codling.brain.context.ledger import build_turn_summary
 from codling.brain.context.overflow import is_context_overflow
@@ -71,7 +71,6 @@ from codling.brain.turns import (
 from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
-from codling.tools.ports import DELEGATE_TOOL
 from codling.tools.toolset import ToolDeps, build_toolset
 
 if TYPE_CHECKING:
@@ -332,11 +331,13 @@ class ConversationSession:
             return (
                 options.run_tools
                 and ctx.run_step <= options.max_tool_passes
-                and (options.tool_names is None or tool.name in options.tool_names)
-                and (options.delegates or tool.name != DELEGATE_TOOL)
+                and tools.offered(tool.name, options.tool_names, delegates=options.delegates, lean=self.context.lean)
             )
 
-        return FilteredToolset(build_toolset(), offered)
+        async def lean(_ctx: Any, defs: list[Any]) -> list[Any]:
+            return [tools.lean_definition(d) for d in defs] if self.context.lean else defs
+
+        return FilteredToolset(build_toolset(), offered).prepared(lean)
 
     def _tools_spent(self, ctx: Any) -> str | None:
         """An instruction for the request after the last tool pass: tools are gone, answer now."""

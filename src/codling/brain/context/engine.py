@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from codling.brain.context import compactor
+from codling.brain.context import compactor, tools
 from codling.brain.context.budget import Budget, image_tokens
 from codling.brain.context.layout import turn_context
 from codling.brain.events import ContextWarning, Event, UsageUpdated
@@ -29,9 +29,6 @@ log = logging.getLogger(__name__)
 CONTEXT_OPEN = "<session-context>"
 CONTEXT_CLOSE = "</session-context>"
 CONTEXT_NOTE = "What codling keeps track of in this session (not written by the user):"
-
-TOOL_SCHEMA_TOKENS = 2_300
-"""What the tool definitions add to a request when they cannot be counted (no pydantic-ai yet)."""
 
 
 def fit_prompt(text: str, budget: Budget) -> str:
@@ -53,9 +50,9 @@ def fit_prompt(text: str, budget: Budget) -> str:
 class ContextEngine:
     """The context of one session (see the module's docstring)."""
 
-    def __init__(self, session: SessionHost, tool_tokens: Callable[[], int] | None = None) -> None:
+    def __init__(self, session: SessionHost) -> None:
         self._session = session
-        self._tool_tokens = tool_tokens
+        self._tools: dict[tuple[frozenset[str] | None, bool, bool], int] = {}
         self._warned: set[str] = set()
         self._system: tuple[str, int] = ("", 0)
 
@@ -71,14 +68,32 @@ class ContextEngine:
 
     # -- accounting ----------------------------------------------------------------------------------------
 
-    def fixed_tokens(self) -> int:
-        """What every request carries besides the conversation: the system prompt and the tool definitions."""
+    @property
+    def lean(self) -> bool:
+        """Whether requests carry the lean tool set (a small window: see ``context/tools.py``)."""
+        return self.state.model.context_limit < tools.LEAN_WINDOW
+
+    def system_tokens(self) -> int:
+        """What the system prompt takes of every request."""
         text = self._session.instructions()
         if self._system[0] is not text:
             self._system = (text, count_tokens(text))
-        system = self._system[1]
-        tools = self._tool_tokens() if self._tool_tokens is not None else TOOL_SCHEMA_TOKENS
-        return system + tools
+        return self._system[1]
+
+    def tool_tokens(self) -> int:
+        """What the definitions of the tools a user turn offers take of its requests."""
+        options = self._session.options
+        if not options.run_tools:
+            return 0
+        key = (options.tool_names, options.delegates, self.lean)
+        if (known := self._tools.get(key)) is None:
+            defs = tools.offered_definitions(options.tool_names, delegates=options.delegates, lean=self.lean)
+            known = self._tools[key] = tools.definitions_tokens(defs)
+        return known
+
+    def fixed_tokens(self) -> int:
+        """What every request carries besides the conversation: the system prompt and the tool definitions."""
+        return self.system_tokens() + self.tool_tokens()
 
     def turn_block(self) -> str:
         """The context the next turn carries with the user's message: recently edited files and the turn
@@ -169,7 +184,7 @@ class ContextEngine:
         """The capability that fits each request of a turn into the window (see ``requests.py``)."""
         from codling.brain.context.requests import TurnRequests
 
-        return TurnRequests(self.budget, self.fixed_tokens, compact_history)
+        return TurnRequests(self.budget, self.system_tokens, compact_history)
 
     def after_turn(self, first_input: int, images: tuple[ImageBlock, ...]) -> None:
         """Carry the provider's count of the turn's first request (``first_input``; 0: not reported) past the

@@ -40,6 +40,7 @@ from pydantic_ai.messages import (
 
 from codling.brain.context.budget import IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, Budget
 from codling.brain.context.overflow import is_context_overflow
+from codling.brain.context.tools import definitions_tokens
 from codling.brain.sanitize import sanitize_messages
 from codling.llm.tokens import count_tokens, truncate_to_tokens
 from codling.tools.base import ToolReport
@@ -129,8 +130,8 @@ class TurnRequests(AbstractCapability[Any]):
     """Fits each request of one turn into ``budget`` (see the module's docstring)."""
 
     budget: Budget
-    fixed_tokens: Callable[[], int]
-    """What every request carries besides its messages: the system prompt and the tool definitions offered."""
+    system_tokens: Callable[[], int]
+    """What the system prompt takes of every request (the tool definitions are counted as offered)."""
     compact_history: Callable[[], Awaitable[list[ModelMessage] | None]]
     """Compacts the session's history mid-turn; returns the new history's messages (None: nothing to do)."""
     counter: TokenCounter = field(default_factory=TokenCounter)
@@ -140,8 +141,12 @@ class TurnRequests(AbstractCapability[Any]):
     """How many of the turn's tool results gave way to their summaries."""
     _retry: list[ModelMessage] | None = None
 
+    def fixed_tokens(self, request_context: Any) -> int:
+        """What the request carries besides its messages: the system prompt and the tools it offers."""
+        return self.system_tokens() + definitions_tokens(request_context.model_request_parameters.function_tools)
+
     async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
-        messages = await self.fit(list(request_context.messages))
+        messages = await self.fit(list(request_context.messages), self.fixed_tokens(request_context))
         ctx.messages[:] = messages
         return self._outgoing(request_context, messages)
 
@@ -166,17 +171,16 @@ class TurnRequests(AbstractCapability[Any]):
     def _outgoing(self, request_context: Any, messages: list[ModelMessage]) -> Any:
         sent = sanitize_messages(messages)
         request_context.messages = sent
-        self.last_input = self.fixed_tokens() + self.counter.messages(sent)
+        self.last_input = self.fixed_tokens(request_context) + self.counter.messages(sent)
         settings = dict(request_context.model_settings or {})
         settings["max_tokens"] = self.budget.answer_room(self.last_input)
         request_context.model_settings = settings
         return request_context
 
-    async def fit(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+    async def fit(self, messages: list[ModelMessage], fixed: int) -> list[ModelMessage]:
         """``messages`` within the budget if it can be done: past the compaction point this turn's older tool
         results are summarised, then its newest ones; past the input limit the history is compacted too, when
-        it holds more than a compaction would leave."""
-        fixed = self.fixed_tokens()
+        it holds more than a compaction would leave. ``fixed`` is what the request carries besides them."""
         target = self.budget.compact_at - fixed
         if self.counter.messages(messages) <= target:
             return messages
