@@ -13,6 +13,7 @@ from codling.store.history import SessionHeader
 from codling.store.index import SessionStore
 from tests.e2e.raw_acp import agent_env, raw_agent
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
+from tests.fakes.scenarios import user_prompt
 
 
 @pytest.fixture
@@ -87,7 +88,7 @@ async def test_a_lone_surrogate_in_a_prompt_never_poisons_the_session(
             4, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "next"}]}
         )
         assert second["result"]["stopReason"] == "end_turn"
-    assert [r["messages"][-1]["content"] for r in server.requests] == ["broken \ufffd text", "next"]
+    assert [user_prompt(r["messages"][-1]["content"]) for r in server.requests] == ["broken \ufffd text", "next"]
     history = (home / "sessions" / sid / "history.jsonl").read_bytes()
     assert "broken \ufffd text" in history.decode("utf-8")  # strict: valid UTF-8 throughout
     assert b"\\ud800" not in history

@@ -11,6 +11,7 @@ import pytest
 
 from tests.e2e.test_cli import codling, model_env
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
+from tests.fakes.scenarios import user_prompt
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 GOLDEN_ID = "20261122-901de5e55e01"
@@ -39,7 +40,7 @@ def test_continue_and_resume_carry_the_conversation(home: Path, project: Path, s
     second = codling("run", "--continue", "what was the hint?", env=env, cwd=project)
     assert second.returncode == 0, second.stderr
     contents = [m["content"] for m in server.requests[-1]["messages"]]
-    assert "remember: the hint is teal" in contents and "what was the hint?" in contents
+    assert "remember: the hint is teal" in contents and user_prompt(contents[-1]) == "what was the hint?"
 
     server.enqueue(Reply(text=["still teal"]))
     prefix = str(listed["session_id"])[:12]

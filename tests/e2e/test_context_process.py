@@ -15,6 +15,7 @@ from codling.brain.state import SUMMARY_PREFIX
 from tests.e2e.test_acp_process import agent_env
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, Usage, running_server
+from tests.fakes.scenarios import user_prompt
 
 SUMMARY = "## Goal\nShip the parser.\n## User constraints and preferences\nThe user's lucky number is 42."
 
@@ -69,7 +70,7 @@ async def test_context_length_exceeded_compacts_retries_and_recovers(
     summary_request = bodies[2]["messages"]
     assert "handoff summary" in summary_request[0]["content"]
     assert "My lucky number is 42." in summary_request[-1]["content"]
-    retry = [m["content"] for m in bodies[3]["messages"] if m["role"] == "user"]
-    assert retry[0] == "My lucky number is 42."
-    assert retry[1].startswith(SUMMARY_PREFIX) and "lucky number is 42" in retry[1]
-    assert retry[-1] == "What is my lucky number?"
+    # One user message (roles alternate): the kept user message, the summary, then the turn's context and prompt.
+    (retry,) = [m["content"] for m in bodies[3]["messages"] if m["role"] == "user"]
+    assert retry.startswith("My lucky number is 42.\n\n" + SUMMARY_PREFIX) and "lucky number is 42" in retry
+    assert user_prompt(retry) == "What is my lucky number?"

@@ -25,6 +25,7 @@ from tests.e2e.test_cli import codling, model_env
 from tests.e2e.test_cli_sessions import GOLDEN, GOLDEN_ID, install_golden
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.openai_server import OpenAIServer, Reply, ScriptedReply, ToolCall, last_user_text, running_server
+from tests.fakes.scenarios import user_prompt
 
 
 @pytest.fixture
@@ -97,7 +98,7 @@ os.execv(sys.executable, [sys.executable, "-m", "codling", "acp"])
 async def test_a_thousand_open_sessions_under_a_256_descriptor_limit(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:
-    server.responder = lambda body: Reply(text=[f"echo: {last_user_text(body)}"])
+    server.responder = lambda body: Reply(text=[f"echo: {user_prompt(last_user_text(body))}"])
     client = RecordingClient()
     wrapper = LIMITED.format(limit=FD_LIMIT)
     async with spawn_agent_process(client, sys.executable, "-c", wrapper, env=agent_env(home, server)) as (conn, proc):
@@ -131,7 +132,7 @@ TRIALS = 8
 
 def scripted_turn(body: dict[str, Any]) -> ScriptedReply:
     """Text and a tool call, then (once the call's result is in) more text; a resumed turn gets one reply."""
-    if last_user_text(body).startswith("resume"):
+    if user_prompt(last_user_text(body)).startswith("resume"):
         return Reply(text=["resumed ", "fine."])
     if (body.get("messages") or [{}])[-1].get("role") == "tool":
         return Reply(text=["The readme ", "says ", "demo", "."], delay=0.005)

@@ -147,6 +147,8 @@ class ConversationSession:
         self._requests: TurnRequests | None = None
         self._first_input = 0
         """The input tokens the provider reported for the running turn's first request (0: none yet)."""
+        self._first_input_history = 0
+        """``state.replacements`` when they were reported (a later compaction makes them stale)."""
         self.context = ContextEngine(self)
         if deps.permissions.approver is not None:
             deps.permissions.approver = DeliveredFirst(deps.permissions.approver, self._delivered)
@@ -478,7 +480,8 @@ class ConversationSession:
         summary = None
         if command is None:
             record_turn(self.state, log_, ending)
-            self.context.after_turn(self._first_input, images)
+            fresh = self._first_input_history == self.state.replacements
+            self.context.after_turn(self._first_input if fresh else 0, images)
             summary = build_turn_summary(log_.turn_number, log_.events)
             self.state.remember_turn(summary)
             if self._wants_title(log_, ending):
@@ -567,7 +570,9 @@ class ConversationSession:
     def _first_input_reported(self, tokens: int) -> None:
         """The provider's input tokens for a turn's first request (as soon as it answers, even if the turn is
         cancelled or fails later)."""
+        # Counted against the history as it is now: a compaction later in the turn makes it stale.
         self._first_input = tokens
+        self._first_input_history = self.state.replacements
 
     @property
     def _last_input(self) -> int:

@@ -190,6 +190,7 @@ class ContextEngine:
         """Carry the provider's count of the turn's first request (``first_input``; 0: not reported) past the
         turn, once the turn's prompt and reply are in the history: the history's growth is the reply."""
         if not first_input:
+            self.state.reported_input_tokens = 0  # nothing the provider said applies to the history as it is
             return
         counted = first_input - image_tokens(images, self.state.model)
         self.state.reported_input_tokens = max(0, counted) + self.state.entries[-1].tokens
