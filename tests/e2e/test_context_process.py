@@ -26,8 +26,18 @@ def server() -> Iterator[OpenAIServer]:
         yield s
 
 
+LLAMA_CPP_OVERFLOW = ErrorReply(
+    500,
+    "the request exceeds the available context size. try increasing the context size or enable context shift",
+    type="exceed_context_size_error",
+)
+
+
+@pytest.mark.parametrize(
+    "overflow", [ErrorReply.context_length_exceeded(), LLAMA_CPP_OVERFLOW], ids=["openai", "llama.cpp-500"]
+)
 async def test_context_length_exceeded_compacts_retries_and_recovers(
-    home: Path, project: Path, server: OpenAIServer
+    home: Path, project: Path, server: OpenAIServer, overflow: ErrorReply
 ) -> None:
     (home / "models.json").write_text(
         json.dumps({"models": {"openai-chat:fake-model": {"context_limit": 64000, "max_output_tokens": 2000}}})
@@ -35,7 +45,7 @@ async def test_context_length_exceeded_compacts_retries_and_recovers(
     (home / "config.toml").write_text('mode = "yolo"\n')
     server.enqueue(
         Reply(text=["Noted."], usage=Usage(900, 5)),
-        ErrorReply.context_length_exceeded(),
+        overflow,
         Reply(text=[SUMMARY]),
         Reply(text=["Your lucky number is 42."], usage=Usage(300, 8)),
     )

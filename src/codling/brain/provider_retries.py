@@ -24,6 +24,7 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.messages import ModelResponse
 
+from codling.brain.context.overflow import is_context_overflow
 from codling.brain.events import Event, ProviderRetrying
 from codling.brain.retries import RETRYABLE_STATUSES, RetryPolicy
 from codling.brain.turns import describe_failure
@@ -35,8 +36,8 @@ def retry_reason(error: Exception) -> str | None:
 
     An exhausted quota is not (waiting will not help), nor is a timeout: the provider went silent for the
     whole idle timeout, and trying again would make the user wait that long once more."""
-    if isinstance(error, ModelQuotaExceededError | ModelTimeoutError):
-        return None
+    if isinstance(error, ModelQuotaExceededError | ModelTimeoutError) or is_context_overflow(error):
+        return None  # (some servers answer an overflow with 500: the same request would fail the same way)
     if isinstance(error, ModelHTTPError):
         return f"HTTP {error.status_code}" if error.status_code in RETRYABLE_STATUSES else None
     if isinstance(error, ModelConnectionError):

@@ -28,7 +28,7 @@ from codling.brain.coalesce import TextCoalescer
 from codling.brain.context import compactor, tools
 from codling.brain.context.engine import ContextEngine
 from codling.brain.context.ledger import build_turn_summary
-from codling.brain.context.overflow import is_context_overflow
+from codling.brain.context.overflow import is_context_overflow, overflow_of
 from codling.brain.context.summaries import summarize_tool_call, update_recent_files
 from codling.brain.delegates import SessionDelegator
 from codling.brain.delegates import remember as remember_delegate
@@ -520,12 +520,15 @@ class ConversationSession:
         try:
             return await self._drive(turn_id, retry_text, send, images)
         except Exception as e:
-            if is_context_overflow(e):
+            if (found := overflow_of(e)) is not None:
+                budget = self.context.budget
+                if found.requested is not None and found.limit is not None:
+                    size = f"{found.requested:,} tokens by the provider's count, of the {found.limit:,} it takes"
+                else:
+                    size = f"about {self._last_input:,} tokens, of the {budget.input_limit:,} a request may use"
                 raise SessionError(
                     f"The request is still too long for {self.state.model.id} after compacting the conversation "
-                    f"and cutting this turn's tool output: about {self._last_input:,} tokens, while a request "
-                    f"may use {self.context.budget.input_limit:,} of the model's {self.context.budget.window:,}. "
-                    "Shorten the request, or start a new session."
+                    f"and cutting this turn's tool output ({size}). Shorten the request, or start a new session."
                 ) from e
             raise
 

@@ -1,0 +1,186 @@
+"""Every provider's way of saying "the context is too long" is recognised (with its numbers), and nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic_ai.exceptions import ModelHTTPError
+
+from codling.brain.context.overflow import Overflow, overflow_of
+from codling.brain.provider_retries import retry_reason
+
+
+def error(status: int, body: Any) -> ModelHTTPError:
+    return ModelHTTPError(status, "test:model", body)
+
+
+def openai_body(message: str, code: str | None = None, type_: str = "invalid_request_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "code": code}}
+
+
+WORDINGS = [
+    (
+        "openai",
+        400,
+        openai_body(
+            "This model's maximum context length is 8192 tokens. However, your messages resulted in 9500 tokens. "
+            "Please reduce the length of the messages.",
+            "context_length_exceeded",
+        ),
+        Overflow("openai", 9500, 8192),
+    ),
+    (
+        "vllm",
+        400,
+        openai_body(
+            "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the "
+            "messages, 1000 in the completion). Please reduce the length of the messages or completion.",
+            type_="BadRequestError",
+        ),
+        Overflow("vllm", 5000, 4096),
+    ),
+    (
+        "vllm-decoder",
+        400,
+        openai_body("The decoder prompt (length 9000) is longer than the maximum model length of 8192."),
+        Overflow("vllm", 9000, 8192),
+    ),
+    (
+        "llama.cpp-counts",
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "request (4390 tokens) exceeds the available context size (4096 tokens), try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 4390,
+                "n_ctx": 4096,
+            }
+        },
+        Overflow("llama.cpp", 4390, 4096),
+    ),
+    (
+        "llama.cpp-500",
+        500,
+        {
+            "error": {
+                "code": 500,
+                "message": "the request exceeds the available context size. try increasing the context size or "
+                "enable context shift",
+                "type": "exceed_context_size_error",
+            }
+        },
+        Overflow("llama.cpp"),
+    ),
+    (
+        "llama.cpp-server-error",
+        500,
+        {"error": {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}},
+        Overflow("llama.cpp"),
+    ),
+    (
+        "llama-cpp-python",
+        400,
+        openai_body("Requested tokens (2285) exceed context window of 2048"),
+        Overflow("llama-cpp-python", 2285, 2048),
+    ),
+    (
+        "ollama",
+        400,
+        {"error": {"message": "prompt too long; exceeded max context length by 1200 tokens"}},
+        Overflow("ollama", 1200, None),
+    ),
+    (
+        "lm-studio",
+        400,
+        {
+            "error": "Trying to keep the first 5000 tokens when context the overflows. However, the model is loaded "
+            "with context length of only 4096 tokens, which is not enough. Try to load the model with a larger "
+            "context length, or provide a shorter input"
+        },
+        Overflow("lm-studio", 5000, 4096),
+    ),
+    (
+        "anthropic",
+        400,
+        {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"},
+        },
+        Overflow("anthropic", 210000, 200000),
+    ),
+    (
+        "anthropic-max-tokens",
+        400,
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000, decrease "
+                "input length or `max_tokens` and try again",
+            },
+        },
+        Overflow("anthropic", 198000, 200000),
+    ),
+    (
+        "gemini",
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).",
+                "status": "INVALID_ARGUMENT",
+            }
+        },
+        Overflow("gemini", 1200293, 1048576),
+    ),
+    (
+        "openrouter",
+        400,
+        openai_body(
+            "This endpoint's maximum context length is 128000 tokens. However, you requested about 130512 tokens "
+            "(122320 of text input, 8192 in the output). Please reduce the length of either one, or use the "
+            '"middle-out" transform to compress your prompt automatically.'
+        ),
+        Overflow("openrouter", 130512, 128000),
+    ),
+    (
+        "mistral",
+        400,
+        openai_body(
+            "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length"
+        ),
+        Overflow("mistral", 40000, 32768),
+    ),
+    (
+        "proxy-code-only",
+        413,
+        openai_body("Request rejected", "context_length_exceeded"),
+        Overflow("generic"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("status", "body", "expected"), [w[1:] for w in WORDINGS], ids=[w[0] for w in WORDINGS])
+def test_each_providers_overflow_wording_is_recognised_with_its_numbers(
+    status: int, body: Any, expected: Overflow
+) -> None:
+    e = error(status, body)
+    assert overflow_of(e) == expected
+    assert retry_reason(e) is None  # the same request would fail the same way: never retried as it is
+
+
+NOT_OVERFLOWS = [
+    ("rate-limit", 429, openai_body("Rate limit reached for requests", "rate_limit_exceeded")),
+    ("auth", 401, openai_body("Incorrect API key provided", "invalid_api_key")),
+    ("server-error", 500, {"error": {"message": "upstream connect error", "type": "server_error"}}),
+    ("tool-calls", 400, openai_body("maximum number of tool calls exceeded")),
+    ("bad-model", 404, openai_body("The model `gpt-9` does not exist", "model_not_found")),
+    ("overflow-words-but-not-a-request-error", 503, openai_body("maximum context length is 8192 tokens")),
+]
+
+
+@pytest.mark.parametrize(("status", "body"), [n[1:] for n in NOT_OVERFLOWS], ids=[n[0] for n in NOT_OVERFLOWS])
+def test_other_errors_are_not_overflows(status: int, body: Any) -> None:
+    assert overflow_of(error(status, body)) is None
