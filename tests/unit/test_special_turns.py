@@ -271,7 +271,7 @@ WORKED = [
     Interaction("user", "what does a.txt say?"),
     Interaction("thought", "I should read it."),
     Interaction("tool_call", "Read a.txt"),
-    Interaction("tool_result", "- Read a.txt (done):\n    Read a.txt: line 1 of 1"),
+    Interaction("tool_result", "- Read a.txt (done):\n    Read a.txt: line 1 of 1\n         1\talpha"),
     Interaction("assistant", "It says alpha."),
 ]
 

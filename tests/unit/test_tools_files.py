@@ -13,6 +13,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
 from codling.errors import EditError, MissingPathError, PathError, PermissionDenied, ToolError
+from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ToolOutput
 from codling.tools.files import edit_file, read_file, unified_diff, write_file
@@ -51,6 +52,7 @@ def make_deps(root: Path, mode: PermissionMode = "yolo", approver: ScriptedAppro
         fs=LocalFileSystem(),
         terminal=LocalTerminal(),
         permissions=Permissions(mode, approver),
+        output_tokens=100_000,  # (the cap for a model's window has tests of its own)
     )
 
 
@@ -85,7 +87,7 @@ async def test_read_file_numbers_lines(proj: Path) -> None:
     assert await read_file(ctx_in(proj), "a.py") == ToolOutput(
         text="     1\tone\n     2\ttwo\n     3\tthree",
         locations=(Location(proj / "a.py"),),
-        summary="Read a.py: lines 1-3 of 3",
+        summary="Read a.py: lines 1-3 of 3\n     1\tone\n     2\ttwo\n     3\tthree",
     )
 
 
@@ -95,7 +97,7 @@ async def test_read_file_range(proj: Path) -> None:
     assert result == ToolOutput(
         text="     3\tline 3\n     4\tline 4",
         locations=(Location(proj / "a.py", 3),),
-        summary="Read a.py: lines 3-4 of 10",
+        summary="Read a.py: lines 3-4 of 10\n     3\tline 3\n     4\tline 4",
     )
     tail = await read_file(ctx_in(proj), "a.py", start_line=9)
     assert tail.text == "     9\tline 9\n    10\tline 10"
@@ -633,3 +635,35 @@ async def test_the_local_file_port_never_blocks_on_a_named_pipe(tmp_path: Path) 
         await asyncio.wait_for(LocalFileSystem().read_text(tmp_path / "pipe"), 10)  # liveness deadline
     with pytest.raises(PathError, match="is a directory"):
         await LocalFileSystem().read_text(tmp_path)
+
+
+async def test_read_file_fits_the_models_cap_and_pages_to_the_end(proj: Path) -> None:
+    # 138 KB, as a pasted data file: never an error, always the first part and the way on.
+    lines = [f"record {i}: " + "value " * 20 for i in range(1, 1101)]
+    write(proj, {"data.txt": "\n".join(lines) + "\n"})
+    deps = replace(make_deps(proj), output_tokens=2_000)
+    start, seen, calls = 1, [], 0
+    while True:
+        result = await read_file(ctx_for(deps), "data.txt", start_line=start)
+        calls += 1
+        assert count_tokens(result.text) <= 2_000
+        body = [line for line in result.text.split("\n") if "\t" in line]
+        seen += [line.split("\t", 1)[1] for line in body]
+        note = result.text.rsplit("\n", 1)[-1]
+        if not note.startswith("[Showing"):
+            break
+        assert "a tool result may hold about 2,000 tokens with this model" in note
+        start = int(note.rsplit("start_line=", 1)[1].rstrip(".]"))
+    assert seen == lines and calls > 5
+
+
+async def test_a_reads_summary_keeps_the_lines_that_define_things(proj: Path) -> None:
+    code = "\n".join(["import os", "", "API_PORT = 8123", *[f"# filler {i} " + "x" * 40 for i in range(40)]])
+    code += "\n\ndef serve(port):\n    return port\n"
+    write(proj, {"app.py": code})
+    summary = (await read_file(ctx_in(proj), "app.py")).summary
+    assert summary.splitlines() == [
+        "Read app.py: lines 1-46 of 46",
+        "     3\tAPI_PORT = 8123",
+        "    45\tdef serve(port):",
+    ]

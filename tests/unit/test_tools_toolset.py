@@ -23,11 +23,12 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
 from codling.errors import PathError
+from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import FileDiff, Location
-from codling.tools.toolset import READ_ONLY_TOOLS, TOOL_NAMES, ToolDeps, build_toolset, describe_call
+from codling.tools.toolset import READ_ONLY_TOOLS, TOOL_NAMES, ToolDeps, build_toolset, capped, describe_call
 from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
 
@@ -129,7 +130,7 @@ async def test_reporting_toolset_wraps_outputs_and_tool_errors(tmp_path: Path) -
     assert ok == ToolReturn(
         return_value="     1\thi",
         metadata=ToolReport(
-            ToolOutput("     1\thi", locations=(Location(tmp_path / "a.txt"),), summary="Read a.txt: line 1 of 1")
+            ToolOutput("     1\thi", locations=(Location(tmp_path / "a.txt"),), summary="Read a.txt: line 1 of 1\n     1\thi")
         ),
     )
     failed = await toolset.call_tool("read_file", {"path": "../x"}, ctx, tools["read_file"])
@@ -286,3 +287,12 @@ async def test_edits_in_one_response_do_not_overwrite_each_other(tmp_path: Path)
     assert result.output == "done"
     assert target.read_text() == "a = 2\nb = 2\n"
     assert [r.raw_input["new_text"] for r in approver.asked] == ["a = 2", "b = 2"]
+
+
+def test_a_result_past_the_cap_keeps_its_head_and_tail_and_says_how_to_see_the_rest() -> None:
+    output = "\n".join(f"test_{i} PASSED" for i in range(3_000)) + "\nFAILED test_parser - boom\n== 1 failed =="
+    text = capped(output, 1_000)
+    assert count_tokens(text) <= 1_000
+    assert text.startswith("test_0 PASSED") and text.endswith("FAILED test_parser - boom\n== 1 failed ==")
+    assert "a tool result may hold at most 1,000 tokens with this model" in text
+    assert capped("short", 1_000) == "short"

@@ -555,7 +555,8 @@ class ConversationSession:
         async with self._get_agent().iter(
             user_content(self.context.request_text(user_text), images, can_see=model.images),
             message_history=self.state.messages(),
-            deps=self.deps,
+            # One tool result may take about a quarter of the window (the model is told the cap, so it can page).
+            deps=replace(self.deps, output_tokens=self.context.budget.tool_output),
             usage_limits=UsageLimits(request_limit=self.options.max_requests_per_turn),
             model_settings=settings,
             instructions=[self._tools_spent],

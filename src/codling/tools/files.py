@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 from pydantic_ai import RunContext
 
 from codling.errors import EditError, MissingPathError, PathError, ToolError
+from codling.llm.tokens import count_tokens
 from codling.tools.base import ToolOutput
 from codling.tools.ports import FileDiff, Location, PermissionRequest
 from codling.tools.toolset import ToolDeps, describe_call
@@ -26,6 +28,8 @@ READ_MAX_LINES = 2000
 READ_MAX_CHARS = 100_000
 READ_MAX_LINE_CHARS = 2000
 DIFF_MAX_LINES = 80
+PAGING_NOTE_TOKENS = 60
+"""What the note saying how to read on costs."""
 SUMMARY_DIFF_LINES = 40
 """Most diff lines an edit's summary keeps."""
 
@@ -76,8 +80,9 @@ async def read_file(
 ) -> ToolOutput:
     """Read a text file and return its lines, each prefixed with its line number and a tab.
 
-    At most 2000 lines (about 100 KB) come back per call; a note at the end then says how to read the rest.
-    Lines longer than 2000 characters are cut. Use start_line and end_line to read part of a long file.
+    At most 2000 lines come back per call, fewer when they would not fit the tool output cap for the model
+    (its share of the context window); a note at the end then says how to read the rest. Lines longer than
+    2000 characters are cut. Use start_line and end_line to read part of a long file.
 
     Args:
         path: The file, relative to the working directory (or absolute, inside the workspace).
@@ -88,14 +93,51 @@ async def read_file(
     target = workspace.resolve(path)
     shown = workspace.display(target)
     text = await read_content(ctx.deps, target)
-    numbered = _numbered(text, start_line, end_line, shown)
+    numbered = _numbered(text, start_line, end_line, shown, ctx.deps.output_tokens)
     if numbered.total == 0:
         summary = f"Read {shown}: the file is empty"
     elif numbered.first == numbered.last:
         summary = f"Read {shown}: line {numbered.first} of {numbered.total}"
     else:
         summary = f"Read {shown}: lines {numbered.first}-{numbered.last} of {numbered.total}"
+    if numbered.total:
+        summary += "\n" + key_lines(numbered.text, markdown=target.suffix.lower() in (".md", ".markdown"))
     return ToolOutput(text=numbered.text, locations=(Location(target, start_line),), summary=summary)
+
+
+SUMMARY_READ_CHARS = 800
+"""Most characters of what was read that a read's summary keeps (what the history remembers of it)."""
+
+_KEY_LINE = re.compile(
+    r"^\s*(?:(?:export|pub|async|public|private|static|default)\s+)*"
+    r"(?:def|class|function|fn|func|const|let|var|type|interface|struct|enum|impl|module|package)\b"
+    r"|^\s*[A-Za-z_][\w.\-]*\s*(?::|=|:=)\s*\S"  # NAME = value, key: value
+    r"|^\s*\[[^\]]+\]\s*$"  # [sections] of INI and TOML files
+)
+_HEADING = re.compile(r"^\s*#{1,3}\s+\S")
+"""A Markdown heading (only in Markdown files: elsewhere it is a comment)."""
+
+
+def key_lines(numbered: str, limit: int = SUMMARY_READ_CHARS, *, markdown: bool = False) -> str:
+    """What a read's summary keeps of the numbered lines it returned: all of them when they are short, else
+    the lines that define or set something (definitions, assignments, config keys, headings), top first,
+    within ``limit`` characters."""
+    lines = [line for line in numbered.split("\n") if "\t" in line]  # (not the paging note)
+    if sum(len(line) + 1 for line in lines) <= limit:
+        return "\n".join(lines)
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        content = line.split("\t", 1)[1]
+        if not (_KEY_LINE.match(content) or (markdown and _HEADING.match(content))):
+            continue
+        entry = line if len(line) <= 160 else line[:159] + "…"
+        if size + len(entry) + 1 > limit:
+            kept.append("  …")
+            break
+        kept.append(entry)
+        size += len(entry) + 1
+    return "\n".join(kept) if kept else "\n".join([*lines[:3], "  …"])
 
 
 def number_lines(text: str, start_line: int | None, end_line: int | None, shown: str) -> str:
@@ -112,7 +154,9 @@ class _Numbered:
     total: int
 
 
-def _numbered(text: str, start_line: int | None, end_line: int | None, shown: str) -> _Numbered:
+def _numbered(
+    text: str, start_line: int | None, end_line: int | None, shown: str, max_tokens: int | None = None
+) -> _Numbered:
     if start_line is not None and start_line < 1:
         raise ToolError(f"start_line must be 1 or more (got {start_line})")
     if end_line is not None and end_line < (start_line or 1):
@@ -129,19 +173,27 @@ def _numbered(text: str, start_line: int | None, end_line: int | None, shown: st
     last = min(end_line or total, total)
     out: list[str] = []
     size = 0
+    # The paging note needs room too, so lines may take the cap less what it costs.
+    room = None if max_tokens is None else max(1, max_tokens - PAGING_NOTE_TOKENS)
+    tokens = 0
     number = first
     while number <= last and len(out) < READ_MAX_LINES and size < READ_MAX_CHARS:
         line = lines[number - 1].removesuffix("\r")
         if len(line) > READ_MAX_LINE_CHARS:
             line = f"{line[:READ_MAX_LINE_CHARS]} [… {len(line) - READ_MAX_LINE_CHARS} more characters]"
         entry = f"{number:>6}\t{line}"
+        if room is not None:
+            tokens += count_tokens(entry) + 1
+            if tokens > room and out:
+                break
         out.append(entry)
         size += len(entry) + 1
         number += 1
     shown_last = number - 1
     if shown_last < last:
+        why = f" (a tool result may hold about {max_tokens:,} tokens with this model)" if tokens > (room or 0) else ""
         out.append(
-            f"[Showing lines {first}-{shown_last} of {total}. To read more, call read_file with "
+            f"[Showing lines {first}-{shown_last} of {total}{why}. To read more, call read_file with "
             f"start_line={shown_last + 1}.]"
         )
     return _Numbered("\n".join(out), first, shown_last, total)

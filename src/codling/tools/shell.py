@@ -54,7 +54,8 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
         command,
         cwd=cwd,
         timeout=timeout,
-        output_limit=deps.output_limit,
+        # A token is at least one character and seldom more than four: the token cap of the result does the rest.
+        output_limit=min(deps.output_limit, deps.output_tokens * 4),
         on_terminal=lambda terminal_id: deps.progress.terminal(call_id, terminal_id),
     )
     if result.timed_out:

@@ -19,6 +19,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolse
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from codling.errors import PathError, ToolError
+from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
 from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
 from codling.tools.ports import DELEGATE_TOOL, Delegator, FileSystem, Location, Terminal, ToolKind, ToolProgress
@@ -68,6 +69,9 @@ class ToolDeps:
     """Default seconds a command may run (the model may ask for another, within limits)."""
     output_limit: int = 30_000
     """Most characters of command output kept for the model."""
+    output_tokens: int = 8_000
+    """Most tokens one tool result keeps for the model (the session sets it from the model's window: about a
+    quarter of it); a longer result is cut in the middle, with a note saying so and how to see the rest."""
     progress: ToolProgress = field(default_factory=ToolProgress)
     """Where tools report what the user can watch while they run (the session connects it to its turns)."""
     delegator: Delegator | None = None
@@ -92,9 +96,27 @@ class ReportingToolset(WrapperToolset[ToolDeps]):
             message = valid_text(str(e))
             return ToolReturn(return_value=f"Error: {message}", metadata=ToolReport(None, error=message))
         if isinstance(result, ToolOutput):
-            output = replace(result, text=valid_text(result.text), summary=valid_text(result.summary))
+            text = capped(valid_text(result.text), ctx.deps.output_tokens)
+            output = replace(result, text=text, summary=valid_text(result.summary))
             return ToolReturn(return_value=output.text, metadata=ToolReport(output))
         return result
+
+
+def capped(text: str, max_tokens: int) -> str:
+    """``text`` within ``max_tokens`` tokens: whole, or its head and tail around a note that names the cap and
+    how to see the rest."""
+    if len(text) <= max_tokens:  # a token is at least one character
+        return text
+    tokens = count_tokens(text)
+    if tokens <= max_tokens:
+        return text
+    note = (
+        f"\n[… about {tokens - max_tokens:,} tokens cut here: a tool result may hold at most {max_tokens:,} tokens "
+        "with this model. Read a line range, search for something narrower, or filter the command's output "
+        "(| tail -n 50, | grep …) to see the rest …]\n"
+    )
+    room = max(0, max_tokens - count_tokens(note))
+    return truncate_to_tokens(text, room // 2) + note + tail_tokens(text, room - room // 2)
 
 
 def valid_text(text: str) -> str:
