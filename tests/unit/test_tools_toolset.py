@@ -130,7 +130,9 @@ async def test_reporting_toolset_wraps_outputs_and_tool_errors(tmp_path: Path) -
     assert ok == ToolReturn(
         return_value="     1\thi",
         metadata=ToolReport(
-            ToolOutput("     1\thi", locations=(Location(tmp_path / "a.txt"),), summary="Read a.txt: line 1 of 1\n     1\thi")
+            ToolOutput(
+                "     1\thi", locations=(Location(tmp_path / "a.txt"),), summary="Read a.txt: line 1 of 1\n     1\thi"
+            )
         ),
     )
     failed = await toolset.call_tool("read_file", {"path": "../x"}, ctx, tools["read_file"])
