@@ -49,7 +49,8 @@ async def test_usage_commands_and_compaction_are_visible_and_survive_load(home: 
         sid = session.session_id
         await client.wait_for("available_commands_update")
         (commands,) = client.of_kind("available_commands_update")
-        assert [c.name for c in commands.available_commands] == ["compact"]
+        assert [c.name for c in commands.available_commands] == ["compact", "pin", "pins", "unpin"]
+        assert [c.input is None for c in commands.available_commands] == [False, False, True, False]
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("My lucky number is 42.")])
         usage = client.of_kind("usage_update")
         assert len(usage) == 1 and usage[0].size == 8000 and 0 < usage[0].used < 8000

@@ -389,16 +389,13 @@ class CodlingAgent:
             log.debug("could not send the context's usage", exc_info=True)
 
     async def _advertise_commands(self, session_id: str) -> None:
-        from codling.brain.turns import COMMANDS
+        from codling.brain.turns import COMMAND_HINTS, COMMANDS
 
-        commands = [
-            AvailableCommand(
-                name=name,
-                description=description,
-                input=AvailableCommandInput(root=UnstructuredCommandInput(hint="optional instructions")),
-            )
-            for name, description in COMMANDS.items()
-        ]
+        commands = []
+        for name, description in COMMANDS.items():
+            hint = COMMAND_HINTS.get(name)
+            takes = AvailableCommandInput(root=UnstructuredCommandInput(hint=hint)) if hint else None
+            commands.append(AvailableCommand(name=name, description=description, input=takes))
         try:
             await self.client.session_update(session_id=session_id, update=helpers.update_available_commands(commands))
         except Exception:  # the client may be gone already; commands are a convenience

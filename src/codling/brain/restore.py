@@ -9,6 +9,7 @@ from codling.brain.context.budget import Budget
 from codling.brain.context.compaction import DEFAULT_THRESHOLD
 from codling.brain.context.compactor import count_compaction
 from codling.brain.context.engine import fit_prompt
+from codling.brain.context.pins import pins_after
 from codling.brain.context.summaries import update_recent_files
 from codling.brain.delegates import remember as remember_delegate
 from codling.brain.events import (
@@ -19,10 +20,10 @@ from codling.brain.events import (
     TurnEnded,
     TurnStarted,
 )
-from codling.brain.prompt import render_prompt
+from codling.brain.prompt import TextBlock, render_prompt
 from codling.brain.special_turns import persisted_entries
 from codling.brain.state import HistoryEntry, SessionState
-from codling.brain.turns import Ending, TurnLog, is_command_turn
+from codling.brain.turns import Ending, TurnLog, command_of, typed_text
 
 
 def record_turn(state: SessionState, log_: TurnLog, ending: Ending | None) -> None:
@@ -43,7 +44,10 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
             if log_ is not None:
                 record_turn(state, log_, "interrupted")
             text = fit_prompt(render_prompt(event.blocks) if event.blocks else event.prompt, budget)
-            log_ = None if is_command_turn(event) else TurnLog(state.turn_count + 1, text)
+            blocks = event.blocks or (TextBlock(event.prompt),)
+            command = command_of(blocks)
+            state.pins = pins_after(state.pins, typed_text(blocks), command, state.turn_count + 1)
+            log_ = None if command is not None else TurnLog(state.turn_count + 1, text)
             continue
         if isinstance(event, ContextCompacted):
             state.replace_history(compaction.rebuilt_history(event.kept_user_messages, event.summary))

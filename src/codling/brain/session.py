@@ -29,6 +29,7 @@ from codling.brain.context import compactor, tools
 from codling.brain.context.engine import ContextEngine
 from codling.brain.context.ledger import build_turn_summary
 from codling.brain.context.overflow import is_context_overflow, overflow_of
+from codling.brain.context.pins import describe_pins, pins_after
 from codling.brain.context.summaries import summarize_tool_call, update_recent_files
 from codling.brain.delegates import SessionDelegator
 from codling.brain.delegates import remember as remember_delegate
@@ -38,6 +39,7 @@ from codling.brain.events import (
     Event,
     SessionTitled,
     StopReason,
+    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     TurnEnded,
@@ -67,6 +69,7 @@ from codling.brain.turns import (
     command_of,
     describe_failure,
     is_expected_failure,
+    typed_text,
 )
 from codling.config import PermissionMode
 from codling.errors import SessionError
@@ -451,6 +454,8 @@ class ConversationSession:
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
         self.deps.progress.listen(TurnProgress(turn_id, send, self._delivered))
         command = command_of(blocks)
+        # Before the turn runs, as restore does it (a turn cancelled at once still stated its rules).
+        self.state.pins = pins_after(self.state.pins, typed_text(blocks), command, log_.turn_number)
         images = tuple(b for b in blocks if isinstance(b, ImageBlock))
         stop: StopReason = "end_turn"
         usage = Usage()
@@ -461,7 +466,7 @@ class ConversationSession:
                 raise asyncio.CancelledError  # cancelled before the turn could start
             self.instructions()  # the system prompt's size is part of the context estimate
             if command is not None:
-                await compactor.compact(self, turn_id, send, "command", command[1] or None)
+                await self._command(turn_id, send, *command)
             else:
                 stop, usage = await self._model_turn(turn_id, user_text, send, log_, images)
         except asyncio.CancelledError:
@@ -570,6 +575,18 @@ class ConversationSession:
                 self._first_input_reported,
                 idle_timeout=self.options.stream_idle_timeout,
             )
+
+    async def _command(self, turn_id: str, send: Callable[[Event], None], name: str, argument: str) -> None:
+        """A slash command's turn (the pins it changes were changed as it started, by ``pins_after``)."""
+        if name == "compact":
+            await compactor.compact(self, turn_id, send, "command", argument or None)
+        elif name == "pin":
+            said = f"Pinned: {argument}" if argument else "Say what to pin: /pin TEXT (for example /pin use tabs)."
+            send(TextDelta(turn_id, said))
+        elif name == "unpin" and not argument.strip().isdigit():
+            send(TextDelta(turn_id, "Say which pin to drop by its number: /unpin N (/pins lists them)."))
+        else:  # pins, or unpin N (done): what is pinned now
+            send(TextDelta(turn_id, describe_pins(self.state.pins)))
 
     def _first_input_reported(self, tokens: int) -> None:
         """The provider's input tokens for a turn's first request (as soon as it answers, even if the turn is

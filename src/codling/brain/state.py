@@ -12,6 +12,7 @@ from codling.llm.tokens import count_tokens
 
 if TYPE_CHECKING:
     from codling.brain.context.ledger import TurnExecutionSummary
+    from codling.brain.context.pins import Pin
 
 SUMMARY_PREFIX = "[Summary of the conversation so far: earlier turns were compacted]\n\n"
 """Starts every compaction summary in the history, so later compactions can find and exclude it."""
@@ -72,6 +73,8 @@ class SessionState:
     """Input tokens the provider reported for the latest request (0 after a compaction)."""
     delegate_notes: dict[str, str] = field(default_factory=dict)
     """The answer of each delegate role's latest run in this session (for carryover), by role."""
+    pins: tuple[Pin, ...] = ()
+    """The user's standing instructions (see ``context/pins.py``): in every request, never compacted away."""
     summarizer_failures: int = 0
     """Compactions in a row whose summarizer failed (the circuit breaker's count, see ``context/compactor.py``)."""
     summarizer_skips: int = 0

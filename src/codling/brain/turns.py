@@ -14,7 +14,6 @@ from codling.brain.events import (
     ToolCallFinished,
     ToolCallStarted,
     TurnFailed,
-    TurnStarted,
 )
 from codling.brain.prompt import PromptBlock, TextBlock
 from codling.tools.base import PlanStep, ToolReport
@@ -38,8 +37,16 @@ def parse_command(text: str) -> tuple[str, str] | None:
     return (name, rest.strip()) if name in COMMANDS else None
 
 
-COMMANDS = {"compact": "Summarise the conversation so far to free context (optional: what to keep)."}
+COMMANDS = {
+    "compact": "Summarise the conversation so far to free context (optional: what to keep).",
+    "pin": "Pin a standing instruction: every request carries it, whatever compaction does.",
+    "pins": "List the pinned instructions.",
+    "unpin": "Drop a pinned instruction by its number in /pins.",
+}
 """Slash commands a prompt may consist of, with their descriptions."""
+
+COMMAND_HINTS = {"compact": "optional instructions", "pin": "the instruction to pin", "unpin": "its number"}
+"""What each command takes after its name (a command not named here takes nothing)."""
 
 
 @dataclass
@@ -84,16 +91,16 @@ class TurnLog:
         return "\n\n".join(p for p in parts if p) or "(no reply)"
 
 
+def typed_text(blocks: tuple[PromptBlock, ...]) -> str:
+    """What the user typed in a prompt (its text blocks; attachments left out)."""
+    return "\n\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+
+
 def command_of(blocks: tuple[PromptBlock, ...]) -> tuple[str, str] | None:
     """The slash command a prompt consists of: a single text block such as "/compact keep the API notes"."""
     if len(blocks) != 1 or not isinstance(blocks[0], TextBlock):
         return None
     return parse_command(blocks[0].text)
-
-
-def is_command_turn(event: TurnStarted) -> bool:
-    """Whether a recorded turn was a slash command (kept out of the text history)."""
-    return command_of(event.blocks or (TextBlock(event.prompt),)) is not None
 
 
 def args_dict(part: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from codling.brain.context import compactor, tools
 from codling.brain.context.budget import Budget, image_tokens
 from codling.brain.context.layout import turn_context
+from codling.brain.context.pins import render_pins
 from codling.brain.events import ContextWarning, Event, UsageUpdated
 from codling.brain.prompt import ImageBlock
 from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
@@ -96,10 +97,14 @@ class ContextEngine:
         return self.system_tokens() + self.tool_tokens()
 
     def turn_block(self) -> str:
-        """The context the next turn carries with the user's message: recently edited files and the turn
-        ledger, within their budgets ("" when there is nothing to say)."""
+        """The context the next turn carries with the user's message: the pinned instructions, recently edited
+        files and the turn ledger, within their budgets ("" when there is nothing to say)."""
         state = self.state
-        body = turn_context(state.recent_files, state.turn_summaries, state.cwd)
+        parts = [
+            render_pins(state.pins, self.budget.pins),
+            turn_context(state.recent_files, state.turn_summaries, state.cwd),
+        ]
+        body = "\n\n".join(p for p in parts if p)
         return f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n{body}\n{CONTEXT_CLOSE}" if body else ""
 
     def request_text(self, prompt: str) -> str:

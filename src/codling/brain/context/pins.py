@@ -1,0 +1,174 @@
+"""Pinned instructions: the user's standing rules, kept in every request whatever compaction does.
+
+A pin comes from a prompt, found deterministically (``capture_pins``: "never …", "always …", "from now on …",
+"don't touch …", "use tabs …", "remember: …"), or from ``/pin TEXT``. Pins live in the session's state, not
+in its history: they are rebuilt from the recorded prompts and commands on restore, so a compaction, a failing
+summarizer or a restart cannot lose them. Every request carries them in the turn's context block
+(``render_pins``, within the budget's share for pins); ``/pins`` lists them and ``/unpin N`` drops one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from codling.llm.tokens import count_tokens
+
+PIN_CHARS = 300
+"""The longest sentence taken as a pin (a longer one is rarely a rule; it is cut)."""
+MAX_PINS = 50
+"""Pins kept; past this the oldest captured ones go first (``/pin`` ones last)."""
+
+PinSource = Literal["prompt", "command"]
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One standing instruction: its text, where it came from and the turn that gave it."""
+
+    text: str
+    source: PinSource
+    turn: int
+
+
+_LEAD = r"^(?:(?:please|and|also|ok|okay|so|btw|note|important|reminder)[,:!]?\s+)*"
+_RULES = [
+    re.compile(_LEAD + r"(?:never|always)\s+(?P<verb>[a-z'’-]+)", re.IGNORECASE),
+    re.compile(r"\b(?:from now on|from here on|going forward|henceforth|for the rest of (?:this|the) session)\b", re.I),
+    re.compile(
+        _LEAD + r"(?:do not|don't|dont)\s+(?:ever\s+)?(?:touch|modify|change|edit|commit|push|delete|add|"
+        r"rename|remove|use|run|install|upgrade|reformat)\b",
+        re.IGNORECASE,
+    ),
+    re.compile(r"\b(?:must|should)\s+(?:not|never|always)\b", re.IGNORECASE),
+    re.compile(r"\b(?:use|indent with)\s+(?:tabs|spaces|\d+\s+spaces)\b", re.IGNORECASE),
+    re.compile(_LEAD + r"(?:prefer|avoid)\s+\S", re.IGNORECASE),
+    re.compile(_LEAD + r"(?:remember|keep in mind|note|make a note)(?:\s+that)?\s*[:,-]?\s+\S", re.IGNORECASE),
+]
+"""What makes a sentence a standing instruction."""
+
+_NOT_RULES = re.compile(
+    r"^(?:never\s*mind|always\s+(?:has|had|was|were|is|are|been)\b|never\s+(?:has|had|was|were|is|are|been)\b)",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"(?<=[.!;])\s+(?=[A-Z\"'`(])|\n+")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def capture_pins(text: str) -> tuple[str, ...]:
+    """The standing instructions stated in a user's prompt, as written (one sentence each, whitespace
+    collapsed, at most ``PIN_CHARS``), in order, each once. Questions, fenced code and pasted text (long lines)
+    are not searched; descriptions ("it always fails", "never mind") are not instructions."""
+    found: list[str] = []
+    for sentence in _sentences(text):
+        if sentence.endswith("?") or _NOT_RULES.match(sentence) or not _is_rule(sentence):
+            continue
+        pin = sentence if len(sentence) <= PIN_CHARS else sentence[: PIN_CHARS - 1].rstrip() + "…"
+        if _key(pin) not in {_key(p) for p in found}:
+            found.append(pin)
+    return tuple(found)
+
+
+def _sentences(text: str) -> list[str]:
+    out: list[str] = []
+    fenced = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced or len(line) > 2 * PIN_CHARS:
+            continue  # code, a log or a paste: not where a user states rules
+        out += [" ".join(s.split()) for s in _SENTENCE.split(line) if s.strip()]
+    return out
+
+
+def _is_rule(sentence: str) -> bool:
+    for rule in _RULES:
+        found = rule.search(sentence)
+        if found is None:
+            continue
+        verb = found.groupdict().get("verb")
+        # "always fails", "never worked": a description, not an order (an order's verb is bare).
+        if verb is not None and (verb.lower().endswith("ed") or (verb.endswith("s") and not verb.endswith("ss"))):
+            continue
+        return True
+    return False
+
+
+def _key(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".!")
+
+
+def add_pins(pins: tuple[Pin, ...], texts: Sequence[str], source: PinSource, turn: int) -> tuple[Pin, ...]:
+    """``pins`` with ``texts`` added (each once: a pin stated again keeps its place), at most ``MAX_PINS``:
+    past that the oldest captured pins go first, then the oldest ``/pin`` ones."""
+    known = {_key(p.text) for p in pins}
+    added = list(pins)
+    for text in texts:
+        if text.strip() and _key(text) not in known:
+            known.add(_key(text))
+            added.append(Pin(" ".join(text.split()), source, turn))
+    while len(added) > MAX_PINS:
+        victim = next((p for p in added if p.source == "prompt"), added[0])
+        added.remove(victim)
+    return tuple(added)
+
+
+def remove_pin(pins: tuple[Pin, ...], number: int) -> tuple[Pin, ...]:
+    """``pins`` without the ``number``-th (counting from 1, as ``/pins`` lists them); unchanged if none."""
+    if not 1 <= number <= len(pins):
+        return pins
+    return pins[: number - 1] + pins[number:]
+
+
+PINS_HEADING = "# Standing instructions from the user (they apply to every turn until the user says otherwise)"
+
+
+def render_pins(pins: Sequence[Pin], budget_tokens: int) -> str:
+    """The block every request carries: the pins, oldest first, within ``budget_tokens`` (the newest and the
+    ``/pin`` ones are kept first; a note says how many older ones were left out). "" without pins."""
+    if not pins:
+        return ""
+    used = count_tokens(PINS_HEADING) + 12  # (room for the note)
+    chosen: set[int] = set()
+    order = sorted(range(len(pins)), key=lambda i: (pins[i].source != "command", -i))
+    for index in order:
+        cost = count_tokens(pins[index].text) + 2
+        if used + cost > budget_tokens:
+            continue
+        chosen.add(index)
+        used += cost
+    lines = [PINS_HEADING, *(f"- {pins[i].text}" for i in range(len(pins)) if i in chosen)]
+    if left := len(pins) - len(chosen):
+        lines.append(f"(… {left} older ones left out for room; /pins lists them all)")
+    return "\n".join(lines)
+
+
+def describe_pins(pins: Sequence[Pin]) -> str:
+    """What ``/pins`` shows the user."""
+    if not pins:
+        return (
+            'No pinned instructions yet. codling pins standing rules you state ("never …", "always …", '
+            '"from now on …"); add one yourself with /pin TEXT.'
+        )
+    lines = ["Pinned instructions (every request carries them; /unpin N drops one):"]
+    for number, pin in enumerate(pins, 1):
+        origin = "/pin" if pin.source == "command" else f"from turn {pin.turn}"
+        lines.append(f"{number}. {pin.text} ({origin})")
+    return "\n".join(lines)
+
+
+def pins_after(pins: tuple[Pin, ...], typed: str, command: tuple[str, str] | None, turn: int) -> tuple[Pin, ...]:
+    """The pins once a turn has started: ``/pin TEXT`` adds TEXT, ``/unpin N`` drops pin N, any other prompt
+    adds the standing instructions it states (``typed``: the text the user typed, attachments left out). The
+    live turn loop and restore both call this, so a restored session has the live one's pins."""
+    if command is None:
+        return add_pins(pins, capture_pins(typed), "prompt", turn)
+    name, argument = command
+    if name == "pin":
+        return add_pins(pins, [argument], "command", turn)
+    if name == "unpin" and argument.strip().isdigit():
+        return remove_pin(pins, int(argument.strip()))
+    return pins

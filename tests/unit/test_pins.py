@@ -1,0 +1,154 @@
+"""Pinned instructions: found in prompts deterministically, added with /pin, carried by every request through
+compactions (with a failing summarizer) and restarts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+
+from codling.brain.context.pins import (
+    MAX_PINS,
+    PINS_HEADING,
+    Pin,
+    add_pins,
+    capture_pins,
+    describe_pins,
+    pins_after,
+    render_pins,
+)
+from codling.brain.events import ContextCompacted, TextDelta
+from codling.brain.factory import open_session
+from codling.brain.session import ConversationSession
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo
+from codling.llm.tokens import count_tokens
+from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from tests.fakes.scenarios import Fail, Response, Say, Script
+
+PINS = [
+    ("Never touch migrations/.", ("Never touch migrations/.",)),
+    ("Fix the parser. Always run the tests before you answer.", ("Always run the tests before you answer.",)),
+    ("From now on answer in English only", ("From now on answer in English only",)),
+    ("please don't modify the public API", ("please don't modify the public API",)),
+    ("Use tabs in Makefiles.", ("Use tabs in Makefiles.",)),
+    ("Remember: the codeword is PELICAN-7.", ("Remember: the codeword is PELICAN-7.",)),
+    ("Going forward, prefer pathlib over os.path.", ("Going forward, prefer pathlib over os.path.",)),
+    (
+        "We must never log tokens.\nAlso, avoid global state.",
+        ("We must never log tokens.", "Also, avoid global state."),
+    ),
+    ("never touch migrations/. NEVER touch migrations/", ("never touch migrations/.",)),
+]
+
+NOT_PINS = [
+    "Never mind, it works now.",
+    "It always fails on CI.",
+    "The build never worked on Windows.",
+    "Should we always run the linter?",
+    "I have always used tabs",
+    "Fix the failing test in parser.py",
+    "```\n# never do this\nalways = True\n```",
+    "Traceback: " + "x " * 400 + " never retry",
+]
+
+
+@pytest.mark.parametrize(("text", "pins"), PINS, ids=[p[0][:30] for p in PINS])
+def test_standing_instructions_are_pinned(text: str, pins: tuple[str, ...]) -> None:
+    assert capture_pins(text) == pins
+
+
+@pytest.mark.parametrize("text", NOT_PINS, ids=[t[:30] for t in NOT_PINS])
+def test_descriptions_questions_and_code_are_not_pins(text: str) -> None:
+    assert capture_pins(text) == ()
+
+
+def test_pins_are_kept_once_and_the_oldest_captured_go_first() -> None:
+    pins = add_pins((), ["never push", "Never push."], "prompt", 1)
+    assert add_pins(pins, ["NEVER  push"], "prompt", 2) == pins == (Pin("never push", "prompt", 1),)
+    pins = add_pins((), ["/pin rule"], "command", 1)
+    for turn in range(2, MAX_PINS + 6):
+        pins = add_pins(pins, [f"never do thing {turn}"], "prompt", turn)
+    assert len(pins) == MAX_PINS
+    assert pins[0] == Pin("/pin rule", "command", 1)  # a /pin outlives captured pins
+    assert pins[1].text == "never do thing 7"  # thing 2 … 6 went first
+
+
+def test_the_block_fits_its_budget_keeping_the_newest_and_pinned_ones() -> None:
+    pins = (Pin("use tabs", "command", 1), *(Pin(f"never break rule {i} " * 5, "prompt", i) for i in range(40)))
+    block = render_pins(pins, 200)
+    assert count_tokens(block) <= 200
+    lines = block.splitlines()
+    assert lines[0] == PINS_HEADING and lines[1] == "- use tabs"
+    assert lines[-2].startswith("- never break rule 39") and lines[-1].endswith("/pins lists them all)")
+    assert render_pins((), 200) == ""
+
+
+def test_pin_and_unpin_commands() -> None:
+    pins = pins_after((), "never touch migrations/", None, 1)
+    pins = pins_after(pins, "/pin use tabs", ("pin", "use tabs"), 2)
+    assert [p.text for p in pins] == ["never touch migrations/", "use tabs"]
+    assert pins_after(pins, "/unpin 1", ("unpin", "1"), 3) == (Pin("use tabs", "command", 2),)
+    assert pins_after(pins, "/unpin x", ("unpin", "x"), 3) == pins
+    assert describe_pins(pins).splitlines() == [
+        "Pinned instructions (every request carries them; /unpin N drops one):",
+        "1. never touch migrations/ (from turn 1)",
+        "2. use tabs (/pin)",
+    ]
+
+
+# --- through a session -------------------------------------------------------------------------------------
+
+MODEL = ModelInfo("test:small", context_limit=8_000, max_output_tokens=1_000)
+
+
+def is_summary_request(messages: list[ModelMessage]) -> bool:
+    last = messages[-1]
+    return isinstance(last, ModelRequest) and "handoff summary" in (last.instructions or "")
+
+
+def failing_summarizer(messages: list[ModelMessage]) -> Response:
+    if is_summary_request(messages):
+        return [Fail(ModelHTTPError(500, MODEL.id, {"message": "down"}))]
+    return [Say("ok")]
+
+
+def text_of(messages: list[ModelMessage]) -> str:
+    return "\n".join(
+        str(p.content)
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, UserPromptPart)
+    )
+
+
+def fresh(project: Path, settings: Settings, script: Script) -> ConversationSession:
+    return open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
+
+
+async def test_pins_reach_every_request_through_compactions_and_restarts(
+    project: Path, settings: Settings, tmp_path: Path
+) -> None:
+    script = Script([], fallback=failing_summarizer)
+    path = tmp_path / "history.jsonl"
+    file = HistoryFile(path, "s1")
+    file.write(SessionHeader("s1", project, MODEL.id, "yolo").record())
+    session = fresh(project, settings, script)
+    session.subscribe(HistoryRecorder(file))
+    await session.run("Never touch migrations/. Start with the parser.")
+    said = [e async for e in session.stream("/pin use tabs in Makefiles")]
+    assert TextDelta(said[1].turn_id, "Pinned: use tabs in Makefiles") in said
+    compacted = []
+    for i in range(12):
+        compacted += [e async for e in session.stream(f"step {i}: " + "notes on the parser " * 150)]
+    file.close()
+    assert sum(isinstance(e, ContextCompacted) for e in compacted) >= 2
+    turns = [r for r in script.requests if not is_summary_request(r)]
+    for request in turns[1:]:
+        assert "- Never touch migrations/." in text_of(request) and "- use tabs in Makefiles" in text_of(request)
+    restored = fresh(project, settings, Script([[Say("ok")]]))
+    restored.restore(read_history(path).events)
+    assert restored.state.pins == session.state.pins
