@@ -156,7 +156,7 @@ async def test_a_fallback_summary_keeps_what_delegates_found(project: Path, sett
     seen = observed(session)
     await session.run("/compact")
     (done,) = [e for e in seen if isinstance(e, ContextCompacted)]
-    assert done.fallback and "## Delegate results\n- reviewer: Line 3 divides by zero." in done.summary
+    assert done.fallback and "## Delegates' latest answers\n- reviewer: Line 3 divides by zero." in done.summary
 
 
 async def test_a_delegate_that_fails_reports_what_it_did_and_keeps_the_last_good_answer(

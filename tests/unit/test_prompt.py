@@ -131,11 +131,14 @@ def test_turn_context_with_recent_files_and_summaries() -> None:
     recent = (CWD / "a.py", Path("/elsewhere/c.py"), CWD / "src/b.py")
     assert turn_context(recent, summaries, CWD) == (
         "Recently edited files (most recent last): a.py, /elsewhere/c.py, src/b.py\n\n"
+        "# Earlier turns (one line each)\n"
+        "Turn 1: look around — It is a small project.\n\n"
         "# Prior turn summary\n"
         "Turn 2 — request: fix the test\n"
-        "Steps: Edit src/b.py (done); Run `pytest -q` (exit 1)\n"
+        "Steps:\n"
+        "- Edit src/b.py (done)\n"
+        "- Run `pytest -q` (exit 1)\n"
         "Files changed: src/b.py\n"
-        "Commands: `pytest -q` → exit 1\n"
         "Reply: Fixed; one test still fails.\n\n"
         "# Last turn summary\n"
         "Turn 3 — request: split it\n"

@@ -10,10 +10,17 @@ from pydantic_ai import RunContext
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
-from codling.brain.context.ledger import TurnExecutionSummary, TurnStep, build_turn_summary, render_turn_summary
+from codling.brain.context.ledger import (
+    TurnExecutionSummary,
+    TurnStep,
+    build_turn_summary,
+    render_ledger,
+    render_turn_summary,
+)
 from codling.brain.context.summaries import summarize_tool_call, update_recent_files
 from codling.brain.events import (
     Event,
+    PlanUpdated,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
@@ -22,10 +29,11 @@ from codling.brain.events import (
     TurnStarted,
     UsageUpdated,
 )
+from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
 from codling.tools.files import edit_file, read_file, write_file
 from codling.tools.local import LocalFileSystem, LocalTerminal
-from codling.tools.ports import FileDiff, Location
+from codling.tools.ports import FileDiff, Location, PlanStep
 from codling.tools.search import list_files, search
 from codling.tools.shell import run_command, trim_middle
 from codling.tools.toolset import ToolDeps
@@ -261,11 +269,11 @@ EXPECTED = TurnExecutionSummary(
     request="fix the failing test",
     steps=(
         TurnStep("Read src/a.py", "done", (P / "src/a.py",)),
-        TurnStep("Edit src/a.py", "done", (P / "src/a.py",)),
-        TurnStep("Run `pytest -q`", "exit 1"),
+        TurnStep("Edit src/a.py", "done", (P / "src/a.py",), "+1 −1 lines"),
+        TurnStep("Run `pytest -q`", "exit 1", detail="1 failed"),
         TurnStep("Edit src/b.py", "failed: old_text was not found in src/b.py; it must match", (P / "src/b.py",)),
-        TurnStep("Write src/b.py", "done", (P / "src/b.py",)),
-        TurnStep("Edit src/a.py", "done", (P / "src/a.py",)),
+        TurnStep("Write src/b.py", "done", (P / "src/b.py",), "+1 −1 lines"),
+        TurnStep("Edit src/a.py", "done", (P / "src/a.py",), "+1 −1 lines"),
         TurnStep("Run `sleep 30`", "timed out after 5s"),
         TurnStep("Run `rm -rf build`", "failed: The user rejected Run `rm -rf build`"),
         TurnStep("Run `make`", "aborted: the user cancelled the turn"),
@@ -281,6 +289,7 @@ EXPECTED = TurnExecutionSummary(
         "I fixed the off-by-one in `src/a.py` so the loop stops at the last item. "
         "The test suite still fails in test_b.py, which looks unrelated: it needs a database. …"
     ),
+    goal="fix the failing test",
 )
 
 
@@ -296,7 +305,8 @@ def test_build_turn_summary_of_a_failed_turn() -> None:
     ]
     assert build_turn_summary(1, events) == TurnExecutionSummary(
         turn_number=1,
-        request="x" * 299 + "…",
+        request="x" * 400,
+        goal="x" * 199 + "…",
         steps=(TurnStep("Run `make`", "aborted"),),
         commands=("`make` → aborted",),
         error="The model provider returned HTTP 500 for m: upstream exploded",
@@ -309,17 +319,48 @@ def test_build_turn_summary_reply_without_sentence_ends_is_cut_at_a_word() -> No
     assert summary == TurnExecutionSummary(1, "", reply=" ".join(["word"] * 59) + "…")
 
 
+def test_a_short_follow_up_keeps_the_previous_goal() -> None:
+    def goal(prompt: str) -> str:
+        return build_turn_summary(2, [TurnStarted(T, prompt, False, datetime(2026, 1, 2))], "Port the lexer").goal
+
+    assert goal("yes, go on") == "Port the lexer"
+    assert goal("Now fix the docs. They are stale.") == "Now fix the docs."
+
+
+def test_a_steps_detail_keeps_what_came_of_it() -> None:
+    output = "exit code 1\n" + "\n".join(f"test_{i} PASSED" for i in range(50))
+    output += "\nFAILED tests/test_parser.py::test_x - AssertionError\n==== 1 failed, 50 passed in 0.3s ===="
+    events: list[Event] = [
+        TurnStarted(T, "run the tests", False, datetime(2026, 1, 2)),
+        started("c1", "run_command", "Run `pytest`", {"command": "pytest"}),
+        ToolCallFinished(T, "c1", "run_command", "completed", output),
+        PlanUpdated(T, (PlanStep("Fix the parser", "completed"), PlanStep("Update docs", "in_progress"))),
+    ]
+    summary = build_turn_summary(1, events)
+    assert summary.steps[0].detail == (
+        "FAILED tests/test_parser.py::test_x - AssertionError\n==== 1 failed, 50 passed in 0.3s ===="
+    )
+    assert summary.open_plan == ("Update docs",)
+
+
 def test_render_turn_summary() -> None:
     assert render_turn_summary(EXPECTED, P) == (
         "Turn 3 — request: fix the failing test\n"
-        "Steps: Read src/a.py (done); Edit src/a.py (done); Run `pytest -q` (exit 1); "
-        "Edit src/b.py (failed: old_text was not found in src/b.py; it must match); Write src/b.py (done); "
-        "Edit src/a.py (done); Run `sleep 30` (timed out after 5s); "
-        "Run `rm -rf build` (failed: The user rejected Run `rm -rf build`); "
-        "Run `make` (aborted: the user cancelled the turn)\n"
+        "Steps:\n"
+        "- Read src/a.py (done)\n"
+        "- Edit src/a.py (done)\n"
+        "    +1 −1 lines\n"
+        "- Run `pytest -q` (exit 1)\n"
+        "    1 failed\n"
+        "- Edit src/b.py (failed: old_text was not found in src/b.py; it must match)\n"
+        "- Write src/b.py (done)\n"
+        "    +1 −1 lines\n"
+        "- Edit src/a.py (done)\n"
+        "    +1 −1 lines\n"
+        "- Run `sleep 30` (timed out after 5s)\n"
+        "- Run `rm -rf build` (failed: The user rejected Run `rm -rf build`)\n"
+        "- Run `make` (aborted: the user cancelled the turn)\n"
         "Files changed: src/a.py, src/b.py\n"
-        "Commands: `pytest -q` → exit 1; `sleep 30` → timed out after 5s; "
-        "`rm -rf build` → failed: The user rejected Run `rm -rf build`; `make` → aborted: the user cancelled the turn\n"
         "Reply: I fixed the off-by-one in `src/a.py` so the loop stops at the last item. "
         "The test suite still fails in test_b.py, which looks unrelated: it needs a database. …"
     )
@@ -330,7 +371,7 @@ def test_render_turn_summary() -> None:
 
 
 def test_render_turn_summary_is_bounded() -> None:
-    steps = tuple(TurnStep(f"Run `step {i}`", "exit 0") for i in range(1, 16))
+    steps = tuple(TurnStep(f"Run `step {i}`", "exit 0", detail="ok\n" * 3) for i in range(1, 16))
     summary = TurnExecutionSummary(
         turn_number=9,
         request="",
@@ -339,20 +380,39 @@ def test_render_turn_summary_is_bounded() -> None:
         commands=tuple(f"`step {i}` → exit 0" for i in range(1, 16)),
         error="boom",
     )
-    assert render_turn_summary(summary, P) == (
-        "Turn 9 — request: (none)\n"
-        "Steps: " + "; ".join(f"Run `step {i}` (exit 0)" for i in range(1, 13)) + "; … 3 more\n"
-        "Files changed: " + ", ".join(f"f{i}.py" for i in range(1, 11)) + ", … 2 more\n"
-        "Commands: … 7 earlier; " + "; ".join(f"`step {i}` → exit 0" for i in range(8, 16)) + "\n"
-        "Error: boom"
-    )
+    text = render_turn_summary(summary, P)
+    assert text.count("- Run `step") == 12 and "- … 3 more" in text
+    assert "Files changed: " + ", ".join(f"f{i}.py" for i in range(1, 11)) + ", … 2 more" in text
+    assert text.endswith("Error: boom")
+    huge = TurnExecutionSummary(1, "x " * 5_000, steps=tuple(TurnStep("s " * 200, "done") for _ in range(12)))
+    assert count_tokens(render_turn_summary(huge)) <= 600
+
+
+def test_the_ledger_keeps_two_turns_in_full_and_older_ones_in_a_line_within_its_budget() -> None:
+    def turn(n: int) -> TurnExecutionSummary:
+        return TurnExecutionSummary(n, f"step {n}: do thing {n}. " + "detail " * 80, goal=f"step {n}: do thing {n}.")
+
+    ledger = render_ledger([turn(n) for n in range(1, 301)], 1_500, P)
+    assert count_tokens(ledger) <= 1_500
+    sections = ledger.split("\n\n")
+    assert [s.splitlines()[0] for s in sections] == [
+        "# Earlier turns (one line each)",
+        "# Prior turn summary",
+        "# Last turn summary",
+    ]
+    older = sections[0].splitlines()
+    assert older[1].startswith("(… ") and older[1].endswith(" earlier turns not shown)")
+    assert older[-1] == "Turn 298: step 298: do thing 298."
+    assert sections[2].startswith("# Last turn summary\nTurn 300 — request: step 300")
+    assert render_ledger([turn(1)], 1_500, P).startswith("# Last turn summary\nTurn 1 —")
+    assert render_ledger([], 1_500, P) == ""
 
 
 def test_turn_summary_round_trips_through_json() -> None:
     data = EXPECTED.to_dict()
     assert TurnExecutionSummary.from_dict(json.loads(json.dumps(data))) == EXPECTED
     assert data["files_changed"] == ["/p/src/a.py", "/p/src/b.py"]
-    assert data["steps"][0] == {"title": "Read src/a.py", "outcome": "done", "paths": ["/p/src/a.py"]}
+    assert data["steps"][0] == {"title": "Read src/a.py", "outcome": "done", "paths": ["/p/src/a.py"], "detail": ""}
     failed = TurnExecutionSummary(2, "x", error="boom")
     assert TurnExecutionSummary.from_dict(json.loads(json.dumps(failed.to_dict()))) == failed
     assert TurnExecutionSummary.from_dict({"turn_number": 4}) == TurnExecutionSummary(4, "")

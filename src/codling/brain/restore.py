@@ -15,6 +15,7 @@ from codling.brain.delegates import remember as remember_delegate
 from codling.brain.events import (
     ContextCompacted,
     Event,
+    PlanUpdated,
     SpecialTurnPersisted,
     ToolCallFinished,
     TurnEnded,
@@ -28,9 +29,22 @@ from codling.brain.turns import Ending, TurnLog, command_of, typed_text
 
 def record_turn(state: SessionState, log_: TurnLog, ending: Ending | None) -> None:
     """Append a turn to the text history (user text, then reply text with tool summaries)."""
+    if state.turn_count == 0:
+        state.first_request = log_.user_text
     state.add(HistoryEntry.of("user", log_.user_text))
     state.add(HistoryEntry.of("assistant", log_.reply(ending)))
     state.turn_count += 1
+
+
+def follow(state: SessionState, log_: TurnLog | None, event: Event) -> None:
+    """What the state takes from one event of a turn, live and on restore alike: the recently edited files,
+    the delegates' latest answers and the plan."""
+    if isinstance(event, ToolCallFinished):
+        state.recent_files = update_recent_files(state.recent_files, event)
+        if log_ is not None and (started := log_.calls.get(event.call_id)) is not None:
+            remember_delegate(state, started, event)
+    elif isinstance(event, PlanUpdated):
+        state.plan = event.steps
 
 
 def restore(state: SessionState, events: Iterable[Event]) -> None:
@@ -54,10 +68,8 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
             count_compaction(state, event)
         elif isinstance(event, SpecialTurnPersisted):
             _apply_special(state, event)
-        elif isinstance(event, ToolCallFinished):
-            state.recent_files = update_recent_files(state.recent_files, event)
-            if log_ is not None and (started := log_.calls.get(event.call_id)) is not None:
-                remember_delegate(state, started, event)
+        elif isinstance(event, ToolCallFinished | PlanUpdated):
+            follow(state, log_, event)
         elif isinstance(event, TurnEnded) and event.summary is not None:
             state.remember_turn(event.summary)
         if log_ is not None:

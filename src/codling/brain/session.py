@@ -30,9 +30,8 @@ from codling.brain.context.engine import ContextEngine
 from codling.brain.context.ledger import build_turn_summary
 from codling.brain.context.overflow import is_context_overflow, overflow_of
 from codling.brain.context.pins import describe_pins, pins_after
-from codling.brain.context.summaries import summarize_tool_call, update_recent_files
+from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.delegates import SessionDelegator
-from codling.brain.delegates import remember as remember_delegate
 from codling.brain.delivery import Barrier, DeliveredFirst, TurnProgress
 from codling.brain.drive import drive
 from codling.brain.events import (
@@ -59,7 +58,7 @@ from codling.brain.prompt import (
     system_prompt,
     user_content,
 )
-from codling.brain.restore import record_turn, restore
+from codling.brain.restore import follow, record_turn, restore
 from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
 from codling.brain.special_turns import SpecialTurns
 from codling.brain.state import SessionState
@@ -443,10 +442,7 @@ class ConversationSession:
 
         def send(event: Event) -> None:
             log_.apply(event)
-            if isinstance(event, ToolCallFinished):
-                self.state.recent_files = update_recent_files(self.state.recent_files, event)
-                if (started := log_.calls.get(event.call_id)) is not None:
-                    remember_delegate(self.state, started, event)
+            follow(self.state, log_, event)
             emit(event)
 
         self._delegated_usage = Usage()
@@ -487,7 +483,8 @@ class ConversationSession:
             record_turn(self.state, log_, ending)
             fresh = self._first_input_history == self.state.replacements
             self.context.after_turn(self._first_input if fresh else 0, images)
-            summary = build_turn_summary(log_.turn_number, log_.events)
+            previous = self.state.turn_summaries[-1].goal if self.state.turn_summaries else ""
+            summary = build_turn_summary(log_.turn_number, log_.events, previous)
             self.state.remember_turn(summary)
             if self._wants_title(log_, ending):
                 # The request as the user wrote it, attachments by name: their contents never name a session.

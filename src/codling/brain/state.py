@@ -13,13 +13,12 @@ from codling.llm.tokens import count_tokens
 if TYPE_CHECKING:
     from codling.brain.context.ledger import TurnExecutionSummary
     from codling.brain.context.pins import Pin
+    from codling.tools.ports import PlanStep
 
 SUMMARY_PREFIX = "[Summary of the conversation so far: earlier turns were compacted]\n\n"
 """Starts every compaction summary in the history, so later compactions can find and exclude it."""
 
 Role = Literal["user", "assistant", "summary"]
-
-KEPT_TURN_SUMMARIES = 2
 
 
 @dataclass(frozen=True)
@@ -68,11 +67,15 @@ class SessionState:
     turn_count: int = 0
     recent_files: tuple[Path, ...] = ()
     turn_summaries: tuple[TurnExecutionSummary, ...] = ()
-    """The last two turns' execution summaries, oldest first."""
+    """Every turn's ledger entry, oldest first (rendered within a budget: see ``context/ledger.py``)."""
     reported_input_tokens: int = 0
     """Input tokens the provider reported for the latest request (0 after a compaction)."""
     delegate_notes: dict[str, str] = field(default_factory=dict)
     """The answer of each delegate role's latest run in this session (for carryover), by role."""
+    first_request: str = ""
+    """The session's first request (what the user set out to do; kept through compactions)."""
+    plan: tuple[PlanStep, ...] = ()
+    """The plan as the model last set it (``update_plan``)."""
     pins: tuple[Pin, ...] = ()
     """The user's standing instructions (see ``context/pins.py``): in every request, never compacted away."""
     summarizer_failures: int = 0
@@ -103,5 +106,5 @@ class SessionState:
         return list(self._messages)
 
     def remember_turn(self, summary: TurnExecutionSummary) -> None:
-        """Keep a turn's execution summary; only the last two are kept."""
-        self.turn_summaries = (*self.turn_summaries, summary)[-KEPT_TURN_SUMMARIES:]
+        """Keep a turn's ledger entry."""
+        self.turn_summaries = (*self.turn_summaries, summary)

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from codling.brain.context.ledger import TurnExecutionSummary, TurnStep
+from codling.brain.context.ledger import TurnExecutionSummary
 from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock
 from codling.store.ids import is_session_id
 from codling.tools.ports import Location, PlanPriority, PlanStatus
@@ -185,6 +185,7 @@ class TurnStepPart(Part):
     title: str
     outcome: str
     paths: list[str] = Field(default_factory=list)
+    detail: str = ""
 
 
 class SummaryPart(Part):
@@ -192,23 +193,17 @@ class SummaryPart(Part):
 
     turn_number: int
     request: str = ""
+    goal: str = ""
     steps: list[TurnStepPart] = Field(default_factory=list)
     files_changed: list[str] = Field(default_factory=list)
     commands: list[str] = Field(default_factory=list)
     reply: str = ""
     error: str | None = None
+    open_plan: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, summary: TurnExecutionSummary) -> SummaryPart:
         return cls.model_validate(summary.to_dict())
 
     def summary(self) -> TurnExecutionSummary:
-        return TurnExecutionSummary(
-            turn_number=self.turn_number,
-            request=self.request,
-            steps=tuple(TurnStep(s.title, s.outcome, tuple(Path(p) for p in s.paths)) for s in self.steps),
-            files_changed=tuple(Path(p) for p in self.files_changed),
-            commands=tuple(self.commands),
-            reply=self.reply,
-            error=self.error,
-        )
+        return TurnExecutionSummary.from_dict(self.model_dump())

@@ -4,19 +4,19 @@
    until it fits the summarizer's budget.
 2. The model writes a handoff summary from it (``prompts/compact.md``) in the summarize special turn
    (``builtin_turns.summarize_turn``, driven by ``compactor.compact``).
-3. If that reply is empty, failed or clearly unusable, ``fallback_summary`` builds one deterministically.
-4. ``rebuild`` keeps the most recent real user messages within a token budget (newest first, restored to
-   chronological order; earlier summaries are never counted as user messages) and appends one entry holding the
-   summary behind ``SUMMARY_PREFIX``.
+3. If that reply is empty, failed or clearly unusable, ``fallback.fallback_summary`` builds one without the
+   model (bounded, never from an earlier summary).
+4. ``rebuild`` keeps the first request and the most recent real user messages within a token budget
+   (``kept_user_messages``; earlier summaries are never counted as user messages) and appends one entry
+   holding the summary behind ``SUMMARY_PREFIX``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from importlib import resources
-from pathlib import Path
 
-from codling.brain.state import SUMMARY_PREFIX, HistoryEntry, summary_entry
+from codling.brain.state import HistoryEntry, summary_entry
 from codling.llm.tokens import tail_tokens, truncate_to_tokens
 
 DEFAULT_THRESHOLD = 0.7
@@ -93,48 +93,40 @@ def usable(summary: str | None) -> bool:
     return not lowered.startswith(("i'm sorry", "i am sorry", "i cannot", "i can't", "error", "as an ai"))
 
 
-def fallback_summary(
-    entries: Sequence[HistoryEntry],
-    *,
-    recent_files: Sequence[Path] = (),
-    commands: Sequence[str] = (),
-    delegate_results: Sequence[str] = (),
-) -> str:
-    """A summary built without the model: the last request, recent file updates, commands run, delegate
-    results and the last assistant reply."""
-    last_user = next((e.text for e in reversed(entries) if e.role == "user"), None)
-    last_reply = next((e.text for e in reversed(entries) if e.role == "assistant"), None)
-    earlier = next((e.text for e in reversed(entries) if e.role == "summary"), None)
-    parts = ["## Note\nThis summary was assembled automatically because a written summary was not available."]
-    if earlier:
-        parts.append("## Earlier summary\n" + truncate_to_tokens(earlier.removeprefix(SUMMARY_PREFIX), 1_500))
-    if last_user:
-        parts.append("## Last user request\n" + truncate_to_tokens(last_user, 1_000))
-    if recent_files:
-        parts.append("## Files recently changed\n" + "\n".join(f"- {p}" for p in recent_files))
-    if commands:
-        parts.append("## Commands run\n" + "\n".join(f"- {c}" for c in commands))
-    if delegate_results:
-        parts.append("## Delegate results\n" + "\n".join(f"- {truncate_to_tokens(r, 300)}" for r in delegate_results))
-    if last_reply:
-        parts.append("## Last assistant reply\n" + tail_tokens(last_reply, 1_500))
-    return "\n\n".join(parts)
+MIN_CUT_TOKENS = 64
+"""A message cut at the budget's edge is kept only if at least this much of it fits."""
 
 
 def kept_user_messages(entries: Sequence[HistoryEntry], user_budget: int) -> list[HistoryEntry]:
-    """The most recent real user messages within ``user_budget`` tokens, in chronological order (summaries
-    are never counted as user messages)."""
+    """The real user messages a compaction keeps verbatim, in chronological order, within ``user_budget``
+    tokens (summaries are never counted as user messages): the first request always (cut if it must be: it may
+    be the only statement of the task), then the most recent ones, newest first. A message too big for what
+    is left is skipped when it would take more than half the budget (a pasted log), else cut to what is left;
+    either way collecting goes on, so one long paste does not drop every shorter message before it."""
+    users = [e for e in entries if e.role == "user"]
+    if not users:
+        return []
+    first = users[0]
+    reserved = min(first.tokens, user_budget // 4)
+    left = user_budget - reserved
     kept: list[HistoryEntry] = []
-    used = 0
-    for entry in reversed(entries):
-        if entry.role != "user":
-            continue
-        if used + entry.tokens > user_budget:
-            break
-        kept.append(entry)
-        used += entry.tokens
+    for entry in reversed(users[1:]):
+        if entry.tokens <= left:
+            kept.append(entry)
+            left -= entry.tokens
+        elif entry.tokens <= user_budget // 2 and left >= MIN_CUT_TOKENS:
+            kept.append(_cut(entry, left))
+            left = 0
     kept.reverse()
-    return kept
+    head = first if first.tokens <= reserved + left else _cut(first, reserved + left)
+    return [head, *kept]
+
+
+def _cut(entry: HistoryEntry, tokens: int) -> HistoryEntry:
+    """``entry`` cut to about ``tokens`` tokens (its head and tail around a note)."""
+    half = max(1, (tokens - 16) // 2)
+    text = f"{truncate_to_tokens(entry.text, half)}\n[… cut to fit …]\n{tail_tokens(entry.text, half)}"
+    return HistoryEntry.of(entry.role, text)
 
 
 def rebuild(entries: Sequence[HistoryEntry], summary: str, user_budget: int) -> list[HistoryEntry]:

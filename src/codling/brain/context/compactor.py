@@ -17,6 +17,10 @@ from typing import TYPE_CHECKING
 from codling.brain.builtin_turns import summarize_prompt as _prompt_for
 from codling.brain.builtin_turns import summarize_turn
 from codling.brain.context import compaction
+from codling.brain.context.budget import Budget
+from codling.brain.context.compaction import DEFAULT_THRESHOLD
+from codling.brain.context.fallback import FallbackInput, fallback_summary
+from codling.brain.context.ledger import FULL_TURNS, one_line, render_turn_summary
 from codling.brain.events import (
     CompactionReason,
     CompactionStarted,
@@ -58,6 +62,24 @@ def count_compaction(state: SessionState, event: ContextCompacted) -> None:
         state.summarizer_failures = state.summarizer_skips = 0
 
 
+def fallback_input(state: SessionState) -> FallbackInput:
+    """What the session keeps outside its history, for a summary built without the model."""
+    summaries = state.turn_summaries
+    last_user = next((e.text for e in reversed(state.entries) if e.role == "user"), "")
+    return FallbackInput(
+        pins=[p.text for p in state.pins],
+        turns_recent=[render_turn_summary(s, state.cwd) for s in summaries[-FULL_TURNS:]],
+        turns_older=[one_line(s, state.cwd) for s in summaries[:-FULL_TURNS]],
+        plan=state.plan,
+        recent_files=state.recent_files,
+        delegate_notes=state.delegate_notes,
+        first_request=state.first_request,
+        last_request=summaries[-1].request if summaries else last_user,
+        last_reply=next((e.text for e in reversed(state.entries) if e.role == "assistant"), ""),
+        cwd=state.cwd,
+    )
+
+
 async def compact(
     session: SessionHost,
     turn_id: str,
@@ -81,12 +103,7 @@ async def compact(
     kept = compaction.kept_user_messages(entries, compaction.kept_user_budget(model.context_limit))
 
     def fallback() -> str:
-        return compaction.fallback_summary(
-            entries,
-            recent_files=state.recent_files,
-            commands=[c for s in state.turn_summaries for c in s.commands],
-            delegate_results=[f"{role}: {reply}" for role, reply in state.delegate_notes.items()],
-        )
+        return fallback_summary(fallback_input(state), Budget.of(model, DEFAULT_THRESHOLD).fallback)
 
     def finish(summary: str, kept_texts: tuple[str, ...], fallback_used: bool, skipped: bool) -> None:
         note = ""

@@ -102,7 +102,7 @@ class ContextEngine:
         state = self.state
         parts = [
             render_pins(state.pins, self.budget.pins),
-            turn_context(state.recent_files, state.turn_summaries, state.cwd),
+            turn_context(state.recent_files, state.turn_summaries, state.cwd, self.budget.ledger),
         ]
         body = "\n\n".join(p for p in parts if p)
         return f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n{body}\n{CONTEXT_CLOSE}" if body else ""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,9 +11,25 @@ from pathlib import Path
 from typing import Any
 
 from codling.brain.context.summaries import changed_files, display_path
-from codling.brain.events import Event, TextDelta, ToolCallFinished, ToolCallStarted, TurnFailed, TurnStarted
+from codling.brain.events import (
+    Event,
+    PlanUpdated,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFailed,
+    TurnStarted,
+)
+from codling.llm.tokens import count_tokens, truncate_to_tokens
+from codling.tools.ports import PlanStep
+from codling.tools.salient import salient_lines
 
-REQUEST_CHARS = 300
+REQUEST_CHARS = 600
+GOAL_CHARS = 200
+DETAIL_CHARS = 300
+ONE_LINE_CHARS = 320
+ENTRY_TOKENS = 600
+"""Most tokens one turn's full entry takes when rendered."""
 REPLY_CHARS = 300
 ERROR_CHARS = 500
 COMMAND_CHARS = 200
@@ -31,6 +48,9 @@ class TurnStep:
     outcome: str
     """"done", "exit 1" / "timed out after 5s" (commands), "failed: <reason>" or "aborted[: <reason>]"."""
     paths: tuple[Path, ...] = ()
+    detail: str = ""
+    """What came of it: a command's salient output lines, an edit's size (+added −removed), the key lines of a
+    read, a search's count, the start of a delegate's answer."""
 
 
 @dataclass(frozen=True)
@@ -49,17 +69,26 @@ class TurnExecutionSummary:
     """The start of the assistant's reply (whole sentences when possible)."""
     error: str | None = None
     """Why the turn failed, if it did."""
+    open_plan: tuple[str, ...] = ()
+    """The plan's steps not yet completed when the turn ended (if the turn set a plan)."""
+    goal: str = ""
+    """What the user is after: the request's first sentence (a short follow-up keeps the previous goal)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able form (for history.jsonl); ``from_dict`` restores it exactly."""
         return {
             "turn_number": self.turn_number,
             "request": self.request,
-            "steps": [{"title": s.title, "outcome": s.outcome, "paths": [str(p) for p in s.paths]} for s in self.steps],
+            "goal": self.goal,
+            "steps": [
+                {"title": s.title, "outcome": s.outcome, "paths": [str(p) for p in s.paths], "detail": s.detail}
+                for s in self.steps
+            ],
             "files_changed": [str(p) for p in self.files_changed],
             "commands": list(self.commands),
             "reply": self.reply,
             "error": self.error,
+            "open_plan": list(self.open_plan),
         }
 
     @classmethod
@@ -68,24 +97,33 @@ class TurnExecutionSummary:
         return cls(
             turn_number=int(data["turn_number"]),
             request=str(data.get("request", "")),
+            goal=str(data.get("goal", "")),
             steps=tuple(
-                TurnStep(str(s["title"]), str(s["outcome"]), tuple(Path(p) for p in s.get("paths", ())))
+                TurnStep(
+                    str(s["title"]),
+                    str(s["outcome"]),
+                    tuple(Path(p) for p in s.get("paths", ())),
+                    str(s.get("detail", "")),
+                )
                 for s in data.get("steps", ())
             ),
             files_changed=tuple(Path(p) for p in data.get("files_changed", ())),
             commands=tuple(str(c) for c in data.get("commands", ())),
             reply=str(data.get("reply", "")),
             error=None if data.get("error") is None else str(data["error"]),
+            open_plan=tuple(str(p) for p in data.get("open_plan", ())),
         )
 
 
-def build_turn_summary(turn_number: int, events: Sequence[Event]) -> TurnExecutionSummary:
-    """The summary of one turn from its events, as the brain emitted them (``TurnEnded`` need not be there)."""
+def build_turn_summary(turn_number: int, events: Sequence[Event], previous_goal: str = "") -> TurnExecutionSummary:
+    """The summary of one turn from its events, as the brain emitted them (``TurnEnded`` need not be there);
+    ``previous_goal`` is the goal a short follow-up ("yes", "go on") keeps."""
     request = ""
     started: dict[str, ToolCallStarted] = {}
     finished: dict[str, ToolCallFinished] = {}
     text: list[str] = []
     error: str | None = None
+    plan: tuple[PlanStep, ...] | None = None
     for event in events:
         match event:
             case TurnStarted():
@@ -98,28 +136,78 @@ def build_turn_summary(turn_number: int, events: Sequence[Event]) -> TurnExecuti
                 text.append(event.text)
             case TurnFailed():
                 error = event.message
+            case PlanUpdated():
+                plan = event.steps
     steps: list[TurnStep] = []
     changed: dict[Path, None] = {}
     commands: list[str] = []
     for call_id, start in started.items():
         end = finished.get(call_id)
         outcome = _outcome(start, end)
-        steps.append(TurnStep(start.title, outcome, _paths(start, end)))
+        steps.append(TurnStep(start.title, outcome, _paths(start, end), _detail(start, end)))
         for path in changed_files(end):
             changed.setdefault(path, None)
         if start.tool_name == "run_command":
             command = start.raw_input.get("command")
             shown = _clip(" ".join(command.split()), COMMAND_CHARS) if isinstance(command, str) else "(no command)"
             commands.append(f"`{shown}` → {outcome}")
+    flat = " ".join(request.split())
     return TurnExecutionSummary(
         turn_number=turn_number,
-        request=_clip(" ".join(request.split()), REQUEST_CHARS),
+        request=_clip(flat, REQUEST_CHARS),
+        goal=goal_of(flat, previous_goal),
         steps=tuple(steps),
         files_changed=tuple(changed),
         commands=tuple(commands),
         reply=_sentences("".join(text), REPLY_CHARS),
         error=None if error is None else _clip(error.strip(), ERROR_CHARS),
+        open_plan=tuple(s.step for s in plan if s.status != "completed") if plan is not None else (),
     )
+
+
+_FOLLOW_UP = re.compile(
+    r"^(?:yes|yep|ok|okay|sure|go on|go ahead|continue|do it|please do|proceed|next|again|try again|thanks?)\b",
+    re.IGNORECASE,
+)
+
+
+def goal_of(request: str, previous: str = "") -> str:
+    """What a request is after: its first sentence, clipped; a short follow-up ("yes, go on") keeps
+    ``previous``."""
+    if previous and len(request) < 40 and _FOLLOW_UP.match(request):
+        return previous
+    end = _SENTENCE_END.search(request)
+    first = request[: end.end()] if end is not None else request
+    return _clip(first.strip(), GOAL_CHARS)
+
+
+def _detail(start: ToolCallStarted, end: ToolCallFinished | None) -> str:
+    """What came of a call, in a few lines (see ``TurnStep.detail``)."""
+    if end is None or end.status != "completed":
+        return ""
+    if start.tool_name == "run_command":
+        body = end.text.split("\n", 1)[1] if "\n" in end.text else ""
+        return "\n".join(salient_lines(body, max_lines=4, max_chars=DETAIL_CHARS))
+    if end.diff is not None:
+        added, removed = change_size(end.diff.old_text or "", end.diff.new_text)
+        return f"+{added} −{removed} lines"
+    if start.tool_name in ("read_file", "search", "list_files"):
+        lines = end.summary.strip().splitlines()
+        return _clip(" | ".join(line.strip() for line in lines[1:4]), DETAIL_CHARS) if len(lines) > 1 else ""
+    if start.tool_name == "delegate":
+        return _sentences(end.text, DETAIL_CHARS)
+    return ""
+
+
+def change_size(old: str, new: str) -> tuple[int, int]:
+    """Lines added and removed from ``old`` to ``new``."""
+    added = removed = 0
+    for line in difflib.ndiff(old.splitlines(), new.splitlines()):
+        if line.startswith("+ "):
+            added += 1
+        elif line.startswith("- "):
+            removed += 1
+    return added, removed
 
 
 _STATUS = re.compile(r"exit code (-?\d+)|(timed out after [\d.]+s)|(stopped before it exited)")
@@ -178,26 +266,82 @@ def _sentences(text: str, limit: int) -> str:
 
 
 def render_turn_summary(summary: TurnExecutionSummary, cwd: Path | None = None) -> str:
-    """The summary as compact plain text for the prompt (paths relative to ``cwd`` when inside it), bounded in
-    size whatever the turn did."""
+    """One turn in full as compact plain text (paths relative to ``cwd`` when inside it), bounded in size
+    whatever the turn did: the request, each step with what came of it, files changed, the open plan items
+    and the reply's gist."""
     lines = [f"Turn {summary.turn_number} — request: {summary.request or '(none)'}"]
+    if summary.goal and not summary.request.startswith(summary.goal.rstrip("…")):
+        lines.append(f"Goal: {summary.goal}")
     if summary.steps:
-        shown = [f"{_clip(s.title, RENDER_TITLE_CHARS)} ({s.outcome})" for s in summary.steps[:RENDER_STEPS]]
+        lines.append("Steps:")
+        for step in summary.steps[:RENDER_STEPS]:
+            lines.append(f"- {_clip(step.title, RENDER_TITLE_CHARS)} ({step.outcome})")
+            lines += [f"    {line}" for line in step.detail.splitlines()]
         if len(summary.steps) > RENDER_STEPS:
-            shown.append(f"… {len(summary.steps) - RENDER_STEPS} more")
-        lines.append("Steps: " + "; ".join(shown))
+            lines.append(f"- … {len(summary.steps) - RENDER_STEPS} more")
     if summary.files_changed:
         files = [display_path(p, cwd) for p in summary.files_changed[:RENDER_FILES]]
         if len(summary.files_changed) > RENDER_FILES:
             files.append(f"… {len(summary.files_changed) - RENDER_FILES} more")
         lines.append("Files changed: " + ", ".join(files))
-    if summary.commands:
-        commands = list(summary.commands[-RENDER_COMMANDS:])
-        if len(summary.commands) > RENDER_COMMANDS:
-            commands.insert(0, f"… {len(summary.commands) - RENDER_COMMANDS} earlier")
-        lines.append("Commands: " + "; ".join(commands))
+    if summary.open_plan:
+        lines.append("Open plan steps: " + "; ".join(_clip(p, RENDER_TITLE_CHARS) for p in summary.open_plan[:8]))
     if summary.reply:
         lines.append(f"Reply: {summary.reply}")
     if summary.error:
         lines.append(f"Error: {summary.error}")
-    return "\n".join(lines)
+    return truncate_to_tokens("\n".join(lines), ENTRY_TOKENS)
+
+
+def one_line(summary: TurnExecutionSummary, cwd: Path | None = None) -> str:
+    """One turn in one line: its goal, what it changed or ran and how that went, and the reply's start."""
+    parts = [f"Turn {summary.turn_number}: {summary.goal or summary.request or '(no request)'}"]
+    if summary.files_changed:
+        parts.append("changed " + ", ".join(display_path(p, cwd) for p in summary.files_changed[:4]))
+    elif summary.commands:
+        parts.append("ran " + "; ".join(summary.commands[-2:]))
+    if summary.error:
+        parts.append(f"failed: {summary.error}")
+    elif summary.reply:
+        parts.append(summary.reply)
+    return _clip(" — ".join(parts), ONE_LINE_CHARS)
+
+
+FULL_TURNS = 2
+"""How many of the latest turns the ledger shows in full."""
+
+
+def render_ledger(summaries: Sequence[TurnExecutionSummary], budget_tokens: int, cwd: Path | None = None) -> str:
+    """The turn ledger as the next request carries it, within ``budget_tokens``: the last two turns in full,
+    earlier turns one line each, newest first as long as they fit (shown oldest first, with a note of how
+    many were left out). Its cost does not grow with the session: it stops at the budget."""
+    if not summaries or budget_tokens <= 0:
+        return ""
+    full = [render_turn_summary(s, cwd) for s in summaries[-FULL_TURNS:]]
+    blocks: list[str] = []
+    used = 0
+    titles = ["# Last turn summary"] if len(full) == 1 else ["# Prior turn summary", "# Last turn summary"]
+    for title, text in reversed(list(zip(titles, full, strict=True))):
+        block = f"{title}\n{text}"
+        cost = count_tokens(block) + 2
+        if used + cost > budget_tokens:
+            break
+        blocks.insert(0, block)
+        used += cost
+    older: list[str] = []
+    earlier = summaries[: max(0, len(summaries) - FULL_TURNS)]
+    heading = "# Earlier turns (one line each)"
+    used += count_tokens(heading) + 16
+    for summary in reversed(earlier):
+        line = one_line(summary, cwd)
+        cost = count_tokens(line) + 1
+        if used + cost > budget_tokens:
+            break
+        older.insert(0, line)
+        used += cost
+    if older or earlier:
+        left = len(earlier) - len(older)
+        note = [f"(… {left} earlier turns not shown)"] if left else []
+        if older or note:
+            blocks.insert(0, "\n".join([heading, *note, *older]))
+    return "\n\n".join(blocks)
