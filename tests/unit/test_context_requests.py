@@ -103,7 +103,8 @@ def test_counting_each_part_once() -> None:
     counter = TokenCounter()
     part = UserPromptPart("hello world")
     message = ModelRequest(parts=[part])
-    assert counter.message(message) == counter.message(message) == 4 + count_tokens("hello world")
+    # As a chat API carries it: the JSON around the message, the text as a quoted JSON string.
+    assert counter.message(message) == counter.message(message) == 8 + count_tokens('"hello world"')
     assert list(counter._counts) == [id(part)]
 
 

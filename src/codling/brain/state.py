@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from codling.config import PermissionMode
 from codling.llm.catalog import ModelInfo
-from codling.llm.tokens import count_tokens
+from codling.llm.tokens import count_wire_tokens
 
 if TYPE_CHECKING:
     from codling.brain.context.ledger import TurnExecutionSummary
@@ -19,6 +19,9 @@ SUMMARY_PREFIX = "[Summary of the conversation so far: earlier turns were compac
 """Starts every compaction summary in the history, so later compactions can find and exclude it."""
 
 Role = Literal["user", "assistant", "summary"]
+
+MESSAGE_TOKENS = 8
+"""What a message costs besides its text: its role and the JSON around it (``{"role": "user", "content": …}``)."""
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,8 @@ class HistoryEntry:
 
     @classmethod
     def of(cls, role: Role, text: str) -> HistoryEntry:
-        """An entry with its tokens counted."""
-        return cls(role, text, count_tokens(text))
+        """An entry with its tokens counted as a request carries it (a JSON string in a message)."""
+        return cls(role, text, count_wire_tokens(text) + MESSAGE_TOKENS)
 
     def message(self) -> Any:
         """The pydantic-ai message for this entry (a summary is a user message behind SUMMARY_PREFIX)."""

@@ -16,8 +16,8 @@ from codling.llm.catalog import ModelInfo
 IMAGE_TOKENS = 1_600
 """An estimate of what one attached image costs a request (providers scale and tile images differently)."""
 
-MESSAGE_OVERHEAD_TOKENS = 4
-"""What a chat template adds around each message (role markers), per message."""
+MESSAGE_OVERHEAD_TOKENS = 8
+"""What a message costs besides its content: its role and the JSON around it."""
 
 MIN_ANSWER_TOKENS = 256
 """The least room an answer is given; a request that would leave less is shrunk first."""

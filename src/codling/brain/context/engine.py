@@ -14,18 +14,22 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from codling.brain.context import compactor, tools
-from codling.brain.context.budget import Budget, image_tokens
+from codling.brain.context.budget import MESSAGE_OVERHEAD_TOKENS, Budget, image_tokens
 from codling.brain.context.layout import turn_context
 from codling.brain.context.pins import render_pins
 from codling.brain.events import ContextWarning, Event, UsageUpdated
 from codling.brain.prompt import ImageBlock
-from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
+from codling.llm.tokens import count_tokens, count_wire_tokens, tail_tokens, truncate_to_tokens
 
 if TYPE_CHECKING:
     from codling.brain.context.requests import TurnRequests
     from codling.brain.host import SessionHost
 
 log = logging.getLogger(__name__)
+
+SMALL_SHARE = 0.6
+"""A window is too small for codling when its fixed overhead alone takes this share of the compaction point:
+what is left for the conversation is then less than a compaction leaves."""
 
 CONTEXT_OPEN = "<session-context>"
 CONTEXT_CLOSE = "</session-context>"
@@ -78,7 +82,7 @@ class ContextEngine:
         """What the system prompt takes of every request."""
         text = self._session.instructions()
         if self._system[0] is not text:
-            self._system = (text, count_tokens(text))
+            self._system = (text, count_wire_tokens(text) + MESSAGE_OVERHEAD_TOKENS)
         return self._system[1]
 
     def tool_tokens(self) -> int:
@@ -114,7 +118,7 @@ class ContextEngine:
 
     def overhead(self) -> int:
         """What the next request carries before any conversation: fixed tokens plus the turn's context block."""
-        return self.fixed_tokens() + count_tokens(self.turn_block())
+        return self.fixed_tokens() + count_wire_tokens(self.turn_block())
 
     def context_used(self) -> int:
         """Tokens the next request would start from: the larger of codling's count (system prompt, tool
@@ -159,7 +163,7 @@ class ContextEngine:
         budget = self.budget
         overhead = self.overhead()
         pending = count_tokens(prompt)
-        if overhead + pending > budget.compact_at:
+        if overhead > budget.compact_at * SMALL_SHARE:
             self.warn_once(
                 "small",
                 turn_id,

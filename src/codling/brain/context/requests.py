@@ -42,7 +42,7 @@ from codling.brain.context.budget import IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, 
 from codling.brain.context.overflow import is_context_overflow
 from codling.brain.context.tools import definitions_tokens
 from codling.brain.sanitize import sanitize_messages
-from codling.llm.tokens import count_tokens, truncate_to_tokens
+from codling.llm.tokens import count_wire_tokens, truncate_to_tokens
 from codling.tools.base import ToolReport
 
 log = logging.getLogger(__name__)
@@ -55,22 +55,23 @@ SUMMARY_FALLBACK_TOKENS = 150
 
 
 def part_tokens(part: Any) -> int:
-    """Tokens one message part adds to a request (its text, a call's arguments; images by estimate)."""
+    """Tokens one message part adds to a request, as a JSON string in a chat API's body (images by estimate)."""
     if isinstance(part, UserPromptPart):
         if isinstance(part.content, str):
-            return count_tokens(part.content)
+            return count_wire_tokens(part.content)
         return sum(
-            count_tokens(item) if isinstance(item, str) else IMAGE_TOKENS if isinstance(item, BinaryContent) else 0
+            count_wire_tokens(item) if isinstance(item, str) else IMAGE_TOKENS if isinstance(item, BinaryContent) else 0
             for item in part.content
         )
     if isinstance(part, TextPart | ThinkingPart | SystemPromptPart):
-        return count_tokens(part.content)
+        return count_wire_tokens(part.content)
     if isinstance(part, ToolCallPart):
-        return count_tokens(part.tool_name) + count_tokens(part.args_as_json_str()) + MESSAGE_OVERHEAD_TOKENS
+        # The arguments travel as a JSON string inside the JSON body: escaped twice.
+        return count_wire_tokens(part.tool_name) + count_wire_tokens(part.args_as_json_str()) + MESSAGE_OVERHEAD_TOKENS
     if isinstance(part, ToolReturnPart):
-        return count_tokens(part.model_response_str()) + MESSAGE_OVERHEAD_TOKENS
+        return count_wire_tokens(part.model_response_str()) + MESSAGE_OVERHEAD_TOKENS
     if isinstance(part, RetryPromptPart):
-        return count_tokens(part.model_response()) + MESSAGE_OVERHEAD_TOKENS
+        return count_wire_tokens(part.model_response()) + MESSAGE_OVERHEAD_TOKENS
     return 0
 
 
