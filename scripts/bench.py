@@ -22,7 +22,14 @@ What it measures (see DESIGN.md §13):
    not grow; and the ``state.messages()`` copy each request makes. The tokenizer is loaded before timing.
 7. compaction's work besides the model on a 200k-token history: ``compaction_input`` within ``input_budget`` for a
    200k-context model with 32k output (and the transcript's real token count against that budget),
-   ``fallback_summary`` and ``rebuild``.
+   ``fallback_summary`` (within its budget) and ``rebuild``.
+8. context fidelity: the scripted 30-turn coding session of ``tests/fakes/fidelity.py`` (reads of up to 138 KB,
+   commands printing 10–50 KB, edits, a patch, a delegate, a pasted CI log, facts and standing rules stated
+   along the way) on 8,000- and 16,000-token models, with a working and a failing summarizer, against the
+   loopback server counting every request with o200k and rejecting any over the window; live, and restarted
+   (a new session restored from history.jsonl) before every turn. Targets: no request over the window minus
+   the maximum output, at most one rejected, facts kept ≥ 95% (working) / ≥ 80% (failing), pins 100%, the
+   restarted run's requests identical to the live run's. ``--quick`` runs 12 turns.
 
 Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this.
 """
@@ -93,12 +100,13 @@ class Config:
     recorder_turns: int
     accounting_runs: int
     compaction_runs: int
+    fidelity_turns: int
 
     @classmethod
     def make(cls, quick: bool) -> Config:
         if quick:
-            return cls(True, 5, 3, 10, 60, 60, 20_000, 2_000, 2, 2, 5, 1_000, 100, 100, 3)
-        return cls(False, 15, 7, 20, 300, 300, 20_000, 5_000, 5, 7, 15, 5_000, 500, 300, 9)
+            return cls(True, 5, 3, 10, 60, 60, 20_000, 2_000, 2, 2, 5, 1_000, 100, 100, 3, 12)
+        return cls(False, 15, 7, 20, 300, 300, 20_000, 5_000, 5, 7, 15, 5_000, 500, 300, 9, 30)
 
 
 # --- results -----------------------------------------------------------------------------------------------
@@ -1224,6 +1232,8 @@ async def bench_compaction(config: Config) -> list[Row]:
     """The non-model work of a compaction on a 200k-token history: the summarizer's input, the fallback
     summary and the rebuilt history."""
     from codling.brain.context import compaction
+    from codling.brain.context.budget import Budget
+    from codling.brain.context.fallback import FallbackInput, fallback_summary
     from codling.llm.tokens import count_tokens, warm_up
 
     runs = config.compaction_runs
@@ -1239,10 +1249,16 @@ async def bench_compaction(config: Config) -> list[Row]:
     left_out = re.match(r"\[(\d+) older messages were left out", transcript)
     dropped = int(left_out.group(1)) if left_out else 0
     files = [project / f"src/module_{i}.py" for i in range(10)]
-    commands = [f"`pytest -q tests/test_module_{i}.py` → exit {i % 2}" for i in range(6)]
-    fallbacks, summary = timed(
-        lambda: compaction.fallback_summary(entries, recent_files=files, commands=commands), runs
+    source = FallbackInput(
+        turns_older=[f"Turn {i}: step {i} of the port — changed src/module_{i % 10}.py — Done." for i in range(300)],
+        recent_files=files,
+        first_request=entries[0].text,
+        last_request=entries[-2].text,
+        last_reply=entries[-1].text,
+        cwd=project,
     )
+    fallback_budget = Budget(COMPACTION_LIMIT, COMPACTION_MAX_OUTPUT, 0.7).fallback
+    fallbacks, summary = timed(lambda: fallback_summary(source, fallback_budget), runs)
     user_budget = compaction.kept_user_budget(COMPACTION_LIMIT)
     rebuilds, rebuilt = timed(lambda: compaction.rebuild(entries, summary, user_budget), runs)
     took = median(inputs)
@@ -1263,12 +1279,68 @@ async def bench_compaction(config: Config) -> list[Row]:
             f"  messages over the {compaction.MESSAGE_CAP_TOKENS:,}-token cap / kept / left out",
             f"{capped} / {len(entries) - dropped} / {dropped}",
         ),
-        Row("  fallback_summary (median)", fine_ms(median(fallbacks))),
+        Row(
+            f"  fallback_summary, 300 turns, {count_tokens(summary):,} of {fallback_budget:,} tokens (median)",
+            fine_ms(median(fallbacks)),
+            f"≤ {fallback_budget:,} tokens",
+            count_tokens(summary) <= fallback_budget,
+        ),
         Row(
             f"  rebuild, {user_budget:,}-token user budget, {len(rebuilt)} entries kept (median)",
             fine_ms(median(rebuilds)),
         ),
     ]
+
+
+# --- 8: context fidelity --------------------------------------------------------------------------------------
+
+
+async def bench_fidelity(config: Config) -> list[Row]:
+    """The scripted coding session of tests/fakes/fidelity.py on 8,000- and 16,000-token models, with a working
+    and a failing summarizer, live and restarted before every turn: requests over the window's budget,
+    rejected requests, compactions, the median request after one, facts and pins kept, and whether the
+    restarted run sent the live run's requests."""
+    from tests.fakes.fidelity import run_session
+
+    turns = config.fidelity_turns
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "run"  # the same path for both runs: paths are part of every request
+        for window in (8_000, 16_000):
+            for works in (True, False):
+                progress(f"fidelity: {turns} turns, {window:,}-token window, {'working' if works else 'failing'}")
+                live = await run_session(window, works, restarts=False, turn_count=turns, root=root)
+                again = await run_session(window, works, restarts=True, turn_count=turns, root=root)
+                same = sum(a == b for a, b in zip(live.turn_bodies, again.turn_bodies, strict=False))
+                identical = same == len(live.turn_bodies) == len(again.turn_bodies)
+                facts_target = 0.95 if works else 0.80
+                name = f"{window // 1000}k, {live.summarizer} summarizer, {turns} turns"
+                rows += [
+                    Row(
+                        f"{name}: requests over window − max output", str(live.over_budget), "0", live.over_budget == 0
+                    ),
+                    Row("  rejected requests (over the window)", str(live.rejected), "≤ 1", live.rejected <= 1),
+                    Row(
+                        "  compactions / median request after one",
+                        f"{live.compactions} / {live.median_after_compaction:,} tokens",
+                    ),
+                    Row(
+                        "  facts kept in every later request",
+                        f"{live.facts_kept:.0%}",
+                        f"≥ {facts_target:.0%}",
+                        live.facts_kept >= facts_target,
+                    ),
+                    Row(
+                        "  pinned constraints kept", f"{live.constraints_kept:.0%}", "100%", live.constraints_kept == 1
+                    ),
+                    Row(
+                        "  restarted before every turn: same requests",
+                        f"{same} of {len(live.turn_bodies)}",
+                        "all",
+                        identical,
+                    ),
+                ]
+    return rows
 
 
 # --- driver ------------------------------------------------------------------------------------------------
@@ -1307,6 +1379,7 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("history append", lambda: bench_append(config))
         rows += await guarded("token accounting", lambda: bench_accounting(config))
         rows += await guarded("compaction", lambda: bench_compaction(config))
+        rows += await guarded("context fidelity", lambda: bench_fidelity(config))
     return rows
 
 

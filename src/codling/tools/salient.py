@@ -1,50 +1,134 @@
-"""The lines of a command's output that matter: errors, failures, the exception of a traceback and the summary
-line of a test run (pytest, unittest, jest, cargo, go), kept in the turn ledger instead of the whole output."""
+"""The lines of a command's output that matter once the output itself is gone: errors, failures, the exception
+that ended a traceback, and the summary line of a test run (pytest, unittest, jest, cargo, go, mocha).
+
+The turn ledger keeps these for each command, so a later turn knows *why* ``pytest`` exited 1 without the
+30 KB it printed.
+"""
 
 from __future__ import annotations
 
 import re
 
-_SALIENT = re.compile(
-    r"\b(?:error|errors|failed|failure|failures|fatal|panic(?:ked)?|exception|traceback)\b"
-    r"|^E\s{2,}"  # pytest's assertion detail
-    r"|^(?:FAIL|FAILED|ERROR)\b"
-    r"|^={3,}.*\b(?:passed|failed|error|errors|skipped)\b.*={3,}$"  # pytest's summary line
-    r"|^Ran \d+ tests? in "  # unittest
-    r"|^(?:OK|FAILED)(?: \(.*\))?$"  # unittest's verdict
-    r"|^Tests?:\s+.*\b(?:passed|failed|total)\b"  # jest
-    r"|^test result: "  # cargo
-    r"|^(?:ok|FAIL|---)\s+\S+"  # go test
-    r"|^\w+(?:\.\w+)*(?:Error|Exception|Warning):",  # the last line of a Python traceback
-    re.IGNORECASE,
-)
-_CASE_SENSITIVE = re.compile(r"^(?:ok|FAIL)\s+\S+\s+[\d.]+s$|^(?:OK|FAILED)(?: \(.*\))?$")
 LINE_CHARS = 200
+"""Most characters of one kept line."""
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+_SUMMARY = re.compile(
+    "|".join(
+        [
+            # pytest: "==== 3 failed, 12 passed in 0.50s ====" (also -q without the rule, and "no tests ran").
+            r"^=+ .*\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|no tests ran)\b.*=+$",
+            r"^\d+ (?:passed|failed|errors?|skipped|deselected)\b.* in [\d.]+s",
+            r"^no tests ran in [\d.]+s",
+            # unittest: "Ran 14 tests in 0.003s", then "OK", "OK (skipped=1)" or "FAILED (failures=2, errors=1)".
+            r"^Ran \d+ tests? in ",
+            r"^(?:OK|FAILED)(?: \(.*\))?$",
+            # jest / vitest
+            r"^Tests?(?: Suites| Files)?:\s+\d",
+            # cargo test
+            r"^test result: ",
+            # go test: "ok  \tpkg\t0.01s", "FAIL\tpkg\t0.02s", a bare "FAIL" / "PASS".
+            r"^(?:ok|FAIL)\s+\S+",
+            r"^(?:PASS|FAIL)$",
+            # mocha
+            r"^\d+ (?:passing|failing|pending)\b",
+        ]
+    )
+)
+
+_PROBLEM = re.compile(
+    "|".join(
+        [
+            r"\berror\b",
+            r"\bERROR\b",
+            r"Error:",
+            r"^\S+:\d+: \w*(?:Error|Exception)\b",  # pytest: where a failing test raised
+            r"^make: \*\*\* .*\bError \d+",
+            r"\bFAIL(?:ED)?\b",
+            r"\bfailed\b",
+            r"AssertionError",
+            r"\bpanic(?:ked)?\b",
+            r"fatal:",
+            r"^Exception\b",
+        ]
+    )
+)
+
+_DETAIL = re.compile(r"^(?:E {3}|Traceback \(most recent call last\)|-->\s)")
+"""Lines that say where or how, kept when there is room: pytest's ``E   `` lines, a traceback's start, rustc's
+``--> file:line``."""
+
+_SUMMARY_RANK, _PROBLEM_RANK, _DETAIL_RANK = 0, 1, 2
 
 
 def salient_lines(output: str, max_lines: int = 8, max_chars: int = 600) -> tuple[str, ...]:
-    """The lines of ``output`` that say how a command went, in order, each once and clipped; when none
-    stands out, its last non-empty lines. At most ``max_lines`` lines and ``max_chars`` characters, the
-    latest kept first (a test run's summary comes last)."""
-    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
-    picked = [line for line in lines if _SALIENT.search(line.strip()) or _CASE_SENSITIVE.match(line.strip())]
-    chosen = picked or lines[-3:]
-    out: list[str] = []
-    size = 0
-    for line in reversed(_unique(chosen)):
-        clipped = line.strip() if len(line.strip()) <= LINE_CHARS else line.strip()[: LINE_CHARS - 1] + "…"
-        if len(out) == max_lines or size + len(clipped) > max_chars:
-            break
-        out.insert(0, clipped)
-        size += len(clipped) + 1
-    return tuple(out)
+    """The lines of ``output`` that matter, in output order, each once, each clipped to ``LINE_CHARS``, at most
+    ``max_lines`` of them and ``max_chars`` characters in all.
 
-
-def _unique(lines: list[str]) -> list[str]:
+    Test-run summary lines come first in priority, then errors and failures (with the exception line that
+    ends a Python traceback), then detail lines (pytest ``E   `` lines, ``Traceback``, ``-->``); among equals,
+    earlier lines win. When no line matches, the last non-empty lines are kept instead.
+    """
+    if max_lines <= 0 or max_chars <= 0:
+        return ()
+    lines = _lines(output)
+    ranked: list[tuple[int, int, str]] = []  # (rank, index, line)
     seen: set[str] = set()
-    out: list[str] = []
+    in_traceback = False
+    for index, line in enumerate(lines):
+        rank: int | None = None
+        if in_traceback and line and not line[0].isspace():
+            # The first unindented line after the frames names the exception.
+            in_traceback = False
+            rank = _PROBLEM_RANK
+        if line.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+        text = line.strip()
+        if not text or text in seen:
+            continue
+        if _SUMMARY.search(text):
+            rank = _SUMMARY_RANK
+        elif rank is None and _PROBLEM.search(text):
+            rank = _PROBLEM_RANK
+        elif rank is None and _DETAIL.search(text):
+            rank = _DETAIL_RANK
+        if rank is not None:
+            seen.add(text)
+            ranked.append((rank, index, text))
+    if ranked:
+        chosen = sorted(ranked)[:max_lines]
+        picked = [text for _, _, text in sorted(chosen, key=lambda item: item[1])]
+    else:
+        picked = list(dict.fromkeys(t for line in reversed(lines) if (t := line.strip())))[:max_lines][::-1]
+    return _within(picked, max_chars)
+
+
+def _lines(output: str) -> list[str]:
+    """The output's lines as a terminal would show them: colours removed, and of a line rewritten with
+    carriage returns (a progress bar), only what was written last."""
+    plain = _ANSI.sub("", output)
+    return [line.rstrip("\r").rsplit("\r", 1)[-1] for line in plain.split("\n")]
+
+
+def _within(lines: list[str], max_chars: int) -> tuple[str, ...]:
+    """``lines`` each clipped, as many as fit in ``max_chars`` (the last one cut to fit when it is long)."""
+    kept: list[str] = []
+    room = max_chars
     for line in lines:
-        if line not in seen:
-            seen.add(line)
-            out.append(line)
-    return out
+        line = _clip(line, min(LINE_CHARS, room))
+        if not line:
+            break
+        kept.append(line)
+        room -= len(line)
+        if room <= 0:
+            break
+    return tuple(kept)
+
+
+def _clip(line: str, limit: int) -> str:
+    if len(line) <= limit:
+        return line
+    if limit < 20:  # a stub of a line says nothing
+        return ""
+    return line[: limit - 1].rstrip() + "…"
