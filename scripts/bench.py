@@ -786,7 +786,7 @@ async def time_load(home: Path, project: Path, session_id: str, turns: int) -> L
         await rpc(conn.close_session(session_id=session_id), "session/close")
     kinds: dict[str, int] = {}
     for _, update in client.updates:
-        if update.session_update == "available_commands_update":
+        if update.session_update in ("available_commands_update", "usage_update"):
             continue  # session metadata sent after the response, not part of the replay
         kinds[update.session_update] = kinds.get(update.session_update, 0) + 1
     if kinds != {kind: per_turn * turns for kind, per_turn in UPDATES_PER_TURN.items()}:
@@ -1081,9 +1081,9 @@ async def history_session(root: Path, tokens: int) -> Any:
     history then filled through ``record_turn`` with realistic turns until it holds at least ``tokens``."""
     from codling.brain.factory import open_session
     from codling.brain.restore import record_turn
+    from codling.brain.state import HistoryEntry
     from codling.config import Settings
     from codling.llm.catalog import ModelInfo
-    from codling.llm.tokens import count_tokens
 
     home, project = root / "home", root / "project"
     home.mkdir(parents=True)
@@ -1098,7 +1098,7 @@ async def history_session(root: Path, tokens: int) -> Any:
     while session.state.history_tokens < tokens:
         record_turn(session.state, turn_log(n, project), None)
         n += 1
-    if sum(count_tokens(e.text) for e in session.state.entries) != session.state.history_tokens:
+    if sum(HistoryEntry.of(e.role, e.text).tokens for e in session.state.entries) != session.state.history_tokens:
         raise RuntimeError("the running token total differs from a recount of the history")
     return session
 
@@ -1115,9 +1115,12 @@ def time_accounting(sessions: dict[int, Any], logs: Sequence[Any], runs: int) ->
     """``record_turn`` (two HistoryEntry.of: count, append) plus ``context_used()``, per sample; the sessions
     alternate (so both see the same machine load) and each is rolled back after every sample (not timed)."""
     from codling.brain.restore import record_turn
-    from codling.llm.tokens import count_tokens
+    from codling.brain.state import HistoryEntry
 
-    expected = [count_tokens(log_.user_text) + count_tokens(log_.reply()) for log_ in logs]
+    def counted(log_: Any) -> int:
+        return HistoryEntry.of("user", log_.user_text).tokens + HistoryEntry.of("assistant", log_.reply()).tokens
+
+    expected = [counted(log_) for log_ in logs]
     times = AccountingTimes({size: [] for size in sessions})
     order = list(sessions.items())
     for i in range(runs):
