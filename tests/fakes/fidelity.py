@@ -81,6 +81,13 @@ FACTS = (
 )
 
 
+STYLE = (
+    " Keep the change small and in the style of the surrounding code, and when you are done explain what you "
+    "changed and why in two or three sentences, with the tests you ran and how they went."
+)
+"""What a user tends to add to a request (it makes the prompts as long as real ones)."""
+
+
 def turns() -> list[Turn]:
     """The 30 turns (numbered from 1)."""
     t: list[Turn] = [
@@ -94,7 +101,7 @@ def turns() -> list[Turn]:
             "Turn 2: Read the lexer.", (ToolCall("read_file", {"path": "src/lexer.py"}),), "The lexer is hand-written."
         ),
         Turn(
-            "Turn 3: The staging port is 8431. Run the test suite.",
+            "Turn 3: Run the test suite. The staging port is 8431, by the way.",
             (ToolCall("run_command", {"command": _pytest_output(12)}),),
             "Two tests fail: test_unicode and test_eof.",
         ),
@@ -122,7 +129,7 @@ def turns() -> list[Turn]:
         ),
         Turn("Turn 7: Search for TODO markers.", (ToolCall("search", {"pattern": "TODO"}),), "There are a few TODOs."),
         Turn(
-            "Turn 8: The database is Postgres 16. Write a config file for it.",
+            "Turn 8: Write a config file for the database. It is Postgres 16.",
             (
                 ToolCall(
                     "write_file", {"path": "config/db.toml", "content": '[db]\nengine = "postgres"\nversion = 16\n'}
@@ -141,7 +148,7 @@ def turns() -> list[Turn]:
             "The CI log shows every step passing; the failure is local.",
         ),
         Turn(
-            "Turn 11: The release branch is rel-2.4. Read the parser.",
+            "Turn 11: Read the parser. The release branch is rel-2.4.",
             (ToolCall("read_file", {"path": "src/parser.py"}),),
             "Read it.",
         ),
@@ -175,8 +182,8 @@ def turns() -> list[Turn]:
     ]
     for n in range(16, 31):
         extra = {
-            17: "The owner of the parser is Dana Whitfield. ",
-            21: "The deadline is Friday the 27th. ",
+            17: " The owner of the parser is Dana Whitfield.",
+            21: " The deadline is Friday the 27th.",
         }.get(n, "")
         if n % 3 == 0:
             calls: tuple[ToolCall, ...] = (ToolCall("run_command", {"command": _pytest_output(10 + n)}),)
@@ -184,12 +191,9 @@ def turns() -> list[Turn]:
             calls = (ToolCall("read_file", {"path": f"src/module_{n % 5}.py"}),)
         else:
             calls = (ToolCall("search", {"pattern": "def "}), ToolCall("read_file", {"path": "src/parser.py"}))
-        t.append(
-            Turn(
-                f"Turn {n}: {extra}Continue with step {n} of the port: check module {n % 5}.", calls, f"Step {n} done."
-            )
-        )
-    return t
+        prompt = f"Turn {n}: Continue with step {n} of the port: check module {n % 5}.{extra}"
+        t.append(Turn(prompt, calls, f"Step {n} done."))
+    return [Turn(turn.prompt + STYLE, turn.calls, turn.reply) if "```" not in turn.prompt else turn for turn in t]
 
 
 def make_repo(root: Path) -> None:
@@ -294,15 +298,30 @@ class Model:
 
     @staticmethod
     def _summary(body: dict[str, Any]) -> str:
-        """A working summarizer's answer: what the user asked and stated, turn by turn, and where things are."""
+        """A working summarizer's answer, as a good model writes one: the goal, then every sentence of the user's
+        messages (and of earlier summaries) that states a rule or a concrete value, newest last, within about
+        800 tokens."""
         transcript = _text(body["messages"][-1])
-        stated = []
-        for section in transcript.split("### User\n")[1:]:
-            first = section.split("\n### ", 1)[0].strip()
-            stated.append("- " + " ".join(first.split())[:400])
-        return "## Goal\nPort the lexer to a table-driven design.\n\n## What the user asked and stated\n" + "\n".join(
-            stated[-40:]
-        )
+        kept: list[str] = []
+        for section in re.split(r"^### ", transcript, flags=re.MULTILINE)[1:]:
+            role, _, text = section.partition("\n")
+            if role.strip() not in ("User", "Earlier summary"):
+                continue
+            for sentence in re.split(r"(?<=[.!;])\s+|\n+", text):
+                sentence = sentence.strip(" -")
+                if sentence and sentence not in kept and _WORTH_KEEPING.search(sentence):
+                    kept.append(sentence)
+        lines: list[str] = []
+        size = 0
+        for sentence in reversed(kept):
+            size += count_tokens(sentence) + 2
+            if size > 800:
+                break
+            lines.insert(0, f"- {sentence}")
+        return "## Goal\nPort the lexer to a table-driven design.\n\n## What the user stated\n" + "\n".join(lines)
+
+
+_WORTH_KEEPING = re.compile(r"\d|\b[A-Z][A-Z0-9-]{2,}\b|\b(?:never|always|from now on)\b|[A-Z][a-z]+ [A-Z][a-z]+", re.I)
 
 
 # --- measuring ---------------------------------------------------------------------------------------------

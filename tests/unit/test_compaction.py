@@ -184,8 +184,8 @@ async def test_a_long_session_compacts_past_the_threshold_and_remembers(project:
 async def test_failing_summarizer_falls_back_and_the_turn_goes_on(project: Path, settings: Settings) -> None:
     script = Script([], fallback=responder(lambda _m: [Fail(ModelHTTPError(500, "test:small", {"message": "down"}))]))
     session = small_session(script, project, settings)
-    await session.run("please rename greet to welcome " + "x " * 4_000)
-    events = await events_of(session, "next step " + "y " * 100)
+    await session.run("please rename greet to welcome " + "x " * 2_000)
+    events = await events_of(session, "next step " + "y " * 2_000)
     (done,) = [e for e in events if isinstance(e, ContextCompacted)]
     assert done.fallback
     assert "please rename greet to welcome" in done.summary

@@ -55,12 +55,13 @@ def summarize_turn(
     fallback: Callable[[], str] | None = None,
     metadata: dict[str, Any] | None = None,
     shrink: Callable[[str], str | None] | None = None,
+    length: int | None = None,
 ) -> SpecialTurnConfig:
     """Summarize ``transcript`` (see ``compaction.compaction_input``) and replace the history by ``keep`` plus
     the summary; ``instructions`` are the user's wishes for the summary (``/compact <instructions>``);
     ``shrink`` gives a shorter request when the provider finds it too long."""
     return SpecialTurnConfig(
-        summarize_prompt(transcript, instructions),
+        summarize_prompt(transcript, instructions, length),
         turn_type="summarize",
         messages=(),  # the transcript is the whole input: no history, no tools
         instructions=compaction.compaction_prompt(),
@@ -77,11 +78,15 @@ def summarize_turn(
     )
 
 
-def summarize_prompt(transcript: str, instructions: str | None = None) -> str:
-    """The summarizer's request: the transcript, then the user's wishes for the summary, if any."""
+def summarize_prompt(transcript: str, instructions: str | None = None, length: int | None = None) -> str:
+    """The summarizer's request: the transcript, then the user's wishes for the summary, if any, and its
+    length (``length`` tokens: it must fit the window beside what stays)."""
+    prompt = transcript
     if instructions:
-        return transcript + f"\n\n---\nThe user asked that the summary also: {instructions}"
-    return transcript
+        prompt += f"\n\n---\nThe user asked that the summary also: {instructions}"
+    if length:
+        prompt += f"\n\n---\nKeep the summary under about {int(length * 0.75):,} words."
+    return prompt
 
 
 def title_turn(request: str, reply: str = "", *, model: str | None = None) -> SpecialTurnConfig:

@@ -24,15 +24,16 @@ MIN_ANSWER_TOKENS = 256
 
 TOOL_OUTPUT_SHARE = 0.25
 TOOL_OUTPUT_MAX_TOKENS = 25_000
-LEDGER_SHARE = 0.10
+LEDGER_SHARE = 0.07
 LEDGER_MAX_TOKENS = 3_000
 PINS_SHARE = 0.05
 PINS_MAX_TOKENS = 1_000
-FALLBACK_SHARE = 0.12
+FALLBACK_SHARE = 0.10
 FALLBACK_MAX_TOKENS = 2_000
-KEPT_USER_SHARE = 0.10
+KEPT_USER_SHARE = 0.08
+SUMMARY_SHARE = 0.12
 KEPT_USER_MAX_TOKENS = 20_000
-PROMPT_SHARE = 0.5
+PROMPT_SHARE = 0.35
 """The most of the input limit a user's prompt may take (a longer paste is cut in the middle)."""
 SAFETY_SHARE = 0.05
 """Room left for the difference between codling's token counts (o200k) and the provider's tokenizer."""
@@ -84,13 +85,13 @@ class Budget:
 
     @property
     def fallback(self) -> int:
-        """The most a summary built without the model may take: min(2,000, 12% of the window)."""
+        """The most a summary built without the model may take: min(2,000, 10% of the window)."""
         return min(int(self.window * FALLBACK_SHARE), FALLBACK_MAX_TOKENS)
 
     @property
     def summary(self) -> int:
-        """The most a model-written compaction summary is asked to take."""
-        return max(self.fallback, min(self.max_output, int(self.window * 0.2)))
+        """The most a model-written compaction summary may take (the summarizer is asked for no more)."""
+        return max(self.fallback, min(self.max_output, int(self.window * SUMMARY_SHARE)))
 
     @property
     def kept_user(self) -> int:

@@ -126,6 +126,7 @@ async def compact(
         finish(summary, kept_texts, True, True)
         return
 
+    budget_of = Budget.of(model, DEFAULT_THRESHOLD)
     budget = compaction.input_budget(model.context_limit, model.max_output_tokens)
     shrinks = iter(range(SHRINK_TRIES))
 
@@ -135,13 +136,14 @@ async def compact(
         if next(shrinks, None) is None:
             return None
         budget = max(500, budget * 6 // 10)
-        return _prompt_for(compaction.compaction_input(entries, budget), instructions)
+        return _prompt_for(compaction.compaction_input(entries, budget), instructions, budget_of.summary)
 
     config = summarize_turn(
         compaction.compaction_input(entries, budget),
         instructions=instructions,
+        length=budget_of.summary,
         keep=[Interaction("user", e.text) for e in kept],
-        max_tokens=model.max_output_tokens,
+        max_tokens=budget_of.summary,
         fallback=fallback,
         metadata={"reason": reason},
         shrink=shrink,

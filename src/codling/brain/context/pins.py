@@ -1,7 +1,9 @@
-"""Pinned instructions: the user's standing rules, kept in every request whatever compaction does.
+"""Pinned instructions: the user's standing rules (and the facts they state), kept in every request whatever
+compaction does.
 
 A pin comes from a prompt, found deterministically (``capture_pins``: "never …", "always …", "from now on …",
-"don't touch …", "use tabs …", "remember: …"), or from ``/pin TEXT``. Pins live in the session's state, not
+"don't touch …", "use tabs …", "remember: …"; ``capture_facts``: "the staging port is 8431"), or from
+``/pin TEXT``. Pins live in the session's state, not
 in its history: they are rebuilt from the recorded prompts and commands on restore, so a compaction, a failing
 summarizer or a restart cannot lose them. Every request carries them in the turn's context block
 (``render_pins``, within the budget's share for pins); ``/pins`` lists them and ``/unpin N`` drops one.
@@ -19,9 +21,12 @@ from codling.llm.tokens import count_tokens
 PIN_CHARS = 300
 """The longest sentence taken as a pin (a longer one is rarely a rule; it is cut)."""
 MAX_PINS = 50
-"""Pins kept; past this the oldest captured ones go first (``/pin`` ones last)."""
+"""Pins kept; past this the oldest facts go first, then the oldest captured rules (``/pin`` ones last)."""
+FACT_CHARS = 200
+"""The longest sentence taken as a fact."""
 
-PinSource = Literal["prompt", "command"]
+PinSource = Literal["prompt", "command", "fact"]
+"""A standing rule stated in a prompt, one given with ``/pin``, or a fact the user stated (a value to remember)."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ _NOT_RULES = re.compile(
     r"^(?:never\s*mind|always\s+(?:has|had|was|were|is|are|been)\b|never\s+(?:has|had|was|were|is|are|been)\b)",
     re.IGNORECASE,
 )
-_SENTENCE = re.compile(r"(?<=[.!;])\s+(?=[A-Z\"'`(])|\n+")
+_SENTENCE = re.compile(r"(?<=[.!])\s+(?=[A-Z\"'`(])|(?<=;)\s+|\n+")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -84,6 +89,32 @@ def _sentences(text: str) -> list[str]:
     return out
 
 
+_FACT = re.compile(r"\b(?:is|are|was|were)\s+(?:now\s+|still\s+|always\s+)?(?P<value>.+)$", re.IGNORECASE)
+_CONCRETE = re.compile(
+    r"\d"  # a number, a version, a date, a port
+    r"|\b[A-Z][A-Z0-9_-]{2,}\b"  # a code or a constant: PELICAN-7, SERVICE_TOKEN
+    r"|\b[A-Z][a-z]+\s+[A-Z][a-z]+\b"  # a name: Dana Whitfield
+    r"|\S+/\S*|\b\w+\.\w{1,5}\b"  # a path or a file name
+    r"|[`\"'][^`\"']+[`\"']"  # something quoted
+)
+
+
+def capture_facts(text: str) -> tuple[str, ...]:
+    """The facts a prompt states: short statements that something is a concrete value ("the staging port is
+    8431", "the owner of the parser is Dana Whitfield"), as written, in order, each once. Rules, questions,
+    code and pasted text are not facts."""
+    found: list[str] = []
+    for sentence in _sentences(text):
+        if sentence.endswith("?") or len(sentence) > FACT_CHARS or _is_rule(sentence):
+            continue
+        statement = _FACT.search(sentence)
+        if statement is None or not _CONCRETE.search(statement.group("value")):
+            continue
+        if _key(sentence) not in {_key(f) for f in found}:
+            found.append(sentence)
+    return tuple(found)
+
+
 def _is_rule(sentence: str) -> bool:
     for rule in _RULES:
         found = rule.search(sentence)
@@ -111,7 +142,8 @@ def add_pins(pins: tuple[Pin, ...], texts: Sequence[str], source: PinSource, tur
             known.add(_key(text))
             added.append(Pin(" ".join(text.split()), source, turn))
     while len(added) > MAX_PINS:
-        victim = next((p for p in added if p.source == "prompt"), added[0])
+        victim = next((p for p in added if p.source == "fact"), None)
+        victim = victim or next((p for p in added if p.source == "prompt"), added[0])
         added.remove(victim)
     return tuple(added)
 
@@ -124,23 +156,30 @@ def remove_pin(pins: tuple[Pin, ...], number: int) -> tuple[Pin, ...]:
 
 
 PINS_HEADING = "# Standing instructions from the user (they apply to every turn until the user says otherwise)"
+FACTS_HEADING = "# Facts the user stated"
 
 
 def render_pins(pins: Sequence[Pin], budget_tokens: int) -> str:
-    """The block every request carries: the pins, oldest first, within ``budget_tokens`` (the newest and the
-    ``/pin`` ones are kept first; a note says how many older ones were left out). "" without pins."""
+    """The block every request carries: the standing instructions, then the facts, each oldest first, within
+    ``budget_tokens``: ``/pin`` ones are kept first, then rules, then facts, newest first; a note says how
+    many were left out. "" without pins."""
     if not pins:
         return ""
-    used = count_tokens(PINS_HEADING) + 12  # (room for the note)
+    rank = {"command": 0, "prompt": 1, "fact": 2}
+    order = sorted(range(len(pins)), key=lambda i: (rank[pins[i].source], -i))
+    used = count_tokens(PINS_HEADING) + count_tokens(FACTS_HEADING) + 12  # (and room for the note)
     chosen: set[int] = set()
-    order = sorted(range(len(pins)), key=lambda i: (pins[i].source != "command", -i))
     for index in order:
         cost = count_tokens(pins[index].text) + 2
         if used + cost > budget_tokens:
             continue
         chosen.add(index)
         used += cost
-    lines = [PINS_HEADING, *(f"- {pins[i].text}" for i in range(len(pins)) if i in chosen)]
+    rules = [f"- {pins[i].text}" for i in range(len(pins)) if i in chosen and pins[i].source != "fact"]
+    facts = [f"- {pins[i].text}" for i in range(len(pins)) if i in chosen and pins[i].source == "fact"]
+    lines = [PINS_HEADING, *rules] if rules else []
+    if facts:
+        lines += [FACTS_HEADING, *facts]
     if left := len(pins) - len(chosen):
         lines.append(f"(… {left} older ones left out for room; /pins lists them all)")
     return "\n".join(lines)
@@ -155,7 +194,8 @@ def describe_pins(pins: Sequence[Pin]) -> str:
         )
     lines = ["Pinned instructions (every request carries them; /unpin N drops one):"]
     for number, pin in enumerate(pins, 1):
-        origin = "/pin" if pin.source == "command" else f"from turn {pin.turn}"
+        origins = {"command": "/pin", "prompt": f"from turn {pin.turn}", "fact": f"a fact, from turn {pin.turn}"}
+        origin = origins[pin.source]
         lines.append(f"{number}. {pin.text} ({origin})")
     return "\n".join(lines)
 
@@ -165,7 +205,7 @@ def pins_after(pins: tuple[Pin, ...], typed: str, command: tuple[str, str] | Non
     adds the standing instructions it states (``typed``: the text the user typed, attachments left out). The
     live turn loop and restore both call this, so a restored session has the live one's pins."""
     if command is None:
-        return add_pins(pins, capture_pins(typed), "prompt", turn)
+        return add_pins(add_pins(pins, capture_pins(typed), "prompt", turn), capture_facts(typed), "fact", turn)
     name, argument = command
     if name == "pin":
         return add_pins(pins, [argument], "command", turn)
