@@ -10,10 +10,12 @@ from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from codling.brain.context.pins import (
+    FACTS_HEADING,
     MAX_PINS,
     PINS_HEADING,
     Pin,
     add_pins,
+    capture_facts,
     capture_pins,
     describe_pins,
     pins_after,
@@ -152,3 +154,29 @@ async def test_pins_reach_every_request_through_compactions_and_restarts(
     restored = fresh(project, settings, Script([[Say("ok")]]))
     restored.restore(read_history(path).events)
     assert restored.state.pins == session.state.pins
+
+
+FACTS = [
+    ("Run the tests. The staging port is 8431, by the way.", ("The staging port is 8431, by the way.",)),
+    ("The owner of the parser is Dana Whitfield.", ("The owner of the parser is Dana Whitfield.",)),
+    ("Write the config. It is Postgres 16.", ("It is Postgres 16.",)),
+    ("The release codeword is PELICAN-7.", ("The release codeword is PELICAN-7.",)),
+]
+NOT_FACTS = ["The test is failing.", "What is the port 8431?", "Never touch migrations/.", "Fix the parser."]
+
+
+@pytest.mark.parametrize(("text", "facts"), FACTS, ids=[f[0][:30] for f in FACTS])
+def test_facts_stated_with_a_concrete_value_are_kept(text: str, facts: tuple[str, ...]) -> None:
+    assert capture_facts(text) == facts
+    assert [p.source for p in pins_after((), text, None, 1)] == ["fact"] * len(facts)
+
+
+@pytest.mark.parametrize("text", NOT_FACTS)
+def test_vague_statements_questions_and_rules_are_not_facts(text: str) -> None:
+    assert capture_facts(text) == ()
+
+
+def test_facts_go_under_their_own_heading_after_the_rules_and_go_first_for_room() -> None:
+    pins = (Pin("never push", "prompt", 1), Pin("The port is 8431.", "fact", 2))
+    assert render_pins(pins, 500).splitlines() == [PINS_HEADING, "- never push", FACTS_HEADING, "- The port is 8431."]
+    assert "8431" not in render_pins(pins, 45) and "- never push" in render_pins(pins, 45)
