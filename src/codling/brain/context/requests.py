@@ -109,8 +109,9 @@ def turn_start(messages: list[ModelMessage]) -> int:
     return 0
 
 
-def summarised(part: ToolReturnPart) -> ToolReturnPart | None:
-    """The result as its summary, or None when it already is one (or the summary would not be shorter)."""
+def summarised(part: ToolReturnPart, max_tokens: int = 1_000) -> ToolReturnPart | None:
+    """The result as its summary (at most ``max_tokens``), or None when it already is one (or the summary
+    would not be shorter)."""
     content = part.model_response_str()
     if content.startswith(SUMMARISED):
         return None
@@ -120,7 +121,7 @@ def summarised(part: ToolReturnPart) -> ToolReturnPart | None:
         summary = report.output.summary.strip() if report.output is not None else (report.error or "")
     if not summary:
         summary = truncate_to_tokens(content, SUMMARY_FALLBACK_TOKENS) + "\n[… rest dropped]"
-    text = SUMMARISED + summary
+    text = SUMMARISED + truncate_to_tokens(summary, max_tokens)
     if len(text) >= len(content):
         return None
     return replace(part, content=text)
@@ -194,10 +195,21 @@ class TurnRequests(AbstractCapability[Any]):
             return messages
         leaves = self.budget.kept_user + self.budget.summary
         if self.counter.messages(messages[:start]) <= leaves:
-            return messages  # compacting the history would not help: the turn itself is the bulk
+            return self._drop_oldest(messages, fixed)  # compacting would not help: the turn itself is the bulk
         history = await self.compact_history()
         if history is not None:
             messages = [*history, *messages[start:]]
+        return self._drop_oldest(messages, fixed)
+
+    def _drop_oldest(self, messages: list[ModelMessage], fixed: int) -> list[ModelMessage]:
+        """The last resort when even a compacted history leaves the request over the input limit (a window too
+        small for codling): the oldest history messages after the first are left out of this turn's requests
+        (the session's history keeps them), so the provider is not sent what it must refuse."""
+        limit = self.budget.input_limit - fixed
+        start = turn_start(messages)
+        while self.counter.messages(messages) > limit and start > 1:
+            messages = [messages[0], *messages[2:]]
+            start -= 1
         return messages
 
     def _summarise(
@@ -220,7 +232,8 @@ class TurnRequests(AbstractCapability[Any]):
             for i, part in enumerate(parts):
                 if total <= target:
                     break
-                if isinstance(part, ToolReturnPart) and (short := summarised(part)) is not None:
+                short = summarised(part, self.budget.tool_output // 4) if isinstance(part, ToolReturnPart) else None
+                if short is not None:
                     total += self.counter.part(short) - self.counter.part(part)
                     parts[i] = short
                     saved += 1
