@@ -160,3 +160,23 @@ async def test_a_small_window_gets_the_lean_tool_set(project: Path, settings: Se
     lean = open_session(settings, ModelInfo("test:m", context_limit=8_000), project, approver=None)
     wide = open_session(settings, ModelInfo("test:m", context_limit=32_000), project, approver=None)
     assert lean.context.tool_tokens() < wide.context.tool_tokens() * 0.6
+
+
+async def test_a_window_too_small_leaves_the_oldest_history_out_of_the_request_not_the_history() -> None:
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("the task")])]
+    for i in range(6):
+        history += [
+            ModelResponse(parts=[TextPart(f"reply {i} " + "x " * 300)]),
+            ModelRequest(parts=[UserPromptPart(f"u{i}")]),
+        ]
+    messages = [*history, *turn(result("a", "y" * 40, "a"))]
+    tiny = Budget(window=4_000, max_output=1_000, threshold=0.7)  # 2,800 a request; 1,600 of them fixed
+
+    async def nothing_to_compact() -> list[ModelMessage] | None:
+        return None
+
+    fitted = await TurnRequests(tiny, lambda: 1_600, nothing_to_compact).fit(messages, 1_600)
+    assert TokenCounter().messages(fitted) <= tiny.input_limit - 1_600
+    assert fitted[0] == messages[0]  # the first request stays
+    assert fitted[-3:] == messages[-3:]  # the turn's own messages stay
+    assert len(fitted) < len(messages)
