@@ -97,6 +97,9 @@ def test_max_tokens_is_the_catalogs_output_never_more_than_the_room_left() -> No
     assert budget.answer_room(7_000) == 8_000 - 7_000 - 400
     assert budget.answer_room(7_900) == 256  # never below a usable answer: the request is shrunk before that
     assert Budget(window=4_000, max_output=1_000, threshold=0.7).input_limit == 4_000 - 1_000 - 200
+    # A summary is never asked for more than the catalog's output: a 200k window with a 1,000-token output.
+    assert Budget(window=200_000, max_output=1_000, threshold=0.7).summary == 1_000
+    assert Budget(window=8_000, max_output=1_000, threshold=0.7).fallback == 800
 
 
 def test_counting_each_part_once() -> None:

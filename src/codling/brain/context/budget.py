@@ -32,6 +32,7 @@ FALLBACK_SHARE = 0.10
 FALLBACK_MAX_TOKENS = 2_000
 KEPT_USER_SHARE = 0.08
 SUMMARY_SHARE = 0.12
+SUMMARY_MAX_TOKENS = 8_000
 KEPT_USER_MAX_TOKENS = 20_000
 PROMPT_SHARE = 0.35
 """The most of the input limit a user's prompt may take (a longer paste is cut in the middle)."""
@@ -91,7 +92,7 @@ class Budget:
     @property
     def summary(self) -> int:
         """The most a model-written compaction summary may take (the summarizer is asked for no more)."""
-        return max(self.fallback, min(self.max_output, int(self.window * SUMMARY_SHARE)))
+        return min(self.max_output, max(self.fallback, min(int(self.window * SUMMARY_SHARE), SUMMARY_MAX_TOKENS)))
 
     @property
     def kept_user(self) -> int:
