@@ -8,10 +8,12 @@ user messages a compaction keeps) has its own cap, so none of them can crowd out
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from codling.brain.prompt import ImageBlock
 from codling.llm.catalog import ModelInfo
+from codling.llm.tokens import count_tokens
 
 IMAGE_TOKENS = 1_600
 """An estimate of what one attached image costs a request (providers scale and tile images differently)."""
@@ -109,6 +111,21 @@ class Budget:
         room the window has left (and at least ``MIN_ANSWER_TOKENS``, which the caller makes sure there is)."""
         room = self.window - input_tokens - int(self.window * SAFETY_SHARE)
         return max(min(MIN_ANSWER_TOKENS, self.max_output), min(self.max_output, room))
+
+
+def newest_that_fit(newest_first: Iterable[str], room: int, per_item: int = 1) -> tuple[list[str], int]:
+    """The texts of ``newest_first`` (newest first; it may be lazy) that fit ``room`` tokens together, each
+    costing its tokens and ``per_item``, up to the first that does not fit; oldest first, with their cost."""
+    kept: list[str] = []
+    used = 0
+    for text in newest_first:
+        cost = count_tokens(text) + per_item
+        if used + cost > room:
+            break
+        kept.append(text)
+        used += cost
+    kept.reverse()
+    return kept, used
 
 
 def image_tokens(images: tuple[ImageBlock, ...], model: ModelInfo) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from codling.brain.context.budget import newest_that_fit
 from codling.brain.context.summaries import display_path
 from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
 from codling.tools.ports import PlanStep
@@ -128,21 +129,9 @@ def _lines(heading: str, lines: Sequence[str], tokens: int, *, newest_first: boo
 def _turns(source: FallbackInput, tokens: int) -> str:
     """The turns: the latest in full, then as many earlier one-liners as fit, newest first."""
     heading = "## What each turn did"
-    used = count_tokens(heading) + 12
-    recent: list[str] = []
-    for entry in reversed(source.turns_recent):
-        cost = count_tokens(entry) + 1
-        if used + cost > tokens:
-            break
-        recent.insert(0, entry)
-        used += cost
-    older: list[str] = []
-    for line in reversed(source.turns_older):
-        cost = count_tokens(line) + 1
-        if used + cost > tokens:
-            break
-        older.insert(0, line)
-        used += cost
+    room = tokens - count_tokens(heading) - 12
+    recent, used = newest_that_fit(reversed(source.turns_recent), room)
+    older, _ = newest_that_fit(reversed(source.turns_older), room - used)
     if not recent and not older:
         return ""
     out = [heading]

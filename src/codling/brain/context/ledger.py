@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from codling.brain.context.budget import newest_that_fit
 from codling.brain.context.summaries import changed_files, display_path
 from codling.brain.events import (
     Event,
@@ -328,17 +329,10 @@ def render_ledger(summaries: Sequence[TurnExecutionSummary], budget_tokens: int,
             break
         blocks.insert(0, block)
         used += cost
-    older: list[str] = []
     earlier = summaries[: max(0, len(summaries) - FULL_TURNS)]
     heading = "# Earlier turns (one line each)"
-    used += count_tokens(heading) + 16
-    for summary in reversed(earlier):
-        line = one_line(summary, cwd)
-        cost = count_tokens(line) + 1
-        if used + cost > budget_tokens:
-            break
-        older.insert(0, line)
-        used += cost
+    room = budget_tokens - used - count_tokens(heading) - 16
+    older, _ = newest_that_fit((one_line(s, cwd) for s in reversed(earlier)), room)
     if older or earlier:
         left = len(earlier) - len(older)
         note = [f"(… {left} earlier turns not shown)"] if left else []
