@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codling.brain.builtin_turns import prompt_text
+from codling.brain.context.budget import Budget
+from codling.brain.context.compaction import DEFAULT_THRESHOLD
 from codling.brain.context.layout import turn_context
 from codling.brain.context.summaries import changed_files
 from codling.brain.events import (
@@ -128,8 +130,9 @@ class SessionDelegator:
         parts = [f"# Task\n{task}"]
         if context:
             parts.append(f"# Context from the lead agent\n{context}")
-        # What the lead's own requests get each turn (recent files, the last two turn summaries), DESIGN §6.
-        if prior := turn_context(state.recent_files, state.turn_summaries, state.cwd):
+        # What the lead's own requests get each turn (recent files, the turn ledger), DESIGN §6.
+        ledger = Budget.of(state.model, DEFAULT_THRESHOLD).ledger
+        if prior := turn_context(state.recent_files, state.turn_summaries, state.cwd, ledger):
             parts.append(f"# Prior context (what the lead agent's last turns did)\n{prior}")
         if carryover and (note := state.delegate_notes.get(role)):
             parts.append(f"# Your previous run as the {role} in this session ended with\n{note}")
