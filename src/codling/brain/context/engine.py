@@ -142,13 +142,13 @@ class ContextEngine:
         return UsageUpdated(turn_id, min(used, size), size)
 
     def warn_once(self, key: str, turn_id: str, send: Callable[[Event], None] | None, message: str) -> None:
-        """Tell the user ``message`` (a ``ContextWarning``) unless this session already did."""
-        if key in self._warned:
+        """Tell the user ``message`` (a ``ContextWarning`` through ``send``) unless this session already did;
+        without ``send`` nothing is said (and it is said the next time there is a way to)."""
+        if key in self._warned or send is None:
             return
         self._warned.add(key)
         log.warning("%s", message)
-        if send is not None:
-            send(ContextWarning(turn_id, f"context-{uuid.uuid4().hex[:12]}", message))
+        send(ContextWarning(turn_id, f"context-{uuid.uuid4().hex[:12]}", message))
 
     # -- a turn --------------------------------------------------------------------------------------------
 
