@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from codling.llm.tokens import count_tokens
-from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ScriptedReply, ToolCall, Usage
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ScriptedReply, ToolCall, Usage, text_of
 from tests.fakes.scenarios import user_prompt
 
 MODEL_NAME = "fidelity-model"
@@ -230,10 +230,7 @@ def _system(body: dict[str, Any]) -> str:
 
 
 def _text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return str(content or "")
+    return text_of(message.get("content"))
 
 
 _TURN = re.compile(r"Turn (\d+):")

@@ -45,7 +45,7 @@ from typing import Any, Literal
 
 from codling.brain.builtin_turns import prompt_text
 from codling.llm.tokens import count_tokens
-from tests.fakes.openai_server import ErrorReply, Reply, ScriptedReply, ToolCall, Usage
+from tests.fakes.openai_server import ErrorReply, Reply, ScriptedReply, ToolCall, Usage, text_of
 
 __all__ = [
     "SESSION",
@@ -525,19 +525,11 @@ SESSION: tuple[UserTurn, ...] = _turns()
 # --- reading requests ----------------------------------------------------------------------------------------
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
 def request_text(body: Mapping[str, Any]) -> str:
     """Everything a request's messages say: each message's text and its tool calls' names and arguments."""
     parts: list[str] = []
     for message in body.get("messages") or ():
-        parts.append(_content_text(message.get("content")))
+        parts.append(text_of(message.get("content")))
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             parts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
@@ -549,7 +541,7 @@ def request_tokens(body: Mapping[str, Any]) -> int:
     total = 0
     for message in body.get("messages") or ():
         total += MESSAGE_OVERHEAD + count_tokens(str(message.get("role", "")))
-        total += count_tokens(_content_text(message.get("content")))
+        total += count_tokens(text_of(message.get("content")))
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             total += count_tokens(f"{function.get('name', '')}{function.get('arguments', '')}")
@@ -561,7 +553,7 @@ def request_tokens(body: Mapping[str, Any]) -> int:
 
 def _system_text(body: Mapping[str, Any]) -> str:
     return "\n".join(
-        _content_text(m.get("content"))
+        text_of(m.get("content"))
         for m in body.get("messages") or ()
         if isinstance(m, dict) and m.get("role") in ("system", "developer")
     )
@@ -613,7 +605,7 @@ class LongSessionModel:
             if self.summarizer == "failing":
                 return ErrorReply.server_error("The summarizer is down (scripted failure).")
             return self._reply(
-                text=summarize(_content_text((body.get("messages") or [{}])[-1].get("content")), self.facts),
+                text=summarize(text_of((body.get("messages") or [{}])[-1].get("content")), self.facts),
                 tokens=tokens,
             )
         script = self.turns[turn - 1]

@@ -285,7 +285,8 @@ def last_user_text(body: Mapping[str, Any]) -> str:
 # --- Response bodies -------------------------------------------------------------------------------------
 
 
-def _text_of(content: Any) -> str:
+def text_of(content: Any) -> str:
+    """The text of a chat message's content (a string, or a list of parts)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -300,7 +301,7 @@ def is_title(body: Mapping[str, Any]) -> bool:
     return any(
         isinstance(m, dict)
         and m.get("role") in ("system", "developer")
-        and _text_of(m.get("content")).strip() == title_prompt
+        and text_of(m.get("content")).strip() == title_prompt
         for m in messages
     )
 
