@@ -1262,7 +1262,7 @@ async def bench_compaction(config: Config) -> list[Row]:
     )
     fallback_budget = Budget(COMPACTION_LIMIT, COMPACTION_MAX_OUTPUT, 0.7).fallback
     fallbacks, summary = timed(lambda: fallback_summary(source, fallback_budget), runs)
-    user_budget = compaction.kept_user_budget(COMPACTION_LIMIT)
+    user_budget = Budget(COMPACTION_LIMIT, COMPACTION_MAX_OUTPUT, 0.7).kept_user
     rebuilds, rebuilt = timed(lambda: compaction.rebuild(entries, summary, user_budget), runs)
     took = median(inputs)
     return [

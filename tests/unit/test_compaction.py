@@ -10,6 +10,7 @@ from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
 
 from codling.brain.context import compaction
+from codling.brain.context.budget import Budget
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
@@ -93,9 +94,9 @@ def test_earlier_summaries_are_never_kept_as_user_messages() -> None:
 
 
 def test_kept_user_budget_scales_down_for_small_windows() -> None:
-    assert compaction.kept_user_budget(400_000) == 20_000
-    assert compaction.kept_user_budget(32_000) == 3_200
-    assert compaction.kept_user_budget(1_000) == 256
+    assert Budget(400_000, 32_000, 0.7).kept_user == 20_000
+    assert Budget(32_000, 4_000, 0.7).kept_user == 2_560
+    assert Budget(1_000, 500, 0.7).kept_user == 256
 
 
 def test_compaction_input_is_bounded_capped_and_keeps_the_newest() -> None:

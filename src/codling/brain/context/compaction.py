@@ -22,9 +22,6 @@ from codling.llm.tokens import tail_tokens, truncate_to_tokens
 DEFAULT_THRESHOLD = 0.7
 """Compact before a turn once the context passes this share of the model's limit."""
 
-KEPT_USER_TOKENS = 20_000
-"""Budget for the recent user messages kept verbatim, for large context windows."""
-
 MESSAGE_CAP_TOKENS = 2_000
 """No single message takes more than this in the compaction input."""
 
@@ -43,11 +40,6 @@ def title(tokens_before: int, tokens_after: int, fallback: bool, note: str = "")
 def compaction_prompt() -> str:
     """The summarizer's instructions."""
     return resources.files("codling.brain").joinpath("prompts/compact.md").read_text(encoding="utf-8").strip()
-
-
-def kept_user_budget(context_limit: int) -> int:
-    """Tokens of recent user messages to keep: 20k, or less for small context windows."""
-    return max(256, min(KEPT_USER_TOKENS, context_limit // 10))
 
 
 def input_budget(context_limit: int, max_output_tokens: int) -> int:

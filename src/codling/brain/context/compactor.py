@@ -100,10 +100,11 @@ async def compact(
     send(CompactionStarted(turn_id, call_id, before, reason))
     model = state.model
     entries = list(state.entries)
-    kept = compaction.kept_user_messages(entries, compaction.kept_user_budget(model.context_limit))
+    budget_of = Budget.of(model, DEFAULT_THRESHOLD)
+    kept = compaction.kept_user_messages(entries, budget_of.kept_user)
 
     def fallback() -> str:
-        return fallback_summary(fallback_input(state), Budget.of(model, DEFAULT_THRESHOLD).fallback)
+        return fallback_summary(fallback_input(state), budget_of.fallback)
 
     def finish(summary: str, kept_texts: tuple[str, ...], fallback_used: bool, skipped: bool) -> None:
         note = ""
@@ -126,7 +127,6 @@ async def compact(
         finish(summary, kept_texts, True, True)
         return
 
-    budget_of = Budget.of(model, DEFAULT_THRESHOLD)
     budget = compaction.input_budget(model.context_limit, model.max_output_tokens)
     shrinks = iter(range(SHRINK_TRIES))
 
