@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -82,9 +83,45 @@ def test_the_message_at_the_budgets_edge_is_cut_and_the_first_request_always_sta
     last = entry("user", "next step " * 100)
     kept = compaction.kept_user_messages([first, middle, last], 400)
     assert kept[2] == last
-    assert kept[0].text.startswith("Build the importer:") and "[… cut to fit …]" in kept[0].text
-    assert "[… cut to fit …]" in kept[1].text and kept[1].text.startswith("more context")
-    assert sum(e.tokens for e in kept) <= 400 + 40  # (the cut notes)
+    assert kept[0].text.startswith("Build the importer:") and compaction.CUT_NOTE in kept[0].text
+    assert kept[1].text.startswith("more context") and compaction.CUT_NOTE in kept[1].text
+    assert kept[1].text.endswith("more context ")  # head and tail around the note
+    assert sum(e.tokens for e in kept) <= 400
+
+
+def test_a_message_crossing_the_edge_with_too_little_room_is_skipped_and_older_short_ones_still_come() -> None:
+    first = entry("user", "Port the lexer.")
+    short = entry("user", "use tabs")
+    crossing = entry("user", "explain " * 70)  # under half the budget, but more than is left
+    recent = entry("user", "recent " * 150)
+    budget = first.tokens + recent.tokens + compaction.MIN_CUT_TOKENS - 1  # "use tabs" fits, "explain" is not cut
+    assert compaction.kept_user_messages([first, short, crossing, recent], budget) == [first, short, recent]
+
+
+def test_a_huge_first_request_is_cut_to_fit_and_kept_when_it_is_the_only_one() -> None:
+    first = entry("user", "Requirements:\n" + "the importer must handle CSV and JSON\n" * 1_500)  # ~50 KB
+    (kept,) = compaction.kept_user_messages([first, entry("assistant", "ok")], 300)
+    assert kept.tokens <= 300 and kept.text.startswith("Requirements:") and compaction.CUT_NOTE in kept.text
+    assert compaction.kept_user_messages([entry("assistant", "hi")], 300) == []
+
+
+def test_kept_user_messages_hold_their_rules_on_random_histories() -> None:
+    rng = random.Random(12)
+    words = ["fix", "the", "parser", "never", "touch", "CI", "log:", "é", "日本", "{", '"x"', "\n", "\t", "->"]
+    for _ in range(60):
+        entries = [
+            entry(rng.choice(["user", "user", "assistant"]), f"m{i}: " + " ".join(rng.choices(words, k=size)))
+            for i, size in enumerate(rng.choices([3, 30, 300, 3_000, 15_000], weights=[4, 4, 3, 1, 1], k=25))
+        ]
+        budget = rng.choice([256, 400, 800, 2_000, 5_000])
+        kept = compaction.kept_user_messages(entries, budget)
+        users = [e for e in entries if e.role == "user"]
+        assert sum(e.tokens for e in kept) <= budget
+        assert not users or kept[0].text.startswith(users[0].text[:20])  # the first request, whole or cut
+        order = [int(e.text.split(":")[0][1:]) for e in kept]
+        assert order == sorted(set(order))  # chronological, each once
+        whole = [e for e in kept if e in users]
+        assert len(kept) - len(whole) <= 2  # only the first request and the message at the edge are ever cut
 
 
 def test_earlier_summaries_are_never_kept_as_user_messages() -> None:
@@ -102,10 +139,43 @@ def test_kept_user_budget_scales_down_for_small_windows() -> None:
 def test_compaction_input_is_bounded_capped_and_keeps_the_newest() -> None:
     entries = [entry("user", f"message {i} " + "word " * 3_000) for i in range(20)]
     text = compaction.compaction_input(entries, budget=10_000, cap=2_000)
-    assert count_tokens(text) <= 10_000 + 500  # the cap and the markers, not whole messages
+    assert count_tokens(text) <= 10_000
     assert "message 19" in text and "message 0 " not in text
-    assert "older messages were left out" in text
+    assert text.startswith("[16 older messages were left out to fit.]")
     assert "tokens trimmed" in text
+
+
+def test_compaction_input_a_small_history_whole() -> None:
+    entries = [entry("user", "fix the parser"), entry("assistant", "Fixed."), entry("summary", "earlier")]
+    assert compaction.compaction_input(entries, 1_000) == (
+        "### User\nfix the parser\n\n### Assistant\nFixed.\n\n### Earlier summary\nearlier"
+    )
+
+
+def test_a_shrunk_transcript_fits_its_budget_and_keeps_the_newest_messages() -> None:
+    rng = random.Random(7)
+    entries = [
+        entry(rng.choice(["user", "assistant"]), f"message {i}: " + 'log line {x} "é"\n' * rng.choice([5, 200, 4_000]))
+        for i in range(59)
+    ]
+    entries.append(entry("user", "message 59: CI log\n" + "FAILED test_x\n" * 3_000))  # the newest is a paste
+    budget = compaction.input_budget(4_000, 1_000)
+    sizes = []
+    while True:
+        text = compaction.compaction_input(entries, budget)
+        assert count_tokens(text) <= budget
+        assert "message 59:" in text  # the newest always has room, capped to fit
+        sizes.append(budget)
+        if compaction.shrink(budget) == budget:
+            break
+        budget = compaction.shrink(budget)
+    assert sizes == [1_200, 720, 500]
+    for budget in (100, 250, 999, 3_000, 30_000):
+        assert count_tokens(compaction.compaction_input(entries, budget)) <= budget
+
+
+def test_shrink_takes_sixty_percent_down_to_a_floor() -> None:
+    assert [compaction.shrink(b) for b in (10_000, 1_000, 700, 500, 300)] == [6_000, 600, 500, 500, 300]
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib import resources
 
-from codling.brain.state import HistoryEntry, summary_entry
-from codling.llm.tokens import tail_tokens, truncate_to_tokens
+from codling.brain.state import MESSAGE_TOKENS, HistoryEntry, summary_entry
+from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
 
 DEFAULT_THRESHOLD = 0.7
 """Compact before a turn once the context passes this share of the model's limit."""
@@ -47,31 +47,58 @@ def input_budget(context_limit: int, max_output_tokens: int) -> int:
     return max(1_000, int(context_limit * 0.8) - min(max_output_tokens, context_limit // 4) - 1_000)
 
 
+SHRINK_SHARE = 0.6
+"""How much of its budget a summarizer transcript keeps when the provider found the request too long."""
+MIN_INPUT_TOKENS = 500
+"""The smallest transcript budget ``shrink`` goes down to."""
+MIN_MESSAGE_TOKENS = 32
+"""No message is capped below this in the compaction input, however small the budget."""
+
+
+def shrink(budget: int) -> int:
+    """The transcript budget for the next try after the provider found the summarizer's request too long: 60%
+    of ``budget``, at least ``MIN_INPUT_TOKENS`` (and never more than ``budget``). The caller builds
+    ``compaction_input(entries, shrink(budget))`` again: the newest messages stay, the oldest go first; once the
+    budget stops shrinking (``shrink(b) == b``) there is nothing more to try."""
+    return min(budget, max(MIN_INPUT_TOKENS, int(budget * SHRINK_SHARE)))
+
+
 def _capped(entry: HistoryEntry, cap: int) -> str:
     if entry.tokens <= cap:
         return entry.text
-    half = cap // 2
+    half = max(1, (cap - 16) // 2)  # (room for the note between head and tail)
     head = truncate_to_tokens(entry.text, half)
     tail = tail_tokens(entry.text, half)
     return f"{head}\n[… {entry.tokens - cap} tokens trimmed …]\n{tail}"
 
 
 def compaction_input(entries: Sequence[HistoryEntry], budget: int, cap: int = MESSAGE_CAP_TOKENS) -> str:
-    """The history as a transcript for the summarizer, at most ``budget`` tokens (estimated from the per-entry
-    counts): each message capped at ``cap`` tokens, the oldest dropped first."""
+    """The history as a transcript for the summarizer, at most ``budget`` tokens (counted with ``count_tokens``
+    on the transcript itself): each message capped at ``cap`` tokens (and at half the budget, so the newest
+    message always has room), the newest kept, the oldest dropped first with a note saying how many.
+
+    When the provider still finds the request too long, call it again with ``shrink(budget)``."""
+    note_room = count_tokens(_dropped_note(len(entries))) + 2
+    room = budget - note_room
+    cap = max(MIN_MESSAGE_TOKENS, min(cap, room // 2))
     chosen: list[str] = []
     used = 0
     for entry in reversed(entries):
-        cost = min(entry.tokens, cap) + 8
-        if used + cost > budget:
+        block = f"### {_LABELS[entry.role]}\n{_capped(entry, cap)}"
+        cost = count_tokens(block) + 2  # (the blank line between blocks)
+        if used + cost > room:
             break
-        chosen.append(f"### {_LABELS[entry.role]}\n{_capped(entry, cap)}")
+        chosen.append(block)
         used += cost
     dropped = len(entries) - len(chosen)
     chosen.reverse()
     if dropped:
-        chosen.insert(0, f"[{dropped} older messages were left out to fit.]")
+        chosen.insert(0, _dropped_note(dropped))
     return "\n\n".join(chosen)
+
+
+def _dropped_note(count: int) -> str:
+    return f"[{count} older messages were left out to fit.]"
 
 
 def usable(summary: str | None) -> bool:
@@ -91,10 +118,15 @@ MIN_CUT_TOKENS = 64
 
 def kept_user_messages(entries: Sequence[HistoryEntry], user_budget: int) -> list[HistoryEntry]:
     """The real user messages a compaction keeps verbatim, in chronological order, within ``user_budget``
-    tokens (summaries are never counted as user messages): the first request always (cut if it must be: it may
-    be the only statement of the task), then the most recent ones, newest first. A message too big for what
-    is left is skipped when it would take more than half the budget (a pasted log), else cut to what is left;
-    either way collecting goes on, so one long paste does not drop every shorter message before it."""
+    tokens as the history counts them (``HistoryEntry.tokens``); summaries are never counted as user messages.
+
+    - The first user message of ``entries`` is always kept: it may be the only statement of the task. A quarter
+      of the budget is set aside for it; it is cut (head and tail around ``CUT_NOTE``) if it does not fit in
+      that and whatever the others left.
+    - The others are collected newest first. One bigger than what is left is skipped when it is over half the
+      budget (a pasted log) or when fewer than ``MIN_CUT_TOKENS`` are left, and collecting goes on, so one
+      paste does not drop every shorter message before it; otherwise it is cut to what is left.
+    """
     users = [e for e in entries if e.role == "user"]
     if not users:
         return []
@@ -114,11 +146,21 @@ def kept_user_messages(entries: Sequence[HistoryEntry], user_budget: int) -> lis
     return [head, *kept]
 
 
+CUT_NOTE = "[… cut to fit …]"
+
+
 def _cut(entry: HistoryEntry, tokens: int) -> HistoryEntry:
-    """``entry`` cut to about ``tokens`` tokens (its head and tail around a note)."""
-    half = max(1, (tokens - 16) // 2)
-    text = f"{truncate_to_tokens(entry.text, half)}\n[… cut to fit …]\n{tail_tokens(entry.text, half)}"
-    return HistoryEntry.of(entry.role, text)
+    """``entry`` cut to at most ``tokens`` tokens as the history counts them (its head and tail around
+    ``CUT_NOTE``; for any ``tokens`` above a few dozen)."""
+    keep = tokens - MESSAGE_TOKENS - count_tokens(CUT_NOTE) - 4
+    while True:
+        half = max(1, keep // 2)
+        text = f"{truncate_to_tokens(entry.text, half)}\n{CUT_NOTE}\n{tail_tokens(entry.text, half)}"
+        cut = HistoryEntry.of(entry.role, text)
+        # The history counts a message as a JSON string (escaped newlines and quotes): shrink until that fits.
+        if cut.tokens <= tokens or half == 1:
+            return cut
+        keep -= cut.tokens - tokens
 
 
 def rebuild(entries: Sequence[HistoryEntry], summary: str, user_budget: int) -> list[HistoryEntry]:

@@ -135,7 +135,7 @@ async def compact(
         nonlocal budget
         if next(shrinks, None) is None:
             return None
-        budget = max(500, budget * 6 // 10)
+        budget = compaction.shrink(budget)
         return _prompt_for(compaction.compaction_input(entries, budget), instructions, budget_of.summary)
 
     config = summarize_turn(
