@@ -3,6 +3,7 @@ compactions (with a failing summarizer) and restarts."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,17 @@ PINS = [
         ("We must never log tokens.", "Also, avoid global state."),
     ),
     ("never touch migrations/. NEVER touch migrations/", ("never touch migrations/.",)),
+    ("Make sure you always run ruff. Then fix it.", ("Make sure you always run ruff.",)),
+    ("make sure to never print tokens", ("make sure to never print tokens",)),
+    ("Do not ever print the API key.", ("Do not ever print the API key.",)),
+    ("Don’t ever squash my commits", ("Don’t ever squash my commits",)),
+    ("Stop adding docstrings to private helpers.", ("Stop adding docstrings to private helpers.",)),
+    ("I prefer pathlib over os.path.", ("I prefer pathlib over os.path.",)),
+    ("We'd rather you indent with 4 spaces.", ("We'd rather you indent with 4 spaces.",)),
+    ("Keep in mind that the API is v2.", ("Keep in mind that the API is v2.",)),
+    ("Note that the staging DB is read-only.", ("Note that the staging DB is read-only.",)),
+    ("Passwords must not be logged.", ("Passwords must not be logged.",)),
+    ("Fix it\n\nfrom here on, reply in French", ("from here on, reply in French",)),
 ]
 
 NOT_PINS = [
@@ -54,6 +66,13 @@ NOT_PINS = [
     "Fix the failing test in parser.py",
     "```\n# never do this\nalways = True\n```",
     "Traceback: " + "x " * 400 + " never retry",
+    "I never said that.",
+    "You should not have deleted that file.",
+    "Stop the server.",
+    "Don't push this time.",
+    "Avoid the flaky test for now.",
+    "Why does it always crash?",
+    "The parser always returns None.",
 ]
 
 
@@ -86,6 +105,50 @@ def test_the_block_fits_its_budget_keeping_the_newest_and_pinned_ones() -> None:
     assert lines[0] == PINS_HEADING and lines[1] == "- use tabs"
     assert lines[-2].startswith("- never break rule 39") and lines[-1].endswith("/pins lists them all)")
     assert render_pins((), 200) == ""
+
+
+def test_the_block_holds_its_budget_exactly_on_random_pins() -> None:
+    rng = random.Random(3)
+    words = ["never", "push", "to", "main", "é", "日本語", "`code`", "migrations/", "8431", "—", "x" * 40]
+    for _ in range(80):
+        pins: tuple[Pin, ...] = ()
+        for turn in range(rng.randint(1, 70)):
+            text = " ".join(rng.choices(words, k=rng.randint(1, 60)))
+            pins = add_pins(pins, [f"{turn} {text}"], rng.choice(["prompt", "command", "fact"]), turn)
+        budget = rng.choice([0, 10, 20, 40, 80, 200, 400, 1_000, 5_000])
+        block = render_pins(pins, budget)
+        assert count_tokens(block) <= budget
+        if budget >= 5_000:  # (room for every /pin: at most 50 of at most 300 characters)
+            lines = block.splitlines()
+            assert all(f"- {p.text}" in lines for p in pins if p.source == "command")
+
+
+def test_the_block_whole_and_with_nothing_fitting() -> None:
+    pins = (Pin("never push", "prompt", 1), Pin("use tabs", "command", 2))
+    assert render_pins(pins, 1_000) == f"{PINS_HEADING}\n- never push\n- use tabs"
+    assert render_pins(pins, 16) == "(… 2 left out for room; /pins lists them all)"
+    assert render_pins(pins, 5) == ""
+    pins = (Pin("never push to main without a review by the lead " * 3, "prompt", 1), Pin("use tabs", "command", 2))
+    squeezed = f"{PINS_HEADING}\n- use tabs\n(… 1 left out for room; /pins lists them all)"
+    assert render_pins(pins, count_tokens(squeezed)) == squeezed  # the /pin kept, the captured one left out
+
+
+def test_pinned_ones_are_kept_before_captured_ones_and_the_newest_captured_before_older() -> None:
+    pins = tuple(
+        Pin(f"{'always' if i % 2 else 'never'} do thing {i}", "command" if i % 2 else "prompt", i) for i in range(20)
+    )
+    expected = "\n".join(
+        [
+            PINS_HEADING,
+            *(f"- {p.text}" for p in pins if p.source == "command" or p.turn >= 16),
+            "(… 8 left out for room; /pins lists them all)",
+        ]
+    )
+    assert render_pins(pins, count_tokens(expected)) == expected
+
+
+def test_pins_shows_how_to_add_one_when_there_are_none() -> None:
+    assert describe_pins(()).startswith("No pinned instructions yet.") and "/pin TEXT" in describe_pins(())
 
 
 def test_pin_and_unpin_commands() -> None:
@@ -179,4 +242,6 @@ def test_vague_statements_questions_and_rules_are_not_facts(text: str) -> None:
 def test_facts_go_under_their_own_heading_after_the_rules_and_go_first_for_room() -> None:
     pins = (Pin("never push", "prompt", 1), Pin("The port is 8431.", "fact", 2))
     assert render_pins(pins, 500).splitlines() == [PINS_HEADING, "- never push", FACTS_HEADING, "- The port is 8431."]
-    assert "8431" not in render_pins(pins, 45) and "- never push" in render_pins(pins, 45)
+    pins = (Pin("never push", "prompt", 1), Pin("The staging port of the billing service is 8431.", "fact", 2))
+    squeezed = f"{PINS_HEADING}\n- never push\n(… 1 left out for room; /pins lists them all)"
+    assert render_pins(pins, count_tokens(squeezed)) == squeezed

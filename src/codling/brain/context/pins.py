@@ -2,8 +2,10 @@
 compaction does.
 
 A pin comes from a prompt, found deterministically (``capture_pins``: "never …", "always …", "from now on …",
-"don't touch …", "use tabs …", "remember: …"; ``capture_facts``: "the staging port is 8431"), or from
-``/pin TEXT``. Pins live in the session's state, not
+"don't (ever) touch …", "make sure you always …", "must not …", "use tabs …", "I prefer X over Y", "avoid …",
+"stop doing …", "remember: …", "note that …"; never a question, a description such as "it always fails", or a
+one-off such as "don't push this time"; ``capture_facts``: "the staging port is 8431"), or from ``/pin TEXT``.
+Pins live in the session's state, not
 in its history: they are rebuilt from the recorded prompts and commands on restore, so a compaction, a failing
 summarizer or a restart cannot lose them. Every request carries them in the turn's context block
 (``render_pins``, within the budget's share for pins); ``/pins`` lists them and ``/unpin N`` drops one.
@@ -43,13 +45,21 @@ _RULES = [
     re.compile(_LEAD + r"(?:never|always)\s+(?P<verb>[a-z'’-]+)", re.IGNORECASE),
     re.compile(r"\b(?:from now on|from here on|going forward|henceforth|for the rest of (?:this|the) session)\b", re.I),
     re.compile(
-        _LEAD + r"(?:do not|don't|dont)\s+(?:ever\s+)?(?:touch|modify|change|edit|commit|push|delete|add|"
+        _LEAD + r"(?:do not|don['’]t|dont)\s+(?:ever\s+)?(?:touch|modify|change|edit|commit|push|delete|add|"
         r"rename|remove|use|run|install|upgrade|reformat)\b",
         re.IGNORECASE,
     ),
-    re.compile(r"\b(?:must|should)\s+(?:not|never|always)\b", re.IGNORECASE),
+    re.compile(r"\b(?:do not|don['’]t|dont)\s+ever\s+[a-z]", re.IGNORECASE),
+    re.compile(r"\bmake sure\s+(?:to|you|that you|we|that we)\s+(?:always|never)\b", re.IGNORECASE),
+    re.compile(r"\b(?:must|should)\s+(?:not|never|always)\b(?!\s+have\b)", re.IGNORECASE),
     re.compile(r"\b(?:use|indent with)\s+(?:tabs|spaces|\d+\s+spaces)\b", re.IGNORECASE),
     re.compile(_LEAD + r"(?:prefer|avoid)\s+\S", re.IGNORECASE),
+    re.compile(
+        r"\b(?:I|I['’]d|we|we['’]d)\s+(?:really\s+|strongly\s+|always\s+)?prefer\s+\S.*?"
+        r"\s(?:over|to|instead of|rather than)\s+\S",
+        re.IGNORECASE,
+    ),
+    re.compile(_LEAD + r"(?:stop|no more)\s+[a-z]+ing\b", re.IGNORECASE),
     re.compile(_LEAD + r"(?:remember|keep in mind|note|make a note)(?:\s+that)?\s*[:,-]?\s+\S", re.IGNORECASE),
 ]
 """What makes a sentence a standing instruction."""
@@ -58,6 +68,8 @@ _NOT_RULES = re.compile(
     r"^(?:never\s*mind|always\s+(?:has|had|was|were|is|are|been)\b|never\s+(?:has|had|was|were|is|are|been)\b)",
     re.IGNORECASE,
 )
+_ONE_OFF = re.compile(r"\b(?:for now|this time|right now|for this (?:one|turn|change|commit))\b", re.IGNORECASE)
+"""A rule for the moment only ("don't push this time"): not pinned."""
 _SENTENCE = re.compile(r"(?<=[.!])\s+(?=[A-Z\"'`(])|(?<=;)\s+|\n+")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -68,7 +80,9 @@ def capture_pins(text: str) -> tuple[str, ...]:
     are not searched; descriptions ("it always fails", "never mind") are not instructions."""
     found: list[str] = []
     for sentence in _sentences(text):
-        if sentence.endswith("?") or _NOT_RULES.match(sentence) or not _is_rule(sentence):
+        if sentence.endswith("?") or _NOT_RULES.match(sentence) or _ONE_OFF.search(sentence):
+            continue
+        if not _is_rule(sentence):
             continue
         pin = sentence if len(sentence) <= PIN_CHARS else sentence[: PIN_CHARS - 1].rstrip() + "…"
         if _key(pin) not in {_key(p) for p in found}:
@@ -160,28 +174,41 @@ FACTS_HEADING = "# Facts the user stated"
 
 
 def render_pins(pins: Sequence[Pin], budget_tokens: int) -> str:
-    """The block every request carries: the standing instructions, then the facts, each oldest first, within
-    ``budget_tokens``: ``/pin`` ones are kept first, then rules, then facts, newest first; a note says how
-    many were left out. "" without pins."""
+    """The block every request carries: the standing instructions, then the facts, each oldest first, at most
+    ``budget_tokens`` tokens (``count_tokens``). When they do not all fit, ``/pin`` ones are kept first, then
+    rules, then facts, newest first, and a note says how many were left out. "" without pins (or without
+    room for any)."""
     if not pins:
         return ""
+    whole = _block(pins, set(range(len(pins))))
+    if count_tokens(whole) <= budget_tokens:
+        return whole
     rank = {"command": 0, "prompt": 1, "fact": 2}
     order = sorted(range(len(pins)), key=lambda i: (rank[pins[i].source], -i))
-    used = count_tokens(PINS_HEADING) + count_tokens(FACTS_HEADING) + 12  # (and room for the note)
+    # Greedy on the rendered block itself (at most MAX_PINS short lines, and only when they do not all fit), so
+    # the budget holds exactly, seams and the note included.
     chosen: set[int] = set()
     for index in order:
-        cost = count_tokens(pins[index].text) + 2
-        if used + cost > budget_tokens:
-            continue
-        chosen.add(index)
-        used += cost
-    rules = [f"- {pins[i].text}" for i in range(len(pins)) if i in chosen and pins[i].source != "fact"]
-    facts = [f"- {pins[i].text}" for i in range(len(pins)) if i in chosen and pins[i].source == "fact"]
+        if count_tokens(_block(pins, chosen | {index})) <= budget_tokens:
+            chosen.add(index)
+    block = _block(pins, chosen)
+    return block if count_tokens(block) <= budget_tokens else ""
+
+
+def _left_note(count: int) -> str:
+    return f"(… {count} left out for room; /pins lists them all)"
+
+
+def _block(pins: Sequence[Pin], chosen: set[int]) -> str:
+    """The chosen pins under their headings (rules, then facts; each in the order given), and a note of how
+    many were left out."""
+    rules = [f"- {pins[i].text}" for i in sorted(chosen) if pins[i].source != "fact"]
+    facts = [f"- {pins[i].text}" for i in sorted(chosen) if pins[i].source == "fact"]
     lines = [PINS_HEADING, *rules] if rules else []
     if facts:
         lines += [FACTS_HEADING, *facts]
     if left := len(pins) - len(chosen):
-        lines.append(f"(… {left} older ones left out for room; /pins lists them all)")
+        lines.append(_left_note(left))
     return "\n".join(lines)
 
 
