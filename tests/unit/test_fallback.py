@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest
 
 from codling.brain.context.budget import Budget
-from codling.brain.context.fallback import NOTE, FallbackInput, fallback_summary
+from codling.brain.context.fallback import NOTE, FallbackInput, fallback_summary, share_out
 from codling.brain.events import ContextCompacted
 from codling.brain.factory import open_session
 from codling.config import Settings
@@ -65,6 +66,67 @@ def test_it_stays_within_its_budget_however_much_there_is() -> None:
         assert text.startswith(NOTE) and "## First request" in text
     text = fallback_summary(source, 2_000)
     assert "earlier turns left out" in text and "Turn 298: goal 298" in text  # the newest older turns first
+
+
+def test_it_stays_within_its_budget_on_random_inputs() -> None:
+    rng = random.Random(5)
+    words = ["fix", "parser", "é", "日本語", "```", "{", "\n", "Traceback", "—", "x" * 30, "/src/a.py", "42"]
+
+    def text(size: int) -> str:
+        return " ".join(rng.choices(words, k=size))
+
+    for _ in range(15):
+        source = FallbackInput(
+            pins=[text(rng.randint(1, 60)) for _ in range(rng.randint(0, 50))],
+            turns_recent=[text(rng.choice([10, 300, 3_000])) for _ in range(rng.randint(0, 2))],
+            turns_older=[f"Turn {i}: " + text(rng.randint(1, 40)) for i in range(rng.choice([0, 5, 300]))],
+            plan=tuple(PlanStep(text(rng.randint(1, 30)), "pending") for _ in range(rng.randint(0, 30))),
+            recent_files=tuple(P / f"d{i}/{text(2)}.py" for i in range(rng.randint(0, 40))),
+            delegate_notes={f"role{i}": text(rng.choice([5, 2_000])) for i in range(rng.randint(0, 4))},
+            first_request=text(rng.choice([0, 20, 12_000])),
+            last_request=text(rng.choice([0, 20, 12_000])),
+            last_reply=text(rng.choice([0, 20, 5_000])),
+            cwd=P,
+        )
+        for budget in (40, 200, 480, 1_000, 2_000):
+            assert count_tokens(fallback_summary(source, budget)) <= budget
+
+
+def test_the_newest_turns_are_kept_and_the_left_out_ones_counted() -> None:
+    source = FallbackInput(
+        turns_recent=["Turn 299 in full", "Turn 300 in full"],
+        turns_older=[f"Turn {i}: goal {i}, done." for i in range(1, 299)],
+    )
+    text = fallback_summary(source, 1_000)
+    shown = [line for line in text.splitlines() if line.startswith("Turn ")]
+    (note,) = [line for line in text.splitlines() if line.startswith("(… ")]
+    assert shown[-3:] == ["Turn 298: goal 298, done.", "Turn 299 in full", "Turn 300 in full"]
+    assert [int(line.split()[1].rstrip(":")) for line in shown] == list(range(301 - len(shown), 301))
+    assert note == f"(… {300 - len(shown)} earlier turns left out)"
+
+
+def test_room_other_sections_do_not_need_goes_to_the_turns() -> None:
+    older = [f"Turn {i}: read src/mod{i}.py, changed {i} lines; tests pass." for i in range(1, 41)]
+    text = fallback_summary(FallbackInput(turns_older=older, first_request="Port the lexer."), 1_000)
+    assert count_tokens("\n".join(older)) > 0.33 * 1_000  # more than the turns' own share
+    assert text == "\n\n".join(
+        [NOTE, "## First request\nPort the lexer.", "## What each turn did\n" + "\n".join(older)]
+    )
+
+
+def test_a_latest_turn_too_big_for_the_room_is_cut_not_dropped() -> None:
+    source = FallbackInput(turns_recent=["Turn 7 — request: run the suite\n" + "FAILED test_x\n" * 2_000])
+    text = fallback_summary(source, 600)
+    assert "## What each turn did\nTurn 7 — request: run the suite\nFAILED test_x" in text
+    assert text.endswith("\n[… cut]") and count_tokens(text) <= 600
+
+
+def test_share_out_gives_what_a_section_leaves_to_the_others() -> None:
+    shares = {"a": 0.5, "b": 0.25, "c": 0.25}
+    assert share_out(1_000, {"a": 100, "b": 0, "c": 5_000}, shares) == {"a": 100, "b": 0, "c": 900}
+    assert share_out(1_000, {"a": 900, "b": 900, "c": 100}, shares) == {"a": 600, "b": 300, "c": 100}
+    assert share_out(1_000, {"a": 10, "b": 20, "c": 30}, shares) == {"a": 10, "b": 20, "c": 30}
+    assert share_out(0, {"a": 10, "b": 20, "c": 30}, shares) == {"a": 0, "b": 0, "c": 0}
 
 
 MODEL = ModelInfo("test:small", context_limit=8_000, max_output_tokens=1_000)

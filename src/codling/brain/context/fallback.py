@@ -3,13 +3,17 @@
 It is assembled only from what the session keeps outside its history (the pinned instructions, the turn
 ledger, the plan, recent files, delegates' answers) and from the first and the latest request and the end of
 the latest reply; never from an earlier summary, so compacting again and again cannot nest summaries or grow
-them. Each section has its share of the budget (min(2,000 tokens, 12% of the window)); what one leaves unused
-goes to the next, and the whole is checked against the budget.
+them. Each section has its share of the budget (``SHARES``; the caller passes ``Budget.fallback``); what a
+section does not need goes to the sections that need more (``share_out``), and the whole is measured with
+``count_tokens``: it is never longer than the budget.
+
+Usage: ``fallback_summary(FallbackInput(pins=..., turns_recent=..., ...), budget_tokens)``; every field is
+optional, so a session with no plan, no delegates or no ledger yet simply has fewer sections.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,31 +37,60 @@ SHARES = {
     "delegates": 0.07,
     "reply": 0.10,
 }
-"""Each section's share of the budget (after the note), in the order they are filled."""
+"""Each section's share of the budget (after the note), in the order they appear; a section that needs less
+leaves the rest to the others."""
+
+MIN_SECTION_TOKENS = 16
+"""A section given less room than this is left out rather than shown as a stub."""
 
 
 @dataclass(frozen=True)
 class FallbackInput:
-    """What a fallback summary is made of."""
+    """What a fallback summary is made of: only what the session keeps beside its history (never a summary)."""
 
     pins: Sequence[str] = ()
+    """The pinned instructions' texts, oldest first (the newest are kept when they do not all fit)."""
     turns_recent: Sequence[str] = ()
     """The last turns' ledger entries in full, oldest first."""
     turns_older: Sequence[str] = ()
-    """One line per earlier turn, oldest first."""
+    """One line per earlier turn, oldest first (the newest are kept; the rest are counted in a note)."""
     plan: Sequence[PlanStep] = ()
+    """The plan; its completed steps are left out."""
     recent_files: Sequence[Path] = ()
     delegate_notes: Mapping[str, str] | None = None
+    """Each delegate role's latest answer."""
     first_request: str = ""
+    """The first user request of the session (head and tail kept when it is long)."""
     last_request: str = ""
+    """The latest user request (left out when it is the first)."""
     last_reply: str = ""
+    """The latest reply (its end kept when it is long)."""
     cwd: Path | None = None
+    """Files are shown relative to it."""
 
 
 def fallback_summary(source: FallbackInput, budget_tokens: int) -> str:
-    """The summary, at most ``budget_tokens`` tokens (see the module's docstring)."""
-    room = max(0, budget_tokens - count_tokens(NOTE) - 4)
-    builders = {
+    """The summary, at most ``budget_tokens`` tokens as ``count_tokens`` counts them (see the module's
+    docstring): the note, then each non-empty section under its heading. Sections that need less than their
+    share (``SHARES``) give the rest to those that need more (``share_out``)."""
+    room = max(0, budget_tokens - count_tokens(NOTE) - 2)
+    builders = _builders(source)
+    for _ in range(3):
+        summary = _assemble(builders, room)
+        over = count_tokens(summary) - budget_tokens
+        if over <= 0:
+            return summary
+        room -= over + 4  # the seams between sections cost a little more than counted: take it from the room
+    # A last resort the loop above should never reach: the budget is a promise.
+    return truncate_to_tokens(summary, budget_tokens)
+
+
+Builder = Callable[[int], str]
+"""A section: its text within the given tokens ("" when it has nothing, or no room)."""
+
+
+def _builders(source: FallbackInput) -> dict[str, Builder]:
+    return {
         "pins": lambda n: _lines("## Pinned instructions", [f"- {p}" for p in source.pins], n, newest_first=True),
         "first": lambda n: _text("## First request", source.first_request, n),
         "last": lambda n: (
@@ -77,18 +110,43 @@ def fallback_summary(source: FallbackInput, budget_tokens: int) -> str:
         ),
         "reply": lambda n: _text("## End of the latest reply", source.last_reply, n, tail=True),
     }
+
+
+def _assemble(builders: Mapping[str, Builder], room: int) -> str:
+    whole = {name: build(room) for name, build in builders.items()}
+    needs = {name: _cost(text) for name, text in whole.items()}
+    given = share_out(room, needs, SHARES)
     parts = [NOTE]
-    carry = 0
-    for name, share in SHARES.items():
-        allowed = int(room * share) + carry
-        text = builders[name](allowed)
-        used = count_tokens(text) + 2 if text else 0
-        carry = max(0, allowed - used)
+    for name, build in builders.items():
+        text = whole[name] if given[name] >= needs[name] else build(given[name] - 2)
         if text:
             parts.append(text)
-    summary = "\n\n".join(parts)
-    # Separators and re-tokenising at the seams can add a few tokens: the budget is a promise.
-    return summary if count_tokens(summary) <= budget_tokens else truncate_to_tokens(summary, budget_tokens)
+    return "\n\n".join(parts)
+
+
+def _cost(text: str) -> int:
+    return count_tokens(text) + 2 if text else 0  # (and the blank line before it)
+
+
+def share_out(room: int, needs: Mapping[str, int], shares: Mapping[str, float]) -> dict[str, int]:
+    """``room`` tokens shared among sections: each is offered its share of what is left (by ``shares``, among
+    the sections still wanting more); one that needs no more than its offer gets what it needs, and what it
+    leaves is offered again to the others, until every section is satisfied or the room is shared out."""
+    given = dict.fromkeys(needs, 0)
+    wanting = {name for name, need in needs.items() if need > 0}
+    left = room
+    while wanting and left > 0:
+        total = sum(shares[name] for name in wanting)
+        offer = {name: int(left * shares[name] / total) for name in wanting}
+        satisfied = {name for name in wanting if needs[name] <= offer[name]}
+        if not satisfied:
+            given.update(offer)
+            break
+        for name in satisfied:
+            given[name] = needs[name]
+            left -= needs[name]
+        wanting -= satisfied
+    return given
 
 
 def _text(heading: str, text: str, tokens: int, *, tail: bool = False) -> str:
@@ -127,14 +185,18 @@ def _lines(heading: str, lines: Sequence[str], tokens: int, *, newest_first: boo
 
 
 def _turns(source: FallbackInput, tokens: int) -> str:
-    """The turns: the latest in full, then as many earlier one-liners as fit, newest first."""
+    """The turns within ``tokens``: the latest ones in full (the newest cut to half the room if even it does
+    not fit), then as many earlier one-liners as fit, newest first, and how many were left out."""
     heading = "## What each turn did"
-    room = tokens - count_tokens(heading) - 12
-    recent, used = newest_that_fit(reversed(source.turns_recent), room)
-    older, _ = newest_that_fit(reversed(source.turns_older), room - used)
-    if not recent and not older:
+    room = tokens - count_tokens(heading) - 14  # (the heading's line break and the note)
+    if room < MIN_SECTION_TOKENS:
         return ""
+    recent, used = newest_that_fit(reversed(source.turns_recent), room)
+    if not recent and source.turns_recent:
+        latest = truncate_to_tokens(source.turns_recent[-1], room // 2) + "\n[… cut]"
+        recent, used = [latest], count_tokens(latest) + 1
+    older, _ = newest_that_fit(reversed(source.turns_older), room - used)
     out = [heading]
-    if left := len(source.turns_older) - len(older):
+    if left := len(source.turns_older) + len(source.turns_recent) - len(older) - len(recent):
         out.append(f"(… {left} earlier turns left out)")
     return "\n".join([*out, *older, *recent])
