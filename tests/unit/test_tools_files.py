@@ -363,7 +363,7 @@ async def test_search_tool(search_tree: Path) -> None:
     assert result == ToolOutput(
         text="src/main.py:1: def main_file():",
         locations=(Location(search_tree),),
-        summary="Searched /def main/ in .: 1 match in 1 file: src/main.py",
+        summary="Searched /def main/ in .: 1 match in 1 file: src/main.py\nsrc/main.py:1: def main_file():",
     )
     none = await search(ctx_in(search_tree), "nothing-like-this", path="src")
     assert none.text == "No matches for /nothing-like-this/ in src."
@@ -412,7 +412,7 @@ async def test_edit_file_asks_then_writes(proj: Path) -> None:
         text="Edited a.py.\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
         diff=diff,
         locations=(Location(proj / "a.py", 2),),
-        summary="Edited a.py:\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
+        summary="Edited a.py (+1 −1):\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
     )
     assert approver.asked == [
         PermissionRequest(
@@ -501,7 +501,7 @@ async def test_write_file_creates_with_parents(proj: Path) -> None:
         text="Created new/dir/b.py (2 lines).",
         diff=FileDiff(target, None, "a\nb\n"),
         locations=(Location(target, 1),),
-        summary="Created new/dir/b.py (2 lines)",
+        summary="Created new/dir/b.py (2 lines)\n     1\ta\n     2\tb",
     )
     assert approver.asked == [
         PermissionRequest(

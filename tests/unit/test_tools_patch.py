@@ -51,7 +51,7 @@ async def test_a_patch_updates_adds_and_deletes_files(proj: Path) -> None:
     )
     assert (proj / "docs" / "NOTES.md").read_text() == "# Notes\ngreet says hello\n"
     assert not (proj / "old.txt").exists()
-    assert out.text == "Applied the patch:\nM app.py\nA docs/NOTES.md\nD old.txt"
+    assert out.text == "Applied the patch:\nM app.py (+2 −2)\nA docs/NOTES.md (+2 −0)\nD old.txt (+0 −1)"
     assert out.changed == (proj / "app.py", proj / "docs" / "NOTES.md", proj / "old.txt")
     assert '-    return "hi"\n+    return "hello"' in out.summary
     assert out.diff is None  # several files: no single diff to show
@@ -78,7 +78,7 @@ async def test_context_matches_despite_whitespace_and_a_move_renames(proj: Path)
     assert not (proj / "app.py").exists()
     assert (proj / "src" / "app.py").read_text() == APP.replace('"hi"', '"hello"')
     assert out.diff == FileDiff(proj / "src" / "app.py", APP, APP.replace('"hi"', '"hello"'))
-    assert out.text == "Applied the patch:\nM app.py → src/app.py"
+    assert out.text == "Applied the patch:\nM app.py → src/app.py (+1 −1)"
 
 
 @pytest.mark.parametrize(

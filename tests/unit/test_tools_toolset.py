@@ -239,7 +239,7 @@ async def test_agent_edits_a_file_and_reports_the_diff(tmp_path: Path, streaming
             text=diff_text,
             diff=FileDiff(target, "def f():\n    return 1\n", new),
             locations=(Location(target, 2),),
-            summary="Edited a.py:\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
+            summary="Edited a.py (+1 −1):\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
         )
     )
     assert by_id["call-1"].content == diff_text

@@ -127,12 +127,13 @@ async def search(
     lines = list(result.matches)
     if result.more:
         lines.append(f"[Showing the first {len(result.matches)} matches; narrow it with path, glob or pattern.]")
-    summary = f"{searched}: {_found(result)}\n{first_matches(result.matches)}"
+    summary = f"{searched}: {_found(result)}\n{first_matches(result.matches, more=result.more)}"
     return ToolOutput(text="\n".join(lines), locations=(Location(target),), summary=summary)
 
 
-def first_matches(matches: Sequence[str], limit: int = SUMMARY_MATCH_CHARS) -> str:
-    """The first match lines, each clipped, within ``limit`` characters, with a note if more were found."""
+def first_matches(matches: Sequence[str], limit: int = SUMMARY_MATCH_CHARS, *, more: bool = False) -> str:
+    """The first match lines, each clipped, within ``limit`` characters, with a note if more were found
+    (``more``: beyond ``matches`` too)."""
     kept: list[str] = []
     size = 0
     for match in matches:
@@ -141,8 +142,8 @@ def first_matches(matches: Sequence[str], limit: int = SUMMARY_MATCH_CHARS) -> s
             break
         kept.append(entry)
         size += len(entry) + 1
-    if len(kept) < len(matches):
-        kept.append(f"[… {len(matches) - len(kept)} more]")
+    if len(kept) < len(matches) or more:
+        kept.append(f"[… {len(matches) - len(kept)}{'+' if more else ''} more matches]")
     return "\n".join(kept)
 
 
