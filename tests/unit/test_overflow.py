@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic_ai.exceptions import ModelHTTPError
 
 from codling.brain.context.overflow import Overflow, is_context_overflow, overflow_numbers, overflow_of
+from codling.brain.events import CompactionStarted, TextDelta, TurnFailed
+from codling.brain.factory import open_session
 from codling.brain.provider_retries import retry_reason
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo
+from codling.llm.providers import build_model
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, running_server
 
 
 def error(status: int, body: Any) -> ModelHTTPError:
@@ -303,3 +314,51 @@ def test_numbers_with_thousands_separators_are_read_whole() -> None:
 
 def test_an_exception_that_is_no_http_error_is_no_overflow() -> None:
     assert overflow_of(ValueError("prompt is too long: 9 tokens > 8 maximum")) is None
+
+
+# --- end to end: a local server's overflow makes the session compact and retry ---------------------------------
+
+LLAMA_CPP_COUNTS = ErrorReply(
+    400,
+    "request (9000 tokens) exceeds the available context size (8192 tokens), try increasing it",
+    type="exceed_context_size_error",
+)
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
+
+
+async def test_a_llama_cpp_overflow_compacts_the_history_and_the_turn_goes_on(
+    server: OpenAIServer, project: Path, settings: Settings
+) -> None:
+    # Through the real OpenAI client (llm/providers.py) and pydantic-ai's error mapping, as a user's llama-server
+    # answers: the session recognises the wording, compacts once and retries the request.
+    session = open_session(
+        replace(settings, titles=False),
+        ModelInfo("openai-chat:fake-model", context_limit=100_000),
+        project,
+        approver=None,
+        mode="read-only",
+        model_factory=lambda model_id: build_model(model_id, env=server.env()),
+    )
+    server.enqueue(
+        Reply(text=["Noted."]),
+        LLAMA_CPP_COUNTS,
+        Reply(text=["## Goal\nShip the parser.\n## User constraints and preferences\nThe codeword is heron."]),
+        Reply(text=["The codeword is heron."]),
+    )
+    async with asyncio.timeout(20):  # liveness only
+        await session.run("The codeword is heron.")
+        events = [event async for event in session.stream("What is the codeword?")]
+
+    assert [e.reason for e in events if isinstance(e, CompactionStarted)] == ["overflow"]
+    assert [type(e) for e in events if isinstance(e, TurnFailed)] == []
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "The codeword is heron."
+    overflowing, summarizing, retried = server.requests[1:]
+    assert "handoff summary" in summarizing["messages"][0]["content"]
+    assert overflowing["messages"] != retried["messages"]
+    assert "The codeword is heron." in json.dumps(retried["messages"])  # kept, or in the summary
+    assert len(server.requests) == 4
