@@ -318,11 +318,15 @@ def test_an_exception_that_is_no_http_error_is_no_overflow() -> None:
 
 # --- end to end: a local server's overflow makes the session compact and retry ---------------------------------
 
-LLAMA_CPP_COUNTS = ErrorReply(
-    400,
-    "request (9000 tokens) exceeds the available context size (8192 tokens), try increasing it",
-    type="exceed_context_size_error",
-)
+LLAMA_CPP_OVERFLOWS = [
+    ErrorReply(
+        400,
+        "request (9000 tokens) exceeds the available context size (8192 tokens), try increasing it",
+        type="exceed_context_size_error",
+    ),
+    # Older llama-server builds: only the wording says it (no overflow type or code).
+    ErrorReply(500, "Context size has been exceeded.", type="server_error"),
+]
 
 
 @pytest.fixture
@@ -331,8 +335,9 @@ def server() -> Iterator[OpenAIServer]:
         yield s
 
 
+@pytest.mark.parametrize("overflow", LLAMA_CPP_OVERFLOWS, ids=["400-with-counts", "500-wording-only"])
 async def test_a_llama_cpp_overflow_compacts_the_history_and_the_turn_goes_on(
-    server: OpenAIServer, project: Path, settings: Settings
+    server: OpenAIServer, project: Path, settings: Settings, overflow: ErrorReply
 ) -> None:
     # Through the real OpenAI client (llm/providers.py) and pydantic-ai's error mapping, as a user's llama-server
     # answers: the session recognises the wording, compacts once and retries the request.
@@ -346,7 +351,7 @@ async def test_a_llama_cpp_overflow_compacts_the_history_and_the_turn_goes_on(
     )
     server.enqueue(
         Reply(text=["Noted."]),
-        LLAMA_CPP_COUNTS,
+        overflow,
         Reply(text=["## Goal\nShip the parser.\n## User constraints and preferences\nThe codeword is heron."]),
         Reply(text=["The codeword is heron."]),
     )
