@@ -181,7 +181,9 @@ async def test_edit_file_summary_trims_the_diff(proj: Path) -> None:
 
 async def test_write_file_summaries(proj: Path) -> None:
     ctx = ctx_in(proj)
-    assert (await write_file(ctx, "pkg/new.py", "a\nb\n")).summary == "Created pkg/new.py (2 lines)\n     1\ta\n     2\tb"
+    assert (
+        await write_file(ctx, "pkg/new.py", "a\nb\n")
+    ).summary == "Created pkg/new.py (2 lines)\n     1\ta\n     2\tb"
     assert (await write_file(ctx, "one.txt", "single")).summary == "Created one.txt (1 line)\n     1\tsingle"
     assert (await write_file(ctx, "pkg/new.py", "a\nc\n")).summary == (
         "Overwrote pkg/new.py (+1 −1):\n@@ -1,2 +1,2 @@\n a\n-b\n+c"

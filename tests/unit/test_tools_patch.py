@@ -283,3 +283,17 @@ async def test_a_successful_patch_leaves_no_copies_of_deleted_files(busy: Path) 
     await apply_patch(ctx_in(busy), ALL_KINDS)
     assert sorted(p.name for p in busy.rglob("*")) == ["NOTES.md", "app.py", "docs", "lib", "n.py"]
     assert stat.S_IMODE((busy / "app.py").stat().st_mode) == 0o755
+
+
+async def test_a_big_patchs_summary_stays_small_and_says_how_much_changed(proj: Path) -> None:
+    # What the history keeps of a patch across turns: every file with its change size, diffs within one budget.
+    files = [f"pkg/mod{i}.py" for i in range(12)]
+    body = "".join(f"value_{n} = {n}\n" for n in range(80))
+    patch = "*** Begin Patch\n" + "".join(
+        f"*** Add File: {f}\n" + "".join(f"+{line}\n" for line in body.splitlines()) for f in files
+    )
+    out = await apply_patch(ctx_in(proj), patch + "*** End Patch")
+    assert len(out.summary) <= 1_400
+    heads = [line for line in out.summary.splitlines() if line.startswith("A ")]
+    assert heads == [f"A {f} (+80 −0)" for f in files]
+    assert "+value_0 = 0" in out.summary

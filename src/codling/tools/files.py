@@ -316,9 +316,7 @@ async def _ask(ctx: RunContext[ToolDeps], tool_name: str, args: dict[str, str], 
     await ctx.deps.permissions.check(request)
 
 
-def summary_diff(
-    old: str, new: str, max_lines: int = SUMMARY_DIFF_LINES, max_chars: int = SUMMARY_DIFF_CHARS
-) -> str:
+def summary_diff(old: str, new: str, max_lines: int = SUMMARY_DIFF_LINES, max_chars: int = SUMMARY_DIFF_CHARS) -> str:
     """The diff for an edit's summary: hunks only (the summary names the file), cut to ``max_lines`` lines
     and about ``max_chars`` characters (long lines are clipped)."""
     lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm=""))[2:]  # no ---/+++ header

@@ -286,9 +286,13 @@ async def apply_patch(ctx: RunContext[ToolDeps], patch: str) -> ToolOutput:
                 "tell the user which files to check."
             ) from e
     left = group.keep()
-    # The summary stays about as long as one edit's, however many files the patch touches.
-    share = max(SUMMARY_DIFF_CHARS // len(planned), 120)
-    report = [item.report(workspace, share) for item in planned]
+    # The diffs in the summary share one edit's budget, however many files the patch touches: each file gets
+    # its share (at least _MIN_DIFF_CHARS, while the budget lasts); every file keeps its line and change size.
+    share, budget, report = max(SUMMARY_DIFF_CHARS // len(planned), _MIN_DIFF_CHARS), SUMMARY_DIFF_CHARS, []
+    for item in planned:
+        chars = min(share, budget) if budget >= _MIN_DIFF_CHARS else 0
+        budget -= chars
+        report.append(item.report(workspace, chars))
     notes = "".join(f"\n(could not remove {workspace.display(p)}, the deleted file's copy)" for p in left)
     only = planned[0] if len(planned) == 1 else None
     return ToolOutput(
@@ -346,8 +350,13 @@ class _Planned:
         letter = {"add": "A", "delete": "D", "update": "M"}[self.change.action]
         moved = f" → {workspace.display(self.final)}" if self.destination else ""
         size = f" ({change_size(self.original or '', self.updated or '')})"
-        body = summary_diff(self.original or "", self.updated, max_chars=diff_chars) if self.updated is not None else ""
+        shown = self.updated is not None and diff_chars > 0
+        body = summary_diff(self.original or "", self.updated or "", max_chars=diff_chars) if shown else ""
         return f"{letter} {workspace.display(self.target)}{moved}{size}\n{body}".rstrip()
+
+
+_MIN_DIFF_CHARS = 150
+"""The smallest piece of diff worth keeping for a file in a patch's summary."""
 
 
 def _mode(path: Path) -> int | None:

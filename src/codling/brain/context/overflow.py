@@ -42,8 +42,8 @@ _OUT = r"(?P<out>[\d,]+)"
 
 WORDINGS: tuple[Wording, ...] = (
     # OpenAI, code context_length_exceeded, 400: "This model's maximum context length is 8192 tokens. However,
-    # your messages resulted in 9500 tokens." (chat) and the older ", however you requested 4231 tokens (3975 in
-    # your prompt; 256 for the completion)" (completions), e.g. langchain-ai/langchain#24058, hwchase17/chat-your-data#10.
+    # your messages resulted in 9500 tokens." (chat, smol-ai/developer#7) and the older ", however you requested
+    # 4231 tokens (3975 in your prompt; 256 for the completion)" (completions, hwchase17/chat-your-data#10).
     _w("openai", rf"maximum context length is {_MAX} tokens[.,]\s*however,? your messages resulted in {_N} tokens"),
     # vLLM, 400 (BadRequestError), vllm-project/vllm#20409: "This model's maximum context length is 16384 tokens.
     # However, you requested 122946 tokens (112946 in the messages, 10000 in the completion)." OpenRouter, DeepSeek
@@ -65,7 +65,8 @@ WORDINGS: tuple[Wording, ...] = (
     _w("vllm", rf"prompt \(total length {_N}\) is too long to fit into the model \(context length {_MAX}\)"),
     # vLLM (encoder-decoder models): "The decoder prompt (length 9000) is longer than the maximum model length of 8192."
     _w("vllm", rf"prompt \(length {_N}\) is longer than the maximum model length of {_MAX}"),
-    # vLLM (old scheduler, vllm-project/vllm#10440): "Input prompt (35247 tokens) is too long and exceeds limit of 1000".
+    # vLLM (old scheduler, vllm-project/vllm#10440): "Input prompt (35247 tokens) is too long and exceeds limit of
+    # 1000".
     _w("vllm", rf"input prompt \({_N} tokens\) is too long and exceeds (?:the )?limit of {_MAX}"),
     # OpenRouter, 400, OpenHands/OpenHands#9937: "This endpoint's maximum context length is 131072 tokens. However,
     # you requested about 138956 tokens (7884 of text input, 131072 in the output)."
