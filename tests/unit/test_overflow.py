@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic_ai.exceptions import ModelHTTPError
 
-from codling.brain.context.overflow import Overflow, overflow_of
+from codling.brain.context.overflow import Overflow, is_context_overflow, overflow_numbers, overflow_of
+from codling.brain.events import CompactionStarted, TextDelta, TurnFailed
+from codling.brain.factory import open_session
 from codling.brain.provider_retries import retry_reason
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo
+from codling.llm.providers import build_model
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, running_server
 
 
 def error(status: int, body: Any) -> ModelHTTPError:
@@ -89,7 +100,7 @@ WORDINGS = [
         "ollama",
         400,
         {"error": {"message": "prompt too long; exceeded max context length by 1200 tokens"}},
-        Overflow("ollama", 1200, None),
+        Overflow("ollama"),  # the number is the excess, neither the request's size nor the window
     ),
     (
         "lm-studio",
@@ -121,7 +132,7 @@ WORDINGS = [
                 "input length or `max_tokens` and try again",
             },
         },
-        Overflow("anthropic", 198000, 200000),
+        Overflow("anthropic", 206192, 200000),  # input + max_tokens: what was compared with the window
     ),
     (
         "gemini",
@@ -154,6 +165,106 @@ WORDINGS = [
         Overflow("mistral", 40000, 32768),
     ),
     (
+        "openai-completions-legacy",
+        400,
+        openai_body(
+            "This model's maximum context length is 4097 tokens, however you requested 4231 tokens (3975 in your "
+            "prompt; 256 for the completion). Please reduce your prompt; or completion length."
+        ),
+        Overflow("vllm", 4231, 4097),
+    ),
+    (
+        "vllm-input-tokens",
+        400,
+        {
+            "object": "error",
+            "message": "This model's maximum context length is 32768 tokens. However, your request has 40000 input "
+            "tokens. Please reduce the length of the input messages.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        },
+        Overflow("vllm", 40000, 32768),
+    ),
+    (
+        "vllm-max-tokens",
+        400,
+        openai_body(
+            "'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is "
+            "4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778). None",
+            type_="BadRequestError",
+        ),
+        Overflow("vllm", 10778, 4096),
+    ),
+    (
+        "vllm-total-length",
+        400,
+        openai_body(
+            "The prompt (total length 25938) is too long to fit into the model (context length 4096). Make sure "
+            "that `max_model_len` is no smaller than the number of text tokens plus multimodal tokens.",
+            type_="BadRequestError",
+        ),
+        Overflow("vllm", 25938, 4096),
+    ),
+    (
+        "vllm-scheduler",
+        400,
+        openai_body("Input prompt (35247 tokens) is too long and exceeds limit of 32768"),
+        Overflow("vllm", 35247, 32768),
+    ),
+    (
+        "ollama-input-length",
+        500,
+        {"error": "the input length exceeds the context length"},
+        Overflow("ollama"),
+    ),
+    (
+        "lm-studio-keep",
+        400,
+        {"error": "The number of tokens to keep from the initial prompt is greater than the context length"},
+        Overflow("lm-studio"),
+    ),
+    (
+        "mistral-images",
+        400,
+        openai_body(
+            "Prompt contains 300000 tokens and 0 images, too large for model with 262144 maximum context length"
+        ),
+        Overflow("mistral", 300000, 262144),
+    ),
+    (
+        "together",
+        400,
+        openai_body("The input (516368 tokens) is longer than the model's context length (262144 tokens)."),
+        Overflow("together", 516368, 262144),
+    ),
+    (
+        "xai",
+        400,
+        openai_body("This model's maximum prompt length is 131072 but the request contains 140000 tokens."),
+        Overflow("xai", 140000, 131072),
+    ),
+    (
+        "kimi",
+        400,
+        openai_body("Your request exceeded model token limit: 262144 (requested: 300000)"),
+        Overflow("kimi", 300000, 262144),
+    ),
+    (
+        "llama.cpp-unwrapped",
+        400,
+        # What pydantic-ai's OpenAI model holds: the SDK unwraps the body's "error" object.
+        {
+            "code": 400,
+            "message": "the request exceeds the available context size. try increasing the context size or enable "
+            "context shift",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 14429,
+            "n_ctx": 8192,
+        },
+        Overflow("llama.cpp"),
+    ),
+    (
         "proxy-code-only",
         413,
         openai_body("Request rejected", "context_length_exceeded"),
@@ -168,6 +279,9 @@ def test_each_providers_overflow_wording_is_recognised_with_its_numbers(
 ) -> None:
     e = error(status, body)
     assert overflow_of(e) == expected
+    assert is_context_overflow(e)
+    numbers = None if expected.requested is None or expected.limit is None else (expected.requested, expected.limit)
+    assert overflow_numbers(e) == numbers
     assert retry_reason(e) is None  # the same request would fail the same way: never retried as it is
 
 
@@ -178,9 +292,78 @@ NOT_OVERFLOWS = [
     ("tool-calls", 400, openai_body("maximum number of tool calls exceeded")),
     ("bad-model", 404, openai_body("The model `gpt-9` does not exist", "model_not_found")),
     ("overflow-words-but-not-a-request-error", 503, openai_body("maximum context length is 8192 tokens")),
+    ("max-output-tokens", 400, openai_body("max_tokens: 21333 > 4096, which is the maximum allowed number of output")),
+    ("quota", 429, openai_body("You exceeded your current quota, please check your plan", "insufficient_quota")),
+    ("tool-call-limit", 400, openai_body("The maximum number of tool calls per response was reached")),
+    ("llama.cpp-loading", 503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}),
 ]
 
 
 @pytest.mark.parametrize(("status", "body"), [n[1:] for n in NOT_OVERFLOWS], ids=[n[0] for n in NOT_OVERFLOWS])
 def test_other_errors_are_not_overflows(status: int, body: Any) -> None:
-    assert overflow_of(error(status, body)) is None
+    e = error(status, body)
+    assert overflow_of(e) is None
+    assert not is_context_overflow(e)
+    assert overflow_numbers(e) is None
+
+
+def test_numbers_with_thousands_separators_are_read_whole() -> None:
+    e = error(400, openai_body("prompt is too long: 215,432 tokens > 200,000 maximum"))
+    assert overflow_numbers(e) == (215_432, 200_000)
+
+
+def test_an_exception_that_is_no_http_error_is_no_overflow() -> None:
+    assert overflow_of(ValueError("prompt is too long: 9 tokens > 8 maximum")) is None
+
+
+# --- end to end: a local server's overflow makes the session compact and retry ---------------------------------
+
+LLAMA_CPP_OVERFLOWS = [
+    ErrorReply(
+        400,
+        "request (9000 tokens) exceeds the available context size (8192 tokens), try increasing it",
+        type="exceed_context_size_error",
+    ),
+    # Older llama-server builds: only the wording says it (no overflow type or code).
+    ErrorReply(500, "Context size has been exceeded.", type="server_error"),
+]
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
+
+
+@pytest.mark.parametrize("overflow", LLAMA_CPP_OVERFLOWS, ids=["400-with-counts", "500-wording-only"])
+async def test_a_llama_cpp_overflow_compacts_the_history_and_the_turn_goes_on(
+    server: OpenAIServer, project: Path, settings: Settings, overflow: ErrorReply
+) -> None:
+    # Through the real OpenAI client (llm/providers.py) and pydantic-ai's error mapping, as a user's llama-server
+    # answers: the session recognises the wording, compacts once and retries the request.
+    session = open_session(
+        replace(settings, titles=False),
+        ModelInfo("openai-chat:fake-model", context_limit=100_000),
+        project,
+        approver=None,
+        mode="read-only",
+        model_factory=lambda model_id: build_model(model_id, env=server.env()),
+    )
+    server.enqueue(
+        Reply(text=["Noted."]),
+        overflow,
+        Reply(text=["## Goal\nShip the parser.\n## User constraints and preferences\nThe codeword is heron."]),
+        Reply(text=["The codeword is heron."]),
+    )
+    async with asyncio.timeout(20):  # liveness only
+        await session.run("The codeword is heron.")
+        events = [event async for event in session.stream("What is the codeword?")]
+
+    assert [e.reason for e in events if isinstance(e, CompactionStarted)] == ["overflow"]
+    assert [type(e) for e in events if isinstance(e, TurnFailed)] == []
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "The codeword is heron."
+    overflowing, summarizing, retried = server.requests[1:]
+    assert "handoff summary" in summarizing["messages"][0]["content"]
+    assert overflowing["messages"] != retried["messages"]
+    assert "The codeword is heron." in json.dumps(retried["messages"])  # kept, or in the summary
+    assert len(server.requests) == 4

@@ -140,13 +140,15 @@ async def test_search_summaries(proj: Path) -> None:
     write(proj, {"docs/a.md": "todo in docs\n"})
     ctx = ctx_in(proj)
     assert (await search(ctx, "TODO")).summary == (
-        "Searched /TODO/ in .: 14 matches in 7 files: m1.py, m2.py, m3.py, m4.py, m5.py, … (2 more)"
+        "Searched /TODO/ in .: 14 matches in 7 files: m1.py, m2.py, m3.py, m4.py, m5.py, … (2 more)\n"
+        + "\n".join(f"m{i}.py:{n}: TODO {word}" for i in range(1, 8) for n, word in ((1, "one"), (2, "two")))
     )
     assert (await search(ctx, "todo", path="docs", ignore_case=True)).summary == (
-        "Searched /todo/ in docs (ignoring case): 1 match in 1 file: docs/a.md"
+        "Searched /todo/ in docs (ignoring case): 1 match in 1 file: docs/a.md\ndocs/a.md:1: todo in docs"
     )
     assert (await search(ctx, "TODO two", glob="m[12].py")).summary == (
-        "Searched /TODO two/ in . (files matching m[12].py): 2 matches in 2 files: m1.py, m2.py"
+        "Searched /TODO two/ in . (files matching m[12].py): 2 matches in 2 files: m1.py, m2.py\n"
+        "m1.py:2: TODO two\nm2.py:2: TODO two"
     )
     assert (await search(ctx, "absent", path="docs")).summary == "Searched /absent/ in docs: no matches"
 
@@ -154,13 +156,17 @@ async def test_search_summaries(proj: Path) -> None:
 async def test_search_summary_when_capped(proj: Path) -> None:
     write(proj, {"many.txt": "hit\n" * 250})
     result = await search(ctx_in(proj), "hit")
-    assert result.summary == "Searched /hit/ in .: 200+ matches (capped) in 1 file+: many.txt"
+    head, *matches, note = result.summary.splitlines()
+    assert head == "Searched /hit/ in .: 200+ matches (capped) in 1 file+: many.txt"
+    assert matches == [f"many.txt:{n}: hit" for n in range(1, len(matches) + 1)]
+    assert note == f"[… {200 - len(matches)}+ more matches]"
+    assert len(result.summary) <= 800  # what the history keeps of a search stays small
 
 
 async def test_edit_file_summary(proj: Path) -> None:
     write(proj, {"src/a.py": "def f():\n    return 1\n"})
     result = await edit_file(ctx_in(proj), "src/a.py", "return 1", "return 2")
-    assert result.summary == "Edited src/a.py:\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2"
+    assert result.summary == "Edited src/a.py (+1 −1):\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2"
 
 
 async def test_edit_file_summary_trims_the_diff(proj: Path) -> None:
@@ -170,15 +176,17 @@ async def test_edit_file_summary_trims_the_diff(proj: Path) -> None:
     result = await edit_file(ctx_in(proj), "f.txt", old, new)
     # The diff has 121 lines (one hunk header, 60 removed, 60 added); 40 are kept.
     kept = "\n".join(f"-line {i}" for i in range(1, 40))
-    assert result.summary == f"Edited f.txt:\n@@ -1,60 +1,60 @@\n{kept}\n[… 81 more diff lines cut]"
+    assert result.summary == f"Edited f.txt (+60 −60):\n@@ -1,60 +1,60 @@\n{kept}\n[… 81 more diff lines cut]"
 
 
 async def test_write_file_summaries(proj: Path) -> None:
     ctx = ctx_in(proj)
-    assert (await write_file(ctx, "pkg/new.py", "a\nb\n")).summary == "Created pkg/new.py (2 lines)"
-    assert (await write_file(ctx, "one.txt", "single")).summary == "Created one.txt (1 line)"
+    assert (
+        await write_file(ctx, "pkg/new.py", "a\nb\n")
+    ).summary == "Created pkg/new.py (2 lines)\n     1\ta\n     2\tb"
+    assert (await write_file(ctx, "one.txt", "single")).summary == "Created one.txt (1 line)\n     1\tsingle"
     assert (await write_file(ctx, "pkg/new.py", "a\nc\n")).summary == (
-        "Overwrote pkg/new.py:\n@@ -1,2 +1,2 @@\n a\n-b\n+c"
+        "Overwrote pkg/new.py (+1 −1):\n@@ -1,2 +1,2 @@\n a\n-b\n+c"
     )
     assert (await write_file(ctx, "pkg/new.py", "a\nc\n")).summary == (
         "Wrote nothing to pkg/new.py: it already had this content"

@@ -363,7 +363,7 @@ async def test_search_tool(search_tree: Path) -> None:
     assert result == ToolOutput(
         text="src/main.py:1: def main_file():",
         locations=(Location(search_tree),),
-        summary="Searched /def main/ in .: 1 match in 1 file: src/main.py",
+        summary="Searched /def main/ in .: 1 match in 1 file: src/main.py\nsrc/main.py:1: def main_file():",
     )
     none = await search(ctx_in(search_tree), "nothing-like-this", path="src")
     assert none.text == "No matches for /nothing-like-this/ in src."
@@ -412,7 +412,7 @@ async def test_edit_file_asks_then_writes(proj: Path) -> None:
         text="Edited a.py.\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
         diff=diff,
         locations=(Location(proj / "a.py", 2),),
-        summary="Edited a.py:\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
+        summary="Edited a.py (+1 −1):\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
     )
     assert approver.asked == [
         PermissionRequest(
@@ -501,7 +501,7 @@ async def test_write_file_creates_with_parents(proj: Path) -> None:
         text="Created new/dir/b.py (2 lines).",
         diff=FileDiff(target, None, "a\nb\n"),
         locations=(Location(target, 1),),
-        summary="Created new/dir/b.py (2 lines)",
+        summary="Created new/dir/b.py (2 lines)\n     1\ta\n     2\tb",
     )
     assert approver.asked == [
         PermissionRequest(
@@ -667,3 +667,40 @@ async def test_a_reads_summary_keeps_the_lines_that_define_things(proj: Path) ->
         "     3\tAPI_PORT = 8123",
         "    45\tdef serve(port):",
     ]
+
+
+async def test_what_the_history_keeps_of_a_read_search_or_write_is_concrete_and_small(proj: Path) -> None:
+    # A value read, found or written in one turn is still known in the next: the summaries keep it, bounded.
+    config = "\n".join(
+        [
+            "# settings for the service",
+            *[f"# note {i}: " + "words " * 12 for i in range(30)],
+            "timeout: 45",
+            "retries = 3",
+            *[f"  - item {i}" for i in range(200)],
+            "export const API_URL = 'https://example.test'",
+        ]
+    )
+    write(proj, {"service.yaml": config})
+    read = (await read_file(ctx_in(proj), "service.yaml")).summary
+    assert read.startswith("Read service.yaml: lines 1-234 of 234\n")
+    assert "    32\ttimeout: 45" in read and "    33\tretries = 3" in read
+    assert "API_URL = 'https://example.test'" in read
+    assert len(read) <= 1_000
+
+    found = (await search(ctx_in(proj), "item 1\\d\\d")).summary
+    assert found.splitlines()[:2] == [
+        "Searched /item 1\\d\\d/ in .: 100 matches in 1 file: service.yaml",
+        "service.yaml:134:   - item 100",
+    ]
+    assert found.endswith("more matches]") and len(found) <= 1_000
+
+    big = "".join(f"LIMIT_{i} = {i}\n" for i in range(3_000))
+    created = (await write_file(ctx_in(proj), "limits.py", big)).summary
+    assert created.startswith("Created limits.py (3000 lines)\n     1\tLIMIT_0 = 0\n")
+    assert len(created) <= 1_000
+    changed = (await write_file(ctx_in(proj), "limits.py", big.replace(" = 1", " = -1"))).summary
+    assert changed.startswith("Overwrote limits.py (+1111 −1111):\n@@ ") and "+LIMIT_1 = -1" in changed
+    assert len(changed) <= 1_000
+    edited = (await edit_file(ctx_in(proj), "limits.py", "LIMIT_2 = 2\n", f"LIMIT_2 = '{'two' * 400}'\n")).summary
+    assert edited.startswith("Edited limits.py (+1 −1):\n") and len(edited) <= 1_000

@@ -51,7 +51,7 @@ async def test_a_patch_updates_adds_and_deletes_files(proj: Path) -> None:
     )
     assert (proj / "docs" / "NOTES.md").read_text() == "# Notes\ngreet says hello\n"
     assert not (proj / "old.txt").exists()
-    assert out.text == "Applied the patch:\nM app.py\nA docs/NOTES.md\nD old.txt"
+    assert out.text == "Applied the patch:\nM app.py (+2 −2)\nA docs/NOTES.md (+2 −0)\nD old.txt (+0 −1)"
     assert out.changed == (proj / "app.py", proj / "docs" / "NOTES.md", proj / "old.txt")
     assert '-    return "hi"\n+    return "hello"' in out.summary
     assert out.diff is None  # several files: no single diff to show
@@ -78,7 +78,7 @@ async def test_context_matches_despite_whitespace_and_a_move_renames(proj: Path)
     assert not (proj / "app.py").exists()
     assert (proj / "src" / "app.py").read_text() == APP.replace('"hi"', '"hello"')
     assert out.diff == FileDiff(proj / "src" / "app.py", APP, APP.replace('"hi"', '"hello"'))
-    assert out.text == "Applied the patch:\nM app.py → src/app.py"
+    assert out.text == "Applied the patch:\nM app.py → src/app.py (+1 −1)"
 
 
 @pytest.mark.parametrize(
@@ -283,3 +283,17 @@ async def test_a_successful_patch_leaves_no_copies_of_deleted_files(busy: Path) 
     await apply_patch(ctx_in(busy), ALL_KINDS)
     assert sorted(p.name for p in busy.rglob("*")) == ["NOTES.md", "app.py", "docs", "lib", "n.py"]
     assert stat.S_IMODE((busy / "app.py").stat().st_mode) == 0o755
+
+
+async def test_a_big_patchs_summary_stays_small_and_says_how_much_changed(proj: Path) -> None:
+    # What the history keeps of a patch across turns: every file with its change size, diffs within one budget.
+    files = [f"pkg/mod{i}.py" for i in range(12)]
+    body = "".join(f"value_{n} = {n}\n" for n in range(80))
+    patch = "*** Begin Patch\n" + "".join(
+        f"*** Add File: {f}\n" + "".join(f"+{line}\n" for line in body.splitlines()) for f in files
+    )
+    out = await apply_patch(ctx_in(proj), patch + "*** End Patch")
+    assert len(out.summary) <= 1_400
+    heads = [line for line in out.summary.splitlines() if line.startswith("A ")]
+    assert heads == [f"A {f} (+80 −0)" for f in files]
+    assert "+value_0 = 0" in out.summary

@@ -27,6 +27,7 @@ def ctx(
     approver: ScriptedApprover | None = None,
     command_timeout: float = 30.0,
     output_limit: int = 30_000,
+    output_tokens: int = 8_000,
 ) -> RunContext[ToolDeps]:
     deps = ToolDeps(
         workspace=Workspace(root),
@@ -35,6 +36,7 @@ def ctx(
         permissions=Permissions(mode, approver),
         command_timeout=command_timeout,
         output_limit=output_limit,
+        output_tokens=output_tokens,
     )
     return RunContext(deps=deps, model=TestModel(), usage=RunUsage(), tool_call_id="call-7", tool_name="run_command")
 
@@ -107,3 +109,13 @@ async def test_empty_command(tmp_path: Path) -> None:
     with pytest.raises(ToolError) as e:
         await run_command(ctx(tmp_path), "  ")
     assert str(e.value) == "the command is empty; give a shell command line to run"
+
+
+async def test_a_small_windows_token_cap_bounds_the_output_captured(tmp_path: Path) -> None:
+    # A 2,000-token cap (an 8,000-token window) keeps at most 8,000 characters, head and tail, whatever
+    # output_limit says; the last lines (a test run's verdict) survive.
+    command = "seq 1 20000; echo '== 3 failed, 97 passed =='"
+    result = await bounded(run_command(ctx(tmp_path, output_limit=30_000, output_tokens=2_000), command))
+    assert result.text.startswith("exit code 0\n1\n2\n")
+    assert result.text.rstrip().endswith("== 3 failed, 97 passed ==")
+    assert len(result.text) <= len("exit code 0\n") + 8_000

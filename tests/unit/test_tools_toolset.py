@@ -19,18 +19,32 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import RunUsage
 
-from codling.errors import PathError
+from codling.errors import PathError, ToolError
 from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import FileDiff, Location
-from codling.tools.toolset import READ_ONLY_TOOLS, TOOL_NAMES, ToolDeps, build_toolset, capped, describe_call
+from codling.tools.toolset import (
+    READ_ONLY_TOOLS,
+    TOOL_NAMES,
+    ReportingToolset,
+    ToolDeps,
+    build_toolset,
+    capped,
+    capped_error,
+    describe_call,
+    tool_schema_tokens,
+)
 from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.openai_server import Reply, running_server
 
 
 @pytest.fixture
@@ -239,7 +253,7 @@ async def test_agent_edits_a_file_and_reports_the_diff(tmp_path: Path, streaming
             text=diff_text,
             diff=FileDiff(target, "def f():\n    return 1\n", new),
             locations=(Location(target, 2),),
-            summary="Edited a.py:\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
+            summary="Edited a.py (+1 −1):\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2",
         )
     )
     assert by_id["call-1"].content == diff_text
@@ -298,3 +312,62 @@ def test_a_result_past_the_cap_keeps_its_head_and_tail_and_says_how_to_see_the_r
     assert text.startswith("test_0 PASSED") and text.endswith("FAILED test_parser - boom\n== 1 failed ==")
     assert "a tool result may hold at most 1,000 tokens with this model" in text
     assert capped("short", 1_000) == "short"
+
+
+def test_an_errors_first_line_is_never_cut() -> None:
+    first = "Error: the patch could not be applied: " + "context not found in app.py " * 120
+    detail = "\n".join(f"  line {i}: expected something else here" for i in range(2_000))
+    text = capped_error(f"{first}\n{detail}", 1_000)
+    assert text.split("\n", 1)[0] == first
+    assert count_tokens(text) <= 1_000 and "a tool result may hold at most" in text
+    assert text.endswith("line 1999: expected something else here")
+    # When the first line alone fills the cap, it comes back whole and alone.
+    assert capped_error(f"{first}\n{detail}", count_tokens(first) + 20) == first
+    assert capped_error("Error: short\nand small", 1_000) == "Error: short\nand small"
+
+
+async def test_results_and_errors_are_capped_at_the_sessions_token_cap(tmp_path: Path) -> None:
+    log = "\n".join(f"test_{i} PASSED" for i in range(5_000)) + "\n== 1 failed =="
+
+    async def noisy(ctx: RunContext[ToolDeps]) -> ToolOutput:
+        """Print a long log."""
+        return ToolOutput(log, summary="ran")
+
+    async def failing(ctx: RunContext[ToolDeps]) -> ToolOutput:
+        """Fail with a long message."""
+        raise ToolError("it failed: the first line\n" + log)
+
+    functions = FunctionToolset[ToolDeps]()
+    functions.add_function(noisy)
+    functions.add_function(failing)
+    toolset = ReportingToolset(functions)
+    ctx = RunContext(deps=replace(make_deps(tmp_path), output_tokens=500), model=TestModel(), usage=RunUsage())
+    tools = await toolset.get_tools(ctx)
+    ok = await toolset.call_tool("noisy", {}, ctx, tools["noisy"])
+    assert count_tokens(ok.return_value) <= 500 and ok.return_value.endswith("== 1 failed ==")
+    assert ok.metadata.output.text == ok.return_value  # what the user is shown is what the model got
+    bad = await toolset.call_tool("failing", {}, ctx, tools["failing"])
+    assert bad.return_value.startswith("Error: it failed: the first line\ntest_0 PASSED")
+    assert count_tokens(bad.return_value) <= 500 and bad.return_value.endswith("== 1 failed ==")
+
+
+def test_tool_schema_tokens_counts_the_definitions_a_request_carries() -> None:
+    everything = tool_schema_tokens()
+    assert 1_200 <= everything <= 4_000  # nine tools with their descriptions and JSON schemas
+    readers = tool_schema_tokens(["read_file", "search"])
+    assert 0 < readers < tool_schema_tokens(["read_file", "search", "run_command"]) < everything
+    assert tool_schema_tokens(TOOL_NAMES) == everything
+    assert tool_schema_tokens([]) == 0 and tool_schema_tokens(["no_such_tool"]) == 0
+
+
+async def test_tool_schema_tokens_agree_with_what_the_provider_receives(tmp_path: Path) -> None:
+    with running_server() as server:
+        server.enqueue(Reply(text="hi"))
+        provider = OpenAIProvider(base_url=server.base_url, api_key="test-key")
+        agent = Agent(OpenAIChatModel("fake-model", provider=provider), deps_type=ToolDeps, toolsets=[build_toolset()])
+        await agent.run("hello", deps=make_deps(tmp_path))
+        (sent,) = server.requests
+    tools = sent["tools"]
+    received = count_tokens(json.dumps(tools, separators=(",", ":"), ensure_ascii=False))
+    counted = tool_schema_tokens(t["function"]["name"] for t in tools)  # without delegate: no delegator here
+    assert abs(counted - received) <= received * 0.03  # the client may order a schema's keys differently

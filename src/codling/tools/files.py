@@ -32,6 +32,10 @@ PAGING_NOTE_TOKENS = 60
 """What the note saying how to read on costs."""
 SUMMARY_DIFF_LINES = 40
 """Most diff lines an edit's summary keeps."""
+SUMMARY_DIFF_CHARS = 800
+"""Most characters of diff an edit's summary keeps (the history keeps the summary across turns)."""
+_SUMMARY_LINE_CHARS = 160
+"""Longest line a summary keeps whole."""
 
 
 # --- reading a file for any tool ---------------------------------------------------------------------------
@@ -131,7 +135,7 @@ def key_lines(numbered: str, limit: int = SUMMARY_READ_CHARS, *, markdown: bool 
         content = line.split("\t", 1)[1]
         if not (_KEY_LINE.match(content) or (markdown and _HEADING.match(content))):
             continue
-        entry = line if len(line) <= 160 else line[:159] + "…"
+        entry = line if len(line) <= _SUMMARY_LINE_CHARS else line[: _SUMMARY_LINE_CHARS - 1] + "…"
         if size + len(entry) + 1 > limit:
             kept.append("  …")
             break
@@ -256,7 +260,7 @@ async def edit_file(ctx: RunContext[ToolDeps], path: str, old_text: str, new_tex
         text=f"Edited {shown}.\n{unified_diff(original, updated, shown)}",
         diff=diff,
         locations=(Location(target, line),),
-        summary=f"Edited {shown}:\n{summary_diff(original, updated)}",
+        summary=f"Edited {shown} ({change_size(original, updated)}):\n{summary_diff(original, updated)}",
     )
 
 
@@ -288,9 +292,12 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> Tool
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         text = f"Created {shown} ({lines} lines)."
         summary = f"Created {shown} ({count_noun(lines, 'line')})"
+        if lines:
+            numbered = _numbered(content, None, None, shown, SUMMARY_READ_CHARS).text
+            summary += "\n" + key_lines(numbered, markdown=target.suffix.lower() in (".md", ".markdown"))
     else:
         text = f"Overwrote {shown}.\n{unified_diff(original, content, shown)}"
-        summary = f"Overwrote {shown}:\n{summary_diff(original, content)}"
+        summary = f"Overwrote {shown} ({change_size(original, content)}):\n{summary_diff(original, content)}"
     return ToolOutput(text=text, diff=diff, locations=(Location(target, 1),), summary=summary)
 
 
@@ -309,12 +316,33 @@ async def _ask(ctx: RunContext[ToolDeps], tool_name: str, args: dict[str, str], 
     await ctx.deps.permissions.check(request)
 
 
-def summary_diff(old: str, new: str, max_lines: int = SUMMARY_DIFF_LINES) -> str:
-    """The diff for an edit's summary: hunks only (the summary names the file), cut to ``max_lines`` lines."""
+def summary_diff(old: str, new: str, max_lines: int = SUMMARY_DIFF_LINES, max_chars: int = SUMMARY_DIFF_CHARS) -> str:
+    """The diff for an edit's summary: hunks only (the summary names the file), cut to ``max_lines`` lines
+    and about ``max_chars`` characters (long lines are clipped)."""
     lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm=""))[2:]  # no ---/+++ header
-    if len(lines) > max_lines:
-        lines = [*lines[:max_lines], f"[… {len(lines) - max_lines} more diff lines cut]"]
-    return "\n".join(lines)
+    kept: list[str] = []
+    size = 0
+    for line in lines[:max_lines]:
+        entry = line if len(line) <= _SUMMARY_LINE_CHARS else line[: _SUMMARY_LINE_CHARS - 1] + "…"
+        if kept and size + len(entry) + 1 > max_chars:
+            break
+        kept.append(entry)
+        size += len(entry) + 1
+    if len(kept) < len(lines):
+        kept.append(f"[… {len(lines) - len(kept)} more diff lines cut]")
+    return "\n".join(kept)
+
+
+def change_size(old: str, new: str) -> str:
+    """``+3 −1``: the lines added and removed from ``old`` to ``new``."""
+    added = removed = 0
+    # The first two lines are the ---/+++ header; a removed "-- x" line would look like one.
+    for line in list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0))[2:]:
+        if line.startswith("+"):
+            added += 1
+        elif line.startswith("-"):
+            removed += 1
+    return f"+{added} −{removed}"
 
 
 def unified_diff(old: str, new: str, shown: str, max_lines: int = DIFF_MAX_LINES) -> str:

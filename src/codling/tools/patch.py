@@ -32,7 +32,7 @@ from pydantic_ai import RunContext
 
 from codling.errors import EditError, MissingPathError, PathError
 from codling.tools.base import ToolOutput
-from codling.tools.files import lexical_path, read_content, summary_diff
+from codling.tools.files import SUMMARY_DIFF_CHARS, change_size, lexical_path, read_content, summary_diff
 from codling.tools.ports import FileDiff, Location, PermissionRequest, ToolKind
 from codling.tools.rollback import ChangeGroup
 from codling.tools.toolset import ToolDeps
@@ -286,7 +286,13 @@ async def apply_patch(ctx: RunContext[ToolDeps], patch: str) -> ToolOutput:
                 "tell the user which files to check."
             ) from e
     left = group.keep()
-    report = [item.report(workspace) for item in planned]
+    # The diffs in the summary share one edit's budget, however many files the patch touches: each file gets
+    # its share (at least _MIN_DIFF_CHARS, while the budget lasts); every file keeps its line and change size.
+    share, budget, report = max(SUMMARY_DIFF_CHARS // len(planned), _MIN_DIFF_CHARS), SUMMARY_DIFF_CHARS, []
+    for item in planned:
+        chars = min(share, budget) if budget >= _MIN_DIFF_CHARS else 0
+        budget -= chars
+        report.append(item.report(workspace, chars))
     notes = "".join(f"\n(could not remove {workspace.display(p)}, the deleted file's copy)" for p in left)
     only = planned[0] if len(planned) == 1 else None
     return ToolOutput(
@@ -338,12 +344,19 @@ class _Planned:
             ),
         )
 
-    def report(self, workspace: Workspace) -> str:
-        """A line saying what was done to the file, then its diff (for the summary)."""
+    def report(self, workspace: Workspace, diff_chars: int = SUMMARY_DIFF_CHARS) -> str:
+        """A line saying what was done to the file and its change size, then its diff within ``diff_chars``
+        characters (for the summary)."""
         letter = {"add": "A", "delete": "D", "update": "M"}[self.change.action]
         moved = f" → {workspace.display(self.final)}" if self.destination else ""
-        body = summary_diff(self.original or "", self.updated) if self.updated is not None else ""
-        return f"{letter} {workspace.display(self.target)}{moved}\n{body}".rstrip()
+        size = f" ({change_size(self.original or '', self.updated or '')})"
+        shown = self.updated is not None and diff_chars > 0
+        body = summary_diff(self.original or "", self.updated or "", max_chars=diff_chars) if shown else ""
+        return f"{letter} {workspace.display(self.target)}{moved}{size}\n{body}".rstrip()
+
+
+_MIN_DIFF_CHARS = 150
+"""The smallest piece of diff worth keeping for a file in a patch's summary."""
 
 
 def _mode(path: Path) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Sequence
 
 from pydantic_ai import RunContext
 
@@ -26,6 +27,9 @@ LIST_MAX_ENTRIES = 5000
 SUMMARY_SEARCH_PATHS = 5
 """How many matching files a search's summary names."""
 SUMMARY_PATTERN_CHARS = 200
+SUMMARY_MATCH_CHARS = 600
+"""Most characters of the first matches a search's summary keeps (what the history remembers of it)."""
+_SUMMARY_MATCH_LINE_CHARS = 200
 
 __all__ = [
     "FileListing",
@@ -123,7 +127,24 @@ async def search(
     lines = list(result.matches)
     if result.more:
         lines.append(f"[Showing the first {len(result.matches)} matches; narrow it with path, glob or pattern.]")
-    return ToolOutput(text="\n".join(lines), locations=(Location(target),), summary=f"{searched}: {_found(result)}")
+    summary = f"{searched}: {_found(result)}\n{first_matches(result.matches, more=result.more)}"
+    return ToolOutput(text="\n".join(lines), locations=(Location(target),), summary=summary)
+
+
+def first_matches(matches: Sequence[str], limit: int = SUMMARY_MATCH_CHARS, *, more: bool = False) -> str:
+    """The first match lines, each clipped, within ``limit`` characters, with a note if more were found
+    (``more``: beyond ``matches`` too)."""
+    kept: list[str] = []
+    size = 0
+    for match in matches:
+        entry = match if len(match) <= _SUMMARY_MATCH_LINE_CHARS else match[: _SUMMARY_MATCH_LINE_CHARS - 1] + "…"
+        if kept and size + len(entry) + 1 > limit:
+            break
+        kept.append(entry)
+        size += len(entry) + 1
+    if len(kept) < len(matches) or more:
+        kept.append(f"[… {len(matches) - len(kept)}{'+' if more else ''} more matches]")
+    return "\n".join(kept)
 
 
 def _searched(pattern: str, shown: str, glob: str | None, ignore_case: bool) -> str:

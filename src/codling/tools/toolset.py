@@ -8,8 +8,11 @@ error) for the user interface. pydantic-ai copies it to ``ToolReturnPart.metadat
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +97,8 @@ class ReportingToolset(WrapperToolset[ToolDeps]):
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
         except ToolError as e:
             message = valid_text(str(e))
-            return ToolReturn(return_value=f"Error: {message}", metadata=ToolReport(None, error=message))
+            text = capped_error(f"Error: {message}", ctx.deps.output_tokens)
+            return ToolReturn(return_value=text, metadata=ToolReport(None, error=message))
         if isinstance(result, ToolOutput):
             text = capped(valid_text(result.text), ctx.deps.output_tokens)
             output = replace(result, text=text, summary=valid_text(result.summary))
@@ -119,6 +123,22 @@ def capped(text: str, max_tokens: int) -> str:
     return truncate_to_tokens(text, room // 2) + note + tail_tokens(text, room - room // 2)
 
 
+def capped_error(text: str, max_tokens: int) -> str:
+    """An error message within ``max_tokens`` tokens, but never cut inside its first line (which says what
+    went wrong): the rest is cut like any result, in the room the first line leaves."""
+    first, newline, rest = text.partition("\n")
+    if not newline or len(text) <= max_tokens or count_tokens(text) <= max_tokens:
+        return text
+    room = max_tokens - count_tokens(first) - 1
+    if room <= _MIN_ERROR_REST_TOKENS:
+        return first
+    return f"{first}\n{capped(rest, room)}"
+
+
+_MIN_ERROR_REST_TOKENS = 100
+"""Below this, an error's first line comes back alone: a cut note would take most of the room."""
+
+
 def valid_text(text: str) -> str:
     """``text`` as valid Unicode: a file name that is not UTF-8 reaches Python as lone surrogates, which
     neither JSON-RPC clients nor history.jsonl accept; they become U+FFFD."""
@@ -131,6 +151,38 @@ def valid_text(text: str) -> str:
 
 def build_toolset() -> AbstractToolset[ToolDeps]:
     """The tools (see :data:`TOOL_NAMES`) as one toolset for an agent whose deps are :class:`ToolDeps`."""
+    return ReportingToolset(_functions())
+
+
+def tool_schema_tokens(names: Iterable[str] | None = None) -> int:
+    """The tokens the definitions of the tools ``names`` (None: every tool) add to a request, counted on the
+    JSON an OpenAI-style provider receives: ``{"type": "function", "function": {name, description,
+    parameters}}`` per tool, in one compact list. Unknown names count nothing."""
+    return _schema_tokens(frozenset(TOOL_NAMES if names is None else names))
+
+
+@cache
+def _schema_tokens(names: frozenset[str]) -> int:
+    # Cached per set of names: it is asked before every request, and the definitions never change.
+    tools = _functions().tools
+    definitions = [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": tools[name].tool_def.description,
+                "parameters": tools[name].tool_def.parameters_json_schema,
+            },
+        }
+        for name in TOOL_NAMES
+        if name in names
+    ]
+    if not definitions:
+        return 0
+    return count_tokens(json.dumps(definitions, separators=(",", ":"), ensure_ascii=False))
+
+
+def _functions() -> FunctionToolset[ToolDeps]:
     # Imported here because the tool modules import ToolDeps from this one.
     from codling.tools.delegate import delegate
     from codling.tools.files import edit_file, read_file, write_file
@@ -148,7 +200,7 @@ def build_toolset() -> AbstractToolset[ToolDeps]:
     # tools run alone, one at a time, in the order the model called them.
     for changer in (edit_file, write_file, apply_patch, run_command):
         functions.add_function(changer, sequential=True)
-    return ReportingToolset(functions)
+    return functions
 
 
 async def _when_delegating(ctx: RunContext[ToolDeps], tool_def: Any) -> Any:

@@ -25,45 +25,92 @@ class Wording:
     """The name of the group holding the request's size (tokens), if the wording has it."""
     limit: str | None = None
     """The name of the group holding the window (tokens), if the wording has it."""
+    plus: str | None = None
+    """The name of a group holding tokens the request asked for on top of ``requested`` (its ``max_tokens``,
+    when the wording gives input and output apart), so ``requested`` is what was compared with the window."""
 
 
-def _w(provider: str, pattern: str, requested: str | None = "n", limit: str | None = "max") -> Wording:
-    return Wording(provider, re.compile(pattern, re.IGNORECASE | re.DOTALL), requested, limit)
+def _w(
+    provider: str, pattern: str, requested: str | None = "n", limit: str | None = "max", plus: str | None = None
+) -> Wording:
+    return Wording(provider, re.compile(pattern, re.IGNORECASE | re.DOTALL), requested, limit, plus)
 
 
 _N = r"(?P<n>[\d,]+)"
 _MAX = r"(?P<max>[\d,]+)"
+_OUT = r"(?P<out>[\d,]+)"
 
 WORDINGS: tuple[Wording, ...] = (
-    # OpenAI: code context_length_exceeded.
-    _w("openai", rf"maximum context length is {_MAX} tokens\. However, your messages resulted in {_N} tokens"),
-    # vLLM (older and newer wordings); OpenRouter says "This endpoint's maximum context length…" (below).
-    _w("vllm", rf"maximum context length is {_MAX} tokens\. However, you requested {_N} tokens"),
+    # OpenAI, code context_length_exceeded, 400: "This model's maximum context length is 8192 tokens. However,
+    # your messages resulted in 9500 tokens." (chat, smol-ai/developer#7) and the older ", however you requested
+    # 4231 tokens (3975 in your prompt; 256 for the completion)" (completions, hwchase17/chat-your-data#10).
+    _w("openai", rf"maximum context length is {_MAX} tokens[.,]\s*however,? your messages resulted in {_N} tokens"),
+    # vLLM, 400 (BadRequestError), vllm-project/vllm#20409: "This model's maximum context length is 16384 tokens.
+    # However, you requested 122946 tokens (112946 in the messages, 10000 in the completion)." OpenRouter, DeepSeek
+    # and the OpenAI completions API say the same; OpenRouter's own wording is below.
+    _w("vllm", rf"maximum context length is {_MAX} tokens[.,]\s*however,? you requested {_N} tokens"),
+    # vLLM >= 0.10 (vllm/entrypoints/openai/serving_engine.py), 400: "…is 32768 tokens. However, your request has
+    # 40000 input tokens. Please reduce the length of the input messages."
+    _w("vllm", rf"maximum context length is {_MAX} tokens[.,]\s*however,? your request has {_N} input tokens"),
+    # vLLM >= 0.10, 400, when the input fits but not with max_tokens: "'max_tokens' or 'max_completion_tokens' is
+    # too large: 8000. This model's maximum context length is 4096 tokens and your request has 2778 input tokens
+    # (8000 > 4096 - 2778)." What was compared with the window is input + max_tokens.
+    _w(
+        "vllm",
+        rf"too large: {_OUT}\. This model's maximum context length is {_MAX} tokens and your request has {_N} input",
+        plus="out",
+    ),
+    # vLLM (multimodal path), vllm-project/vllm#12165: "The prompt (total length 25938) is too long to fit into the
+    # model (context length 4096)."
+    _w("vllm", rf"prompt \(total length {_N}\) is too long to fit into the model \(context length {_MAX}\)"),
+    # vLLM (encoder-decoder models): "The decoder prompt (length 9000) is longer than the maximum model length of 8192."
     _w("vllm", rf"prompt \(length {_N}\) is longer than the maximum model length of {_MAX}"),
+    # vLLM (old scheduler, vllm-project/vllm#10440): "Input prompt (35247 tokens) is too long and exceeds limit of
+    # 1000".
     _w("vllm", rf"input prompt \({_N} tokens\) is too long and exceeds (?:the )?limit of {_MAX}"),
-    _w("openrouter", rf"endpoint's maximum context length is {_MAX} tokens\. However, you requested about {_N}"),
-    # llama.cpp server (ggml-org/llama.cpp #15780, #19774): type exceed_context_size_error, 400 or 500.
+    # OpenRouter, 400, OpenHands/OpenHands#9937: "This endpoint's maximum context length is 131072 tokens. However,
+    # you requested about 138956 tokens (7884 of text input, 131072 in the output)."
+    _w("openrouter", rf"endpoint's maximum context length is {_MAX} tokens[.,]\s*however,? you requested about {_N}"),
+    # llama.cpp server, type exceed_context_size_error (ggml-org/llama.cpp#15780 added it with code 500; since
+    # #16486 it is 400, oobabooga/textgen#7257), with n_prompt_tokens and n_ctx in the body: "the request exceeds the
+    # available context size. try increasing the context size or enable context shift", and the newer
+    # "request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it".
     _w("llama.cpp", rf"request \({_N} tokens\) exceeds the available context size \({_MAX} tokens\)"),
     _w("llama.cpp", r"the request exceeds the available context size", None, None),
     _w("llama.cpp", r"context size has been exceeded", None, None),
+    # llama-cpp-python's server, 400 (abetlen/llama-cpp-python#416): "Requested tokens (2285) exceed context window
+    # of 2048".
     _w("llama-cpp-python", rf"requested tokens \({_N}\) exceed context window of {_MAX}"),
-    # Ollama's OpenAI-compatible API, when it does not truncate silently.
-    _w("ollama", r"prompt too long; exceeded (?:max )?context length by (?P<n>[\d,]+) tokens", "n", None),
+    # Ollama, 400, when it does not truncate the prompt silently (its default): "prompt too long; exceeded max
+    # context length by 4021 tokens" (the excess, not the size); /api/embed and others answer 400, 413 or 500 "the
+    # input length exceeds the context length".
+    _w("ollama", r"prompt too long; exceeded (?:max )?context length", None, None),
     _w("ollama", r"input length exceeds (?:the )?(?:maximum )?context length", None, None),
-    # LM Studio (its own wording, typo included).
+    # LM Studio, 400 (lmstudio-ai/lmstudio-bug-tracker#237, #546), typo included: "Trying to keep the first 15857
+    # tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens".
     _w(
         "lm-studio", rf"trying to keep the first {_N} tokens when context the overflows.*?context length of only {_MAX}"
     ),
     _w("lm-studio", r"tokens to keep from the initial prompt is greater than the context length", None, None),
-    # Anthropic: invalid_request_error.
+    # Anthropic, 400 invalid_request_error: "prompt is too long: 215432 tokens > 200000 maximum"; before Claude
+    # Sonnet 4.5, input plus max_tokens: "input length and `max_tokens` exceed context limit: 188240 + 21333 >
+    # 200000, decrease input length or `max_tokens` and try again" (strands-agents/sdk-python#152).
     _w("anthropic", rf"prompt is too long: {_N} tokens > {_MAX} maximum"),
-    _w("anthropic", rf"input length and `?max_tokens`? exceed context limit: {_N} \+ [\d,]+ > {_MAX}"),
-    # Gemini: INVALID_ARGUMENT.
+    _w("anthropic", rf"input length and `?max_tokens`? exceed context limit: {_N} \+ {_OUT} > {_MAX}", plus="out"),
+    # Gemini, 400 INVALID_ARGUMENT (google-gemini/gemini-cli#6678): "The input token count (1200293) exceeds the
+    # maximum number of tokens allowed (1048576)."
     _w("gemini", rf"input token count \({_N}\) exceeds the maximum number of tokens allowed \({_MAX}\)"),
-    # Mistral.
+    # Mistral, 400 (docs.mistral.ai, known limitations): "Prompt contains 40000 tokens and 0 draft tokens, too large
+    # for model with 32768 maximum context length" (or "… and 0 images, too large …").
     _w("mistral", rf"prompt contains {_N} tokens.*?too large for model with {_MAX} maximum context length"),
-    # Generic wordings and codes (proxies, other OpenAI-compatible servers).
-    _w("generic", r"context_length_exceeded|exceed_context_size_error", None, None),
+    # Together AI, 400: "The input (516368 tokens) is longer than the model's context length (262144 tokens)."
+    _w("together", rf"input \({_N} tokens\) is longer than the model'?s context length \({_MAX} tokens\)"),
+    # xAI: "This model's maximum prompt length is 131072 but the request contains 140000 tokens."
+    _w("xai", rf"maximum prompt length is {_MAX} but the request contains {_N} tokens"),
+    # Kimi: "Your request exceeded model token limit: 262144 (requested: 300000)".
+    _w("kimi", rf"exceeded model token limit: {_MAX} \(requested: {_N}\)"),
+    # Generic wordings and codes (proxies such as LiteLLM, other OpenAI-compatible servers).
+    _w("generic", r"context_length_exceeded|exceed_context_size_error|model_context_window_exceeded", None, None),
     _w("generic", r"context (?:length|window) (?:exceeded|is exceeded)|exceeds? the (?:model's )?context", None, None),
     _w("generic", r"too many tokens|prompt is too long|input is too long|maximum context length", None, None),
 )
@@ -95,7 +142,10 @@ def match_overflow(text: str) -> Overflow | None:
     for wording in WORDINGS:
         if (found := wording.pattern.search(text)) is None:
             continue
-        return Overflow(wording.provider, _number(found, wording.requested), _number(found, wording.limit))
+        requested = _number(found, wording.requested)
+        if requested is not None and (extra := _number(found, wording.plus)) is not None:
+            requested += extra
+        return Overflow(wording.provider, requested, _number(found, wording.limit))
     return None
 
 
@@ -117,3 +167,11 @@ def _number(found: re.Match[str], group: str | None) -> int | None:
 def is_context_overflow(e: BaseException) -> bool:
     """Whether the provider rejected a request because the context was too long."""
     return overflow_of(e) is not None
+
+
+def overflow_numbers(e: BaseException) -> tuple[int, int] | None:
+    """``(requested, limit)`` in tokens, when ``e`` is an overflow whose message gives both; else None."""
+    found = overflow_of(e)
+    if found is None or found.requested is None or found.limit is None:
+        return None
+    return found.requested, found.limit
