@@ -25,6 +25,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import RunUsage
 
+from codling.brain.context.tools import definitions_tokens, offered_definitions
 from codling.errors import PathError, ToolError
 from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
@@ -40,7 +41,6 @@ from codling.tools.toolset import (
     capped,
     capped_error,
     describe_call,
-    tool_schema_tokens,
 )
 from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
@@ -351,16 +351,13 @@ async def test_results_and_errors_are_capped_at_the_sessions_token_cap(tmp_path:
     assert count_tokens(bad.return_value) <= 500 and bad.return_value.endswith("== 1 failed ==")
 
 
-def test_tool_schema_tokens_counts_the_definitions_a_request_carries() -> None:
-    everything = tool_schema_tokens()
-    assert 1_200 <= everything <= 4_000  # nine tools with their descriptions and JSON schemas
-    readers = tool_schema_tokens(["read_file", "search"])
-    assert 0 < readers < tool_schema_tokens(["read_file", "search", "run_command"]) < everything
-    assert tool_schema_tokens(TOOL_NAMES) == everything
-    assert tool_schema_tokens([]) == 0 and tool_schema_tokens(["no_such_tool"]) == 0
+def test_the_tool_definitions_are_counted_as_a_provider_receives_them_or_a_little_over(tmp_path: Path) -> None:
+    everything = definitions_tokens(offered_definitions(None, delegates=True, lean=False))
+    readers = definitions_tokens(offered_definitions(frozenset({"read_file", "search"}), delegates=True, lean=False))
+    assert 0 < readers < everything and 1_200 <= everything <= 4_000
 
 
-async def test_tool_schema_tokens_agree_with_what_the_provider_receives(tmp_path: Path) -> None:
+async def test_tool_definitions_counted_against_what_the_provider_receives(tmp_path: Path) -> None:
     with running_server() as server:
         server.enqueue(Reply(text="hi"))
         provider = OpenAIProvider(base_url=server.base_url, api_key="test-key")
@@ -369,5 +366,7 @@ async def test_tool_schema_tokens_agree_with_what_the_provider_receives(tmp_path
         (sent,) = server.requests
     tools = sent["tools"]
     received = count_tokens(json.dumps(tools, separators=(",", ":"), ensure_ascii=False))
-    counted = tool_schema_tokens(t["function"]["name"] for t in tools)  # without delegate: no delegator here
-    assert abs(counted - received) <= received * 0.03  # the client may order a schema's keys differently
+    names = frozenset(t["function"]["name"] for t in tools)  # without delegate: no delegator here
+    counted = definitions_tokens(offered_definitions(names, delegates=True, lean=False))
+    # Counted with JSON's default spacing: never under the compact body, at most a sixth over it.
+    assert received <= counted <= received * 1.17

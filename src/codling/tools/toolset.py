@@ -8,11 +8,8 @@ error) for the user interface. pydantic-ai copies it to ``ToolReturnPart.metadat
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -152,34 +149,6 @@ def valid_text(text: str) -> str:
 def build_toolset() -> AbstractToolset[ToolDeps]:
     """The tools (see :data:`TOOL_NAMES`) as one toolset for an agent whose deps are :class:`ToolDeps`."""
     return ReportingToolset(_functions())
-
-
-def tool_schema_tokens(names: Iterable[str] | None = None) -> int:
-    """The tokens the definitions of the tools ``names`` (None: every tool) add to a request, counted on the
-    JSON an OpenAI-style provider receives: ``{"type": "function", "function": {name, description,
-    parameters}}`` per tool, in one compact list. Unknown names count nothing."""
-    return _schema_tokens(frozenset(TOOL_NAMES if names is None else names))
-
-
-@cache
-def _schema_tokens(names: frozenset[str]) -> int:
-    # Cached per set of names: it is asked before every request, and the definitions never change.
-    tools = _functions().tools
-    definitions = [
-        {
-            "type": "function",
-            "function": {
-                "name": name,
-                "description": tools[name].tool_def.description,
-                "parameters": tools[name].tool_def.parameters_json_schema,
-            },
-        }
-        for name in TOOL_NAMES
-        if name in names
-    ]
-    if not definitions:
-        return 0
-    return count_tokens(json.dumps(definitions, separators=(",", ":"), ensure_ascii=False))
 
 
 def _functions() -> FunctionToolset[ToolDeps]:
