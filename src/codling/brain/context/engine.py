@@ -60,6 +60,8 @@ class ContextEngine:
         self._tools: dict[tuple[frozenset[str] | None, bool, bool], int] = {}
         self._warned: set[str] = set()
         self._system: tuple[str, int] = ("", 0)
+        self._block: tuple[Any, str, int] | None = None
+        """The last context block: what it was rendered from, its text and its tokens."""
 
     @property
     def state(self) -> Any:
@@ -104,12 +106,19 @@ class ContextEngine:
         """The context the next turn carries with the user's message: the pinned instructions, recently edited
         files and the turn ledger, within their budgets ("" when there is nothing to say)."""
         state = self.state
+        budget = self.budget
+        # Rendered once per change of what it shows: the turn loop asks for it several times a turn.
+        key = (state.pins, state.recent_files, state.turn_summaries, budget.pins, budget.ledger)
+        if self._block is not None and self._block[0] == key:
+            return self._block[1]
         parts = [
-            render_pins(state.pins, self.budget.pins),
-            turn_context(state.recent_files, state.turn_summaries, state.cwd, self.budget.ledger),
+            render_pins(state.pins, budget.pins),
+            turn_context(state.recent_files, state.turn_summaries, state.cwd, budget.ledger),
         ]
         body = "\n\n".join(p for p in parts if p)
-        return f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n{body}\n{CONTEXT_CLOSE}" if body else ""
+        block = f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n{body}\n{CONTEXT_CLOSE}" if body else ""
+        self._block = (key, block, count_wire_tokens(block))
+        return block
 
     def request_text(self, prompt: str) -> str:
         """The user's message as a request carries it: the turn's context block, then the prompt."""
@@ -118,7 +127,9 @@ class ContextEngine:
 
     def overhead(self) -> int:
         """What the next request carries before any conversation: fixed tokens plus the turn's context block."""
-        return self.fixed_tokens() + count_wire_tokens(self.turn_block())
+        self.turn_block()
+        assert self._block is not None
+        return self.fixed_tokens() + self._block[2]
 
     def context_used(self) -> int:
         """Tokens the next request would start from: the larger of codling's count (system prompt, tool
