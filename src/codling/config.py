@@ -14,6 +14,12 @@ config.toml keys (all optional)::
     delegates = true                        # let the model hand tasks to planner, reviewer and coder sub-agents
     stream_idle_timeout = 120               # seconds without data from the model provider before a reply is stopped
     command_env_allow = ["GITHUB_TOKEN"]    # secret variables commands may still see (default: none)
+    mcp_startup_timeout = 30                # seconds an MCP server may take to start before it is left out
+    mcp_tool_timeout = 120                  # seconds one MCP tool call may take
+
+    [mcp_servers.NAME]                      # MCP servers (see codling/mcp_servers.py)
+    command = "uvx"
+    args = ["mcp-server-time"]
 
 Commands (run_command) never see secret variables: those named like keys, tokens, secrets, passwords or
 credentials (``codling/secrecy.py`` has the rule) and the model providers' own. ``command_env_allow`` names the
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from codling.errors import ConfigError
+from codling.mcp_servers import McpServerSpec, parse_servers
 from codling.paths import codling_home, config_file
 
 PermissionMode = Literal["read-only", "ask", "accept-edits", "yolo"]
@@ -71,6 +78,12 @@ class Settings:
     """Seconds the model provider may send nothing (mid-reply, or before answering) before the turn fails."""
     command_env_allow: tuple[str, ...] = ()
     """Secret variables that commands may still see (their values stay out of history and logs)."""
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    """The MCP servers of config.toml's ``[mcp_servers.NAME]`` tables (enabled ones)."""
+    mcp_startup_timeout: float = 30.0
+    """Seconds an MCP server may take to start (and list its tools) before the session goes on without it."""
+    mcp_tool_timeout: float = 120.0
+    """Seconds one MCP tool call may take before it is cancelled."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The environment the settings were read from (never logged: it holds secrets)."""
 
@@ -137,5 +150,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         delegates=_flag(data, "delegates", True, path),
         stream_idle_timeout=_positive(data, "stream_idle_timeout", 120.0, path),
         command_env_allow=_names(data, "command_env_allow", path),
+        mcp_servers=parse_servers(data.get("mcp_servers"), path),
+        mcp_startup_timeout=_positive(data, "mcp_startup_timeout", 30.0, path),
+        mcp_tool_timeout=_positive(data, "mcp_tool_timeout", 120.0, path),
         env=env,
     )

@@ -27,6 +27,7 @@ from acp.schema import (
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
@@ -188,6 +189,7 @@ class CodlingAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=True, image=True, audio=False),
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
                 session_capabilities=SessionCapabilities(
                     list=SessionListCapabilities(),
                     resume=SessionResumeCapabilities(),
@@ -227,7 +229,7 @@ class CodlingAgent:
                 "model %s is in no catalog; assuming a %d-token context", choice.info.id, choice.info.context_limit
             )
         header = SessionHeader(new_session_id(), root, choice.info.id, settings.mode, extra)
-        session = self._open(header, None, [cwd, *(additional_directories or ())])
+        session = self._open(header, None, [cwd, *(additional_directories or ())], mcp_servers)
         if settings.greeting:
             session.greet()  # shown after this response, before the first prompt's turn
         return NewSessionResponse(
@@ -246,7 +248,7 @@ class CodlingAgent:
         from codling.acp.replay import replay_updates
 
         stored = self._stored(session_id)
-        session = await self._reopen(stored, cwd, additional_directories)
+        session = await self._reopen(stored, cwd, additional_directories, mcp_servers)
         for update in replay_updates(stored.events):
             await self.client.session_update(session_id=session.id, update=update)
         return LoadSessionResponse(modes=self._modes(session), config_options=self._options(session))
@@ -260,7 +262,7 @@ class CodlingAgent:
         **kwargs: Any,
     ) -> ResumeSessionResponse:
         """Continue a stored session without replaying it."""
-        session = await self._reopen(self._stored(session_id), cwd, additional_directories)
+        session = await self._reopen(self._stored(session_id), cwd, additional_directories, mcp_servers)
         return ResumeSessionResponse(modes=self._modes(session), config_options=self._options(session))
 
     async def fork_session(
@@ -282,7 +284,7 @@ class CodlingAgent:
             raise RequestError.invalid_params({"sessionId": session_id, "message": str(e)}) from e
         except OSError as e:
             raise RequestError.internal_error({"details": f"cannot fork session {session_id}: {e}"}) from e
-        session = await self._reopen(forked, cwd, additional_directories)
+        session = await self._reopen(forked, cwd, additional_directories, mcp_servers)
         return ForkSessionResponse(
             session_id=session.id, modes=self._modes(session), config_options=self._options(session)
         )
@@ -312,7 +314,13 @@ class CodlingAgent:
             next_cursor=str(start + LIST_PAGE_SIZE) if more else None,
         )
 
-    async def _reopen(self, stored: SessionLog, cwd: str, additional_directories: list[str] | None) -> LiveSession:
+    async def _reopen(
+        self,
+        stored: SessionLog,
+        cwd: str,
+        additional_directories: list[str] | None,
+        mcp_servers: list[Any] | None = None,
+    ) -> LiveSession:
         from dataclasses import replace
 
         root = directory(cwd, "cwd")
@@ -321,11 +329,19 @@ class CodlingAgent:
         existing = self._sessions.pop(header.session_id, None)
         if existing is not None:
             await existing.close()
-        return self._open(header, stored, [cwd, *(additional_directories or ())])
+        return self._open(header, stored, [cwd, *(additional_directories or ())], mcp_servers)
 
-    def _open(self, header: SessionHeader, stored: SessionLog | None, client_dirs: Sequence[str] = ()) -> LiveSession:
-        """Make a session live: its brain (restored from ``stored`` if given), its recorder, its forwarder;
-        ``client_dirs`` are its directories as the client named them (before symbolic links are resolved)."""
+    def _open(
+        self,
+        header: SessionHeader,
+        stored: SessionLog | None,
+        client_dirs: Sequence[str] = (),
+        mcp_servers: list[Any] | None = None,
+    ) -> LiveSession:
+        """Make a session live: its brain (restored from ``stored`` if given), its recorder, its forwarder, its
+        MCP servers (the client's and config.toml's, started in the background); ``client_dirs`` are its
+        directories as the client named them (before symbolic links are resolved)."""
+        from codling.acp.mcp_specs import mcp_specs
         from codling.acp.ports import AcpApprover
         from codling.store.live import start_session
         from codling.store.records import now
@@ -346,12 +362,14 @@ class CodlingAgent:
                 approver=AcpApprover(self.client, header.session_id),
                 model_factory=self._model_factory,
                 on_title=send_title,
+                mcp_servers=mcp_specs(mcp_servers),
                 **self._ports(header.session_id, client_dirs),
             )
         except (OSError, CodlingError) as e:
             raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
         session.brain.subscribe(self._forwarder(session.id))
         self._sessions[session.id] = session
+        session.brain.start_servers()
         # After the response that introduces the session id (it is queued before this task first runs).
         task = asyncio.get_running_loop().create_task(self._introduce(session, restored=stored is not None))
         self._background.add(task)

@@ -25,6 +25,7 @@ from codling.brain.events import (
     ContextCompacted,
     ContextWarning,
     Event,
+    McpServerNotice,
     PlanUpdated,
     ProviderRetrying,
     SessionTitled,
@@ -178,6 +179,12 @@ def translate(event: Event) -> list[Update]:
             ]
         case ContextWarning():
             return [helpers.start_tool_call(event.call_id, event.message, kind="other", status="completed")]
+        case McpServerNotice():
+            # A failed card of its own: an editor shows it at once, with the server's last words as its content.
+            detail = [helpers.tool_content(helpers.text_block(event.detail))] if event.detail else None
+            return [
+                helpers.start_tool_call(event.call_id, event.message, kind="other", status="failed", content=detail)
+            ]
         case ProviderRetrying() if event.status == "waiting":
             # A card of its own, like compaction's: an editor shows it at once and keeps it in the thread, where
             # a thought chunk would be folded into the model's reasoning and read as the model's words.

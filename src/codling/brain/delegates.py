@@ -87,6 +87,7 @@ class SessionDelegator:
             permissions=parent.deps.permissions.view(_Within(approver, shown, role) if approver else None),
             progress=ToolProgress(),
             delegator=None,
+            mcp=None,  # the session's servers stay the session's: a role names its own tools
         )
         options = replace(
             parent.options,

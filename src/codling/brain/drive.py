@@ -21,15 +21,15 @@ from codling.brain.events import Event, PlanUpdated, StopReason, TextDelta, Thou
 from codling.brain.turns import args_dict, plan_of, stop_reason, tool_finished
 from codling.errors import ModelError
 from codling.text import clean_text
-from codling.tools.toolset import describe_call
-from codling.tools.workspace import Workspace
+from codling.tools.mcp.toolset import describe_any
+from codling.tools.toolset import ToolDeps
 
 
 async def drive(
     run: Any,
     turn_id: str,
     send: Callable[[Event], None],
-    workspace: Workspace,
+    deps: ToolDeps,
     first_input: Callable[[int], None] = lambda _tokens: None,
     *,
     stream: bool = True,
@@ -77,7 +77,7 @@ async def drive(
                 async with node.stream(run.ctx) as tool_events:
                     async for ev in tool_events:
                         if isinstance(ev, FunctionToolCallEvent):
-                            send(tool_started(turn_id, ev.part, workspace))
+                            send(tool_started(turn_id, ev.part, deps))
                         elif isinstance(ev, FunctionToolResultEvent):
                             send(tool_finished(turn_id, ev.part))
                             if (plan := plan_of(ev.part)) is not None:
@@ -176,10 +176,10 @@ def _whole(turn_id: str, part: Any) -> TextDelta | ThoughtDelta | None:
     return None
 
 
-def tool_started(turn_id: str, part: Any, workspace: Workspace) -> ToolCallStarted:
+def tool_started(turn_id: str, part: Any, deps: ToolDeps) -> ToolCallStarted:
     """The event for a tool call the model made (``part`` is pydantic-ai's ``ToolCallPart``)."""
     args = args_dict(part)
-    info = describe_call(part.tool_name, args, workspace)
+    info = describe_any(part.tool_name, args, deps)
     return ToolCallStarted(
         turn_id=turn_id,
         call_id=part.tool_call_id,

@@ -222,6 +222,22 @@ class ContextWarning:
 
 
 @dataclass(frozen=True)
+class McpServerNotice:
+    """An MCP server of the session failed to start, stopped working, or offers more tools than the model
+    gets. Live only: never recorded (what a server writes to stderr may hold anything)."""
+
+    turn_id: str
+    """The turn it happened in ("" between turns)."""
+    call_id: str
+    server: str
+    message: str
+    """One line naming the server and what happened."""
+    detail: str = ""
+    """The server's last words on stderr, or the error's text."""
+    kind: Literal["mcp_notice"] = "mcp_notice"
+
+
+@dataclass(frozen=True)
 class UsageUpdated:
     """How full the context is after a turn: ``used`` of ``size`` tokens."""
 
@@ -296,6 +312,7 @@ Event = (
     | ContextCompacted
     | ProviderRetrying
     | ContextWarning
+    | McpServerNotice
     | UsageUpdated
     | SpecialTurnPersisted
     | SessionTitled

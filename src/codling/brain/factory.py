@@ -10,6 +10,7 @@ from codling.brain.session import ConversationSession, ModelFactory
 from codling.brain.state import SessionState
 from codling.config import PermissionMode, Settings
 from codling.llm.catalog import ModelInfo
+from codling.mcp_servers import McpServerSpec, merged
 from codling.tools.approval import Permissions
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import Approver, FileSystem, Terminal
@@ -29,9 +30,12 @@ def open_session(
     session_id: str | None = None,
     fs: FileSystem | None = None,
     terminal: Terminal | None = None,
+    mcp_servers: tuple[McpServerSpec, ...] = (),
 ) -> ConversationSession:
     """A new session working in ``cwd``: on the local disk and in local subprocesses, unless ``fs`` and
-    ``terminal`` say otherwise (an editor's, over ACP)."""
+    ``terminal`` say otherwise (an editor's, over ACP). Its MCP servers are ``mcp_servers`` (the editor's)
+    and config.toml's, the editor's winning on a name clash; they start once the session's loop runs them
+    (``ConversationSession.start_servers``)."""
     mode = mode or settings.mode
     state = SessionState(
         session_id=session_id or uuid.uuid4().hex,
@@ -40,12 +44,21 @@ def open_session(
         mode=mode,
         additional_dirs=additional_dirs,
     )
+    servers = merged(mcp_servers, settings.mcp_servers)
+    mcp = None
+    if servers:
+        from codling.tools.mcp.servers import McpServers
+
+        mcp = McpServers(
+            servers, cwd, startup_timeout=settings.mcp_startup_timeout, tool_timeout=settings.mcp_tool_timeout
+        )
     deps = ToolDeps(
         workspace=Workspace(cwd, additional_dirs),
         fs=fs or LocalFileSystem(),
         terminal=terminal or LocalTerminal(allow=settings.command_env_allow),
         permissions=Permissions(mode, approver),
         command_timeout=settings.command_timeout,
+        mcp=mcp,
     )
     options = SessionOptions(
         max_requests_per_turn=settings.max_requests_per_turn,

@@ -36,6 +36,7 @@ from codling.brain.delivery import Barrier, DeliveredFirst, TurnProgress
 from codling.brain.drive import drive
 from codling.brain.events import (
     Event,
+    McpServerNotice,
     SessionTitled,
     StopReason,
     TextDelta,
@@ -152,6 +153,11 @@ class ConversationSession:
         self._first_input_history = 0
         """``state.replacements`` when they were reported (a later compaction makes them stale)."""
         self.context = ContextEngine(self)
+        self._notice_send: Callable[[Event], None] | None = None
+        """Where an MCP server's notice goes while a turn runs (its ``send``); between turns, to the observers."""
+        self._notice_turn = ""
+        if deps.mcp is not None:
+            deps.mcp.on_notice = self._mcp_notice
         if deps.permissions.approver is not None:
             deps.permissions.approver = DeliveredFirst(deps.permissions.approver, self._delivered)
         if self.options.delegates and deps.delegator is None:  # (the option is read at each request too)
@@ -202,6 +208,38 @@ class ConversationSession:
         # Last: the end of a first turn may just have started the title.
         self.cancel_background()
         await self.settle()
+
+    async def close(self) -> None:
+        """End the session: :meth:`stop`, then stop its MCP servers (their processes end)."""
+        await self.stop()
+        if self.deps.mcp is not None:
+            await self.deps.mcp.stop()
+
+    def start_servers(self) -> None:
+        """Start the session's MCP servers in the background (a turn waits for those still starting)."""
+        if self.deps.mcp is not None:
+            self.deps.mcp.start()
+
+    def _mcp_notice(self, notice: Any) -> None:
+        """Show an MCP server's notice: within the running turn, or to the observers between turns."""
+        event = McpServerNotice(
+            self._notice_turn, f"mcp-{uuid.uuid4().hex[:12]}", notice.server, notice.message, notice.detail
+        )
+        if self._notice_send is not None:
+            self._notice_send(event)
+        else:
+            self.start_background(self.notify(event))
+
+    async def _servers_ready(self, turn_id: str, send: Callable[[Event], None]) -> None:
+        """Wait for the MCP servers still starting; from now on their notices go into this turn."""
+        mcp = self.deps.mcp
+        if mcp is None:
+            return
+        self._notice_turn, self._notice_send = turn_id, send
+        for notice in mcp.pending:
+            self._mcp_notice(notice)
+        mcp.pending.clear()
+        await mcp.ready()
 
     def cancel(self) -> None:
         """Stop the running turn (and its tools); it ends with stop reason ``cancelled``."""
@@ -343,6 +381,20 @@ class ConversationSession:
 
         return FilteredToolset(build_toolset(), offered).prepared(lean)
 
+    def _mcp_toolsets(self) -> list[Any]:
+        """The MCP servers' tools, offered as codling's own are (not to a delegate, whose role names its tools)."""
+        if self.deps.mcp is None:
+            return []
+        from pydantic_ai.toolsets import FilteredToolset
+
+        from codling.tools.mcp.toolset import build_mcp_toolset
+
+        def offered(ctx: Any, _tool: Any) -> bool:
+            options = self.options
+            return options.run_tools and ctx.run_step <= options.max_tool_passes and options.tool_names is None
+
+        return [FilteredToolset(build_mcp_toolset(), offered)]
+
     def _tools_spent(self, ctx: Any) -> str | None:
         """An instruction for the request after the last tool pass: tools are gone, answer now."""
         return TOOLS_SPENT_NOTE if self.options.run_tools and ctx.run_step > self.options.max_tool_passes else None
@@ -428,7 +480,7 @@ class ConversationSession:
                 self._build_model(self.state.model.id),
                 deps_type=ToolDeps,
                 instructions=self.instructions(),
-                toolsets=[self._turn_toolset()],
+                toolsets=[self._turn_toolset(), *self._mcp_toolsets()],
                 # Models often fix bad tool arguments on a second or third try; the default (1) fails too soon.
                 retries=TOOL_RETRIES,
             )
@@ -461,6 +513,7 @@ class ConversationSession:
             if self._cancel_requested:
                 raise asyncio.CancelledError  # cancelled before the turn could start
             self.instructions()  # the system prompt's size is part of the context estimate
+            await self._servers_ready(turn_id, send)
             if command is not None:
                 await self._command(turn_id, send, *command)
             else:
@@ -478,6 +531,7 @@ class ConversationSession:
             if not is_expected_failure(e):
                 log.exception("turn %s failed", turn_id)
         self.deps.progress.listen(None)
+        self._notice_turn, self._notice_send = "", None
         summary = None
         if command is None:
             record_turn(self.state, log_, ending)
@@ -568,7 +622,7 @@ class ConversationSession:
                 run,
                 turn_id,
                 send,
-                self.deps.workspace,
+                self.deps,
                 self._first_input_reported,
                 idle_timeout=self.options.stream_idle_timeout,
             )

@@ -180,7 +180,7 @@ class SpecialTurns:
             model_settings=ModelSettings(max_tokens=config.max_tokens) if config.max_tokens is not None else None,
             usage_limits=UsageLimits(request_limit=session.options.max_requests_per_turn),
         ) as run:
-            stop, _usage = await drive(run, "", events.append, deps.workspace, stream=not config.force_non_streaming)
+            stop, _usage = await drive(run, "", events.append, deps, stream=not config.force_non_streaming)
             if run.result is None:
                 raise SpecialTurnError(f"the special turn stopped before it answered ({stop})")
             return run.result.output, interactions_of(events)

@@ -29,6 +29,7 @@ from codling.brain.events import (
     ContextCompacted,
     ContextWarning,
     Event,
+    McpServerNotice,
     PlanUpdated,
     ProviderRetrying,
     SessionTitled,
@@ -200,6 +201,9 @@ class TerminalRenderer:
             return
         if isinstance(event, ContextWarning):
             self._note(event.message)
+            return
+        if isinstance(event, McpServerNotice):
+            self._note(event.message + (f"\n{event.detail}" if event.detail else ""))
             return
         if self._thinking_turn and not isinstance(event, TurnStarted) and self._reasoning(event):
             return

@@ -16,6 +16,7 @@ from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession, ModelFactory
 from codling.config import Settings, parse_mode
 from codling.llm.catalog import ModelInfo
+from codling.mcp_servers import McpServerSpec
 from codling.store.history import HistoryRecorder, SessionHeader, SessionLog
 from codling.store.index import SessionStore
 from codling.tools.ports import Approver, FileSystem, Terminal
@@ -87,8 +88,8 @@ class LiveSession:
         self.recorder.settings(model=model.id)
 
     async def close(self) -> None:
-        """Stop any running turn and release the history file."""
-        await self.brain.stop()
+        """Stop any running turn and the session's MCP servers, and release the history file."""
+        await self.brain.close()
         self.recorder.file.close()
 
 
@@ -104,6 +105,7 @@ def start_session(
     on_title: Callable[[str], Awaitable[None]] | None = None,
     fs: FileSystem | None = None,
     terminal: Terminal | None = None,
+    mcp_servers: tuple[McpServerSpec, ...] = (),
 ) -> LiveSession:
     """Open ``header``'s session: a new one (its history file is created) or, given ``stored``, the stored one
     with its brain restored from the recorded events and its mode as last recorded."""
@@ -120,6 +122,7 @@ def start_session(
         session_id=header.session_id,
         fs=fs,
         terminal=terminal,
+        mcp_servers=mcp_servers,
     )
     if stored is not None:
         brain.restore(stored.events)

@@ -3,14 +3,17 @@
 Only actions that change something are gated: ``edit``, ``delete``, ``move`` and ``execute``. Reading and
 searching are always allowed (paths are already confined to the workspace).
 
-=============  ====================  ==========================  ====================
-mode           edit / delete / move  ... of a protected path     execute
-=============  ====================  ==========================  ====================
+=============  ====================  ==========================  ==============================
+mode           edit / delete / move  ... of a protected path     execute, and MCP tool calls
+=============  ====================  ==========================  ==============================
 read-only      refused               refused                     refused
 ask (default)  ask the approver      ask, every time             ask the approver
 accept-edits   allowed               ask, every time             ask the approver
 yolo           allowed               allowed                     allowed
-=============  ====================  ==========================  ====================
+=============  ====================  ==========================  ==============================
+
+An MCP server's tool (``PermissionRequest.mcp_tool``) is gated like a command whatever it says of itself: a
+server's "read-only" hint is its author's claim, and the call runs code codling cannot see.
 
 Protected paths (:data:`PROTECTED_PATHS`: git's own files, and the few files that make a shell or an editor
 run programs as soon as the user opens the project) are those of an edit, move (either end) or delete; such a
@@ -18,7 +21,8 @@ change is asked about whatever was "always allowed", and "always" given to it co
 question's title says that the path is protected and why.
 
 An "allow always" answer is remembered for the session: for edits the whole kind is allowed from then on;
-for a simple command its program (the first shell word) is, so "always" on ``pytest -q`` also allows
+for an MCP tool that tool of that server is; for a simple command its program (the first shell word) is,
+so "always" on ``pytest -q`` also allows
 ``pytest tests/unit``. A command with shell syntax that can chain or redirect (``;``, ``&&``, ``|``, ``>``,
 ``$(...)``...) is remembered only as that exact command line, so ``pytest; rm -rf x`` never rides on an
 earlier "always allow pytest", and "always" on ``rm -rf build && make`` does not allow every ``rm``.
@@ -117,19 +121,20 @@ class Permissions:
 
         ``asyncio.CancelledError`` from the approver propagates.
         """
-        if request.kind not in GATED_KINDS or self.mode == "yolo":
+        is_command = request.kind == "execute" or request.mcp_tool is not None
+        if (request.kind not in GATED_KINDS and not is_command) or self.mode == "yolo":
             return
         if self.mode == "read-only":
             raise PermissionDenied(
                 f"codling is in read-only mode, so {request.title} was not run; tell the user, who can "
                 "switch the mode to ask, accept-edits or yolo"
             )
-        guarded = protected(request.paths) if request.kind != "execute" else None
+        guarded = protected(request.paths) if not is_command else None
         if guarded is not None:
             request = replace(request, title=f"{request.title} (protected path: {guarded.why})")
             key = None  # asked every time, and an "always" answer is not remembered
         else:
-            if self.mode == "accept-edits" and request.kind != "execute":
+            if self.mode == "accept-edits" and not is_command:
                 return
             key = _remember_key(request)
             if key is not None and key in self._always:
@@ -163,8 +168,8 @@ class Permissions:
 
     @property
     def always_allowed(self) -> frozenset[tuple[str, str]]:
-        """What the user allowed for the session: ``("edit", "*")``, ``("execute", "pytest")``, or
-        ``("execute-exact", "make && make test")`` for a command with shell syntax."""
+        """What the user allowed for the session: ``("edit", "*")``, ``("execute", "pytest")``,
+        ``("execute-exact", "make && make test")`` for a command with shell syntax, or ``("mcp", name)``."""
         return frozenset(self._always)
 
 
@@ -185,6 +190,8 @@ def command_program(command: str) -> str | None:
 
 
 def _remember_key(request: PermissionRequest) -> tuple[str, str] | None:
+    if request.mcp_tool is not None:
+        return ("mcp", request.mcp_tool)
     if request.kind != "execute":
         return (request.kind, "*")
     command = request.subject.strip()

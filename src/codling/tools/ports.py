@@ -73,6 +73,9 @@ class PermissionRequest:
     paths: tuple[Path, ...] = ()
     """Every path an edit, move or delete writes, both as the model named it and resolved (a move: both ends);
     :class:`~codling.tools.approval.Permissions` always asks about protected ones."""
+    mcp_tool: str | None = None
+    """The MCP tool this call runs (its model-facing name): gated like a command whatever its kind, and an
+    "always" answer allows that tool of that server."""
     within: ShownCall | None = None
     """The call the user sees, when this one is not shown itself (a delegate's call runs within its
     ``delegate`` call): an editor asks under that call, keeping its title; ``title`` then says what is asked."""

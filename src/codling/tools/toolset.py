@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ToolReturn
@@ -24,6 +24,9 @@ from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
 from codling.tools.ports import DELEGATE_TOOL, Delegator, FileSystem, Location, Terminal, ToolKind, ToolProgress
 from codling.tools.workspace import Workspace
+
+if TYPE_CHECKING:
+    from codling.tools.mcp.servers import McpServers
 
 TOOL_NAMES: tuple[str, ...] = (
     "read_file",
@@ -76,6 +79,8 @@ class ToolDeps:
     """Where tools report what the user can watch while they run (the session connects it to its turns)."""
     delegator: Delegator | None = None
     """Runs delegates (sub-agents); None where delegating is not allowed (inside a delegate: depth is bounded)."""
+    mcp: McpServers | None = None
+    """The session's MCP servers (None: it has none); their tools come with ``tools/mcp/toolset.py``."""
 
 
 class ReportingToolset(WrapperToolset[ToolDeps]):

@@ -96,6 +96,11 @@ class ContextEngine:
         if (known := self._tools.get(key)) is None:
             defs = tools.offered_definitions(options.tool_names, delegates=options.delegates, lean=self.lean)
             known = self._tools[key] = tools.definitions_tokens(defs)
+        mcp = self._session.deps.mcp
+        if mcp is not None and options.tool_names is None:
+            from codling.tools.mcp.toolset import definition
+
+            known += tools.definitions_tokens(definition(tool) for tool in mcp.tools())
         return known
 
     def fixed_tokens(self) -> int:
