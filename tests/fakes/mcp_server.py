@@ -7,7 +7,7 @@ Tools: ``echo(text)``, ``add(a, b)``, ``whoami()`` (the server's ``--name`` and 
 ``huge(chars)`` (that many characters), ``crash()`` (the process exits at once, after a line on stderr),
 ``fail()`` (a tool error), plus one tool whose name is hostile (``../../read_file; rm -rf``, which the server
 registers under that name). HTTP and SSE listen on 127.0.0.1 on a free port and print ``PORT <n>`` on stdout
-once they accept connections. ``--fail`` writes to stderr and exits 3 before speaking MCP; ``--start-delay``
+once they accept connections. With ``MCP_FAKE_PIDFILE`` set, the process writes its pid there first. ``--fail`` writes to stderr and exits 3 before speaking MCP; ``--start-delay``
 waits before serving (a slow server).
 """
 
@@ -85,6 +85,8 @@ def main() -> None:
     parser.add_argument("--start-delay", type=float, default=0.0)
     parser.add_argument("--fail", action="store_true")
     args = parser.parse_args()
+    if pidfile := os.environ.get("MCP_FAKE_PIDFILE"):
+        Path(pidfile).write_text(str(os.getpid()))
     if args.fail:
         print("error: the fake server refuses to start (--fail)", file=sys.stderr, flush=True)
         sys.exit(3)

@@ -92,7 +92,10 @@ def describe_exception(error: BaseException) -> str:
     alone would not say much."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
+    cause: BaseException | None = error
+    while cause is not None:  # a program that is not there, however deep fastmcp wrapped it
+        if isinstance(cause, FileNotFoundError) and cause.filename:
+            return f"no such program: {cause.filename}"
+        cause = cause.__cause__ or cause.__context__
     text = " ".join(str(error).split())
-    if isinstance(error, FileNotFoundError) and error.filename:
-        return f"no such program: {error.filename}"
     return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -1,0 +1,328 @@
+"""MCP servers in a session: real servers (the ``mcp`` SDK's, over stdio, HTTP and SSE) and a scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
+from codling.brain.events import Event, McpServerNotice, ToolCallFinished, ToolCallStarted, TurnEnded
+from codling.brain.factory import open_session
+from codling.brain.session import ConversationSession
+from codling.config import PermissionMode, Settings
+from codling.llm.tokens import count_tokens
+from codling.mcp_servers import McpServerSpec
+from codling.tools.mcp.names import tool_name
+from tests.fakes.approver import ScriptedApprover
+from tests.fakes.mcp import http_server, read_pid, stdio_spec, wait_until_gone
+from tests.fakes.mcp_server import HOSTILE_NAME
+from tests.fakes.scenarios import Call, Say, Script, Until
+from tests.unit.test_session import MODEL
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def mcp_session(
+    script: Script,
+    project: Path,
+    settings: Settings,
+    *servers: McpServerSpec,
+    mode: PermissionMode = "yolo",
+    approver: object | None = None,
+) -> ConversationSession:
+    return open_session(
+        settings,
+        MODEL,
+        project,
+        approver=approver,  # type: ignore[arg-type]
+        mode=mode,
+        model_factory=script.factory(),  # type: ignore[arg-type]
+        mcp_servers=servers,
+    )
+
+
+async def turn(session: ConversationSession, prompt: str) -> list[Event]:
+    return [event async for event in session.stream(prompt)]
+
+
+def tool_returns(script: Script, request: int) -> list[ToolReturnPart]:
+    return [
+        part
+        for message in script.requests[request]
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+
+
+async def test_a_servers_tools_reach_the_model_and_a_call_reaches_the_server(project: Path, settings: Settings) -> None:
+    script = Script([[Call("mcp__fake__echo", {"text": "hi there"}, "c1")], [Say("done")]])
+    session = mcp_session(script, project, settings, stdio_spec("fake"))
+    try:
+        events = await turn(session, "use the echo tool")
+    finally:
+        await session.close()
+    offered = script.tools[0]
+    for name in ("mcp__fake__echo", "mcp__fake__add", "mcp__fake__slow", "read_file", "run_command"):
+        assert name in offered
+    (started,) = [e for e in events if isinstance(e, ToolCallStarted)]
+    assert (started.title, started.tool_kind) == ('fake: echo (text: "hi there")', "other")
+    (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert (finished.status, finished.text) == ("completed", "echo: hi there")
+    (returned,) = tool_returns(script, 1)
+    assert (returned.tool_name, returned.content) == ("mcp__fake__echo", "echo: hi there")
+    # The next turn's history keeps a plain-text summary of the call, like any tool's.
+    assert "fake: echo" in session.state.entries[-1].text and "echo: hi there" in session.state.entries[-1].text
+
+
+async def test_http_and_sse_servers_work_like_stdio_ones(project: Path, settings: Settings) -> None:
+    with http_server("http", "web") as http_url, http_server("sse", "events") as sse_url:
+        script = Script(
+            [
+                [Call("mcp__web__add", {"a": 2, "b": 40}, "c1"), Call("mcp__sse__whoami", {}, "c2")],
+                [Say("done")],
+            ]
+        )
+        servers = (McpServerSpec("web", "http", url=http_url), McpServerSpec("sse", "sse", url=sse_url))
+        session = mcp_session(script, project, settings, *servers)
+        try:
+            await turn(session, "add")
+        finally:
+            await session.close()
+    returned = {part.tool_name: part.content for part in tool_returns(script, 1)}
+    assert returned == {"mcp__web__add": "42", "mcp__sse__whoami": "events token="}
+
+
+async def test_two_sessions_see_only_their_own_servers(project: Path, settings: Settings) -> None:
+    first_script = Script([[Call("mcp__one__whoami", {}, "c1")], [Say("ok")]])
+    second_script = Script([[Call("mcp__two__whoami", {}, "c1")], [Say("ok")]])
+    first = mcp_session(first_script, project, settings, stdio_spec("one", MCP_FAKE_TOKEN="t-one"))
+    second = mcp_session(second_script, project, settings, stdio_spec("two", MCP_FAKE_TOKEN="t-two"))
+    try:
+        await asyncio.gather(turn(first, "who"), turn(second, "who"))
+    finally:
+        await asyncio.gather(first.close(), second.close())
+    first_mcp = [n for n in first_script.tools[0] if n.startswith("mcp__")]
+    second_mcp = [n for n in second_script.tools[0] if n.startswith("mcp__")]
+    assert len(first_mcp) == len(second_mcp) == 8
+    assert all(n.startswith("mcp__one__") for n in first_mcp)
+    assert all(n.startswith("mcp__two__") for n in second_mcp)
+    assert tool_returns(first_script, 1)[0].content == "one token=t-one"
+    assert tool_returns(second_script, 1)[0].content == "two token=t-two"
+
+
+async def test_a_server_that_cannot_start_is_reported_and_the_session_goes_on(
+    project: Path, settings: Settings
+) -> None:
+    script = Script([[Say("fine without it")]])
+    servers = (stdio_spec("broken", "--fail"), McpServerSpec("ghost", "stdio", command="/nonexistent/mcp-server"))
+    session = mcp_session(script, project, settings, *servers)
+    try:
+        events = await turn(session, "hello")
+    finally:
+        await session.close()
+    notices = {e.server: e for e in events if isinstance(e, McpServerNotice)}
+    assert set(notices) == {"broken", "ghost"}
+    assert notices["broken"].message.startswith("MCP server broken (")
+    assert "did not start" in notices["broken"].message
+    assert notices["broken"].detail == "error: the fake server refuses to start (--fail)"
+    assert notices["ghost"].detail == "no such program: /nonexistent/mcp-server"
+    assert isinstance(events[-1], TurnEnded) and not events[-1].error
+    assert not [n for n in script.tools[0] if n.startswith("mcp__")]
+
+
+async def test_a_slow_server_is_waited_for_within_its_startup_timeout_and_then_left_out(
+    project: Path, settings: Settings
+) -> None:
+    from dataclasses import replace
+
+    script = Script([[Say("ok")]])
+    session = mcp_session(
+        script, project, replace(settings, mcp_startup_timeout=1.0), stdio_spec("sloth", "--start-delay", "30")
+    )
+    try:
+        events = await turn(session, "hello")
+    finally:
+        await session.close()
+    (notice,) = [e for e in events if isinstance(e, McpServerNotice)]
+    assert notice.message.startswith("MCP server sloth (") and "no answer within 1 s" in notice.message + notice.detail
+    assert isinstance(events[-1], TurnEnded) and not events[-1].error
+
+
+async def test_a_server_crashing_mid_call_fails_the_call_with_its_last_words_and_its_tools_go(
+    project: Path, settings: Settings
+) -> None:
+    script = Script(
+        [[Call("mcp__fake__crash", {}, "c1")], [Say("it crashed")], [Say("still here")]],
+    )
+    session = mcp_session(script, project, settings, stdio_spec("fake"))
+    try:
+        events = await turn(session, "crash it")
+        later = await turn(session, "again")
+    finally:
+        await session.close()
+    (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert finished.status == "failed"
+    assert "The MCP server fake stopped working while running crash" in finished.text
+    assert "fatal: the fake server crashed on purpose" in finished.text
+    (notice,) = [e for e in events if isinstance(e, McpServerNotice)]
+    assert notice.detail.endswith("fatal: the fake server crashed on purpose")
+    assert isinstance(later[-1], TurnEnded) and not later[-1].error
+    assert not [n for n in script.tools[2] if n.startswith("mcp__")]
+
+
+async def test_cancelling_the_turn_cancels_the_running_mcp_call(
+    project: Path, settings: Settings, tmp_path: Path
+) -> None:
+    marker = tmp_path / "marker"
+    script = Script([[Call("mcp__fake__slow", {"seconds": 60, "marker": str(marker)}, "c1")]])
+    session = mcp_session(script, project, settings, stdio_spec("fake"))
+    try:
+        events: list[Event] = []
+
+        async def run() -> None:
+            async for event in session.stream("be slow"):
+                events.append(event)
+
+        task = asyncio.create_task(run())
+        for _ in range(1000):  # until the server has the call (a liveness bound of 20 s)
+            if marker.exists():
+                break
+            await asyncio.sleep(0.02)
+        session.cancel()
+        await asyncio.wait_for(task, 10)
+        for _ in range(500):
+            if marker.read_text() == "cancelled":
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await session.close()
+    assert marker.read_text() == "cancelled"
+    assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
+
+
+async def test_closing_the_session_ends_the_server_process(project: Path, settings: Settings, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    session = mcp_session(Script([[Say("ok")]]), project, settings, stdio_spec("fake", MCP_FAKE_PIDFILE=str(pidfile)))
+    await turn(session, "hello")
+    pid = read_pid(pidfile)
+    await session.close()
+    assert wait_until_gone(pid, 5)
+
+
+@pytest.mark.parametrize(
+    ("mode", "answers", "runs", "asked"),
+    [
+        ("read-only", (), False, 0),
+        ("ask", ("reject",), False, 1),
+        ("ask", ("allow_once",), True, 1),
+        ("accept-edits", ("allow_always",), True, 1),
+        ("yolo", (), True, 0),
+    ],
+)
+async def test_mcp_calls_are_gated_like_commands(
+    project: Path, settings: Settings, mode: PermissionMode, answers: tuple[str, ...], runs: bool, asked: int
+) -> None:
+    approver = ScriptedApprover(*answers)  # type: ignore[arg-type]
+    script = Script([[Call("mcp__fake__add", {"a": 1, "b": 2}, "c1")], [Say("ok")]])
+    session = mcp_session(script, project, settings, stdio_spec("fake"), mode=mode, approver=approver)
+    try:
+        await turn(session, "add")
+    finally:
+        await session.close()
+    (returned,) = tool_returns(script, 1)
+    assert (returned.content == "3") is runs
+    assert len(approver.asked) == asked
+    if asked:
+        (request,) = approver.asked
+        assert (request.mcp_tool, request.title, request.subject) == (
+            "mcp__fake__add",
+            "fake: add (a: 1, b: 2)",
+            "a: 1, b: 2",
+        )
+
+
+async def test_always_allowing_one_mcp_tool_allows_that_tool_only(project: Path, settings: Settings) -> None:
+    approver = ScriptedApprover("allow_always", "allow_once")
+    script = Script(
+        [
+            [Call("mcp__fake__add", {"a": 1, "b": 2}, "c1")],
+            [Call("mcp__fake__add", {"a": 2, "b": 2}, "c2")],
+            [Call("mcp__fake__echo", {"text": "x"}, "c3")],
+            [Say("ok")],
+        ]
+    )
+    session = mcp_session(script, project, settings, stdio_spec("fake"), mode="ask", approver=approver)
+    try:
+        await turn(session, "go")
+    finally:
+        await session.close()
+    assert [r.mcp_tool for r in approver.asked] == ["mcp__fake__add", "mcp__fake__echo"]
+
+
+async def test_a_huge_result_is_capped_and_a_hostile_tool_name_is_made_safe(project: Path, settings: Settings) -> None:
+    hostile = tool_name("fake", HOSTILE_NAME, set())
+    script = Script([[Call("mcp__fake__huge", {"chars": 2_000_000}, "c1"), Call(hostile, {}, "c2")], [Say("ok")]])
+    session = mcp_session(script, project, settings, stdio_spec("fake"))
+    try:
+        await turn(session, "go")
+    finally:
+        await session.close()
+    assert hostile.startswith("mcp__fake__read_file_rm_-rf_") and len(hostile) <= 64
+    assert hostile in script.tools[0]
+    returned = {part.tool_name: str(part.content) for part in tool_returns(script, 1)}
+    cap = session.context.budget.tool_output
+    assert count_tokens(returned["mcp__fake__huge"]) <= cap
+    assert "tokens cut here" in returned["mcp__fake__huge"] and returned["mcp__fake__huge"].startswith("line 000000")
+    assert returned[hostile] == "hostile tool ran"
+
+
+async def test_the_context_counts_the_mcp_tool_definitions(project: Path, settings: Settings) -> None:
+    plain = mcp_session(Script([[Say("ok")]]), project, settings)
+    with_mcp = mcp_session(Script([[Say("ok")]]), project, settings, stdio_spec("fake"))
+    try:
+        assert with_mcp.deps.mcp is not None
+        await with_mcp.deps.mcp.ready()
+        assert with_mcp.context.tool_tokens() > plain.context.tool_tokens() + 100
+    finally:
+        await with_mcp.close()
+
+
+async def test_a_server_that_fails_between_turns_is_shown_to_the_observers(project: Path, settings: Settings) -> None:
+    seen: list[Event] = []
+    reported = asyncio.Event()
+
+    async def observe(event: Event) -> None:
+        seen.append(event)
+        reported.set()
+
+    session = mcp_session(Script([]), project, settings, stdio_spec("broken", "--fail"))
+    session.subscribe(observe)
+    session.start_servers()
+    try:
+        await asyncio.wait_for(reported.wait(), 20)
+    finally:
+        await session.close()
+    (notice,) = seen
+    assert isinstance(notice, McpServerNotice) and notice.turn_id == "" and notice.server == "broken"
+
+
+async def test_delegates_get_no_mcp_tools(project: Path, settings: Settings) -> None:
+    gate = asyncio.Event()
+    gate.set()
+    script = Script(
+        [
+            [Call("delegate", {"agent": "planner", "task": "plan it"}, "c1")],
+            [Until(gate), Say("the plan")],
+            [Say("done")],
+        ]
+    )
+    session = mcp_session(script, project, settings, stdio_spec("fake"))
+    try:
+        await turn(session, "plan")
+    finally:
+        await session.close()
+    assert any(n.startswith("mcp__") for n in script.tools[0])
+    assert not any(n.startswith("mcp__") for n in script.tools[1])
