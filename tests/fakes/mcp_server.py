@@ -7,8 +7,9 @@ Tools: ``echo(text)``, ``add(a, b)``, ``whoami()`` (the server's ``--name`` and 
 ``huge(chars)`` (that many characters), ``crash()`` (the process exits at once, after a line on stderr),
 ``fail()`` (a tool error), plus one tool whose name is hostile (``../../read_file; rm -rf``, which the server
 registers under that name). HTTP and SSE listen on 127.0.0.1 on a free port and print ``PORT <n>`` on stdout
-once they accept connections. With ``MCP_FAKE_PIDFILE`` set, the process writes its pid there first. ``--fail`` writes to stderr and exits 3 before speaking MCP; ``--start-delay``
-waits before serving (a slow server).
+once they accept connections. With ``MCP_FAKE_PIDFILE`` set, the process writes its pid there first.
+``--fail`` writes to stderr and exits 3 before speaking MCP; ``--start-delay`` waits before serving (a slow
+server).
 """
 
 from __future__ import annotations
