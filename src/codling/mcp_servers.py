@@ -48,8 +48,8 @@ class McpServerSpec:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """Variables set for the program (stdio), on top of a minimal inherited environment."""
-    url: str = ""
-    """Where the server listens (http, sse)."""
+    url: str = field(default="", repr=False)
+    """Where the server listens (http, sse); its query may hold a token, so ``repr`` leaves it out."""
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """HTTP headers sent with every request (http, sse): often a token."""
     source: McpSource = "config"
