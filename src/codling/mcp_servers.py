@@ -64,6 +64,16 @@ class McpServerSpec:
         netloc = f"{host}:{parts.port}" if parts.port else host
         return f"{self.transport} {urlunsplit((parts.scheme, netloc, parts.path, '', ''))}"
 
+    def scrub(self, text: str) -> str:
+        """``text`` with this server's secrets (its env and header values, its URL's query) replaced: what a
+        server or a library says about a failure may quote them."""
+        secrets = [value for _, value in (*self.env, *self.headers) if len(value) >= 4]
+        query = urlsplit(self.url).query if self.url else ""
+        secrets += [query] if query else []
+        for secret in sorted(secrets, key=len, reverse=True):
+            text = text.replace(secret, "[redacted]")
+        return text
+
 
 def merged(editor: Iterable[McpServerSpec], config: Iterable[McpServerSpec]) -> tuple[McpServerSpec, ...]:
     """The servers of a session: the editor's, then config.toml's whose names the editor did not use (on a

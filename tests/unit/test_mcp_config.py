@@ -112,3 +112,15 @@ def test_tool_names_are_safe_unique_and_never_codlings_own() -> None:
         assert re.fullmatch(r"mcp__[A-Za-z0-9_-]+", name) and len(name) <= MAX_NAME, name
         assert name.count("__") >= 2
     assert tool_name("fake", "echo", {"mcp__fake__echo"}) not in {"mcp__fake__echo"}
+
+
+def test_a_servers_secrets_are_scrubbed_from_what_it_says() -> None:
+    spec = McpServerSpec(
+        "docs",
+        "http",
+        url="https://h/mcp?key=q-secret",
+        headers=(("Authorization", "Bearer h-secret"),),
+        env=(("A", "e-secret"),),
+    )
+    said = "401 for https://h/mcp?key=q-secret with Bearer h-secret (env e-secret)"
+    assert spec.scrub(said) == "401 for https://h/mcp?[redacted] with [redacted] (env [redacted])"

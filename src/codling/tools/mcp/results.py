@@ -50,10 +50,17 @@ def tool_of(server: str, raw: Any, name: str) -> McpTool:
 
 def _kind(annotations: Any) -> ToolKind:
     """A fitting kind for an editor's icon, from the server's hints (only ever shown, never trusted)."""
-    if annotations is None or not getattr(annotations, "read_only_hint", getattr(annotations, "readOnlyHint", None)):
+    if annotations is None or not _hint(annotations, "read_only_hint", "readOnlyHint"):
         return "other"
-    open_world = getattr(annotations, "open_world_hint", getattr(annotations, "openWorldHint", None))
-    return "fetch" if open_world else "read"
+    return "fetch" if _hint(annotations, "open_world_hint", "openWorldHint") else "read"
+
+
+def _hint(annotations: Any, name: str, legacy: str) -> bool:
+    """A hint under the MCP SDK's v2 name, or its v1 name (looked up only when the v2 one is not there)."""
+    value = getattr(annotations, name, None)
+    if value is None and name not in getattr(type(annotations), "model_fields", {}):
+        value = getattr(annotations, legacy, None)
+    return bool(value)
 
 
 def _oneline(text: str, limit: int) -> str:

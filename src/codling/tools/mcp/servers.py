@@ -136,6 +136,7 @@ class McpServer:
         detail = self.stderr_tail() or (describe_exception(error) if error is not None else "")
         if error is not None and self.stderr_tail():
             message = f"{message}: {describe_exception(error)}"
+        message, detail = self.spec.scrub(message), self.spec.scrub(detail)
         log.warning("%s", message)
         self.tools = ()
         self._settle("failed")
@@ -160,9 +161,11 @@ class McpServer:
             self._fail(f"MCP server {self.spec.name} stopped working during {tool.tool}", e)
             tail = self.stderr_tail()
             raise ToolError(
-                f"The MCP server {self.spec.name} stopped working while running {tool.tool} "
-                f"({describe_exception(e)}); its tools are gone for the rest of this session."
-                + (f"\nIts last output:\n{tail}" if tail else "")
+                self.spec.scrub(
+                    f"The MCP server {self.spec.name} stopped working while running {tool.tool} "
+                    f"({describe_exception(e)}); its tools are gone for the rest of this session."
+                    + (f"\nIts last output:\n{tail}" if tail else "")
+                )
             ) from e
         text = result_text(result.content, result.structured_content)
         if result.is_error:

@@ -1,0 +1,150 @@
+"""End to end: `codling acp` with MCP servers from the client (stdio, HTTP, a third-party npm server) and from
+config.toml, against the loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from acp import PROTOCOL_VERSION, helpers
+from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio
+
+from tests.e2e.test_acp_process import API_KEY, agent_env, server, spawned  # noqa: F401 (fixture)
+from tests.fakes.acp_client import RecordingClient
+from tests.fakes.mcp import ROOT, SERVER_MODULE, http_server, read_pid, wait_until_gone
+from tests.fakes.npm_mcp import everything_server
+from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def stdio_server(name: str, pidfile: Path, *args: str) -> McpServerStdio:
+    env = [EnvVariable(name="PYTHONPATH", value=str(ROOT)), EnvVariable(name="MCP_FAKE_PIDFILE", value=str(pidfile))]
+    return McpServerStdio(name=name, command=sys.executable, args=["-m", SERVER_MODULE, "--name", name, *args], env=env)
+
+
+def offered(body: dict[str, object]) -> set[str]:
+    return {tool["function"]["name"] for tool in body.get("tools", [])}  # type: ignore[attr-defined, index]
+
+
+def tool_messages(body: dict[str, object]) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}  # type: ignore[attr-defined, index]
+
+
+async def test_editor_servers_over_stdio_and_http_are_isolated_reported_and_stopped(
+    home: Path, project: Path, server: OpenAIServer, tmp_path: Path
+) -> None:
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("mcp__local__echo", {"text": "from A"}, id="a1")]),
+        Reply(text=["A done"]),
+        Reply(tool_calls=[ToolCall("mcp__web__add", {"a": 20, "b": 22}, id="b1")]),
+        Reply(text=["B done"]),
+    )
+    client = RecordingClient(answers=["allow_once", "allow_once"])
+    with http_server("http", "web") as url:
+        async with spawned(client, home, server) as conn:
+            init = await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
+            caps = init.agent_capabilities.mcp_capabilities
+            assert caps is not None and (caps.http, caps.sse) == (True, True)
+            first = await conn.new_session(cwd=str(project), mcp_servers=[stdio_server("local", tmp_path / "a.pid")])
+            web = HttpMcpServer(type="http", name="web", url=url, headers=[])
+            second = await conn.new_session(cwd=str(project), mcp_servers=[web])
+            broken = await conn.new_session(
+                cwd=str(project), mcp_servers=[stdio_server("broken", tmp_path / "c.pid", "--fail")]
+            )
+            kept = await conn.new_session(cwd=str(project), mcp_servers=[stdio_server("kept", tmp_path / "d.pid")])
+
+            a = await asyncio.wait_for(conn.prompt(session_id=first.session_id, prompt=[helpers.text_block("A")]), 60)
+            b = await asyncio.wait_for(conn.prompt(session_id=second.session_id, prompt=[helpers.text_block("B")]), 60)
+            assert (a.stop_reason, b.stop_reason) == ("end_turn", "end_turn")
+
+            # The broken server is reported to the client (a failed card with its stderr), not silently dropped.
+            async with asyncio.timeout(30):
+                while not [u for s, u in client.updates if s == broken.session_id and u.session_update == "tool_call"]:
+                    client.update_seen.clear()
+                    await client.update_seen.wait()
+            (card,) = [u for s, u in client.updates if s == broken.session_id and u.session_update == "tool_call"]
+            assert card.status == "failed" and card.title.startswith("MCP server broken (")
+            assert "refuses to start" in card.content[0].content.text
+
+            # Closing a session ends its server's process; the others end with the agent.
+            pid_a = read_pid(tmp_path / "a.pid")
+            await conn.close_session(session_id=first.session_id)
+            assert wait_until_gone(pid_a)
+            pid_d = read_pid(tmp_path / "d.pid")
+            assert kept.session_id
+        assert wait_until_gone(pid_d)
+
+    requests = server.requests
+    # Each session's provider requests carry its own server's tools only.
+    assert {"mcp__local__echo", "mcp__local__add"} <= offered(requests[0]) and "mcp__web__add" not in offered(
+        requests[0]
+    )
+    assert {"mcp__web__echo", "mcp__web__add"} <= offered(requests[2]) and "mcp__local__echo" not in offered(
+        requests[2]
+    )
+    # The calls reached the servers; their results reached the model and the client.
+    assert tool_messages(requests[1]) == {"a1": "echo: from A"}
+    assert tool_messages(requests[3]) == {"b1": "42"}
+    done = [u for u in client.of_kind("tool_call_update") if u.status == "completed"]
+    assert [u.content[0].content.text for u in done] == ["echo: from A", "42"]
+    assert [p.tool_call.title for p in client.permissions] == [
+        'local: echo (text: "from A")',
+        "web: add (a: 20, b: 22)",
+    ]
+
+
+async def test_a_third_party_npm_server_from_config_toml_works_and_sees_no_secrets(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    binary = everything_server()
+    (home / "config.toml").write_text(
+        f'mode = "yolo"\n[mcp_servers.everything]\ncommand = "{binary}"\nargs = ["stdio"]\n'
+        '[mcp_servers.off]\ncommand = "never-started"\nenabled = false\n'
+    )
+    server.enqueue(
+        Reply(
+            tool_calls=[
+                ToolCall("mcp__everything__echo", {"message": "third party"}, id="e1"),
+                ToolCall("mcp__everything__get-env", {}, id="e2"),
+            ]
+        ),
+        Reply(text=["ok"]),
+    )
+    client = RecordingClient()
+    async with spawned(client, home, server) as conn:
+        await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
+        session = await conn.new_session(cwd=str(project), mcp_servers=[])
+        done = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("go")]), 60)
+        assert done.stop_reason == "end_turn"
+    results = tool_messages(server.requests[1])
+    assert results["e1"] == "Echo: third party"
+    environment = json.loads(results["e2"])
+    assert "PATH" in environment and API_KEY not in results["e2"] and "OPENAI_API_KEY" not in environment
+
+
+def test_codling_run_uses_config_toml_servers(home: Path, project: Path, server: OpenAIServer, tmp_path: Path) -> None:
+    (home / "config.toml").write_text(
+        "[mcp_servers.local]\n"
+        f'command = "{sys.executable}"\n'
+        f'args = ["-m", "{SERVER_MODULE}", "--name", "local"]\n'
+        f'env = {{ PYTHONPATH = "{ROOT}", MCP_FAKE_PIDFILE = "{tmp_path / "run.pid"}" }}\n'
+    )
+    server.enqueue(Reply(tool_calls=[ToolCall("mcp__local__add", {"a": 1, "b": 2}, id="r1")]), Reply(text=["three"]))
+    env = {**agent_env(home, server), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-m", "codling", "run", "--mode", "yolo", "add them"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "three" in done.stdout
+    assert tool_messages(server.requests[1]) == {"r1": "3"}
+    assert wait_until_gone(read_pid(tmp_path / "run.pid"))
