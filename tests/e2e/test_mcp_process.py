@@ -7,19 +7,26 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from acp import PROTOCOL_VERSION, helpers
 from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio
 
-from tests.e2e.test_acp_process import API_KEY, agent_env, server, spawned  # noqa: F401 (fixture)
+from tests.e2e.test_acp_process import API_KEY, agent_env, spawned
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.mcp import ROOT, SERVER_MODULE, http_server, read_pid, wait_until_gone
 from tests.fakes.npm_mcp import everything_server
-from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall
+from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
 
 pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
 
 
 def stdio_server(name: str, pidfile: Path, *args: str) -> McpServerStdio:

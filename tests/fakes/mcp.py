@@ -3,6 +3,7 @@ in a subprocess, and whether a process is still alive."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -82,4 +83,12 @@ def read_pid(pidfile: Path, deadline: float = 20.0) -> int:
     while not pidfile.exists() or not pidfile.read_text().strip():
         assert time.monotonic() < end, "the fake MCP server never wrote its pid"
         time.sleep(0.02)
+    return int(pidfile.read_text())
+
+
+async def pid_written(pidfile: Path, deadline: float = 20.0) -> int:
+    """:func:`read_pid` for a test whose event loop must keep running meanwhile."""
+    async with asyncio.timeout(deadline):
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            await asyncio.sleep(0.02)
     return int(pidfile.read_text())
