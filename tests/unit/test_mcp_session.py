@@ -9,7 +9,6 @@ import pytest
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 from codling.brain.events import Event, McpServerNotice, ToolCallFinished, ToolCallStarted, TurnEnded
-from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession
 from codling.config import PermissionMode, Settings
 from codling.llm.tokens import count_tokens
@@ -19,7 +18,7 @@ from tests.fakes.approver import ScriptedApprover
 from tests.fakes.mcp import http_server, read_pid, stdio_spec, wait_until_gone
 from tests.fakes.mcp_server import HOSTILE_NAME
 from tests.fakes.scenarios import Call, Say, Script, Until
-from tests.unit.test_session import MODEL
+from tests.unit.test_session import session_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -32,15 +31,7 @@ def mcp_session(
     mode: PermissionMode = "yolo",
     approver: object | None = None,
 ) -> ConversationSession:
-    return open_session(
-        settings,
-        MODEL,
-        project,
-        approver=approver,  # type: ignore[arg-type]
-        mode=mode,
-        model_factory=script.factory(),  # type: ignore[arg-type]
-        mcp_servers=servers,
-    )
+    return session_for(script, project, settings, mode, approver, servers)
 
 
 async def turn(session: ConversationSession, prompt: str) -> list[Event]:
@@ -326,3 +317,27 @@ async def test_delegates_get_no_mcp_tools(project: Path, settings: Settings) -> 
         await session.close()
     assert any(n.startswith("mcp__") for n in script.tools[0])
     assert not any(n.startswith("mcp__") for n in script.tools[1])
+
+
+async def test_a_call_past_the_tool_timeout_is_cancelled_and_the_server_stays(
+    project: Path, settings: Settings, tmp_path: Path
+) -> None:
+    from dataclasses import replace
+
+    marker = tmp_path / "marker"
+    script = Script(
+        [
+            [Call("mcp__fake__slow", {"seconds": 60, "marker": str(marker)}, "c1")],
+            [Call("mcp__fake__add", {"a": 1, "b": 1}, "c2")],
+            [Say("ok")],
+        ]
+    )
+    session = mcp_session(script, project, replace(settings, mcp_tool_timeout=1.0), stdio_spec("fake"))
+    try:
+        events = await turn(session, "slow then add")
+    finally:
+        await session.close()
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [f.status for f in finished] == ["failed", "completed"]
+    assert finished[0].text == "slow on MCP server fake did not answer within 1 s and was cancelled."
+    assert finished[1].text == "2"

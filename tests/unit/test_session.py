@@ -27,6 +27,7 @@ from codling.brain.session import ConversationSession
 from codling.config import PermissionMode, Settings
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
+from codling.mcp_servers import McpServerSpec
 from codling.tools.ports import FileDiff
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Until, Wait
@@ -40,6 +41,7 @@ def session_for(
     settings: Settings,
     mode: PermissionMode = "yolo",
     approver: object | None = None,
+    mcp_servers: tuple[McpServerSpec, ...] = (),
 ) -> ConversationSession:
     return open_session(
         settings,
@@ -48,6 +50,7 @@ def session_for(
         approver=approver,
         mode=mode,
         model_factory=script.factory(),  # type: ignore[arg-type]
+        mcp_servers=mcp_servers,
     )
 
 
