@@ -13,7 +13,8 @@ from acp.schema import EnvVariable, McpServerStdio
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
-from tests.fakes.mcp import ROOT, SERVER_MODULE, pid_written, wait_until_gone
+from tests.fakes.mcp import ROOT, SERVER_MODULE, pid_written
+from tests.fakes.processes import gone
 from tests.fakes.scenarios import Say, Script
 
 pytestmark = pytest.mark.timeout(90)
@@ -72,4 +73,4 @@ async def test_session_new_does_not_wait_for_a_slow_server_and_close_stops_it_wh
         pid = await pid_written(pidfile)  # the server runs, and is still starting
         await conn.close_session(session_id=new.session_id)
         assert [s.status for s in mcp.servers] == ["stopped"]
-    assert wait_until_gone(pid)
+    assert await gone(pid)

@@ -16,9 +16,10 @@ from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio
 
 from tests.e2e.test_acp_process import API_KEY, agent_env, spawned
 from tests.fakes.acp_client import RecordingClient
-from tests.fakes.mcp import ROOT, SERVER_MODULE, http_server, read_pid, wait_until_gone
+from tests.fakes.mcp import ROOT, SERVER_MODULE, http_server, pid_written
 from tests.fakes.npm_mcp import everything_server
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
+from tests.fakes.processes import gone
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -79,12 +80,12 @@ async def test_editor_servers_over_stdio_and_http_are_isolated_reported_and_stop
             assert "refuses to start" in card.content[0].content.text
 
             # Closing a session ends its server's process; the others end with the agent.
-            pid_a = read_pid(tmp_path / "a.pid")
+            pid_a = await pid_written(tmp_path / "a.pid")
             await conn.close_session(session_id=first.session_id)
-            assert wait_until_gone(pid_a)
-            pid_d = read_pid(tmp_path / "d.pid")
+            assert await gone(pid_a, 10)
+            pid_d = await pid_written(tmp_path / "d.pid")
             assert kept.session_id
-        assert wait_until_gone(pid_d)
+        assert await gone(pid_d, 10)
 
     requests = server.requests
     # Each session's provider requests carry its own server's tools only.
@@ -134,7 +135,9 @@ async def test_a_third_party_npm_server_from_config_toml_works_and_sees_no_secre
     assert "PATH" in environment and API_KEY not in results["e2"] and "OPENAI_API_KEY" not in environment
 
 
-def test_codling_run_uses_config_toml_servers(home: Path, project: Path, server: OpenAIServer, tmp_path: Path) -> None:
+async def test_codling_run_uses_config_toml_servers(
+    home: Path, project: Path, server: OpenAIServer, tmp_path: Path
+) -> None:
     (home / "config.toml").write_text(
         "[mcp_servers.local]\n"
         f'command = "{sys.executable}"\n'
@@ -154,4 +157,4 @@ def test_codling_run_uses_config_toml_servers(home: Path, project: Path, server:
     assert done.returncode == 0, done.stderr
     assert "three" in done.stdout
     assert tool_messages(server.requests[1]) == {"r1": "3"}
-    assert wait_until_gone(read_pid(tmp_path / "run.pid"))
+    assert await gone(int((tmp_path / "run.pid").read_text()))

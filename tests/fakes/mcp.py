@@ -1,13 +1,11 @@
 """Helpers for tests with real MCP servers (``tests/fakes/mcp_server.py``): their specs, an HTTP one running
-in a subprocess, and whether a process is still alive."""
+in a subprocess, and the pid a stdio one wrote (``tests/fakes/processes.py`` tells whether it still runs)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,40 +52,9 @@ def http_server(transport: McpTransport = "http", name: str = "web") -> Iterator
         process.wait(10)
 
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` still runs (a zombie not yet reaped counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def wait_until_gone(pid: int, deadline: float = 10.0) -> bool:
-    """Whether ``pid`` is gone within ``deadline`` seconds (a liveness bound, not a timing assertion)."""
-    end = time.monotonic() + deadline
-    while alive(pid):
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def read_pid(pidfile: Path, deadline: float = 20.0) -> int:
-    """The pid a fake server wrote to ``pidfile`` (waiting for it to be written, within ``deadline``)."""
-    end = time.monotonic() + deadline
-    while not pidfile.exists() or not pidfile.read_text().strip():
-        assert time.monotonic() < end, "the fake MCP server never wrote its pid"
-        time.sleep(0.02)
-    return int(pidfile.read_text())
-
-
 async def pid_written(pidfile: Path, deadline: float = 20.0) -> int:
-    """:func:`read_pid` for a test whose event loop must keep running meanwhile."""
+    """The pid a fake server wrote to ``pidfile`` (polled, within a liveness ``deadline``: another process
+    decides when)."""
     async with asyncio.timeout(deadline):
         while not pidfile.exists() or not pidfile.read_text().strip():
             await asyncio.sleep(0.02)

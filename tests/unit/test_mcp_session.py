@@ -15,8 +15,9 @@ from codling.llm.tokens import count_tokens
 from codling.mcp_servers import McpServerSpec
 from codling.tools.mcp.names import tool_name
 from tests.fakes.approver import ScriptedApprover
-from tests.fakes.mcp import http_server, read_pid, stdio_spec, wait_until_gone
+from tests.fakes.mcp import http_server, pid_written, stdio_spec
 from tests.fakes.mcp_server import HOSTILE_NAME
+from tests.fakes.processes import gone
 from tests.fakes.scenarios import Call, Say, Script, Until
 from tests.unit.test_session import session_for
 
@@ -198,9 +199,9 @@ async def test_closing_the_session_ends_the_server_process(project: Path, settin
     pidfile = tmp_path / "pid"
     session = mcp_session(Script([[Say("ok")]]), project, settings, stdio_spec("fake", MCP_FAKE_PIDFILE=str(pidfile)))
     await turn(session, "hello")
-    pid = read_pid(pidfile)
+    pid = await pid_written(pidfile)
     await session.close()
-    assert wait_until_gone(pid, 5)
+    assert await gone(pid)
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from codling.llm.catalog import ModelInfo
 from codling.mcp_servers import McpServerSpec, merged
 from codling.tools.approval import Permissions
 from codling.tools.local import LocalFileSystem, LocalTerminal
+from codling.tools.mcp.servers import McpServers
 from codling.tools.ports import Approver, FileSystem, Terminal
 from codling.tools.toolset import ToolDeps
 from codling.tools.workspace import Workspace
@@ -47,8 +48,6 @@ def open_session(
     servers = merged(mcp_servers, settings.mcp_servers)
     mcp = None
     if servers:
-        from codling.tools.mcp.servers import McpServers
-
         mcp = McpServers(
             servers, cwd, startup_timeout=settings.mcp_startup_timeout, tool_timeout=settings.mcp_tool_timeout
         )

@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from codling.brain.context.requests import TurnRequests
+    from codling.tools.mcp.servers import McpNotice
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +221,7 @@ class ConversationSession:
         if self.deps.mcp is not None:
             self.deps.mcp.start()
 
-    def _mcp_notice(self, notice: Any) -> None:
+    def _mcp_notice(self, notice: McpNotice) -> None:
         """Show an MCP server's notice: within the running turn, or to the observers between turns."""
         event = McpServerNotice(
             self._notice_turn, f"mcp-{uuid.uuid4().hex[:12]}", notice.server, notice.message, notice.detail

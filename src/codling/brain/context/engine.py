@@ -58,6 +58,8 @@ class ContextEngine:
     def __init__(self, session: SessionHost) -> None:
         self._session = session
         self._tools: dict[tuple[frozenset[str] | None, bool, bool], int] = {}
+        self._mcp_tokens: tuple[tuple[str, ...], int] = ((), 0)
+        """The names of the MCP tools last counted, and what their definitions take."""
         self._warned: set[str] = set()
         self._system: tuple[str, int] = ("", 0)
         self._block: tuple[Any, str, int] | None = None
@@ -98,9 +100,13 @@ class ContextEngine:
             known = self._tools[key] = tools.definitions_tokens(defs)
         mcp = self._session.deps.mcp
         if mcp is not None and options.tool_names is None:
-            from codling.tools.mcp.toolset import definition
+            offered = mcp.tools()
+            names = tuple(tool.name for tool in offered)  # a name stands for one tool all session
+            if self._mcp_tokens[0] != names:  # counted once per change of the servers' tools
+                from codling.tools.mcp.toolset import definition
 
-            known += tools.definitions_tokens(definition(tool) for tool in mcp.tools())
+                self._mcp_tokens = (names, tools.definitions_tokens(definition(tool) for tool in offered))
+            known += self._mcp_tokens[1]
         return known
 
     def fixed_tokens(self) -> int:

@@ -43,7 +43,6 @@ def toolset_for(spec: McpServerSpec, cwd: Path, startup_timeout: float, errlog: 
     return MCPToolset(
         transport,
         init_timeout=startup_timeout,
-        tool_error_behavior="error",
         client_info=Implementation(name="codling", version=__version__),
     )
 

@@ -63,8 +63,6 @@ class McpServer:
     def __init__(self, spec: McpServerSpec, cwd: Path, startup_timeout: float, notify: Notify) -> None:
         self.spec = spec
         self.status: ServerStatus = "starting"
-        self.tools: tuple[McpTool, ...] = ()
-        """The server's tools as the model sees them (set when it is ready; names given by the hub)."""
         self._cwd = cwd
         self._startup_timeout = startup_timeout
         self._notify = notify
@@ -74,6 +72,7 @@ class McpServer:
         self._errlog: IO[bytes] | None = None
         self._task: asyncio.Task[None] | None = None
         self.raw_tools: list[Any] = []
+        """The server's tools as it lists them (MCP SDK ``Tool``s), once it is ready."""
 
     def start(self) -> None:
         """Start connecting in the background."""
@@ -133,12 +132,12 @@ class McpServer:
         """Mark the server failed (its tools are gone) and tell the user why, with its stderr's tail."""
         if self.status in ("failed", "stopped"):
             return
-        detail = self.stderr_tail() or (describe_exception(error) if error is not None else "")
-        if error is not None and self.stderr_tail():
+        tail = self.stderr_tail()
+        detail = tail or (describe_exception(error) if error is not None else "")
+        if error is not None and tail:
             message = f"{message}: {describe_exception(error)}"
         message, detail = self.spec.scrub(message), self.spec.scrub(detail)
         log.warning("%s", message)
-        self.tools = ()
         self._settle("failed")
         self._stop.set()
         self._notify(McpNotice(self.spec.name, message, detail))
@@ -206,7 +205,6 @@ class McpServer:
         await asyncio.gather(self._task, return_exceptions=True)
         if self.status != "failed":
             self.status = "stopped"
-        self.tools = ()
         self._close_errlog()
 
 
@@ -259,14 +257,6 @@ class McpServers:
         self._name_new_tools()
         return self._tools.get(name)
 
-    async def call(self, name: str, args: dict[str, Any]) -> str:
-        """Run the tool the model calls ``name``; its result as text."""
-        found = self.find(name)
-        if found is None:
-            raise ToolError(f"There is no MCP tool named {name} in this session.")
-        server, tool = found
-        return await server.call(tool, args, self.tool_timeout)
-
     async def stop(self) -> None:
         """Stop every server and wait until each has."""
         await asyncio.gather(*(server.stop() for server in self._servers), return_exceptions=True)
@@ -278,13 +268,10 @@ class McpServers:
             if server.status != "ready" or index in self._named:
                 continue
             self._named.add(index)
-            named = []
             for raw in server.raw_tools:
                 tool = tool_of(server.spec.name, raw, tool_name(server.spec.name, str(raw.name), taken))
                 taken.add(tool.name)
                 self._tools[tool.name] = (server, tool)
-                named.append(tool)
-            server.tools = tuple(named)
 
     def _notify(self, notice: McpNotice) -> None:
         if self.on_notice is not None:

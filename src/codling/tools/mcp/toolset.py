@@ -18,6 +18,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.toolsets.external import TOOL_SCHEMA_VALIDATOR
 
+from codling.errors import ToolError
 from codling.tools.base import ToolCallInfo, ToolOutput
 from codling.tools.mcp.results import McpTool
 from codling.tools.ports import PermissionRequest
@@ -49,20 +50,21 @@ class McpToolset(AbstractToolset[ToolDeps]):
     ) -> ToolOutput:
         """Ask (as the mode says), then run the tool on its server."""
         deps = ctx.deps
-        assert deps.mcp is not None, "the toolset lists no tools without servers"
-        found = deps.mcp.find(name)
-        title = describe(name, tool_args, found[1] if found else None).title
+        found = deps.mcp.find(name) if deps.mcp is not None else None
+        if deps.mcp is None or found is None:
+            raise ToolError(f"There is no MCP tool named {name} in this session.")
+        server, mcp_tool = found
         request = PermissionRequest(
             tool_call_id=ctx.tool_call_id or "",
             tool_name=name,
-            kind=found[1].kind if found else "other",
-            title=title,
+            kind=mcp_tool.kind,
+            title=describe(name, tool_args, mcp_tool).title,
             subject=_arguments(tool_args, 2_000),
             raw_input=tool_args,
             mcp_tool=name,
         )
         await deps.permissions.check(request)
-        text = await deps.mcp.call(name, tool_args)
+        text = await server.call(mcp_tool, tool_args, deps.mcp.tool_timeout)
         return ToolOutput(text=text if text.strip() else "(the tool returned nothing)")
 
 
