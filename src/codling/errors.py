@@ -6,6 +6,7 @@ they care about and let the rest propagate::
     CodlingError
     ├── ConfigError            bad settings or usage; the CLI exits 2
     │   ├── NoModelError       no model chosen and no provider has credentials
+    │   ├── MissingCredentialsError  the chosen model's provider has no credentials (ACP: auth_required)
     │   └── UnknownProviderError  a model id whose provider codling cannot build
     ├── ToolError              a tool could not do what the model asked; the message goes back to the model
     │   ├── PathError          a path is missing, outside the workspace, or of the wrong type
@@ -36,6 +37,14 @@ class ConfigError(CodlingError):
 
 class NoModelError(ConfigError):
     """No model was chosen and no provider has credentials in the environment."""
+
+
+class MissingCredentialsError(ConfigError):
+    """The model's provider needs a credential (``variables``, any one of them) the environment does not hold."""
+
+    def __init__(self, message: str, variables: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.variables = variables
 
 
 class UnknownProviderError(ConfigError):

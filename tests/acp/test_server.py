@@ -87,7 +87,21 @@ async def test_initialize_advertises_only_what_is_implemented(start) -> None:  #
         if getattr(sessions, name) is not None
     }
     assert advertised == {"list", "fork", "resume", "close", "additional_directories"}
-    assert response.auth_methods == []
+    # One sign-in method per provider credential variable (codling reads its keys from the environment).
+    assert [m.id for m in response.auth_methods or []] == [
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "GOOGLE_API_KEY",
+        "GEMINI_API_KEY",
+        "OPENROUTER_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "GROQ_API_KEY",
+        "MISTRAL_API_KEY",
+        "XAI_API_KEY",
+        "CEREBRAS_API_KEY",
+        "OLLAMA_BASE_URL",
+    ]
 
 
 async def test_new_session_offers_modes_and_model_config(start, project: Path) -> None:  # type: ignore[no-untyped-def]
@@ -261,16 +275,6 @@ async def test_resources_reach_the_model_and_images_a_blind_model_cannot_see_get
     assert "remember the milk" in sent
     assert "[image attached: image (image/png)]" in sent and "You cannot see images" in sent
     assert "openai-chat:scripted cannot see images; it was only told that you attached image" in h.client.agent_text()
-
-
-async def test_provider_error_is_a_visible_reply_and_session_continues(start) -> None:  # type: ignore[no-untyped-def]
-    error = ModelHTTPError(400, "scripted", {"message": "slow down"})  # a 400 is not retried
-    async with start(Script([[Fail(error)], [Say("fine now")]])) as h:
-        sid = await h.new()
-        assert await h.say(sid, "first") == "end_turn"
-        assert "**Error:**" in h.client.agent_text() and "slow down" in h.client.agent_text()
-        assert await h.say(sid, "second") == "end_turn"
-    assert h.client.agent_text().endswith("fine now")
 
 
 async def test_a_provider_retry_is_shown_as_a_card_and_the_turn_goes_on(start) -> None:  # type: ignore[no-untyped-def]

@@ -201,3 +201,32 @@ async def test_an_outgoing_value_json_cannot_hold_goes_as_text() -> None:
     await transport.send({"jsonrpc": "2.0", "id": 1, "error": unserializable})
     await transport.close()
     assert writer.lines() == [{"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "m", "data": "v"}}]
+
+
+async def test_cancel_request_names_a_pending_prompt_until_it_is_answered() -> None:
+    def line(message: dict[str, Any]) -> bytes:
+        return json.dumps(message).encode() + b"\n"
+
+    def cancel(request_id: Any) -> bytes:
+        return line({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": request_id}})
+
+    prompt = {"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {"sessionId": "s-1", "prompt": []}}
+    reader = asyncio.StreamReader()
+    writer = LineWriter()
+    cancelled: list[str] = []
+    transport = TolerantTransport(
+        reader,
+        MessageSender(writer, TaskSupervisor(source="test")),
+        on_cancel_prompt=cancelled.append,  # type: ignore[arg-type]
+    )
+    reader.feed_data(line(prompt) + cancel(6) + cancel(5) + line({"jsonrpc": "2.0", "method": "$/other"}))
+    assert await transport.receive() == prompt
+    reader.feed_data(INIT_LINE)
+    assert await transport.receive() == INITIALIZE  # the $/ notifications were taken, not passed on
+    assert cancelled == ["s-1"]
+    await transport.send({"jsonrpc": "2.0", "id": 5, "result": {"stopReason": "cancelled"}})
+    reader.feed_data(cancel(5))
+    reader.feed_eof()
+    assert await transport.receive() is None
+    assert cancelled == ["s-1"]  # answered: no longer a prompt to cancel
+    await transport.close()

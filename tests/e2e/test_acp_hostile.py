@@ -92,3 +92,30 @@ async def test_a_lone_surrogate_in_a_prompt_never_poisons_the_session(
     history = (home / "sessions" / sid / "history.jsonl").read_bytes()
     assert "broken \ufffd text" in history.decode("utf-8")  # strict: valid UTF-8 throughout
     assert b"\\ud800" not in history
+
+
+async def test_cancel_request_ends_a_pending_prompt_as_cancelled(
+    home: Path, project: Path, tmp_path: Path, server: OpenAIServer
+) -> None:
+    server.enqueue(Reply(text=["partial ", "never sent"], stall_after=3), Reply(text=["still serving"]))
+    stderr = tmp_path / "stderr.log"
+    async with raw_agent(agent_env(home, server), stderr) as agent:
+        await agent.request(1, "initialize", {"protocolVersion": PROTOCOL_VERSION})
+        sid = (await agent.request(2, "session/new", {"cwd": str(project), "mcpServers": []}))["result"]["sessionId"]
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+        await agent.send({"jsonrpc": "2.0", "id": "p-1", "method": "session/prompt", "params": prompt})
+        await agent.wait_until(
+            lambda: any(
+                m.get("params", {}).get("update", {}).get("sessionUpdate") == "agent_message_chunk"
+                for m in agent.messages
+            )
+        )
+        # A request id nobody sent, a $/ notification codling does not know, then the real cancel.
+        await agent.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "nope"}})
+        await agent.send({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": 1}})
+        await agent.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "p-1"}})
+        assert (await agent.answer("p-1"))["result"]["stopReason"] == "cancelled"
+        # The session goes on.
+        again = await agent.request("p-2", "session/prompt", {**prompt, "prompt": [{"type": "text", "text": "on"}]})
+        assert again["result"]["stopReason"] == "end_turn"
+    assert "Unhandled error" not in stderr.read_text()

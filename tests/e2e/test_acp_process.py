@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
+from acp import PROTOCOL_VERSION, RequestError, helpers, spawn_agent_process
 from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, FileSystemCapabilities
 
@@ -108,11 +108,11 @@ async def test_provider_error_is_reported_and_session_continues(
     async with spawned(client, home, server) as conn:
         await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
         session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
-        first = await asyncio.wait_for(
-            conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("one")]), 30
-        )
-        assert first.stop_reason == "end_turn"
-        assert "HTTP 400" in client.agent_text() and "maximum context length" in client.agent_text()
+        with pytest.raises(RequestError) as failed:
+            await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("one")]), 30)
+        assert failed.value.code == -32603 and failed.value.data["reason"] == "provider"
+        assert "HTTP 400" in str(failed.value) and "maximum context length" in str(failed.value)
+        assert client.agent_text() == ""
         second = await asyncio.wait_for(
             conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("two")]), 30
         )

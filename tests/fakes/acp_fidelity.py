@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
+from acp import PROTOCOL_VERSION, RequestError, helpers, spawn_agent_process
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
 from codling.brain.state import SUMMARY_PREFIX
@@ -192,7 +192,11 @@ async def _turn(
     seen = {getattr(u, "tool_call_id", None) for _, u in client.updates}  # a load's replay is not this turn's
     before = len(client.updates)
     first = len(model.snapshot())
-    response = await _rpc(conn.prompt(session_id=session_id, prompt=[helpers.text_block(turn.prompt)]))
+    try:
+        response = await _rpc(conn.prompt(session_id=session_id, prompt=[helpers.text_block(turn.prompt)]))
+        stop, failed = str(response.stop_reason), False
+    except RequestError:  # a failed turn (recorded, and the session goes on)
+        stop, failed = "error", True
     updates = [u for _, u in client.updates[before:]]
     compacted = {
         u.tool_call_id
@@ -201,8 +205,7 @@ async def _turn(
         and (u.title or "").startswith(COMPACTED)
         and u.tool_call_id not in seen
     }
-    text = "".join(u.content.text for u in updates if u.session_update == "agent_message_chunk")
-    return TurnOutcome(turn.number, str(response.stop_reason), "**Error:**" in text, len(compacted), first)
+    return TurnOutcome(turn.number, stop, failed, len(compacted), first)
 
 
 # --- measuring ---------------------------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ async def test_a_stream_cut_without_finish_reason_fails_the_turn_and_keeps_the_p
     events = await turn(session)
 
     assert text_of(events) == "Half an answer"
-    assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, CUT_OFF)]
+    assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, CUT_OFF, "provider")]
     assert isinstance(events[-1], TurnEnded) and events[-1].error
     assert session.state.entries[-1].text == f"Half an answer\n\n[Error] {CUT_OFF}"
     assert len(server.requests) == 1  # output had been shown: never retried
@@ -117,7 +117,7 @@ async def test_a_stalled_stream_fails_the_turn_after_the_idle_timeout(
 
     events = await turn(session)
 
-    assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, stalled(0.5))]
+    assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, stalled(0.5), "provider")]
     assert "No data from the model provider for 0.5 s" in stalled(0.5)
     assert session.state.entries[-1].text == f"Partial reply\n\n[Error] {stalled(0.5)}"
 
@@ -131,7 +131,7 @@ async def test_a_provider_silent_before_answering_fails_the_turn_after_the_idle_
 
     events = await turn(session)
 
-    assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, stalled(0.5))]
+    assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, stalled(0.5), "provider")]
     assert sleep.waits == []  # a timeout is not retried: the user would wait the whole timeout again
 
 

@@ -4,17 +4,36 @@ nothing a client sends ends as an internal error (-32603)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from acp import RequestError
 
+from codling.acp.auth import auth_required
 from codling.errors import InvalidSessionIdError
+
+if TYPE_CHECKING:
+    from codling.brain.events import TurnFailed
 
 MAX_PATH_CHARS = 4096
 """The longest path a client may name (Linux's PATH_MAX); longer ones are invalid params, not OS errors."""
 
 RESOURCE_NOT_FOUND = -32002
 """The JSON-RPC error code ACP uses for an unknown or closed session (clients treat closing one as done)."""
+
+
+INTERNAL_ERROR = -32603
+
+
+def turn_error(failed: TurnFailed, redact: Callable[[str], str]) -> RequestError:
+    """The error a failed turn's session/prompt answers with: auth_required when the provider has no (or
+    refused the) credentials, else -32603 with the readable message; ``data.details`` says more and ``data.reason``
+    what kind of failure it was. ``redact`` removes secrets (a provider may echo the key it refused)."""
+    message, details = redact(failed.message), redact(failed.details or failed.message)
+    if failed.reason == "auth":
+        return auth_required(message, details)
+    return RequestError(INTERNAL_ERROR, message, {"details": details, "reason": failed.reason})
 
 
 def invalid_session_id(session_id: object, e: InvalidSessionIdError) -> RequestError:

@@ -10,8 +10,8 @@ from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
 from codling.acp.content import to_acp
-from codling.acp.translate import Update, translate
-from codling.brain.events import Event, ToolCallFinished, ToolCallStarted, TurnEnded, TurnStarted
+from codling.acp.translate import Update, error_text, translate
+from codling.brain.events import Event, ToolCallFinished, ToolCallStarted, TurnEnded, TurnFailed, TurnStarted
 
 INTERRUPTED = "interrupted: the agent stopped before this tool call finished"
 
@@ -37,7 +37,11 @@ def replay_updates(events: Iterable[Event]) -> list[Update]:
             else:
                 updates.append(helpers.update_user_message_text(event.prompt))
             continue
-        shown = translate(event)
+        shown = (
+            translate(event)
+            if not isinstance(event, TurnFailed)
+            else [helpers.update_agent_message_text(error_text(event.message))]
+        )
         if isinstance(event, ToolCallStarted) and shown:  # only a call the client saw needs closing
             open_calls.append(event.call_id)
         elif isinstance(event, ToolCallFinished) and event.call_id in open_calls:

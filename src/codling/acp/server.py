@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -18,6 +18,7 @@ from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.interfaces import Agent, Client
 from acp.schema import (
     AgentCapabilities,
+    AuthenticateResponse,
     AvailableCommand,
     AvailableCommandInput,
     ClientCapabilities,
@@ -46,11 +47,19 @@ from acp.schema import (
 )
 
 from codling import __version__
-from codling.acp.errors import absolute, directory, invalid_session_id, not_found, resolved, shown
+from codling.acp.auth import auth_methods, auth_required, check_method
+from codling.acp.errors import absolute, directory, invalid_session_id, not_found, resolved, shown, turn_error
 from codling.acp.options import config_options, mode_state, parse_mode
 from codling.acp.translate import translate
 from codling.config import Settings, load_settings
-from codling.errors import CodlingError, ConfigError, InvalidSessionIdError, SessionError, UnknownSessionError
+from codling.errors import (
+    CodlingError,
+    ConfigError,
+    InvalidSessionIdError,
+    NoModelError,
+    SessionError,
+    UnknownSessionError,
+)
 from codling.llm.catalog import Catalog, load_catalog
 from codling.paths import user_catalog_file
 from codling.store.ids import check_session_id
@@ -99,6 +108,8 @@ class CodlingAgent:
         self._settings: Settings | None = None
         self._catalog: Catalog | None = None
         self._store: SessionStore | None = None
+        self._redact: Callable[[str], str] = str
+        """Removes the environment's secrets from text sent to the client (set with the settings)."""
         self._model_factory = model_factory
         self._cli_model = cli_model
         self._warm_up = warm_up
@@ -132,7 +143,8 @@ class CodlingAgent:
             except ConfigError as e:
                 raise RequestError.internal_error({"details": f"configuration error: {e}"}) from e
             self._settings = settings
-            self._store = SessionStore(settings.home, Redactor.from_env(settings.env, credential_names()))
+            self._redact = Redactor.from_env(settings.env, credential_names())
+            self._store = SessionStore(settings.home, self._redact)
         return self._settings, self._catalog, self._store
 
     def _session(self, session_id: str) -> LiveSession:
@@ -199,11 +211,15 @@ class CodlingAgent:
                 ),
             ),
             agent_info=Implementation(name="codling", title="codling", version=__version__),
+            auth_methods=list(auth_methods()),
         )
 
-    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
-        """codling advertises no auth methods: credentials come from the environment."""
-        raise RequestError.invalid_params({"methodId": method_id, "message": "codling has no auth methods"})
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
+        """Succeed when the credential variable ``method_id`` is set in codling's environment (credentials
+        come from the environment: there is nothing to log in to); auth_required saying what to do if not."""
+        settings, _, _ = self._config()
+        check_method(method_id, settings.env)
+        return AuthenticateResponse()
 
     async def new_session(
         self,
@@ -216,14 +232,22 @@ class CodlingAgent:
         settings, catalog, _ = self._config()
         root = directory(cwd, "cwd")
         extra = tuple(directory(d, "additionalDirectories") for d in additional_directories or ())
-        from codling.llm.providers import select_model
+        from codling.llm.providers import has_credentials, select_model
         from codling.store.history import SessionHeader
         from codling.store.ids import new_session_id
 
         try:
             choice = select_model(self._cli_model, settings, catalog)
+        except NoModelError as e:
+            raise auth_required(str(e)) from e
         except ConfigError as e:
             raise RequestError.internal_error({"details": str(e)}) from e
+        if self._model_factory is None and not has_credentials(choice.info.id, settings.env):
+            # An injected model factory builds models without the provider's credentials.
+            raise auth_required(
+                f"the model {choice.info.id} (from {choice.source}) has no credentials: set its provider's key "
+                "in the environment codling starts in, or choose another model"
+            )
         if not choice.info.known:
             log.warning(
                 "model %s is in no catalog; assuming a %d-token context", choice.info.id, choice.info.context_limit
@@ -476,7 +500,7 @@ class CodlingAgent:
     async def prompt(self, session_id: str, prompt: list[ContentBlock], **kwargs: Any) -> PromptResponse:
         """Run one turn; updates stream as session/update notifications while this request is pending."""
         from codling.acp.content import to_prompt
-        from codling.brain.events import StopReason, TurnEnded
+        from codling.brain.events import StopReason, TurnEnded, TurnFailed
 
         session = self._session(session_id)
         if session.brain.running or session.preparing_prompt:
@@ -494,14 +518,24 @@ class CodlingAgent:
         if session.cancel_pending or self._sessions.get(session_id) is not session:
             return PromptResponse(stop_reason="cancelled")  # cancelled, or closed, while it was prepared
         stop_reason: StopReason = "end_turn"
+        failed: TurnFailed | None = None
         async for event in session.brain.stream(blocks):
             if isinstance(event, TurnEnded):
                 stop_reason = event.stop_reason
+            elif isinstance(event, TurnFailed):
+                failed = event
+        if failed is not None and stop_reason != "cancelled":
+            # Recorded in the history already; the editor shows this error (with a retry) instead of a reply.
+            raise turn_error(failed, self._redact)
         return PromptResponse(stop_reason=stop_reason)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """Stop the session's running turn; its prompt request answers ``cancelled``. A notification: a
         malformed or unknown id is only logged."""
+        self.cancel_prompt(session_id)
+
+    def cancel_prompt(self, session_id: str) -> None:
+        """session/cancel, or ``$/cancel_request`` naming a pending prompt of ``session_id``."""
         session = self._sessions.get(session_id)
         if session is not None:
             session.cancel()
@@ -551,10 +585,11 @@ async def serve(cli_model: str | None = None) -> int | None:
         from acp.stdio import _windows_stdio_streams
 
         reader, writer = await _windows_stdio_streams(asyncio.get_running_loop(), DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
-    transport = TolerantTransport(reader, MessageSender(writer, TaskSupervisor(source="codling.acp")))
+    codling = CodlingAgent(cli_model=cli_model)
+    sender = MessageSender(writer, TaskSupervisor(source="codling.acp"))
+    transport = TolerantTransport(reader, sender, on_cancel_prompt=codling.cancel_prompt)
     # The agent implements every Agent protocol method it advertises; the SDK router answers the rest
     # with method-not-found.
-    codling = CodlingAgent(cli_model=cli_model)
     loop = asyncio.get_running_loop()
     received: asyncio.Future[int] = loop.create_future()
     stop_signals = [getattr(signal, name) for name in STOP_SIGNALS]

@@ -164,7 +164,9 @@ def translate(event: Event) -> list[Update]:
                 )
             ]
         case TurnFailed():
-            return [helpers.update_agent_message_text(error_text(event.message))]
+            # Live, the prompt's JSON-RPC error says it (an editor shows an error with a retry); a replay shows
+            # the recorded error as text (``replay.py``), since no response carries it then.
+            return []
         case CompactionStarted():
             title = f"Compacting context ({event.tokens_before:,} tokens)"
             return [helpers.start_tool_call(event.call_id, title, kind="think", status="in_progress")]

@@ -14,6 +14,10 @@ would stop its receive loop. This one checks every line before the SDK sees it a
   decodes to in Python) becomes U+FFFD, so no text that cannot be written as UTF-8 reaches a session, its
   history or a provider.
 
+It also honours ``$/cancel_request`` for a pending ``session/prompt``: the transport sees every prompt's request
+id and session, and asks for that session's turn to be cancelled (the prompt then answers ``cancelled``, a valid
+response as ACP allows). Other ``$/`` notifications, which ACP lets a receiver ignore, are dropped.
+
 Outgoing messages that cannot be serialized (an SDK error whose data holds Python objects) are sent with those
 values as text rather than lost.
 """
@@ -25,6 +29,7 @@ import json
 import logging
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from acp.task import MessageSender
@@ -184,13 +189,24 @@ def check_message(message: Any) -> None:
 class TolerantTransport:
     """An ``acp`` Transport over asyncio streams that never stops on a malformed line."""
 
-    def __init__(self, reader: asyncio.StreamReader, sender: MessageSender, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        sender: MessageSender,
+        max_line: int = MAX_LINE_BYTES,
+        on_cancel_prompt: Callable[[str], None] | None = None,
+    ) -> None:
         self._reader = reader
         self._sender = sender
         self._max_line = max_line
+        self._on_cancel_prompt = on_cancel_prompt
+        self._prompts: dict[str | int, str] = {}
+        """Pending session/prompt requests: request id → session id (until their response is sent)."""
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one message as a line (values JSON cannot hold go as their text)."""
+        if "method" not in message and isinstance(message.get("id"), str | int):
+            self._prompts.pop(message["id"], None)  # a response: that request is no longer pending
         try:
             await self._sender.send(message)
         except (TypeError, ValueError) as e:  # raised by json.dumps before anything is written
@@ -214,7 +230,25 @@ class TolerantTransport:
                 if e.answer:
                     await self.send(_error(e.code, str(e), e.request_id))
                 continue
+            method = message.get("method")
+            if isinstance(method, str) and method.startswith("$/"):
+                self._protocol_notification(method, message.get("params"))
+                continue
+            if method == "session/prompt" and isinstance(message.get("params"), dict):
+                session_id = message["params"].get("sessionId")
+                if isinstance(session_id, str) and usable_id(message.get("id")):
+                    self._prompts[message["id"]] = session_id
             return message
+
+    def _protocol_notification(self, method: str, params: Any) -> None:
+        """``$/cancel_request`` of a pending prompt cancels its turn; anything else is logged and dropped."""
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        session_id = self._prompts.get(request_id) if isinstance(request_id, str | int) else None
+        if method == "$/cancel_request" and session_id is not None and self._on_cancel_prompt is not None:
+            log.info("$/cancel_request for prompt %r: cancelling the turn of session %s", request_id, session_id)
+            self._on_cancel_prompt(session_id)
+        else:
+            log.debug("ignored %s (%r)", method, request_id)
 
     async def close(self) -> None:
         """Flush and stop the writer."""

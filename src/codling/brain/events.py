@@ -274,12 +274,21 @@ class SessionTitled:
     kind: Literal["session_titled"] = "session_titled"
 
 
+FailureReason = Literal["auth", "provider", "model_output", "config", "internal"]
+"""Why a turn failed: the provider refused the credentials (or there are none), the provider failed, the model's
+answer could not be used, codling is configured wrongly, or codling itself failed."""
+
+
 @dataclass(frozen=True)
 class TurnFailed:
     """The turn could not finish: ``message`` is the error reply shown to the user."""
 
     turn_id: str
     message: str
+    reason: FailureReason = "internal"
+    details: str = field(default="", compare=False)
+    """What a client may show under the message (exception types, the provider's status and body): diagnostics,
+    left out of comparisons. Live only: the history keeps ``message``."""
     kind: Literal["turn_failed"] = "turn_failed"
 
 

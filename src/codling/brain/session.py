@@ -43,7 +43,6 @@ from codling.brain.events import (
     ToolCallFinished,
     ToolCallStarted,
     TurnEnded,
-    TurnFailed,
     TurnStarted,
     Usage,
     UsageUpdated,
@@ -67,8 +66,8 @@ from codling.brain.turns import (
     Ending,
     TurnLog,
     command_of,
-    describe_failure,
     is_expected_failure,
+    turn_failed,
     typed_text,
 )
 from codling.config import PermissionMode
@@ -528,7 +527,7 @@ class ConversationSession:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except Exception as e:
             self._close_open_calls(turn_id, log_, "aborted: the turn failed", send)
-            send(TurnFailed(turn_id, describe_failure(e)))
+            send(turn_failed(turn_id, e))
             if not is_expected_failure(e):
                 log.exception("turn %s failed", turn_id)
         self.deps.progress.listen(None)

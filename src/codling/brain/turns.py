@@ -9,6 +9,7 @@ from typing import Any, Literal
 from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.events import (
     Event,
+    FailureReason,
     StopReason,
     TextDelta,
     ToolCallFinished,
@@ -176,6 +177,50 @@ def describe_failure(e: Exception) -> str:
     if isinstance(e, CodlingError):
         return str(e)
     return f"Internal error: {type(e).__name__}: {e}"
+
+
+AUTH_STATUSES = frozenset({401, 403})
+"""HTTP statuses that mean the provider refused the credentials."""
+
+
+def failure_reason(e: Exception) -> FailureReason:
+    """What kind of failure ``e`` is, for the client (an editor offers a login for ``auth``)."""
+    from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior
+
+    from codling.errors import ConfigError, MissingCredentialsError, ModelError, NoModelError
+
+    cause = e.__cause__ if isinstance(e, ModelError) and isinstance(e.__cause__, Exception) else e
+    if isinstance(cause, MissingCredentialsError | NoModelError) or (
+        isinstance(cause, ModelHTTPError) and cause.status_code in AUTH_STATUSES
+    ):
+        return "auth"
+    if isinstance(e, ModelError | ModelAPIError):  # ModelError: codling gave up on the provider
+        return "provider"
+    if isinstance(e, UnexpectedModelBehavior):
+        return "model_output"
+    if isinstance(e, ConfigError):
+        return "config"
+    return "internal"
+
+
+def failure_details(e: Exception) -> str:
+    """What a client may show under the message: the exception chain's types and texts, and a provider's
+    HTTP status and response body."""
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    lines: list[str] = []
+    seen: Exception | None = e
+    while seen is not None and len(lines) < 4:
+        lines.append(f"{type(seen).__name__}: {seen}")
+        if isinstance(seen, ModelHTTPError) and seen.body:
+            lines.append(f"HTTP {seen.status_code} response body: {str(seen.body)[:2000]}")
+        seen = seen.__cause__ if isinstance(seen.__cause__, Exception) else None
+    return "\n".join(lines)
+
+
+def turn_failed(turn_id: str, e: Exception) -> TurnFailed:
+    """The event saying the turn failed with ``e``."""
+    return TurnFailed(turn_id, describe_failure(e), failure_reason(e), failure_details(e))
 
 
 def _body_message(body: object) -> str:

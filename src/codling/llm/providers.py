@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from codling.config import Settings
-from codling.errors import ConfigError, NoModelError, UnknownProviderError
+from codling.errors import ConfigError, MissingCredentialsError, NoModelError, UnknownProviderError
 from codling.llm.catalog import Catalog, ModelInfo, provider_of
 
 if TYPE_CHECKING:
@@ -116,6 +116,13 @@ def build_model(
     provider, _, name = model_id.partition(":")
     canonical_provider = _PROVIDER_ALIASES.get(provider, provider)
     variables = os.environ if env is None else env
+    if not has_credentials(model_id, variables):
+        names = CREDENTIAL_VARIABLES[provider_of(model_id)]
+        raise MissingCredentialsError(
+            f"model {model_id!r} needs {' or '.join(names)}: set it in the environment codling starts in "
+            '(in Zed: the agent server\'s "env" setting), or choose another model',
+            names,
+        )
 
     def provider_factory(provider_name: str) -> Provider[Any]:
         if provider_name in _OPENAI_PROVIDERS:

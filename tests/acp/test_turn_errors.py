@@ -1,0 +1,142 @@
+"""A failed turn answers session/prompt with a JSON-RPC error an editor can show (auth_required for credentials);
+the history keeps the error reply, a replay shows it, and the session goes on."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, helpers
+from pydantic_ai.exceptions import ModelHTTPError, UnexpectedModelBehavior
+
+from codling.acp.server import CodlingAgent
+from codling.brain.events import TurnFailed
+from codling.config import Settings
+from codling.store.index import SessionStore
+from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.scenarios import Fail, Say, Script
+
+SECRET = "sk-test-0123456789abcdef"
+MODEL_ID = "openai-chat:scripted"
+
+
+@asynccontextmanager
+async def serving(
+    home: Path, script: Script | None, env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[Any, RecordingClient]]:
+    environment = env if env is not None else {"CODLING_MODEL": MODEL_ID, "OPENAI_API_KEY": SECRET}
+    environment = {"CODLING_HOME": str(home), **environment}
+    agent = CodlingAgent(
+        settings_loader=lambda: Settings(home=home, env=environment),
+        model_factory=script.factory() if script else None,
+        warm_up=False,
+    )
+    client = RecordingClient()
+    async with connected(agent, client) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        yield conn, client
+
+
+async def prompt_error(conn: Any, session_id: str, text: str) -> RequestError:
+    with pytest.raises(RequestError) as info:
+        await conn.prompt(session_id=session_id, prompt=[helpers.text_block(text)])
+    return info.value
+
+
+async def test_a_provider_error_is_a_json_rpc_error_recorded_and_replayed(home: Path, project: Path) -> None:
+    error = ModelHTTPError(400, "scripted", {"error": {"message": "slow down"}})  # a 400 is not retried
+    async with serving(home, Script([[Fail(error)], [Say("fine now")]])) as (conn, client):
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        failure = await prompt_error(conn, sid, "first")
+        assert (failure.code, str(failure)) == (
+            -32603,
+            "The model provider returned HTTP 400 for scripted: slow down",
+        )
+        assert failure.data["reason"] == "provider"
+        assert "ModelHTTPError" in failure.data["details"]
+        assert "HTTP 400 response body: {'error': {'message': 'slow down'}}" in failure.data["details"]
+        assert client.agent_text() == ""  # the error is the response's, not a reply the editor shows as text
+        # The session goes on.
+        response = await conn.prompt(session_id=sid, prompt=[helpers.text_block("second")])
+        assert (response.stop_reason, client.agent_text()) == ("end_turn", "fine now")
+    failures = [e for e in SessionStore(home).read(sid).events if isinstance(e, TurnFailed)]
+    assert [f.message for f in failures] == ["The model provider returned HTTP 400 for scripted: slow down"]
+    # A replay has no response to carry the error: it shows the recorded error as the turn's reply.
+    async with serving(home, Script([])) as (conn, client):
+        await conn.load_session(cwd=str(project), session_id=sid)
+    assert "**Error:** The model provider returned HTTP 400 for scripted: slow down" in client.agent_text()
+
+
+async def test_a_refused_key_is_auth_required_without_the_key(home: Path, project: Path) -> None:
+    refused = ModelHTTPError(401, "scripted", {"error": {"message": f"Incorrect API key provided: {SECRET}"}})
+    async with serving(home, Script([[Fail(refused)]])) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        failure = await prompt_error(conn, sid, "hello")
+    assert failure.code == -32000
+    assert str(failure) == "The model provider returned HTTP 401 for scripted: Incorrect API key provided: [redacted]"
+    assert SECRET not in repr(failure.data) and "[redacted]" in failure.data["details"]
+    assert "OPENAI_API_KEY" in failure.data["authMethods"]
+
+
+async def test_a_missing_key_is_auth_required_at_session_new(home: Path, project: Path) -> None:
+    # No model factory: the provider's credentials are needed, and the environment has none.
+    async with serving(home, None, env={"CODLING_MODEL": "anthropic:claude-sonnet-4-5"}) as (conn, _):
+        with pytest.raises(RequestError) as info:
+            await conn.new_session(cwd=str(project))
+    assert info.value.code == -32000
+    assert "anthropic:claude-sonnet-4-5" in str(info.value) and "has no credentials" in str(info.value)
+    # And with no model configured and no credentials at all.
+    async with serving(home, None, env={}) as (conn, _):
+        with pytest.raises(RequestError) as info:
+            await conn.new_session(cwd=str(project))
+    assert info.value.code == -32000 and "no provider has credentials" in str(info.value)
+
+
+async def test_authenticate_checks_the_variable(home: Path) -> None:
+    async with serving(home, None, env={"ANTHROPIC_API_KEY": "sk-ant-0123456789"}) as (conn, _):
+        assert await conn.authenticate(method_id="ANTHROPIC_API_KEY") is not None
+        with pytest.raises(RequestError) as unset:
+            await conn.authenticate(method_id="OPENAI_API_KEY")
+        with pytest.raises(RequestError) as unknown:
+            await conn.authenticate(method_id="password")
+    assert unset.value.code == -32000 and "OPENAI_API_KEY is not set" in str(unset.value)
+    assert unknown.value.code == -32602
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (UnexpectedModelBehavior("the reply was not JSON"), "model_output"),
+        (RuntimeError("boom"), "internal"),
+    ],
+)
+async def test_other_failures_name_their_kind(
+    home: Path, project: Path, error: Exception, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with serving(home, Script([[Fail(error)]])) as (conn, _):
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        failure = await prompt_error(conn, sid, "hello")
+    assert (failure.code, failure.data["reason"]) == (-32603, reason)
+    assert str(error) in str(failure) and type(error).__name__ in failure.data["details"]
+
+
+def test_failures_are_told_apart() -> None:
+    from codling.brain.turns import failure_reason
+    from codling.errors import MissingCredentialsError, ModelError, NoModelError
+
+    wrapped = ModelError("gave up")
+    wrapped.__cause__ = ModelHTTPError(403, "m", None)
+    cases: list[tuple[Exception, str]] = [
+        (ModelHTTPError(401, "m", None), "auth"),
+        (wrapped, "auth"),
+        (MissingCredentialsError("no key", ("X_API_KEY",)), "auth"),
+        (NoModelError("none"), "auth"),
+        (ModelHTTPError(500, "m", None), "provider"),
+        (ModelError("gave up after 3 attempts"), "provider"),
+        (UnexpectedModelBehavior("bad"), "model_output"),
+        (ValueError("bug"), "internal"),
+    ]
+    assert [failure_reason(e) for e, _ in cases] == [reason for _, reason in cases]
