@@ -61,6 +61,17 @@ async def harness(
     assert client.problems == []
 
 
+async def test_an_editor_refusal_reaches_the_model_with_its_details(home: Path, project: Path) -> None:
+    script = Script([[Call("write_file", {"path": "locked.txt", "content": "new"}, "w1")], [Say("it is locked")]])
+    async with harness(home, project, script) as h:
+        h.editor.read_only.add(project / "locked.txt")
+        assert await h.say("write it") == "end_turn"
+    [result] = tool_results(script)
+    assert "the editor could not write" in result
+    assert "Internal error: locked.txt is read-only in this editor" in result
+    assert not (project / "locked.txt").exists()
+
+
 def tool_results(script: Script) -> list[str]:
     """What the model was told by each tool call, in order."""
     return [

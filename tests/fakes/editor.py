@@ -67,6 +67,8 @@ class FakeEditor:
     """Output bytes a terminal keeps at most, whatever the agent asked for."""
     environment: dict[str, str] | None = None
     """The editor's own environment, which its terminals inherit (None: this process's)."""
+    read_only: set[Path] = field(default_factory=set)
+    """Files whose fs/write_text_file the editor refuses (with an error whose data says why)."""
 
     async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> ReadTextFileResponse:
         self.calls.append(("fs/read_text_file", path))
@@ -79,6 +81,8 @@ class FakeEditor:
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> None:
         self.calls.append(("fs/write_text_file", path))
+        if Path(path) in self.read_only:
+            raise RequestError.internal_error({"details": f"{Path(path).name} is read-only in this editor"})
         Path(path).write_text(content, encoding="utf-8")
         self.buffers.pop(Path(path), None)
 

@@ -4,6 +4,7 @@ nothing a client sends ends as an internal error (-32603)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,24 @@ def turn_error(failed: TurnFailed, redact: Callable[[str], str]) -> RequestError
     if failed.reason == "auth":
         return auth_required(message, details)
     return RequestError(INTERNAL_ERROR, message, {"details": details, "reason": failed.reason})
+
+
+CLIENT_DETAIL_CHARS = 500
+"""The most of a client error's data kept in the message codling reports."""
+
+
+def client_error(e: RequestError) -> str:
+    """A client's JSON-RPC error as one readable line: its message and what its data says (``details`` or
+    ``message``, else the whole data), so the model and the user learn why (e.g. "Internal error: the file is
+    read-only")."""
+    data = e.data
+    if isinstance(data, dict):
+        said = data.get("details") or data.get("message") or data.get("reason")
+        detail = str(said) if said else json.dumps(data, default=str)
+    else:
+        detail = "" if data is None else str(data)
+    detail = " ".join(detail.split())[:CLIENT_DETAIL_CHARS]
+    return f"{e}: {detail}" if detail and detail != str(e) else str(e)
 
 
 def invalid_session_id(session_id: object, e: InvalidSessionIdError) -> RequestError:

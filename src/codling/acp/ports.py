@@ -21,6 +21,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
+from codling.acp.errors import client_error
 from codling.acp.translate import locations
 from codling.errors import CommandError, PathError
 from codling.secrecy import secret_names
@@ -101,7 +102,7 @@ class AcpFileSystem:
         try:
             response = await self._client.read_text_file(session_id=self._session_id, path=self.client_path(path))
         except RequestError as e:
-            log.info("the client could not read %s (%s); reading it from disk", path, e)
+            log.info("the client could not read %s (%s); reading it from disk", path, client_error(e))
             return await self._local.read_text(path)
         return response.content
 
@@ -116,7 +117,7 @@ class AcpFileSystem:
         except OSError as e:
             raise PathError(f"cannot create the directory for {path}: {e.strerror or e}") from e
         except RequestError as e:
-            raise PathError(f"the editor could not write {path}: {e}") from e
+            raise PathError(f"the editor could not write {path}: {client_error(e)}") from e
 
 
 OUTPUT_BYTES_PER_CHAR = 4
@@ -211,7 +212,7 @@ class AcpTerminal:
             await _quietly(client.kill_terminal(session_id=session_id, terminal_id=terminal_id))
             raise
         except RequestError as e:
-            raise CommandError(f"the editor's terminal failed: {e}") from e
+            raise CommandError(f"the editor's terminal failed: {client_error(e)}") from e
         finally:
             await _quietly(client.release_terminal(session_id=session_id, terminal_id=terminal_id))
         text = output.output
@@ -242,7 +243,7 @@ class AcpTerminal:
                 await _quietly(client.release_terminal(session_id=session_id, terminal_id=terminal_id))
             raise
         except RequestError as e:
-            raise CommandError(f"the editor could not start the command in {cwd}: {e}") from e
+            raise CommandError(f"the editor could not start the command in {cwd}: {client_error(e)}") from e
         return created.terminal_id
 
 
@@ -253,4 +254,4 @@ async def _quietly(request: Awaitable[object]) -> None:
     try:
         await asyncio.shield(request)
     except (RequestError, ConnectionError) as e:
-        log.info("terminal clean-up failed: %s", e)
+        log.info("terminal clean-up failed: %s", client_error(e) if isinstance(e, RequestError) else e)
