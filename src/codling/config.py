@@ -44,6 +44,14 @@ PermissionMode = Literal["read-only", "ask", "accept-edits", "yolo"]
 
 PERMISSION_MODES: tuple[PermissionMode, ...] = ("read-only", "ask", "accept-edits", "yolo")
 
+MODE_DESCRIPTIONS: dict[PermissionMode, tuple[str, str]] = {
+    "read-only": ("Read only", "Reads and searches; refuses edits and commands."),
+    "ask": ("Ask", "Asks before every edit and command."),
+    "accept-edits": ("Accept edits", "Edits files without asking; asks before commands."),
+    "yolo": ("Yolo", "Edits and runs commands without asking."),
+}
+"""Each mode's name and what it allows, for pickers and /mode."""
+
 
 def parse_mode(value: str) -> PermissionMode:
     """Validate a permission mode name."""

@@ -49,11 +49,23 @@ async def test_usage_commands_and_compaction_are_visible_and_survive_load(home: 
         sid = session.session_id
         await client.wait_for("available_commands_update")
         (commands,) = client.of_kind("available_commands_update")
-        assert [c.name for c in commands.available_commands] == ["compact", "pin", "pins", "unpin"]
-        assert [c.input is None for c in commands.available_commands] == [False, False, True, False]
+        assert [(c.name, c.input is not None) for c in commands.available_commands] == [
+            ("compact", True),
+            ("init", False),
+            ("model", True),
+            ("mode", True),
+            ("usage", False),
+            ("pin", True),
+            ("pins", False),
+            ("unpin", True),
+            ("help", False),
+        ]
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("My lucky number is 42.")])
-        usage = client.of_kind("usage_update")
-        assert len(usage) == 1 and usage[0].size == 8000 and 0 < usage[0].used < 8000
+        # At session/new (sent again once the client named the session: it may have dropped the first), and
+        # after the turn.
+        introduced, again, usage = client.of_kind("usage_update")
+        assert introduced == again and introduced.used < usage.used
+        assert usage.size == 8000 and 0 < usage.used < 8000
         for i in range(6):
             await conn.prompt(session_id=sid, prompt=[helpers.text_block(f"part {i}: " + "context " * 900)])
         titles = [u.title for u in client.of_kind("tool_call_update") if u.title]

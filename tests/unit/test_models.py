@@ -37,6 +37,15 @@ def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:
     assert list(catalog.models)[-1] == "openai-chat:tiny"
 
 
+def test_a_price_gives_a_cost(tmp_path: Path) -> None:
+    user = tmp_path / "models.json"
+    user.write_text(json.dumps({"models": {"openai-chat:p": {"price": [3, 15]}}}))
+    info = load_catalog(user).get("openai-chat:p")
+    assert info.price == (3.0, 15.0)
+    assert info.cost(2_000, 1_000) == pytest.approx(0.006 + 0.015)
+    assert load_catalog().get("openai-chat:unknown").cost(2_000, 1_000) is None
+
+
 def test_unknown_model_gets_conservative_defaults() -> None:
     info = load_catalog().get("openai-chat:whatever")
     assert info == ModelInfo("openai-chat:whatever", DEFAULT_CONTEXT_LIMIT, known=False)
@@ -45,7 +54,15 @@ def test_unknown_model_gets_conservative_defaults() -> None:
 
 @pytest.mark.parametrize(
     "content",
-    ["not json", '{"models": []}', '{"models": {"no-provider": {}}}', '{"models": {"a:b": {"context_limit": "x"}}}'],
+    [
+        "not json",
+        '{"models": []}',
+        '{"models": {"no-provider": {}}}',
+        '{"models": {"a:b": {"context_limit": "x"}}}',
+        '{"models": {"a:b": {"price": [1]}}}',
+        '{"models": {"a:b": {"price": [1, -2]}}}',
+        '{"models": {"a:b": {"price": "cheap"}}}',
+    ],
 )
 def test_bad_user_catalog_is_a_config_error(tmp_path: Path, content: str) -> None:
     user = tmp_path / "models.json"

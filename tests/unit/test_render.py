@@ -483,6 +483,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "error": False,
             "summary": None,
             "context_tokens": 0,
+            "cost": None,
             "kind": "turn_ended",
         },
     ]

@@ -7,14 +7,7 @@ from typing import Any, cast
 from acp import RequestError
 from acp.schema import SessionConfigOptionSelect, SessionConfigSelectOption, SessionMode, SessionModeState
 
-from codling.config import PERMISSION_MODES, PermissionMode
-
-MODE_DESCRIPTIONS: dict[PermissionMode, tuple[str, str]] = {
-    "read-only": ("Read only", "Reads and searches; refuses edits and commands."),
-    "ask": ("Ask", "Asks before every edit and command."),
-    "accept-edits": ("Accept edits", "Edits files without asking; asks before commands."),
-    "yolo": ("Yolo", "Edits and runs commands without asking."),
-}
+from codling.config import MODE_DESCRIPTIONS, PERMISSION_MODES, PermissionMode
 
 
 def mode_state(current: PermissionMode) -> SessionModeState:

@@ -8,6 +8,7 @@ in a background thread right after ``initialize`` has been answered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -50,7 +51,7 @@ from codling import __version__
 from codling.acp.auth import auth_methods, auth_required, check_method
 from codling.acp.errors import absolute, directory, invalid_session_id, not_found, resolved, shown, turn_error
 from codling.acp.options import config_options, mode_state, parse_mode
-from codling.acp.translate import translate
+from codling.acp.translate import prompt_usage, translate
 from codling.config import Settings, load_settings
 from codling.errors import (
     CodlingError,
@@ -66,7 +67,7 @@ from codling.store.ids import check_session_id
 
 if TYPE_CHECKING:
     from codling.acp.content import ContentBlock
-    from codling.brain.events import Event
+    from codling.brain.events import Event, Usage
     from codling.brain.session import ModelFactory
     from codling.store.history import SessionHeader, SessionLog
     from codling.store.index import SessionStore
@@ -75,6 +76,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE = 50
+
+INTRODUCTION_DELAY = 0.1
+"""Seconds between the response naming a new (or forked) session and the notifications introducing it (its
+slash commands, its usage), unless the client names the session in a request first. Zed registers a session
+only once it has handled that response, and drops notifications for a session it does not know; 2 ms was
+too soon for it. A loaded or resumed session is one the client named, so it is introduced at once."""
 
 SUPPORTED_PROTOCOL_VERSIONS = frozenset({PROTOCOL_VERSION})
 """The ACP protocol versions codling speaks (``PROTOCOL_VERSION`` is the latest)."""
@@ -117,7 +124,6 @@ class CodlingAgent:
         self._client_capabilities = ClientCapabilities()
         """What the client said it offers at ``initialize`` (nothing until then)."""
         self._sessions: dict[str, LiveSession] = {}
-        self._background: set[asyncio.Task[None]] = set()
 
     # -- plumbing -------------------------------------------------------------------------------------------
 
@@ -148,7 +154,8 @@ class CodlingAgent:
         return self._settings, self._catalog, self._store
 
     def _session(self, session_id: str) -> LiveSession:
-        """The open session ``session_id``: -32602 for a malformed id, -32002 for one not open here."""
+        """The open session ``session_id`` (which the client, naming it, surely knows): -32602 for a malformed id,
+        -32002 for one not open here."""
         try:
             check_session_id(session_id)
         except InvalidSessionIdError as e:
@@ -156,6 +163,7 @@ class CodlingAgent:
         session = self._sessions.get(session_id)
         if session is None:
             raise not_found(session_id, "no open session has this id (it was closed, or never opened here)")
+        session.known_to_client.set()
         return session
 
     def _stored(self, session_id: str) -> SessionLog:
@@ -387,17 +395,18 @@ class CodlingAgent:
                 model_factory=self._model_factory,
                 on_title=send_title,
                 mcp_servers=mcp_specs(mcp_servers),
+                catalog=catalog,
                 **self._ports(header.session_id, client_dirs),
             )
         except (OSError, CodlingError) as e:
             raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
-        session.brain.subscribe(self._forwarder(session.id))
+        session.brain.subscribe(self._forwarder(session))
         self._sessions[session.id] = session
         session.brain.start_servers()
+        if stored is not None and stored.header.session_id == header.session_id:
+            session.known_to_client.set()  # loaded or resumed: the client named it
         # After the response that introduces the session id (it is queued before this task first runs).
-        task = asyncio.get_running_loop().create_task(self._introduce(session, restored=stored is not None))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        session.introduction = asyncio.get_running_loop().create_task(self._introduce(session))
         return session
 
     def _ports(self, session_id: str, client_dirs: Sequence[str]) -> dict[str, Any]:
@@ -418,12 +427,20 @@ class CodlingAgent:
             )
         return ports
 
-    async def _introduce(self, session: LiveSession, *, restored: bool) -> None:
-        """What a client learns of a session after the response naming it: its slash commands and, for a
-        loaded, resumed or forked one, how full its context is."""
+    async def _introduce(self, session: LiveSession) -> None:
+        """What a client learns of a session once it knows it (see ``INTRODUCTION_DELAY``): its slash commands,
+        how full its context is and what it has cost so far. Sent before the client named the session, it is
+        sent again when it does (its first prompt at the latest), in case the client dropped it."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(session.known_to_client.wait(), INTRODUCTION_DELAY)
+        blind = not session.known_to_client.is_set()
+        await self._tell(session)
+        if blind:
+            await session.known_to_client.wait()
+            await self._tell(session)
+
+    async def _tell(self, session: LiveSession) -> None:
         await self._advertise_commands(session.id)
-        if not restored:
-            return
         try:
             for update in translate(session.brain.usage_event("")):
                 await self.client.session_update(session_id=session.id, update=update)
@@ -443,12 +460,23 @@ class CodlingAgent:
         except Exception:  # the client may be gone already; commands are a convenience
             log.debug("could not advertise commands", exc_info=True)
 
-    def _forwarder(self, session_id: str) -> Any:
+    def _forwarder(self, session: LiveSession) -> Any:
+        from codling.brain.events import SettingsChanged
+
         async def forward(event: Event) -> None:
             for update in translate(event):
-                await self.client.session_update(session_id=session_id, update=update)
+                await self.client.session_update(session_id=session.id, update=update)
+            if isinstance(event, SettingsChanged):  # /model or /mode: the editor's pickers follow
+                await self._send_settings(session, event.mode)
 
         return forward
+
+    async def _send_settings(self, session: LiveSession, mode: str | None) -> None:
+        """Tell the client the session's mode (if it changed) and every config option's current value."""
+        if mode is not None:
+            await self.client.session_update(session_id=session.id, update=helpers.update_current_mode(mode))
+        update = ConfigOptionUpdate(session_update="config_option_update", config_options=self._options(session))
+        await self.client.session_update(session_id=session.id, update=update)
 
     # -- modes and config options ---------------------------------------------------------------------------
 
@@ -456,11 +484,10 @@ class CodlingAgent:
         return mode_state(session.brain.state.mode)
 
     def _model_ids(self, session: LiveSession) -> list[str]:
-        from codling.llm.providers import has_credentials
+        from codling.llm.providers import available_models
 
         settings, catalog, _ = self._config()
-        current = session.brain.state.model.id
-        return [current] + [m.id for m in catalog if m.id != current and has_credentials(m.id, settings.env)]
+        return available_models(catalog, settings.env, session.brain.state.model.id)
 
     def _options(self, session: LiveSession) -> list[Any]:
         state = session.brain.state
@@ -506,6 +533,8 @@ class CodlingAgent:
         if session.brain.running or session.preparing_prompt:
             raise RequestError.invalid_request({"message": "a prompt is already running in this session"})
         session.preparing_prompt, session.cancel_pending = True, False
+        if session.introduction is not None:  # the commands reach the client before the turn's updates
+            await asyncio.wait([session.introduction])
         try:
             deps = session.brain.deps
             blocks, notes = await to_prompt(prompt, deps.workspace, deps.fs, model=session.brain.state.model)
@@ -519,15 +548,16 @@ class CodlingAgent:
             return PromptResponse(stop_reason="cancelled")  # cancelled, or closed, while it was prepared
         stop_reason: StopReason = "end_turn"
         failed: TurnFailed | None = None
+        spent: Usage | None = None
         async for event in session.brain.stream(blocks):
             if isinstance(event, TurnEnded):
-                stop_reason = event.stop_reason
+                stop_reason, spent = event.stop_reason, event.usage
             elif isinstance(event, TurnFailed):
                 failed = event
         if failed is not None and stop_reason != "cancelled":
             # Recorded in the history already; the editor shows this error (with a retry) instead of a reply.
             raise turn_error(failed, self._redact)
-        return PromptResponse(stop_reason=stop_reason)
+        return PromptResponse(stop_reason=stop_reason, usage=prompt_usage(spent))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """Stop the session's running turn; its prompt request answers ``cancelled``. A notification: a

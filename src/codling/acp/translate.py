@@ -11,6 +11,7 @@ from acp.schema import (
     AgentPlanUpdate,
     AgentThoughtChunk,
     ContentToolCallContent,
+    Cost,
     FileEditToolCallContent,
     ToolCallLocation,
     ToolCallProgress,
@@ -18,6 +19,7 @@ from acp.schema import (
     UsageUpdate,
     UserMessageChunk,
 )
+from acp.schema import Usage as PromptUsage
 
 from codling.brain.context import compaction
 from codling.brain.events import (
@@ -29,6 +31,7 @@ from codling.brain.events import (
     PlanUpdated,
     ProviderRetrying,
     SessionTitled,
+    SettingsChanged,
     SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
@@ -39,6 +42,7 @@ from codling.brain.events import (
     TurnEnded,
     TurnFailed,
     TurnStarted,
+    Usage,
     UsageUpdated,
 )
 from codling.tools.base import PLAN_TOOL
@@ -110,6 +114,17 @@ def _message(kind: str, text: str) -> AgentMessageChunk | UserMessageChunk:
     if kind == "user":
         return helpers.update_user_message_text(text)
     return helpers.update_agent_message_text(text)
+
+
+def prompt_usage(usage: Usage | None) -> PromptUsage | None:
+    """A turn's tokens as session/prompt's ``usage`` (an unstable part of ACP; None when nothing was spent)."""
+    if usage is None or usage.requests == 0:
+        return None
+    return PromptUsage(
+        total_tokens=usage.input_tokens + usage.output_tokens,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+    )
 
 
 def error_text(message: str) -> str:
@@ -196,10 +211,12 @@ def translate(event: Event) -> list[Update]:
                 helpers.update_tool_call(event.call_id, status="completed" if event.status == "retrying" else "failed")
             ]
         case UsageUpdated():
-            return [UsageUpdate(session_update="usage_update", used=event.used, size=event.size)]
+            cost = Cost(amount=round(event.cost, 6), currency="USD") if event.cost is not None else None
+            return [UsageUpdate(session_update="usage_update", used=event.used, size=event.size, cost=cost)]
         case SpecialTurnPersisted() if event.persistence != "replace-above":
             # A replacing summary is not a message (compaction shows its own tool call).
             return _special(event)
-        case TurnStarted() | TurnEnded() | SessionTitled() | SpecialTurnPersisted():
+        case TurnStarted() | TurnEnded() | SessionTitled() | SpecialTurnPersisted() | SettingsChanged():
+            # SettingsChanged: the agent sends the pickers' new state (server.py), which this cannot know.
             return []  # a title reaches the client as session_info_update, from the recorder
     return []

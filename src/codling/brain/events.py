@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock
+from codling.config import PermissionMode
 from codling.tools.base import PlanStep
 from codling.tools.ports import FileDiff, Location, ToolKind
 
@@ -238,12 +239,26 @@ class McpServerNotice:
 
 
 @dataclass(frozen=True)
+class SettingsChanged:
+    """A slash command changed the session's model or permission mode (whichever is not None)."""
+
+    turn_id: str
+    model: str | None = None
+    mode: PermissionMode | None = None
+    kind: Literal["settings_changed"] = "settings_changed"
+
+
+@dataclass(frozen=True)
 class UsageUpdated:
-    """How full the context is after a turn: ``used`` of ``size`` tokens."""
+    """How full the context is after a turn: ``used`` of ``size`` tokens; and what the session has spent."""
 
     turn_id: str
     used: int
     size: int
+    cost: float | None = None
+    """The session's cost so far in US dollars, at list prices (None: no turn had a known price)."""
+    spent: Usage = field(default_factory=Usage)
+    """The tokens and requests the session's turns have spent so far."""
     kind: Literal["usage_updated"] = "usage_updated"
 
 
@@ -305,6 +320,8 @@ class TurnEnded:
     context_tokens: int = 0
     """The input tokens the provider reported for the turn's first request, carried to the history after the
     turn (0: none reported); recorded, so a restored session budgets with the live one's numbers."""
+    cost: float | None = None
+    """What ``usage`` cost at the model's list price, in US dollars (None: the price is not known)."""
     kind: Literal["turn_ended"] = "turn_ended"
 
 
@@ -322,6 +339,7 @@ Event = (
     | ProviderRetrying
     | ContextWarning
     | McpServerNotice
+    | SettingsChanged
     | UsageUpdated
     | SpecialTurnPersisted
     | SessionTitled

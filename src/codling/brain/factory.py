@@ -9,7 +9,8 @@ from codling.brain.options import SessionOptions
 from codling.brain.session import ConversationSession, ModelFactory
 from codling.brain.state import SessionState
 from codling.config import PermissionMode, Settings
-from codling.llm.catalog import ModelInfo
+from codling.llm.catalog import Catalog, ModelInfo
+from codling.llm.providers import ModelMenu
 from codling.mcp_servers import McpServerSpec, merged
 from codling.tools.approval import Permissions
 from codling.tools.local import LocalFileSystem, LocalTerminal
@@ -32,11 +33,12 @@ def open_session(
     fs: FileSystem | None = None,
     terminal: Terminal | None = None,
     mcp_servers: tuple[McpServerSpec, ...] = (),
+    catalog: Catalog | None = None,
 ) -> ConversationSession:
     """A new session working in ``cwd``: on the local disk and in local subprocesses, unless ``fs`` and
     ``terminal`` say otherwise (an editor's, over ACP). Its MCP servers are ``mcp_servers`` (the editor's)
     and config.toml's, the editor's winning on a name clash; they start once the session's loop runs them
-    (``ConversationSession.start_servers``)."""
+    (``ConversationSession.start_servers``). ``/model`` may switch to ``catalog``'s models (None: to none)."""
     mode = mode or settings.mode
     state = SessionState(
         session_id=session_id or uuid.uuid4().hex,
@@ -67,5 +69,6 @@ def open_session(
         title_model=settings.title_model,
         delegates=settings.delegates,
         stream_idle_timeout=settings.stream_idle_timeout,
+        models=ModelMenu(catalog, settings.env) if catalog is not None else None,
     )
     return ConversationSession(state, deps, model_factory=model_factory, options=options)

@@ -1,6 +1,7 @@
 """What the parts around the turn loop need of a session, as a protocol they type against.
 
-Special turns (``special_turns.py``), compaction (``context/compactor.py``) and delegates (``delegates.py``)
+Special turns (``special_turns.py``), compaction (``context/compactor.py``), delegates (``delegates.py``) and
+slash commands (``commands.py``)
 work on the session that runs them; ``ConversationSession`` (``session.py``) is that session and imports them.
 Typing them against this protocol instead of the class keeps the import graph free of circles: none of them
 imports ``session.py``, not even for type checking.
@@ -15,6 +16,8 @@ from codling.brain.events import Event, Usage, UsageUpdated
 from codling.brain.options import SessionOptions
 from codling.brain.prompt import PromptBlock
 from codling.brain.state import SessionState
+from codling.config import PermissionMode
+from codling.llm.catalog import ModelInfo
 from codling.tools.toolset import ToolDeps
 
 if TYPE_CHECKING:
@@ -82,6 +85,14 @@ class SessionHost(Protocol):
         self, config: SpecialTurnConfig, announce: Announce | None = None
     ) -> Awaitable[SpecialTurnResult]:
         """Run a special turn and persist its result as configured."""
+        ...
+
+    def set_mode(self, mode: PermissionMode) -> None:
+        """Change the permission mode."""
+        ...
+
+    def set_model(self, model: ModelInfo) -> None:
+        """Switch models."""
         ...
 
     def add_delegated_usage(self, usage: Usage) -> None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from codling.brain.context import compaction
 from codling.brain.retries import RetryPolicy
+
+if TYPE_CHECKING:
+    from codling.llm.providers import ModelMenu
 
 TOOLS_SPENT_NOTE = (
     "You have used every tool pass this turn allows, so no tools are available now. Answer the user with what "
@@ -44,5 +48,7 @@ class SessionOptions:
     stream_idle_timeout: float = 120.0
     """Seconds a model request may go without data from the provider (between streamed chunks, or before
     the answer) before the turn fails; ``stream_idle_timeout`` in config.toml."""
+    models: ModelMenu | None = None
+    """The models ``/model`` may switch to (None: it only names the current one)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     """How a model request the provider refused for a passing reason (429, 5xx, no connection) is retried."""

@@ -21,10 +21,10 @@ from codling.brain.events import (
     TurnEnded,
     TurnStarted,
 )
-from codling.brain.prompt import TextBlock, render_prompt
+from codling.brain.prompt import TextBlock
 from codling.brain.special_turns import persisted_entries
 from codling.brain.state import HistoryEntry, SessionState
-from codling.brain.turns import Ending, TurnLog, command_of, typed_text
+from codling.brain.turns import PROMPT_COMMANDS, Ending, TurnLog, command_of, turn_text, typed_text
 
 
 def record_turn(state: SessionState, log_: TurnLog, ending: Ending | None) -> None:
@@ -57,11 +57,12 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
         if isinstance(event, TurnStarted):
             if log_ is not None:
                 record_turn(state, log_, "interrupted")
-            text = fit_prompt(render_prompt(event.blocks) if event.blocks else event.prompt, budget)
             blocks = event.blocks or (TextBlock(event.prompt),)
+            text = fit_prompt(turn_text(blocks), budget)
             command = command_of(blocks)
             state.pins = pins_after(state.pins, typed_text(blocks), command, state.turn_count + 1)
-            log_ = None if command is not None else TurnLog(state.turn_count + 1, text)
+            answered = command is not None and command[0] not in PROMPT_COMMANDS  # not part of the text history
+            log_ = None if answered else TurnLog(state.turn_count + 1, text)
             continue
         if isinstance(event, ContextCompacted):
             state.replace_history(compaction.rebuilt_history(event.kept_user_messages, event.summary))
@@ -70,8 +71,10 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
             _apply_special(state, event)
         elif isinstance(event, ToolCallFinished | PlanUpdated):
             follow(state, log_, event)
-        elif isinstance(event, TurnEnded) and event.summary is not None:
-            state.remember_turn(event.summary)
+        elif isinstance(event, TurnEnded):
+            state.add_spend(event.usage, event.cost)
+            if event.summary is not None:
+                state.remember_turn(event.summary)
         if log_ is not None:
             log_.apply(event)
             if isinstance(event, TurnEnded):

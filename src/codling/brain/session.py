@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from codling.brain.builtin_turns import clean_title, title_turn
 from codling.brain.coalesce import TextCoalescer
+from codling.brain.commands import AGENTS_FILE, run_command
 from codling.brain.context import compactor, tools
 from codling.brain.context.engine import ContextEngine
 from codling.brain.context.ledger import build_turn_summary
 from codling.brain.context.overflow import is_context_overflow, overflow_of
-from codling.brain.context.pins import describe_pins, pins_after
+from codling.brain.context.pins import pins_after
 from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.delegates import SessionDelegator
 from codling.brain.delivery import Barrier, DeliveredFirst, TurnProgress
@@ -39,7 +40,6 @@ from codling.brain.events import (
     McpServerNotice,
     SessionTitled,
     StopReason,
-    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     TurnEnded,
@@ -54,7 +54,6 @@ from codling.brain.prompt import (
     PromptBlock,
     TextBlock,
     prompt_summary,
-    render_prompt,
     system_prompt,
     user_content,
 )
@@ -63,11 +62,13 @@ from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTur
 from codling.brain.special_turns import SpecialTurns
 from codling.brain.state import SessionState
 from codling.brain.turns import (
+    PROMPT_COMMANDS,
     Ending,
     TurnLog,
     command_of,
     is_expected_failure,
     turn_failed,
+    turn_text,
     typed_text,
 )
 from codling.config import PermissionMode
@@ -489,7 +490,7 @@ class ConversationSession:
     async def _turn(self, blocks: tuple[PromptBlock, ...], emit: Callable[[Any], None]) -> None:
         """One turn: a slash command, or the user's prompt run through the model (compacting when needed)."""
         turn_id = uuid.uuid4().hex
-        user_text = self.context.fit_prompt(render_prompt(blocks))
+        user_text = self.context.fit_prompt(turn_text(blocks))
         log_ = TurnLog(self.state.turn_count + 1, user_text)
 
         def send(event: Event) -> None:
@@ -502,6 +503,9 @@ class ConversationSession:
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
         self.deps.progress.listen(TurnProgress(turn_id, send, self._delivered))
         command = command_of(blocks)
+        # /init: a model turn with codling's prompt, in the history as such (unless AGENTS.md exists already).
+        prompted = command is not None and command[0] in PROMPT_COMMANDS
+        answered = command is not None and (not prompted or (self.state.cwd / AGENTS_FILE).exists())
         # Before the turn runs, as restore does it (a turn cancelled at once still stated its rules).
         self.state.pins = pins_after(self.state.pins, typed_text(blocks), command, log_.turn_number)
         images = tuple(b for b in blocks if isinstance(b, ImageBlock))
@@ -514,8 +518,8 @@ class ConversationSession:
                 raise asyncio.CancelledError  # cancelled before the turn could start
             self.instructions()  # the system prompt's size is part of the context estimate
             await self._servers_ready(turn_id, send)
-            if command is not None:
-                await self._command(turn_id, send, *command)
+            if command is not None and answered:
+                await run_command(self, turn_id, send, *command)
             else:
                 stop, usage = await self._model_turn(turn_id, user_text, send, log_, images)
         except asyncio.CancelledError:
@@ -533,7 +537,7 @@ class ConversationSession:
         self.deps.progress.listen(None)
         self._notice_turn, self._notice_send = "", None
         summary = None
-        if command is None:
+        if command is None or prompted:
             record_turn(self.state, log_, ending)
             fresh = self._first_input_history == self.state.replacements
             self.context.after_turn(self._first_input if fresh else 0, images)
@@ -543,9 +547,11 @@ class ConversationSession:
             if self._wants_title(log_, ending):
                 # The request as the user wrote it, attachments by name: their contents never name a session.
                 self._title_due = (prompt_summary(blocks), "".join(log_.text))
-        send(self.context.usage_event(turn_id, send))
         usage += self._delegated_usage  # what its delegates spent is the turn's too
-        ended = TurnEnded(turn_id, stop, usage, log_.error is not None, summary, self.state.reported_input_tokens)
+        cost = self.state.model.cost(usage.input_tokens, usage.output_tokens)
+        self.state.add_spend(usage, cost)
+        send(self.context.usage_event(turn_id, send))
+        ended = TurnEnded(turn_id, stop, usage, log_.error is not None, summary, self.state.reported_input_tokens, cost)
         send(ended)
         emit(_DONE)
 
@@ -626,18 +632,6 @@ class ConversationSession:
                 self._first_input_reported,
                 idle_timeout=self.options.stream_idle_timeout,
             )
-
-    async def _command(self, turn_id: str, send: Callable[[Event], None], name: str, argument: str) -> None:
-        """A slash command's turn (the pins it changes were changed as it started, by ``pins_after``)."""
-        if name == "compact":
-            await compactor.compact(self, turn_id, send, "command", argument or None)
-        elif name == "pin":
-            said = f"Pinned: {argument}" if argument else "Say what to pin: /pin TEXT (for example /pin use tabs)."
-            send(TextDelta(turn_id, said))
-        elif name == "unpin" and not argument.strip().isdigit():
-            send(TextDelta(turn_id, "Say which pin to drop by its number: /unpin N (/pins lists them)."))
-        else:  # pins, or unpin N (done): what is pinned now
-            send(TextDelta(turn_id, describe_pins(self.state.pins)))
 
     def _first_input_reported(self, tokens: int) -> None:
         """The provider's input tokens for a turn's first request (as soon as it answers, even if the turn is

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from codling.brain.events import Usage
 from codling.config import PermissionMode
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_wire_tokens
@@ -87,7 +88,17 @@ class SessionState:
     """Compactions since the breaker opened that did not ask the summarizer."""
     replacements: int = 0
     """How often the history was replaced (a special turn's result applies only to the history it read)."""
+    spent: Usage = field(default_factory=Usage)
+    """What the session's turns spent (delegates included), summed from their ends."""
+    cost: float | None = None
+    """What they cost in US dollars at list prices (None: no turn had a known price)."""
     _messages: list[Any] = field(default_factory=list, repr=False)
+
+    def add_spend(self, usage: Usage, cost: float | None) -> None:
+        """Count a finished turn's tokens and cost (None: its price was not known) in the session's totals."""
+        self.spent += usage
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
 
     def add(self, entry: HistoryEntry) -> None:
         """Append one entry to the history."""

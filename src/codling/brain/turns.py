@@ -16,7 +16,7 @@ from codling.brain.events import (
     ToolCallStarted,
     TurnFailed,
 )
-from codling.brain.prompt import PromptBlock, TextBlock
+from codling.brain.prompt import PromptBlock, TextBlock, render_prompt
 from codling.tools.base import PlanStep, ToolReport
 
 COMMAND_PREFIX = "/"
@@ -40,14 +40,43 @@ def parse_command(text: str) -> tuple[str, str] | None:
 
 COMMANDS = {
     "compact": "Summarise the conversation so far to free context (optional: what to keep).",
+    "init": "Study the project and write an AGENTS.md describing it for coding agents.",
+    "model": "List the models you can switch to, or switch to one.",
+    "mode": "List the permission modes, or switch to one.",
+    "usage": "Show how full the context is and what the session has spent.",
     "pin": "Pin a standing instruction: every request carries it, whatever compaction does.",
     "pins": "List the pinned instructions.",
     "unpin": "Drop a pinned instruction by its number in /pins.",
+    "help": "List these commands.",
 }
-"""Slash commands a prompt may consist of, with their descriptions."""
+"""Slash commands a prompt may consist of, with their descriptions (run by ``brain/commands.py``)."""
 
-COMMAND_HINTS = {"compact": "optional instructions", "pin": "the instruction to pin", "unpin": "its number"}
+COMMAND_HINTS = {
+    "compact": "optional instructions",
+    "model": "model id",
+    "mode": "read-only, ask, accept-edits or yolo",
+    "pin": "the instruction to pin",
+    "unpin": "its number",
+}
 """What each command takes after its name (a command not named here takes nothing)."""
+
+PROMPT_COMMANDS = frozenset({"init"})
+"""Commands that are model turns with a prompt of codling's (``turn_text``), in the history as such."""
+
+
+def prompt_of_command(name: str) -> str:
+    """The prompt a prompt command sends the model (``prompts/<name>.md``)."""
+    from importlib import resources
+
+    return resources.files("codling.brain").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8").strip()
+
+
+def turn_text(blocks: tuple[PromptBlock, ...]) -> str:
+    """The user's side of a turn as the history keeps it: the prompt rendered, or a prompt command's prompt."""
+    command = command_of(blocks)
+    if command is not None and command[0] in PROMPT_COMMANDS:
+        return prompt_of_command(command[0])
+    return render_prompt(blocks)
 
 
 @dataclass

@@ -1,8 +1,10 @@
 """The model catalog: ``models.json`` bundled with codling, plus ``$CODLING_HOME/models.json``.
 
 Both files have the shape ``{"models": {"<provider:model>": {"context_limit": N, "max_output_tokens": N,
-"thinking": bool, "images": bool, "compact_threshold": share (optional)}}}``; the user's entries add to or
-replace the bundled ones. An id found in neither still works, with conservative defaults (``ModelInfo.known``
+"thinking": bool, "images": bool, "compact_threshold": share (optional), "price": [input, output] (optional:
+US dollars per million tokens)}}}``; the user's entries add to or replace the bundled ones. The bundled prices
+are the providers' list prices when they were written down (cached-input discounts are not counted), so a
+cost shown is an estimate. An id found in neither still works, with conservative defaults (``ModelInfo.known``
 is then false and a warning is due).
 """
 
@@ -33,6 +35,14 @@ class ModelInfo:
     """This model's own compaction threshold (share of the context limit), overriding config.toml's."""
     known: bool = True
     """False when the id is in no catalog and the defaults above are guesses."""
+    price: tuple[float, float] | None = None
+    """US dollars per million input and output tokens (None: not known, so no cost is shown)."""
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float | None:
+        """What these tokens cost at this model's list price, in US dollars (None when the price is unknown)."""
+        if self.price is None:
+            return None
+        return (input_tokens * self.price[0] + output_tokens * self.price[1]) / 1_000_000
 
     @property
     def provider(self) -> str:
@@ -68,6 +78,18 @@ def _threshold(value: Any, model_id: str, source: str) -> float | None:
     return float(value)
 
 
+def _price(value: Any, model_id: str, source: str) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
+        raise ConfigError(f"{source}: {model_id}: price must be [input, output] in dollars per million tokens")
+    return float(value[0]), float(value[1])
+
+
 def _parse(data: Any, source: str) -> dict[str, ModelInfo]:
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise ConfigError(f'{source}: expected {{"models": {{"<provider:model>": {{...}}}}}}')
@@ -83,6 +105,7 @@ def _parse(data: Any, source: str) -> dict[str, ModelInfo]:
                 thinking=bool(entry.get("thinking", False)),
                 images=bool(entry.get("images", False)),
                 compact_threshold=_threshold(entry.get("compact_threshold"), model_id, source),
+                price=_price(entry.get("price"), model_id, source),
             )
         except (TypeError, ValueError) as e:
             raise ConfigError(f"{source}: entry {model_id!r} has a non-numeric limit: {e}") from e

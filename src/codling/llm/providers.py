@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from codling.config import Settings
@@ -66,6 +66,34 @@ def has_credentials(model_id: str, env: Mapping[str, str]) -> bool:
     """Whether the environment holds credentials for the model's provider (unknown providers: assume yes)."""
     names = CREDENTIAL_VARIABLES.get(provider_of(model_id))
     return names is None or any(env.get(name) for name in names)
+
+
+def available_models(catalog: Catalog, env: Mapping[str, str], current: str) -> list[str]:
+    """The model ids a session may switch to: ``current`` first, then every catalog model whose provider has
+    credentials in ``env``."""
+    return [current] + [m.id for m in catalog if m.id != current and has_credentials(m.id, env)]
+
+
+@dataclass(frozen=True)
+class ModelMenu:
+    """The models a session may switch to (``/model``): the catalog's, and any ``provider:model`` id, as long as
+    the environment holds the provider's credentials."""
+
+    catalog: Catalog
+    env: Mapping[str, str] = field(repr=False)
+
+    def available(self, current: str) -> list[str]:
+        """``current`` first, then the catalog's models with credentials."""
+        return available_models(self.catalog, self.env, current)
+
+    def choose(self, model_id: str) -> ModelInfo:
+        """The model ``model_id``; ConfigError (saying what to do) if it is malformed or has no credentials."""
+        if not provider_of(model_id) or model_id.endswith(":"):
+            raise ConfigError(f"{model_id!r} is not a model id: they look like 'provider:model'")
+        if not has_credentials(model_id, self.env):
+            names = " or ".join(CREDENTIAL_VARIABLES[provider_of(model_id)])
+            raise MissingCredentialsError(f"{model_id} needs {names}, which codling's environment does not set", ())
+        return self.catalog.get(model_id)
 
 
 @dataclass(frozen=True)

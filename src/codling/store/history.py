@@ -21,7 +21,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from codling.brain.builtin_turns import fallback_title
-from codling.brain.events import Event, SessionTitled, TextDelta, ThoughtDelta, TurnEnded, TurnFailed, TurnStarted
+from codling.brain.events import (
+    Event,
+    SessionTitled,
+    SettingsChanged,
+    TextDelta,
+    ThoughtDelta,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+)
 from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.secrecy import Redactor
@@ -280,6 +289,9 @@ class HistoryRecorder:
         self._flush()
         if isinstance(event, TurnFailed):
             self._error = event.message
+            return
+        if isinstance(event, SettingsChanged):  # a slash command's; recorded as a change from a client is
+            self.settings(**{k: v for k, v in (("model", event.model), ("mode", event.mode)) if v is not None})
             return
         record = event_record(event, self.file.session_id, self._error)
         if record is not None:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from codling.brain.builtin_turns import greeting_turn
 from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession, ModelFactory
 from codling.config import Settings, parse_mode
-from codling.llm.catalog import ModelInfo
+from codling.llm.catalog import Catalog, ModelInfo
 from codling.mcp_servers import McpServerSpec
 from codling.store.history import HistoryRecorder, SessionHeader, SessionLog
 from codling.store.index import SessionStore
@@ -35,6 +35,11 @@ class LiveSession:
     """A cancel arrived while the prompt was being prepared: the turn must not start."""
     greeting: asyncio.Task[None] | None = None
     """The greeting special turn, while it runs (see ``greet``)."""
+    known_to_client: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the client has named the session in a request, so it surely knows it (an editor drops
+    notifications for a session it has not registered yet)."""
+    introduction: asyncio.Task[None] | None = None
+    """What the client is told of the session once it knows it (its commands, its usage), while pending."""
     _greeting_wait: asyncio.Future[Any] | None = None
 
     def greet(self) -> None:
@@ -89,6 +94,8 @@ class LiveSession:
 
     async def close(self) -> None:
         """Stop any running turn and the session's MCP servers, and release the history file."""
+        if self.introduction is not None:
+            self.introduction.cancel()
         await self.brain.close()
         self.recorder.file.close()
 
@@ -106,6 +113,7 @@ def start_session(
     fs: FileSystem | None = None,
     terminal: Terminal | None = None,
     mcp_servers: tuple[McpServerSpec, ...] = (),
+    catalog: Catalog | None = None,
 ) -> LiveSession:
     """Open ``header``'s session: a new one (its history file is created) or, given ``stored``, the stored one
     with its brain restored from the recorded events and its mode as last recorded."""
@@ -123,6 +131,7 @@ def start_session(
         fs=fs,
         terminal=terminal,
         mcp_servers=mcp_servers,
+        catalog=catalog,
     )
     if stored is not None:
         brain.restore(stored.events)

@@ -236,6 +236,7 @@ class TurnEndRecord(_TurnRecord):
     error: str | None = None
     summary: SummaryPart | None = None
     context_tokens: int = Field(default=0, ge=0)
+    cost: float | None = Field(default=None, ge=0)
 
     def events(self) -> list[Event]:
         usage = Usage(self.usage.input_tokens, self.usage.output_tokens, self.usage.requests)
@@ -247,6 +248,7 @@ class TurnEndRecord(_TurnRecord):
             error=self.error is not None,
             summary=summary,
             context_tokens=self.context_tokens,
+            cost=self.cost,
         )
         return [TurnFailed(self.turn_id, self.error), ended] if self.error is not None else [ended]
 
@@ -379,5 +381,6 @@ def event_record(event: Event, session_id: str, error: str | None = None) -> Rec
                 error=error,
                 summary=SummaryPart.of(summary) if summary is not None else None,
                 context_tokens=event.context_tokens,
+                cost=event.cost,
             )
     return None

@@ -161,7 +161,7 @@ class ContextEngine:
                 f"The context ({used:,} tokens) is larger than {self.state.model.id}'s window ({size:,}); "
                 "codling is cutting what it sends. Start a new session or pick a model with a larger window.",
             )
-        return UsageUpdated(turn_id, min(used, size), size)
+        return UsageUpdated(turn_id, min(used, size), size, self.state.cost, self.state.spent)
 
     def warn_once(self, key: str, turn_id: str, send: Callable[[Event], None] | None, message: str) -> None:
         """Tell the user ``message`` (a ``ContextWarning`` through ``send``) unless this session already did;

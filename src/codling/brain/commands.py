@@ -1,0 +1,121 @@
+"""Slash commands: a prompt that is exactly ``/name [argument]`` runs one of these instead of a model turn.
+
+They are turns like any other (recorded, replayed, shown in every client), answered by codling itself: their
+reply is a ``TextDelta``. ``/model`` and ``/mode`` also change the session (``SettingsChanged``, which the
+history records and an editor shows in its pickers). ``/init`` is the exception: it is a model turn with the
+prompt of ``prompts/init.md`` (see ``turns.turn_text``), unless the project already has an AGENTS.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from codling.brain.context import compactor
+from codling.brain.context.pins import describe_pins
+from codling.brain.events import Event, SettingsChanged, TextDelta
+from codling.brain.turns import COMMAND_HINTS, COMMANDS
+from codling.config import MODE_DESCRIPTIONS, PERMISSION_MODES, parse_mode
+from codling.errors import ConfigError
+
+if TYPE_CHECKING:
+    from codling.brain.host import SessionHost
+
+AGENTS_FILE = "AGENTS.md"
+
+
+async def run_command(
+    session: SessionHost, turn_id: str, send: Callable[[Event], None], name: str, argument: str
+) -> None:
+    """Run the slash command ``name`` (the pins it changes were changed as its turn started)."""
+
+    def say(text: str) -> None:
+        send(TextDelta(turn_id, text))
+
+    match name:
+        case "compact":
+            await compactor.compact(session, turn_id, send, "command", argument or None)
+        case "pin":
+            say(f"Pinned: {argument}" if argument else "Say what to pin: /pin TEXT (for example /pin use tabs).")
+        case "unpin" if not argument.strip().isdigit():
+            say("Say which pin to drop by its number: /unpin N (/pins lists them).")
+        case "pins" | "unpin":  # unpin N is done: what is pinned now
+            say(describe_pins(session.state.pins))
+        case "mode":
+            say(_mode(session, turn_id, send, argument))
+        case "model":
+            say(_model(session, turn_id, send, argument))
+        case "usage":
+            say(describe_usage(session))
+        case "init":
+            say(
+                f"{AGENTS_FILE} already exists in {session.state.cwd}, so /init leaves it alone. Ask me to "
+                "improve it, or delete it and run /init again."
+            )
+        case _:
+            say(describe_commands())
+
+
+def describe_commands() -> str:
+    """/help's answer: every command with what it takes and does."""
+    lines = ["Commands (type them as the whole prompt):", ""]
+    for name, description in COMMANDS.items():
+        hint = f" [{COMMAND_HINTS[name]}]" if name in COMMAND_HINTS else ""
+        lines.append(f"- `/{name}{hint}`: {description}")
+    return "\n".join(lines)
+
+
+def _mode(session: SessionHost, turn_id: str, send: Callable[[Event], None], argument: str) -> str:
+    if not argument:
+        rows = [
+            f"- `{m}`{' (current)' if m == session.state.mode else ''}: {MODE_DESCRIPTIONS[m][1]}"
+            for m in PERMISSION_MODES
+        ]
+        return "Permission modes (switch with /mode NAME):\n\n" + "\n".join(rows)
+    try:
+        mode = parse_mode(argument)
+    except ConfigError as e:
+        return f"Mode not changed: {e}."
+    session.set_mode(mode)
+    send(SettingsChanged(turn_id, mode=mode))
+    return f"Mode: {mode}. {MODE_DESCRIPTIONS[mode][1]}"
+
+
+def _model(session: SessionHost, turn_id: str, send: Callable[[Event], None], argument: str) -> str:
+    current = session.state.model
+    menu = session.options.models
+    if not argument:
+        ids = menu.available(current.id) if menu is not None else [current.id]
+        rows = [f"- `{i}`{' (current)' if i == current.id else ''}" for i in ids]
+        return "Models you can switch to (with /model ID):\n\n" + "\n".join(rows)
+    if menu is None:
+        return "This session cannot switch models."
+    try:
+        model = menu.choose(argument)
+    except ConfigError as e:
+        return f"Model not changed: {e}."
+    session.set_model(model)
+    send(SettingsChanged(turn_id, model=model.id))
+    known = "" if model.known else f" (not in the catalog: assuming a {model.context_limit:,}-token context)"
+    return f"Model: {model.id}{known}. The conversation so far goes with it."
+
+
+def describe_usage(session: SessionHost) -> str:
+    """/usage's answer: how full the context is, and what the session has spent."""
+    state = session.state
+    usage = session.usage_event("")
+    share = usage.used / usage.size if usage.size else 0.0
+    spent = state.spent
+    lines = [
+        f"- Context: {usage.used:,} of {usage.size:,} tokens ({share:.0%}) with {state.model.id}",
+        f"- This session: {spent.input_tokens:,} input and {spent.output_tokens:,} output tokens in "
+        f"{spent.requests:,} model requests",
+    ]
+    if state.cost is not None:
+        lines.append(f"- Cost: about ${state.cost:,.4f} at list prices")
+    if state.model.price is not None:
+        per_in, per_out = state.model.price
+        lines.append(
+            f"- {state.model.id} costs ${per_in:g} per million input tokens and ${per_out:g} per million output"
+        )
+    return "\n".join(lines)
