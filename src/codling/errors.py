@@ -13,6 +13,7 @@ they care about and let the rest propagate::
     │   │   └── MissingPathError   nothing exists at the path
     │   ├── EditError          an edit's old text is missing or not unique
     │   ├── PermissionDenied   the user or the mode refused the action
+    │   │   └── RejectedError  the user answered "reject" when asked
     │   └── CommandError       a command could not start or was stopped
     ├── ModelError             the model provider failed (HTTP error, bad response); the turn ends with an error reply
     └── SessionError           a session operation is invalid
@@ -69,6 +70,10 @@ class EditError(ToolError):
 
 class PermissionDenied(ToolError):
     """The user or the permission mode refused the action."""
+
+
+class RejectedError(PermissionDenied):
+    """The user was asked and rejected the action."""
 
 
 class CommandError(ToolError):

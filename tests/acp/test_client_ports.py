@@ -121,12 +121,14 @@ async def test_a_command_runs_in_the_editor_s_terminal_shown_live(home: Path, pr
         updates = [u for u in h.client.conversation() if isinstance(u, ToolCallStart | ToolCallProgress)]
     assert [(type(u).__name__, u.status) for u in updates] == [
         ("ToolCallStart", "pending"),
-        ("ToolCallProgress", "in_progress"),
+        ("ToolCallProgress", "in_progress"),  # the work started
+        ("ToolCallProgress", "in_progress"),  # its terminal
         ("ToolCallProgress", "completed"),
     ]
     # The terminal is shown while it runs; the final update leaves the content alone (the editor keeps
-    # showing the released terminal, and would reject an update naming it).
-    assert updates[1].content == [helpers.tool_terminal_ref("term-1")] and updates[2].content is None
+    # showing the released terminal, and would reject an update naming it), and says how the command ended.
+    assert updates[2].content == [helpers.tool_terminal_ref("term-1")] and updates[3].content is None
+    assert updates[3].raw_output == {"status": "exit code 3", "output": "from-the-editor\n", "exitCode": 3}
     assert h.editor.calls[0] == ("terminal/create", "/bin/sh -c echo from-the-editor; exit 3")
     assert h.editor.methods()[-1] == "terminal/release"
     assert tool_results(script)[0].startswith("exit code 3\nfrom-the-editor")
@@ -170,8 +172,9 @@ async def test_replay_shows_the_command_output_as_text(home: Path, project: Path
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         await conn.load_session(session_id=h.session_id, cwd=str(project))
     (finished,) = [u for u in live.of_kind("tool_call_update") if u.status == "completed"]
-    # The terminal is gone with the connection that had it: the replay shows what the model was told.
-    assert finished.content == [helpers.tool_content(helpers.text_block("exit code 0\nremembered\n"))]
+    # The terminal is gone with the connection that had it: the replay shows the output as a code block.
+    assert finished.content == [helpers.tool_content(helpers.text_block("exit code 0\n\n```\nremembered\n```"))]
+    assert finished.raw_output == {"status": "exit code 0", "output": "remembered\n"}
 
 
 async def test_without_the_capabilities_files_and_commands_stay_local(home: Path, project: Path) -> None:
@@ -274,10 +277,13 @@ async def test_a_delegate_asks_and_runs_its_commands_under_its_own_call(home: Pa
     (permission,) = h.client.permissions
     asked = permission.tool_call
     assert (asked.tool_call_id, asked.title, asked.kind) == ("d1", "Delegate to the coder: Say hi", "think")
-    assert [c.content.text for c in asked.content or []] == ["coder: Run `echo hi`", "echo hi"]
+    assert [c.content.text for c in asked.content or []] == ["coder: Run echo hi", "echo hi"]
     assert [c.tool_call_id for c in h.client.of_kind("tool_call")] == ["d1"]
     updates = [u for u in h.client.of_kind("tool_call_update") if u.tool_call_id == "d1"]
-    assert helpers.tool_terminal_ref("term-1") in [c for u in updates for c in u.content or []]
-    assert h.client.shown_before_release == {"term-1": True}
+    # Its command ran in an editor terminal, which is not embedded in the card: the next step would replace it
+    # (a released terminal cannot be named again). Its steps accumulate, with the command's exit status.
+    assert h.editor.calls[0] == ("terminal/create", "/bin/sh -c echo hi")
+    assert all(getattr(c, "terminal_id", None) is None for u in updates for c in u.content or [])
+    assert [c.content.text for c in updates[-1].content or []] == ["→ Run echo hi\n  exit code 0", "Said hi."]
     assert updates[-1].status == "completed"
     assert tool_results(script)[-1] == "Said hi."

@@ -154,9 +154,9 @@ async def test_tool_call_shows_title_kind_locations_input_and_diff(start, projec
     assert "src/app.py" in call.title
     assert call.raw_input == {"path": "src/app.py", "old_text": "'hello'", "new_text": "'bye'"}
     assert [loc.path for loc in call.locations] == [str(target)]
-    (update,) = h.client.of_kind("tool_call_update")
-    assert update.status == "completed"
-    diff = update.content[0]
+    running, update = h.client.of_kind("tool_call_update")
+    assert (running.status, update.status) == ("in_progress", "completed")
+    [diff] = update.content  # the diff alone: the model's text (a unified diff) is not shown as well
     assert (diff.type, diff.path) == ("diff", str(target))
     assert (diff.old_text, diff.new_text) == (
         "def greet():\n    return 'hello'\n",
@@ -192,9 +192,11 @@ async def test_ask_mode_command_request_shows_the_command_and_rejection_reaches_
     (request,) = h.client.permissions
     assert request.tool_call.kind == "execute"
     assert request.tool_call.content[0].content.text == "make deploy"
-    (update,) = h.client.of_kind("tool_call_update")
-    assert update.status == "failed"
-    assert "rejected" in update.content[0].content.text
+    running, update = h.client.of_kind("tool_call_update")
+    assert running.status == "in_progress"
+    # The editor marked the call rejected: the last update leaves its status alone, with a note for the user.
+    assert update.status is None
+    assert [c.content.text for c in update.content] == ["Rejected."]
     assert h.client.agent_text() == "OK, I won't."
     tool_results = [p for m in script.requests[1] for p in m.parts if p.part_kind == "tool-return"]
     assert "rejected" in str(tool_results[0].content)
@@ -308,8 +310,8 @@ async def test_additional_directories_are_part_of_the_workspace(start, project: 
         await h.conn.initialize(protocol_version=PROTOCOL_VERSION)
         session = await h.conn.new_session(cwd=str(project), additional_directories=[str(extra)])
         await h.conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("read it")])
-    (update,) = h.client.of_kind("tool_call_update")
-    assert update.status == "completed"
+    running, update = h.client.of_kind("tool_call_update")
+    assert (running.status, update.status) == ("in_progress", "completed")
     assert "VALUE = 42" in update.content[0].content.text
 
 
@@ -414,9 +416,13 @@ async def test_a_delegate_works_under_its_call_in_the_editor(start) -> None:  # 
     assert [c.tool_call_id for c in calls] == ["d1"]  # the delegate's own calls are not cards of their own
     assert calls[0].title == "Delegate to the planner: Plan the change"
     updates = [u for u in h.client.of_kind("tool_call_update") if u.tool_call_id == "d1"]
-    notes = [u.content[0].content.text for u in updates if u.status == "in_progress"]
+    notes = [u.content[0].content.text for u in updates if u.status == "in_progress" and u.content]
     assert notes[-1] == "→ Read src/app.py\n→ Update the plan"
     assert updates[-1].status == "completed"
-    assert updates[-1].content == [helpers.tool_content(helpers.text_block("Step 1: read app.py"))]
+    # It ends with every step it took and its answer.
+    assert updates[-1].content == [
+        helpers.tool_content(helpers.text_block("→ Read src/app.py\n→ Update the plan")),
+        helpers.tool_content(helpers.text_block("Step 1: read app.py")),
+    ]
     (plan,) = h.client.of_kind("plan")
     assert [e.content for e in plan.entries] == ["Read app.py"]

@@ -57,6 +57,9 @@ class RecordingClient:
     """Updates a real editor would reject (e.g. naming a released terminal)."""
     shown_before_release: dict[str, bool] = field(default_factory=dict)
     """Per terminal: whether a tool call update had shown it by the time the agent released it."""
+    statuses: dict[str, str] = field(default_factory=dict)
+    """Each tool call's status as the editor shows it: the agent's, or "rejected" and "cancelled", which Zed
+    sets itself when the user rejects a call or cancels the turn."""
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
@@ -66,6 +69,39 @@ class RecordingClient:
             if terminal_id is not None and (self.editor is None or not self.editor.showable(terminal_id)):
                 # Zed drops such an update: it knows no released (or unknown) terminal.
                 self.problems.append(f"update names terminal {terminal_id}, which the editor no longer has")
+        self._check_tool_call(update)
+
+    def _check_tool_call(self, update: Any) -> None:
+        """What Zed's thread would make of a tool call update: unknown calls, overwritten user decisions,
+        raw diffs shown as text, relative paths."""
+        kind = update.session_update
+        if kind not in ("tool_call", "tool_call_update"):
+            return
+        call_id = update.tool_call_id
+        if kind == "tool_call_update" and call_id not in self.statuses:
+            self.problems.append(f"update for tool call {call_id}, which the editor never saw start")
+        if kind == "tool_call_update" and update.status and self.statuses.get(call_id) in ("rejected", "cancelled"):
+            self.problems.append(
+                f"tool call {call_id} was {self.statuses[call_id]} by the user, then set to {update.status}"
+            )
+        decided = self.statuses.get(call_id) in ("rejected", "cancelled")
+        if (update.status or kind == "tool_call") and not decided:
+            self.statuses[call_id] = update.status or "pending"
+        for content in update.content or ():
+            if content.type == "diff" and not content.path.startswith("/"):
+                self.problems.append(f"diff of {call_id} names the relative path {content.path}")
+            text = getattr(getattr(content, "content", None), "text", "") or ""
+            if content.type == "content" and text.startswith(("--- ", "diff --git")):
+                self.problems.append(f"tool call {call_id} shows a raw unified diff as text")
+        for location in update.locations or ():
+            if not location.path.startswith("/") or (location.line is not None and location.line < 1):
+                self.problems.append(f"tool call {call_id} has the location {location.path}:{location.line}")
+
+    def cancelled(self) -> None:
+        """The user cancelled the turn: the editor marks every call still pending or running as cancelled."""
+        for call_id, status in self.statuses.items():
+            if status in ("pending", "in_progress"):
+                self.statuses[call_id] = "cancelled"
 
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
@@ -75,6 +111,8 @@ class RecordingClient:
         if answer is None:
             await self.release.wait()
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if answer == "reject":
+            self.statuses[tool_call.tool_call_id] = "rejected"
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=answer))
 
     def _editor(self, method: str) -> FakeEditor:
@@ -145,3 +183,4 @@ async def connected(agent: CodlingAgent, client: RecordingClient) -> AsyncIterat
         await client_conn.close()
         await agent_conn._conn.close()
         await agent.shutdown()  # as `codling acp` does when its client goes away
+    assert client.problems == [], "the client saw updates an editor would reject"

@@ -473,6 +473,8 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "summary": "",
             "terminal_id": None,
             "changed": [],
+            "ended_by": None,
+            "shown": None,
             "kind": "tool_call_finished",
         },
         {

@@ -252,7 +252,7 @@ async def test_cancel_kills_running_command(project: Path, settings: Settings) -
     assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
     # The interrupted call is closed, so no client shows it running forever.
     assert events[-3] == ToolCallFinished(
-        events[0].turn_id, "c1", "run_command", "failed", "aborted: the user cancelled the turn"
+        events[0].turn_id, "c1", "run_command", "failed", "aborted: the user cancelled the turn", ended_by="cancelled"
     )
     pid = int(pid_file.read_text())
     for _ in range(100):

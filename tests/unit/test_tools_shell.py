@@ -12,7 +12,7 @@ from pydantic_ai.usage import RunUsage
 
 from codling.errors import PermissionDenied, ToolError
 from codling.tools.approval import Permissions
-from codling.tools.base import PermissionMode, ToolOutput
+from codling.tools.base import PermissionMode, ShownResult, ToolOutput
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import PermissionRequest
 from codling.tools.shell import run_command
@@ -50,6 +50,7 @@ async def test_runs_in_cwd_and_reports_exit_code(tmp_path: Path) -> None:
     assert result == ToolOutput(
         text=f"exit code 2\n{tmp_path}\noops\n",
         summary=f"`pwd; echo oops >&2; exit 2` in {tmp_path} → exit code 2\n{tmp_path}\noops",
+        shown=ShownResult(exit_code=2, output=f"{tmp_path}\noops\n"),
     )
 
 
@@ -66,7 +67,7 @@ async def test_asks_with_the_actual_command(tmp_path: Path) -> None:
             tool_call_id="call-7",
             tool_name="run_command",
             kind="execute",
-            title="Run `echo hi > out.txt`",
+            title="Run echo hi > out.txt",
             subject="echo hi > out.txt",
             raw_input={"command": "echo hi > out.txt", "timeout_seconds": 5},
         )
@@ -74,7 +75,7 @@ async def test_asks_with_the_actual_command(tmp_path: Path) -> None:
 
 
 async def test_rejected_command_does_not_run(tmp_path: Path) -> None:
-    with pytest.raises(PermissionDenied, match="The user rejected Run `touch marker`"):
+    with pytest.raises(PermissionDenied, match="The user rejected Run touch marker"):
         await bounded(run_command(ctx(tmp_path, "ask", ScriptedApprover("reject")), "touch marker"))
     assert not (tmp_path / "marker").exists()
 
@@ -90,6 +91,7 @@ async def test_timeout_is_reported_in_the_text(tmp_path: Path) -> None:
     assert result == ToolOutput(  # clamped to 1s
         text="timed out after 1s, process group killed\nstarted\n",
         summary=f"`echo started; sleep 30` in {tmp_path} → timed out after 1s\nstarted",
+        shown=ShownResult(exit_code=None, output="started\n"),
     )
 
 

@@ -87,9 +87,9 @@ def test_describe_edits_and_commands(ws: Workspace) -> None:
     assert describe_call("write_file", {"path": "a.py", "content": ""}, ws) == ToolCallInfo(
         "Write a.py", "edit", (Location(a),)
     )
-    assert describe_call("run_command", {"command": "pytest -q"}, ws) == ToolCallInfo("Run `pytest -q`", "execute")
-    assert describe_call("run_command", {"command": "make\nmake test"}, ws).title == "Run `make …`"
-    assert describe_call("run_command", {"command": "x" * 300}, ws).title == f"Run `{'x' * 200} …`"
+    assert describe_call("run_command", {"command": "pytest -q"}, ws) == ToolCallInfo("Run pytest -q", "execute")
+    assert describe_call("run_command", {"command": "make\nmake test"}, ws).title == "Run make …"
+    assert describe_call("run_command", {"command": "x" * 300}, ws).title == f"Run {'x' * 200} …"
 
 
 def test_describe_outside_path_still_has_a_title(ws: Workspace) -> None:

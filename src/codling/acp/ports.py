@@ -22,6 +22,7 @@ from acp.schema import (
 )
 
 from codling.acp.errors import client_error
+from codling.acp.paths import ClientPaths
 from codling.acp.translate import locations
 from codling.errors import CommandError, PathError
 from codling.secrecy import secret_names
@@ -40,18 +41,20 @@ OPTIONS = [
 class AcpApprover:
     """Asks the editor's user, showing the actual command, or the path and the diff of an edit."""
 
-    def __init__(self, client: Client, session_id: str) -> None:
+    def __init__(self, client: Client, session_id: str, paths: ClientPaths | None = None) -> None:
         self._client = client
         self._session_id = session_id
+        self._paths = paths or ClientPaths()
 
     async def ask(self, request: PermissionRequest) -> Decision:
-        """Send session/request_permission and map the chosen option to a decision."""
+        """Send session/request_permission and map the chosen option to a decision; an allowed call is shown
+        running again (asking made it pending)."""
         content: list[ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent] = []
         if request.within is not None:  # asked under the call the editor shows, which keeps its title
             content.append(helpers.tool_content(helpers.text_block(request.title)))
         if request.diff is not None:
             d = request.diff
-            content.append(helpers.tool_diff_content(str(d.path), d.new_text, d.old_text))
+            content.append(helpers.tool_diff_content(self._paths(d.path), d.new_text, d.old_text))
         else:
             content.append(helpers.tool_content(helpers.text_block(request.subject)))
         shown = request.within
@@ -61,7 +64,7 @@ class AcpApprover:
             kind=shown.kind if shown else request.kind,
             status="pending",
             content=content,
-            locations=None if shown else locations([Location(request.diff.path)] if request.diff else []),
+            locations=None if shown else locations([Location(request.diff.path)] if request.diff else [], self._paths),
             raw_input=shown.raw_input if shown else request.raw_input,
         )
         response = await self._client.request_permission(
@@ -69,6 +72,8 @@ class AcpApprover:
         )
         outcome = response.outcome
         if outcome.outcome == "selected" and outcome.option_id in ("allow_once", "allow_always"):
+            running = helpers.update_tool_call(tool_call.tool_call_id, status="in_progress")
+            await self._client.session_update(session_id=self._session_id, update=running)
             return "allow_always" if outcome.option_id == "allow_always" else "allow_once"
         return "reject"
 
@@ -79,23 +84,15 @@ class AcpFileSystem:
     a buffer and writing the disk would lose the user's unsaved changes or the agent's edit). A read the editor
     cannot serve goes to the local disk, whose errors say precisely what is wrong with the path.
 
-    Paths reach the editor as the client named its directories: ``client_roots`` maps each resolved root back
+    Paths reach the editor as the client named its directories: ``paths`` maps each resolved root back
     to the path the client gave (a project opened through a symbolic link, or macOS's ``/tmp``)."""
 
-    def __init__(
-        self, client: Client, session_id: str, *, local: FileSystem, client_roots: Mapping[Path, Path] | None = None
-    ) -> None:
+    def __init__(self, client: Client, session_id: str, *, local: FileSystem, paths: ClientPaths | None = None) -> None:
         self._client = client
         self._session_id = session_id
         self._local = local
-        self._roots = dict(client_roots or {})
-
-    def client_path(self, path: Path) -> str:
-        """``path`` (resolved) as the editor knows it."""
-        for resolved, given in self._roots.items():
-            if path.is_relative_to(resolved):
-                return str(given / path.relative_to(resolved))
-        return str(path)
+        self.client_path = paths or ClientPaths()
+        """A resolved path as the editor knows it."""
 
     async def read_text(self, path: Path) -> str:
         """The file's text as the editor has it (unsaved changes included)."""

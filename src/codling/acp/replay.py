@@ -10,13 +10,13 @@ from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
 from codling.acp.content import to_acp
-from codling.acp.translate import Update, error_text, translate
+from codling.acp.translate import Paths, Update, error_text, translate
 from codling.brain.events import Event, ToolCallFinished, ToolCallStarted, TurnEnded, TurnFailed, TurnStarted
 
 INTERRUPTED = "interrupted: the agent stopped before this tool call finished"
 
 
-def replay_updates(events: Iterable[Event]) -> list[Update]:
+def replay_updates(events: Iterable[Event], paths: Paths = str) -> list[Update]:
     """Every update of a recorded conversation: user chunks, agent chunks, thoughts, tool calls (with their
     final status and content). A tool call the process never finished (it died) is shown as failed."""
     updates: list[Update] = []
@@ -38,7 +38,7 @@ def replay_updates(events: Iterable[Event]) -> list[Update]:
                 updates.append(helpers.update_user_message_text(event.prompt))
             continue
         shown = (
-            translate(event)
+            translate(event, paths)
             if not isinstance(event, TurnFailed)
             else [helpers.update_agent_message_text(error_text(event.message))]
         )

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError, helpers
@@ -51,6 +50,7 @@ from codling import __version__
 from codling.acp.auth import auth_methods, auth_required, check_method
 from codling.acp.errors import absolute, directory, invalid_session_id, not_found, resolved, shown, turn_error
 from codling.acp.options import config_options, mode_state, parse_mode
+from codling.acp.paths import ClientPaths
 from codling.acp.translate import prompt_usage, translate
 from codling.config import Settings, load_settings
 from codling.errors import (
@@ -281,7 +281,7 @@ class CodlingAgent:
 
         stored = self._stored(session_id)
         session = await self._reopen(stored, cwd, additional_directories, mcp_servers)
-        for update in replay_updates(stored.events):
+        for update in replay_updates(stored.events, ClientPaths([cwd, *(additional_directories or ())])):
             await self.client.session_update(session_id=session.id, update=update)
         return LoadSessionResponse(modes=self._modes(session), config_options=self._options(session))
 
@@ -379,6 +379,7 @@ class CodlingAgent:
         from codling.store.records import now
 
         settings, catalog, store = self._config()
+        paths = ClientPaths(client_dirs)
 
         async def send_title(title: str) -> None:
             update = SessionInfoUpdate(session_update="session_info_update", title=title, updated_at=now())
@@ -391,16 +392,16 @@ class CodlingAgent:
                 catalog.get(stored.model if stored else header.model),
                 header,
                 stored,
-                approver=AcpApprover(self.client, header.session_id),
+                approver=AcpApprover(self.client, header.session_id, paths),
                 model_factory=self._model_factory,
                 on_title=send_title,
                 mcp_servers=mcp_specs(mcp_servers),
                 catalog=catalog,
-                **self._ports(header.session_id, client_dirs),
+                **self._ports(header.session_id, paths),
             )
         except (OSError, CodlingError) as e:
             raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
-        session.brain.subscribe(self._forwarder(session))
+        session.brain.subscribe(self._forwarder(session, paths))
         self._sessions[session.id] = session
         session.brain.start_servers()
         if stored is not None and stored.header.session_id == header.session_id:
@@ -409,17 +410,16 @@ class CodlingAgent:
         session.introduction = asyncio.get_running_loop().create_task(self._introduce(session))
         return session
 
-    def _ports(self, session_id: str, client_dirs: Sequence[str]) -> dict[str, Any]:
+    def _ports(self, session_id: str, paths: ClientPaths) -> dict[str, Any]:
         """The editor's files (if it offers both reading and writing them) and terminals for a session (else
-        the local ones); ``client_dirs`` are the session's directories as the client named them."""
+        the local ones); ``paths`` names files as the client does."""
         from codling.acp.ports import AcpFileSystem, AcpTerminal
         from codling.tools.local import LocalFileSystem
 
         caps = self._client_capabilities
         ports: dict[str, Any] = {}
         if caps.fs and caps.fs.read_text_file and caps.fs.write_text_file:
-            roots = {Path(d).resolve(): Path(d) for d in client_dirs}
-            ports["fs"] = AcpFileSystem(self.client, session_id, local=LocalFileSystem(), client_roots=roots)
+            ports["fs"] = AcpFileSystem(self.client, session_id, local=LocalFileSystem(), paths=paths)
         if caps.terminal:
             settings, _, _ = self._config()
             ports["terminal"] = AcpTerminal(
@@ -460,11 +460,11 @@ class CodlingAgent:
         except Exception:  # the client may be gone already; commands are a convenience
             log.debug("could not advertise commands", exc_info=True)
 
-    def _forwarder(self, session: LiveSession) -> Any:
+    def _forwarder(self, session: LiveSession, paths: ClientPaths) -> Any:
         from codling.brain.events import SettingsChanged
 
         async def forward(event: Event) -> None:
-            for update in translate(event):
+            for update in translate(event, paths):
                 await self.client.session_update(session_id=session.id, update=update)
             if isinstance(event, SettingsChanged):  # /model or /mode: the editor's pickers follow
                 await self._send_settings(session, event.mode)

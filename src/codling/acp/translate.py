@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 from acp import helpers
 from acp.schema import (
@@ -37,6 +40,7 @@ from codling.brain.events import (
     ThoughtDelta,
     ToolCallFinished,
     ToolCallNote,
+    ToolCallRunning,
     ToolCallStarted,
     ToolCallTerminal,
     TurnEnded,
@@ -46,7 +50,7 @@ from codling.brain.events import (
     UsageUpdated,
 )
 from codling.tools.base import PLAN_TOOL
-from codling.tools.ports import Location
+from codling.tools.ports import COMMAND_TOOL, Location
 
 Update = (
     AgentMessageChunk
@@ -59,23 +63,66 @@ Update = (
 )
 
 
-def locations(items: Sequence[Location]) -> list[ToolCallLocation] | None:
-    """ACP locations for tool-call locations (None when there are none)."""
-    return [ToolCallLocation(path=str(loc.path), line=loc.line) for loc in items] or None
+Paths = Callable[[Path], str]
+"""How a resolved path is named to the client (``acp/paths.py``); ``str`` names it as it is."""
+
+ENDED_BY_USER = {"rejected": "Rejected.", "cancelled": "Cancelled."}
+"""The note under a call the user ended (the editor already marked it: its status is left as it is)."""
 
 
-def _finished_content(event: ToolCallFinished) -> list[ContentToolCallContent | FileEditToolCallContent] | None:
+def locations(items: Sequence[Location], paths: Paths = str) -> list[ToolCallLocation] | None:
+    """ACP locations for tool-call locations (None when there are none); lines are 1-based, as ACP says."""
+    return [ToolCallLocation(path=paths(loc.path), line=loc.line) for loc in items] or None
+
+
+def fenced(text: str) -> str:
+    """``text`` as a markdown code block that keeps its lines (a fence longer than any backtick run in it)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text.rstrip()}\n{fence}"
+
+
+def _text(text: str) -> ContentToolCallContent:
+    return helpers.tool_content(helpers.text_block(text))
+
+
+def _finished(event: ToolCallFinished, paths: Paths) -> ToolCallProgress:
+    """The last update of a tool call: its status, what it did, and a title that fits the result."""
+    if event.ended_by is not None:
+        # The editor marked the call rejected or cancelled itself; a status would overwrite that with "failed".
+        return helpers.update_tool_call(event.call_id, content=[_text(ENDED_BY_USER[event.ended_by])])
+    shown = event.shown
+    is_command = event.tool_name == COMMAND_TOOL and event.status == "completed"
+    raw_output: dict[str, Any] | None = None
+    content: list[ContentToolCallContent | FileEditToolCallContent] | None = []
+    if is_command:
+        status, _, output = event.text.partition("\n")
+        raw_output = {"status": status, "output": output}
+        if shown is not None:
+            raw_output["exitCode"] = shown.exit_code
     if event.terminal_id is not None:
-        # The tool call already shows the editor's terminal, which keeps its output once released; naming
-        # the released terminal again would be an error to the editor. No content: the call keeps its own.
-        return None
-    content: list[ContentToolCallContent | FileEditToolCallContent] = []
-    if event.diff is not None:
-        d = event.diff
-        content.append(helpers.tool_diff_content(str(d.path), d.new_text, d.old_text))
-    if event.text:
-        content.append(helpers.tool_content(helpers.text_block(event.text)))
-    return content
+        # The call shows the editor's terminal, which keeps its output once released; naming the released
+        # terminal again would be an error to the editor. No content: the call keeps its own.
+        content = None
+    else:
+        assert content is not None
+        if shown is not None and shown.steps:
+            content.append(_text(shown.steps))
+        diffs = ([event.diff] if event.diff is not None else []) + list(shown.diffs if shown else ())
+        content.extend(helpers.tool_diff_content(paths(d.path), d.new_text, d.old_text) for d in diffs)
+        if is_command:
+            status, _, output = event.text.partition("\n")
+            content.append(_text(f"{status}\n\n{fenced(output)}"))
+        elif event.text and (not diffs or event.status == "failed" or (shown is not None and shown.steps)):
+            content.append(_text(event.text))  # a diff says what an edit did; its text is for the model
+    return helpers.update_tool_call(
+        event.call_id,
+        title=shown.title if shown is not None and shown.title else None,
+        status=event.status,
+        content=content,
+        locations=locations(event.locations, paths),
+        raw_output=raw_output,
+    )
 
 
 def _special(event: SpecialTurnPersisted) -> list[Update]:
@@ -132,8 +179,9 @@ def error_text(message: str) -> str:
     return f"\n\n**Error:** {message}\n"
 
 
-def translate(event: Event) -> list[Update]:
-    """The session/update payloads a client receives for one brain event (possibly none)."""
+def translate(event: Event, paths: Paths = str) -> list[Update]:
+    """The session/update payloads a client receives for one brain event (possibly none); ``paths`` names
+    files as the client knows them."""
     match event:
         case TextDelta():
             return [helpers.update_agent_message_text(event.text)]
@@ -159,10 +207,12 @@ def translate(event: Event) -> list[Update]:
                     event.title,
                     kind=event.tool_kind,
                     status="pending",
-                    locations=locations(event.locations),
+                    locations=locations(event.locations, paths),
                     raw_input=event.raw_input,
                 )
             ]
+        case ToolCallRunning():
+            return [helpers.update_tool_call(event.call_id, status="in_progress")]
         case ToolCallNote():
             note = [helpers.tool_content(helpers.text_block(event.text))]
             return [helpers.update_tool_call(event.call_id, status="in_progress", content=note)]
@@ -170,14 +220,7 @@ def translate(event: Event) -> list[Update]:
             terminal = [helpers.tool_terminal_ref(event.terminal_id)]
             return [helpers.update_tool_call(event.call_id, status="in_progress", content=terminal)]
         case ToolCallFinished():
-            return [
-                helpers.update_tool_call(
-                    event.call_id,
-                    status=event.status,
-                    content=_finished_content(event),
-                    locations=locations(event.locations),
-                )
-            ]
+            return [_finished(event, paths)]
         case TurnFailed():
             # Live, the prompt's JSON-RPC error says it (an editor shows an error with a retry); a replay shows
             # the recorded error as text (``replay.py``), since no response carries it then.

@@ -25,7 +25,6 @@ from codling.brain.events import (
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
-    ToolCallTerminal,
     TurnEnded,
     TurnFailed,
 )
@@ -36,6 +35,7 @@ from codling.tools.ports import (
     Decision,
     DelegateOutcome,
     DelegateRole,
+    FileDiff,
     PermissionRequest,
     ShownCall,
     ToolProgress,
@@ -53,8 +53,8 @@ ROLE_TOOLS: dict[DelegateRole, frozenset[str]] = {
 """What each delegate may use: the planner reads and plans; the reviewer reads and may run commands (which
 follow the permission mode), but edits nothing; the coder edits too. No delegate may delegate."""
 
-NOTE_STEPS = 12
-"""How many of a delegate's latest steps show under the parent tool call."""
+NOTE_STEPS = 200
+"""How many of a delegate's latest steps show under the parent tool call (every one, in a run of usual size)."""
 
 CARRYOVER_CHARS = 1_500
 """Most characters of a delegate's answer kept for the next run of its role (carryover)."""
@@ -101,19 +101,29 @@ class SessionDelegator:
         steps: list[str] = []
         reply: list[str] = []
         changed: dict[Path, None] = {}
+        diffs: dict[Path, FileDiff] = {}
         outcome = DelegateOutcome("")
+
+        def note() -> None:
+            shown = steps[-NOTE_STEPS:]
+            earlier = len(steps) - len(shown)
+            progress.note(call_id, "\n".join(([f"… {earlier} earlier steps"] if earlier else []) + shown))
+
+        # The delegate's commands are not embedded as terminals: each note replaces the card's content, and an
+        # editor refuses a released terminal, so a command would vanish at the next step. Its outcome is a step.
         async for event in child.stream(self.prompt(role, task, context, carryover)):
             match event:
                 case ToolCallStarted():
                     steps.append(f"→ {event.title}")
-                    progress.note(call_id, "\n".join(steps[-NOTE_STEPS:]))
-                case ToolCallTerminal():  # its command runs in the editor: shown under the delegate's call
-                    await progress.terminal(call_id, event.terminal_id)
+                    note()
                 case ToolCallFinished():
                     changed.update(dict.fromkeys(changed_files(event)))
-                    if event.status == "failed":
-                        steps.append(f"  failed: {event.text.splitlines()[0] if event.text else event.tool_name}")
-                        progress.note(call_id, "\n".join(steps[-NOTE_STEPS:]))
+                    for diff in file_diffs(event):
+                        first = diffs.get(diff.path)
+                        diffs[diff.path] = replace(diff, old_text=first.old_text) if first else diff
+                    if (ending := step_outcome(event)) is not None:
+                        steps.append(f"  {ending}")
+                        note()
                 case PlanUpdated():
                     progress.plan(event.steps)
                 case TextDelta():
@@ -123,7 +133,13 @@ class SessionDelegator:
                 case TurnEnded():
                     outcome = replace(outcome, stop_reason=event.stop_reason)
                     parent.add_delegated_usage(event.usage)
-        return replace(outcome, reply="".join(reply).strip(), steps=tuple(steps), changed=tuple(changed))
+        return replace(
+            outcome,
+            reply="".join(reply).strip(),
+            steps=tuple(steps),
+            changed=tuple(changed),
+            diffs=tuple(diffs.values()),
+        )
 
     def prompt(self, role: DelegateRole, task: str, context: str, carryover: bool) -> str:
         """What the delegate is told: the task, the model's context, the last turns, and its previous run."""
@@ -153,6 +169,21 @@ class _Within:
     async def ask(self, request: PermissionRequest) -> Decision:
         """Ask within the shown call."""
         return await self._inner.ask(replace(request, title=f"{self._role}: {request.title}", within=self._shown))
+
+
+def file_diffs(event: ToolCallFinished) -> list[FileDiff]:
+    """Every file diff a finished call carries."""
+    return ([event.diff] if event.diff is not None else []) + list(event.shown.diffs if event.shown else ())
+
+
+def step_outcome(event: ToolCallFinished) -> str | None:
+    """How a delegate's step ended, when it says more than "done": a failure, a command's exit status."""
+    if event.status == "failed":
+        return f"failed: {event.text.splitlines()[0] if event.text else event.tool_name}"
+    if event.shown is not None and event.shown.output is not None:
+        code = event.shown.exit_code
+        return "exit code 0" if code == 0 else f"exit code {code}" if code is not None else "stopped (no exit code)"
+    return None
 
 
 def remember(state: SessionState, started: ToolCallStarted, finished: ToolCallFinished) -> None:

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from codling.brain.events import Event, PlanUpdated, ToolCallNote, ToolCallTerminal
+from codling.brain.events import Event, PlanUpdated, ToolCallNote, ToolCallRunning, ToolCallTerminal
 from codling.tools.ports import Approver, Decision, PermissionRequest, PlanStep
 
 
@@ -50,6 +50,10 @@ class TurnProgress:
     def note(self, call_id: str, text: str) -> None:
         """What the call is doing now."""
         self._send(ToolCallNote(self._turn_id, call_id, text))
+
+    def running(self, call_id: str) -> None:
+        """The call started its work."""
+        self._send(ToolCallRunning(self._turn_id, call_id))
 
     def plan(self, steps: tuple[PlanStep, ...]) -> None:
         """A plan a tool made, as the session's plan."""

@@ -1,9 +1,9 @@
 """The brain's typed event stream.
 
 A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``,
-``ToolCallTerminal`` and ``ToolCallNote`` (live only), ``ToolCallFinished``, ``PlanUpdated``, compaction
-pairs (``CompactionStarted`` then ``ContextCompacted``) and ``ProviderRetrying`` (live only: a wait before
-retrying a model request); at most one ``TurnFailed``; one ``UsageUpdated``; and
+``ToolCallTerminal``, ``ToolCallNote`` and ``ToolCallRunning`` (live only), ``ToolCallFinished``,
+``PlanUpdated``, compaction pairs (``CompactionStarted`` then ``ContextCompacted``) and ``ProviderRetrying``
+(live only: a wait before retrying a model request); at most one ``TurnFailed``; one ``UsageUpdated``; and
 exactly one ``TurnEnded``.
 Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Outside turns,
 observers also get ``SpecialTurnPersisted`` (a special turn changed the history) and ``SessionTitled``.
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock
 from codling.config import PermissionMode
-from codling.tools.base import PlanStep
+from codling.tools.base import PlanStep, ShownResult
 from codling.tools.ports import FileDiff, Location, ToolKind
 
 if TYPE_CHECKING:
@@ -115,6 +115,10 @@ class ToolCallFinished:
     """The editor's terminal the command ran in (live only: never recorded, it means nothing later)."""
     changed: tuple[Path, ...] = ()
     """Files the call changed besides its ``diff``'s (a delegate's edits)."""
+    ended_by: Literal["rejected", "cancelled"] | None = None
+    """The user ended the call: rejected it when asked, or cancelled the turn (an editor marks it so itself)."""
+    shown: ShownResult | None = None
+    """How the user sees the result where that is not ``text`` and ``diff`` (live only: never recorded)."""
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 
@@ -127,6 +131,15 @@ class ToolCallTerminal:
     call_id: str
     terminal_id: str
     kind: Literal["tool_call_terminal"] = "tool_call_terminal"
+
+
+@dataclass(frozen=True)
+class ToolCallRunning:
+    """A tool call started its work (a call needing permission asks first). Live only: never recorded."""
+
+    turn_id: str
+    call_id: str
+    kind: Literal["tool_call_running"] = "tool_call_running"
 
 
 @dataclass(frozen=True)
@@ -332,6 +345,7 @@ Event = (
     | ToolCallStarted
     | ToolCallTerminal
     | ToolCallNote
+    | ToolCallRunning
     | ToolCallFinished
     | PlanUpdated
     | CompactionStarted

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.builtin_turns import clean_title, title_turn
 from codling.brain.coalesce import TextCoalescer
@@ -526,7 +526,7 @@ class ConversationSession:
             if not self._cancel_requested:
                 raise
             stop, ending = "cancelled", "cancelled"
-            self._close_open_calls(turn_id, log_, "aborted: the user cancelled the turn", send)
+            self._close_open_calls(turn_id, log_, "aborted: the user cancelled the turn", send, "cancelled")
             # A cancel may land after the turn caught its last exception; nothing below may be cut short.
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except Exception as e:
@@ -654,7 +654,13 @@ class ConversationSession:
         return self.state.messages()
 
     @staticmethod
-    def _close_open_calls(turn_id: str, log_: TurnLog, reason: str, send: Callable[[Event], None]) -> None:
+    def _close_open_calls(
+        turn_id: str,
+        log_: TurnLog,
+        reason: str,
+        send: Callable[[Event], None],
+        ended_by: Literal["cancelled"] | None = None,
+    ) -> None:
         """Finish every tool call that started but never finished, so no client shows it running forever."""
         for started in log_.open_calls():
-            send(ToolCallFinished(turn_id, started.call_id, started.tool_name, "failed", reason))
+            send(ToolCallFinished(turn_id, started.call_id, started.tool_name, "failed", reason, ended_by=ended_by))

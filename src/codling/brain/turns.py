@@ -159,6 +159,8 @@ def tool_finished(turn_id: str, part: Any) -> ToolCallFinished:
             summary=output.summary if output else "",
             terminal_id=output.terminal_id if output else None,
             changed=output.changed if output else (),
+            ended_by="rejected" if report.rejected else None,
+            shown=output.shown if output and not report.failed else None,
         )
     content = part.content if isinstance(part.content, str) else part.model_response_str()
     failed = getattr(part, "outcome", "success") != "success"

@@ -167,6 +167,7 @@ class ToolResultRecord(_TurnRecord):
     locations: list[LocationPart] = Field(default_factory=list)
     summary: str = ""
     changed: list[str] = Field(default_factory=list, exclude_if=omit_empty)
+    ended_by: Literal["rejected", "cancelled"] | None = Field(default=None, exclude_if=omit_empty)
 
     def events(self) -> list[Event]:
         diff = self.diff
@@ -181,6 +182,7 @@ class ToolResultRecord(_TurnRecord):
                 locations_of(self.locations),
                 self.summary,
                 changed=tuple(Path(p) for p in self.changed),
+                ended_by=self.ended_by,
             )
         ]
 
@@ -342,6 +344,7 @@ def event_record(event: Event, session_id: str, error: str | None = None) -> Rec
                 locations=LocationPart.of(event.locations),
                 summary=event.summary,
                 changed=[str(p) for p in event.changed],
+                ended_by=event.ended_by,
             )
         case SpecialTurnPersisted():
             return SpecialRecord(

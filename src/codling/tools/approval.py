@@ -35,7 +35,7 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import PurePath
 
-from codling.errors import PermissionDenied
+from codling.errors import PermissionDenied, RejectedError
 from codling.tools.base import PermissionMode
 from codling.tools.ports import Approver, PermissionRequest, ToolKind
 
@@ -146,7 +146,7 @@ class Permissions:
             )
         decision = await self.approver.ask(request)
         if decision == "reject":
-            raise PermissionDenied(
+            raise RejectedError(
                 f"The user rejected {request.title}. Do not retry it; ask the user what to do instead "
                 "or continue with something else."
             )

@@ -10,6 +10,22 @@ from codling.tools.ports import PLAN_TOOL, STATUS_MARKS, FileDiff, FileSystem, L
 
 
 @dataclass(frozen=True)
+class ShownResult:
+    """How a finished call is shown to the user where that differs from what the model is told."""
+
+    title: str = ""
+    """The call's title now it is done, when its start's no longer fits (a patch names what it changed)."""
+    diffs: tuple[FileDiff, ...] = ()
+    """Every changed file's diff when a call changed several (a multi-file patch, a delegate's edits)."""
+    steps: str = ""
+    """What a delegate did, step by step."""
+    exit_code: int | None = None
+    """A command's exit code (None: it timed out, was stopped, or this is no command)."""
+    output: str | None = None
+    """A command's output as the model got it (None: this is no command)."""
+
+
+@dataclass(frozen=True)
 class ToolOutput:
     """A tool's result: ``text`` goes to the model; the rest is shown to the user."""
 
@@ -25,6 +41,8 @@ class ToolOutput:
     """The whole plan, when the tool set it (``update_plan``)."""
     changed: tuple[Path, ...] = ()
     """Files the call changed besides its ``diff``'s (a delegate's edits)."""
+    shown: ShownResult | None = None
+    """How the user sees the result, where that is not ``text`` and ``diff``."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,8 @@ class ToolReport:
 
     output: ToolOutput | None
     error: str | None = None
+    rejected: bool = False
+    """The user rejected the call when asked (the editor already shows it so)."""
 
     @property
     def failed(self) -> bool:

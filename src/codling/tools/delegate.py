@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic_ai import RunContext
 
 from codling.errors import ToolError
-from codling.tools.base import ToolOutput
+from codling.tools.base import ShownResult, ToolOutput
 from codling.tools.ports import DelegateRole, Location
 from codling.tools.shell import trim_middle
 from codling.tools.toolset import ToolDeps
@@ -52,4 +52,5 @@ async def delegate(
     if outcome.changed:
         summary += "\nFiles it changed: " + ", ".join(deps.workspace.display(p) for p in outcome.changed)
     locations = tuple(Location(p) for p in outcome.changed)
-    return ToolOutput(text=reply, summary=summary, locations=locations, changed=outcome.changed)
+    shown = ShownResult(steps="\n".join(outcome.steps), diffs=outcome.diffs)
+    return ToolOutput(text=reply, summary=summary, locations=locations, changed=outcome.changed, shown=shown)

@@ -31,7 +31,7 @@ from pathlib import Path
 from pydantic_ai import RunContext
 
 from codling.errors import EditError, MissingPathError, PathError
-from codling.tools.base import ToolOutput
+from codling.tools.base import ShownResult, ToolOutput
 from codling.tools.files import SUMMARY_DIFF_CHARS, change_size, lexical_path, read_content, summary_diff
 from codling.tools.ports import FileDiff, Location, PermissionRequest, ToolKind
 from codling.tools.rollback import ChangeGroup
@@ -295,12 +295,18 @@ async def apply_patch(ctx: RunContext[ToolDeps], patch: str) -> ToolOutput:
         report.append(item.report(workspace, chars))
     notes = "".join(f"\n(could not remove {workspace.display(p)}, the deleted file's copy)" for p in left)
     only = planned[0] if len(planned) == 1 else None
+    # Every file's diff and a title saying what was done: an editor otherwise keeps the title of the last
+    # permission request, which named one file.
+    names = [workspace.display(item.final) for item in planned]
+    title = "Patched " + (", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0])
+    diffs = tuple(FileDiff(item.final, item.original, item.updated or "") for item in planned) if not only else ()
     return ToolOutput(
         text="Applied the patch:\n" + "\n".join(r.splitlines()[0] for r in report) + notes,
         diff=FileDiff(only.final, only.original, only.updated) if only and only.updated is not None else None,
         locations=tuple(Location(p) for p in changed),
         summary="Applied a patch:\n" + "\n".join(report),
         changed=tuple(changed),
+        shown=ShownResult(title=title, diffs=diffs),
     )
 
 

@@ -27,6 +27,9 @@ PLAN_TOOL = "update_plan"
 DELEGATE_TOOL = "delegate"
 """The tool that hands a task to a sub-agent (``tools/delegate.py``, run by ``brain/delegates.py``)."""
 
+COMMAND_TOOL = "run_command"
+"""The tool that runs a shell command (``tools/shell.py``): its result's first line is the exit status."""
+
 STATUS_MARKS: dict[PlanStatus, str] = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
 """How each step's status is written in a plan's text (its summary, the terminal's checklist)."""
 
@@ -170,6 +173,11 @@ class ToolProgress:
         if self._listener is not None:
             self._listener.note(call_id, text)
 
+    def running(self, call_id: str) -> None:
+        """Tool call ``call_id`` started its work."""
+        if self._listener is not None:
+            self._listener.running(call_id)
+
     def plan(self, steps: tuple[PlanStep, ...]) -> None:
         """A plan a tool made (a planner delegate's), to show as the session's plan."""
         if self._listener is not None:
@@ -185,6 +193,10 @@ class ProgressListener(Protocol):
 
     def note(self, call_id: str, text: str) -> None:
         """Show ``text`` under the call."""
+        ...
+
+    def running(self, call_id: str) -> None:
+        """Show the call as running."""
         ...
 
     def plan(self, steps: tuple[PlanStep, ...]) -> None:
@@ -206,6 +218,8 @@ class DelegateOutcome:
     """What it did, a line per tool call (``→ Read parser.py``), for when it did not answer."""
     changed: tuple[Path, ...] = ()
     """The files it changed, in the order it first changed them."""
+    diffs: tuple[FileDiff, ...] = ()
+    """Each changed file's diff over the whole run (its text before the first edit, after the last)."""
 
 
 class Delegator(Protocol):

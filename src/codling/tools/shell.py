@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic_ai import RunContext
 
 from codling.errors import ToolError
-from codling.tools.base import ToolOutput
+from codling.tools.base import ShownResult, ToolOutput
 from codling.tools.ports import PermissionRequest
 from codling.tools.toolset import ToolDeps, describe_call
 
@@ -72,7 +72,12 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
         output = trim_middle(output, deps.output_limit)
     shown = trim_middle(output.rstrip().lstrip("\n"), SUMMARY_OUTPUT_CHARS)
     summary = f"`{command}` in {cwd} → {status}\n{shown}"
-    return ToolOutput(text=f"{status}{detail}\n{output}", summary=summary, terminal_id=result.terminal_id)
+    return ToolOutput(
+        text=f"{status}{detail}\n{output}",
+        summary=summary,
+        terminal_id=result.terminal_id,
+        shown=ShownResult(exit_code=result.exit_code, output=output),
+    )
 
 
 def trim_middle(text: str, limit: int) -> str:

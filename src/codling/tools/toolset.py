@@ -18,7 +18,7 @@ from pydantic_ai.messages import ToolReturn
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
-from codling.errors import PathError, ToolError
+from codling.errors import PathError, RejectedError, ToolError
 from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
 from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
@@ -95,12 +95,14 @@ class ReportingToolset(WrapperToolset[ToolDeps]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[ToolDeps], tool: ToolsetTool[ToolDeps]
     ) -> Any:
         """Run the wrapped tool and wrap its output (or its :class:`ToolError`) for the model and the UI."""
+        ctx.deps.progress.running(ctx.tool_call_id or "")
         try:
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
         except ToolError as e:
             message = valid_text(str(e))
             text = capped_error(f"Error: {message}", ctx.deps.output_tokens)
-            return ToolReturn(return_value=text, metadata=ToolReport(None, error=message))
+            report = ToolReport(None, error=message, rejected=isinstance(e, RejectedError))
+            return ToolReturn(return_value=text, metadata=report)
         if isinstance(result, ToolOutput):
             text = capped(valid_text(result.text), ctx.deps.output_tokens)
             output = replace(result, text=text, summary=valid_text(result.summary))
@@ -196,7 +198,7 @@ def describe_call(tool_name: str, args: dict[str, Any], workspace: Workspace) ->
 
 def _describe(tool_name: str, args: dict[str, Any], workspace: Workspace, kind: ToolKind) -> ToolCallInfo:
     if tool_name == "run_command":
-        return ToolCallInfo(title=f"Run `{_short_command(str(args['command']))}`", kind=kind)
+        return ToolCallInfo(title=f"Run {_short_command(str(args['command']))}", kind=kind)
     if tool_name == "update_plan":
         return ToolCallInfo(title="Update the plan", kind=kind)
     if tool_name == "apply_patch":
