@@ -9,7 +9,10 @@ What it measures (see DESIGN.md §13):
 1. spawn → initialize reply, median, for ``python -m codling acp`` and for ``scripts/echo_agent.py`` (a
    minimal agent on the same acp SDK), measured alternately with the same interpreter, env and client code;
    the ratio of the two medians should be at most 1.2.
-2. spawn → session/new reply for ``codling acp`` (reported only).
+2. spawn → session/new reply for ``codling acp`` (reported only); a fresh agent's first answer
+   (``bench_first_answer.py``): spawn → first chunk against the import floor, session/new right after
+   initialize (< 100 ms), the provider's first byte → the first chunk (≤ 150 ms), and the per-prompt overhead
+   through a spawned agent (≤ 20 ms).
 3. per-prompt round trip through the ACP layer in-process with a zero-latency scripted model, against the
    same model driven by a bare ``pydantic_ai.Agent``; codling's overhead is the difference of the medians.
 4. streaming: text deltas per second delivered to an ACP client in-process and from a spawned
@@ -323,6 +326,59 @@ async def bench_new_session(config: Config, env: Env) -> list[Row]:
     progress(f"spawn → session/new: {config.session_runs} runs")
     samples = [await time_new_session(env) for _ in range(config.session_runs)]
     return [Row("spawn → session/new, codling acp (median)", ms(median(samples)))]
+
+
+async def bench_first_answer(config: Config, server: OpenAIServer, env: Env) -> list[Row]:
+    """A fresh agent's first answer against the import floor; session/new; per-prompt overhead spawned."""
+    from bench_first_answer import first_answer, import_floor, prompt_overhead
+
+    runs = config.session_runs
+    progress(f"first answer: {runs} fresh agents, alternating with the import floor")
+    server.title_reply = Reply(text=["Bench"])
+    server.responder = lambda _body: Reply(text=["Hello there."])
+    floors: list[float] = []
+    firsts: list[float] = []
+    news: list[float] = []
+    lags: list[float] = []
+    try:
+        with text_chunk_send_times() as sent:
+            for _ in range(runs):
+                floors.append(import_floor(sys.executable))
+                first, new, lag = await rpc(first_answer(spawned, TimedClient(), CODLING_ARGV, env, sent), "first")
+                firsts.append(first)
+                news.append(new)
+                lags.append(lag)
+        prompts = 10 if config.quick else 40
+        overhead, bare = await rpc(
+            prompt_overhead(spawned, TimedClient(), CODLING_ARGV, env, server.base_url, prompts), "prompts"
+        )
+    finally:
+        server.responder = None
+    gap = median(firsts) - median(floors)
+    return [
+        Row("spawn → first chunk of the first prompt (median)", ms(median(firsts))),
+        Row("  import floor: acp + pydantic-ai + openai provider (median)", ms(median(floors))),
+        Row("  first chunk past the floor", ms(gap)),
+        Row(
+            "session/new right after initialize, request → response (median)",
+            ms(median(news)),
+            "< 100 ms",
+            median(news) < 0.1,
+        ),
+        Row(
+            "first prompt: provider's first byte → client's first chunk (median)",
+            ms(median(lags)),
+            "≤ 150 ms",
+            median(lags) <= 0.15,
+        ),
+        Row(
+            "per-prompt overhead, spawned codling acp (median round trip − bare HTTP)",
+            ms(overhead - bare),
+            "≤ 20 ms",
+            overhead - bare <= 0.02,
+        ),
+        Row("  warm prompt round trip / bare HTTP exchange", f"{ms(overhead)} / {ms(bare)}"),
+    ]
 
 
 # --- 3: per-prompt overhead --------------------------------------------------------------------------------
@@ -1373,6 +1429,7 @@ async def run(config: Config) -> list[Row]:
     with running_server() as server, agent_env(server) as env:
         rows += await guarded("spawn → initialize", lambda: bench_initialize(config, env), env)
         rows += await guarded("spawn → session/new", lambda: bench_new_session(config, env), env)
+        rows += await guarded("first answer", lambda: bench_first_answer(config, server, env), env)
         rows += await guarded("per-prompt overhead", lambda: bench_prompt_overhead(config))
         rows += await guarded("stream in-process", lambda: bench_stream_inproc(config))
         rows += await guarded("stream via process", lambda: bench_stream_process(config, server, env), env)

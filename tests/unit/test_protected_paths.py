@@ -12,10 +12,10 @@ from pydantic_ai import RunContext
 from codling.errors import PermissionDenied
 from codling.tools.approval import PROTECTED_PATHS, Permissions, protected
 from codling.tools.base import PermissionMode, ToolOutput
+from codling.tools.deps import ToolDeps
 from codling.tools.files import edit_file, write_file
 from codling.tools.patch import apply_patch
 from codling.tools.ports import Decision, FileDiff, PermissionRequest
-from codling.tools.toolset import ToolDeps
 from tests.fakes.approver import ScriptedApprover
 from tests.unit.test_tools_files import ctx_for, make_deps
 

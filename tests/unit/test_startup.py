@@ -26,3 +26,32 @@ asyncio.run(main())
 def test_initialize_imports_no_model_or_cli_libraries() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE, *HEAVY], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(out.stdout) == {"name": "codling", "loaded": []}
+
+
+SESSION_PROBE = """
+import asyncio, json, sys, tempfile
+from pathlib import Path
+from codling.acp.server import CodlingAgent
+from codling.config import Settings
+from tests.fakes.acp_client import RecordingClient
+
+async def main():
+    home, project = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
+    env = {"CODLING_HOME": str(home), "CODLING_MODEL": "openai-chat:m", "OPENAI_BASE_URL": "http://127.0.0.1:9"}
+    agent = CodlingAgent(settings_loader=lambda: Settings(home=home, env=env), warm_up=False)
+    agent.on_connect(RecordingClient())
+    await agent.initialize(protocol_version=1)
+    response = await agent.new_session(cwd=str(project))
+    loaded = sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[1:]))
+    print(json.dumps({"session": bool(response.session_id), "loaded": loaded}))
+
+asyncio.run(main())
+"""
+
+
+def test_session_new_needs_no_model_stack() -> None:
+    # So it answers at once while the warm-up thread imports pydantic-ai and the provider for the first prompt.
+    out = subprocess.run(
+        [sys.executable, "-c", SESSION_PROBE, *HEAVY], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(out.stdout) == {"session": True, "loaded": []}

@@ -31,12 +31,12 @@ from codling.brain.events import (
 )
 from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
+from codling.tools.deps import ToolDeps
 from codling.tools.files import edit_file, read_file, write_file
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import FileDiff, Location, PlanStep
 from codling.tools.search import list_files, search
 from codling.tools.shell import run_command, trim_middle
-from codling.tools.toolset import ToolDeps
 from codling.tools.workspace import Workspace
 
 T = "t1"

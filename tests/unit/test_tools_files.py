@@ -16,6 +16,7 @@ from codling.errors import EditError, MissingPathError, PathError, PermissionDen
 from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ToolOutput
+from codling.tools.deps import ToolDeps
 from codling.tools.files import edit_file, read_file, unified_diff, write_file
 from codling.tools.grep import find_rg
 from codling.tools.local import LocalFileSystem, LocalTerminal
@@ -31,7 +32,6 @@ from codling.tools.search import (
     search,
     walk_files,
 )
-from codling.tools.toolset import ToolDeps
 from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
 

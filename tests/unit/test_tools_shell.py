@@ -13,10 +13,10 @@ from pydantic_ai.usage import RunUsage
 from codling.errors import PermissionDenied, ToolError
 from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ShownResult, ToolOutput
+from codling.tools.deps import ToolDeps
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import PermissionRequest
 from codling.tools.shell import run_command
-from codling.tools.toolset import ToolDeps
 from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
 

@@ -30,18 +30,10 @@ from codling.errors import PathError, ToolError
 from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
+from codling.tools.deps import TOOL_NAMES, ToolDeps, describe_call
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import FileDiff, Location
-from codling.tools.toolset import (
-    READ_ONLY_TOOLS,
-    TOOL_NAMES,
-    ReportingToolset,
-    ToolDeps,
-    build_toolset,
-    capped,
-    capped_error,
-    describe_call,
-)
+from codling.tools.toolset import ReportingToolset, build_toolset, capped, capped_error
 from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.openai_server import Reply, running_server
@@ -127,7 +119,6 @@ async def test_toolset_offers_the_named_tools(tmp_path: Path) -> None:
     assert tuple(tools) == tuple(n for n in TOOL_NAMES if n != "delegate")  # no delegator: no delegating
     delegating = RunContext(deps=replace(make_deps(tmp_path), delegator=object()), model=TestModel(), usage=RunUsage())  # type: ignore[arg-type]
     assert tuple(await build_toolset().get_tools(delegating)) == TOOL_NAMES
-    assert sorted(READ_ONLY_TOOLS) == ["list_files", "read_file", "search", "update_plan"]
     for tool in tools.values():
         assert tool.tool_def.description
         params = tool.tool_def.parameters_json_schema["properties"]

@@ -87,15 +87,24 @@ SUPPORTED_PROTOCOL_VERSIONS = frozenset({PROTOCOL_VERSION})
 """The ACP protocol versions codling speaks (``PROTOCOL_VERSION`` is the latest)."""
 
 
-def _warm_up() -> None:
-    """Import the heavy modules a first session needs, off the event loop's critical path."""
+def _warm_up(likely_model: Callable[[], str | None]) -> None:
+    """Import what a first session and its first prompt need, off the event loop: first what session/new
+    needs (no pydantic-ai there), then the model stack (pydantic-ai, the provider SDK of ``model_id``, the
+    tools' schemas) and the tokenizer's tables, so neither waits for them."""
     try:
-        import codling.brain.session
-        import codling.llm.providers
-        import codling.store.index  # noqa: F401
-        from codling.llm.tokens import warm_up
+        import codling.acp.mcp_specs
+        import codling.acp.ports
+        import codling.store.index
+        import codling.store.live  # noqa: F401
+        from codling.llm.providers import warm_up_provider
 
-        warm_up()  # the tokenizer's tables, so the first turn's accounting does not wait for them
+        if model_id := likely_model():
+            warm_up_provider(model_id)
+        from codling.llm.tokens import warm_up
+        from codling.tools.toolset import build_toolset
+
+        build_toolset()
+        warm_up()
     except Exception:  # warm-up is best effort; the real import reports errors
         log.debug("warm-up import failed", exc_info=True)
 
@@ -198,9 +207,8 @@ class CodlingAgent:
         self._client_capabilities = client_capabilities or ClientCapabilities()
         if self._warm_up:
             # Started after the reply is queued: the thread competes for the GIL only once the client has it.
-            asyncio.get_running_loop().call_soon(
-                threading.Thread(target=_warm_up, name="codling-warm-up", daemon=True).start
-            )
+            warm = threading.Thread(target=_warm_up, args=(self._likely_model,), name="codling-warm-up", daemon=True)
+            asyncio.get_running_loop().call_soon(warm.start)
         # ACP version negotiation: a version codling supports is echoed, any other gets codling's latest (the
         # client then decides whether it can speak that).
         supported = protocol_version in SUPPORTED_PROTOCOL_VERSIONS
@@ -221,6 +229,17 @@ class CodlingAgent:
             agent_info=Implementation(name="codling", title="codling", version=__version__),
             auth_methods=list(auth_methods()),
         )
+
+    def _likely_model(self) -> str | None:
+        """The model a new session would use (None: none is configured), read afresh: the warm-up thread calls
+        this, so it touches none of the agent's state."""
+        from codling.llm.providers import select_model
+
+        try:
+            settings = self._settings_loader()
+            return select_model(self._cli_model, settings, load_catalog(user_catalog_file(settings.home))).info.id
+        except ConfigError:
+            return None
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
         """Succeed when the credential variable ``method_id`` is set in codling's environment (credentials

@@ -29,6 +29,7 @@ from codling.brain.events import (
     TurnFailed,
 )
 from codling.brain.state import SessionState
+from codling.tools.deps import describe_call
 from codling.tools.ports import (
     DELEGATE_TOOL,
     Approver,
@@ -40,7 +41,6 @@ from codling.tools.ports import (
     ShownCall,
     ToolProgress,
 )
-from codling.tools.toolset import describe_call
 
 if TYPE_CHECKING:
     from codling.brain.host import SessionHost

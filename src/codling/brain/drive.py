@@ -21,8 +21,7 @@ from codling.brain.events import Event, PlanUpdated, StopReason, TextDelta, Thou
 from codling.brain.turns import args_dict, plan_of, stop_reason, tool_finished
 from codling.errors import ModelError
 from codling.text import clean_text
-from codling.tools.mcp.toolset import describe_any
-from codling.tools.toolset import ToolDeps
+from codling.tools.deps import ToolDeps
 
 
 async def drive(
@@ -178,6 +177,8 @@ def _whole(turn_id: str, part: Any) -> TextDelta | ThoughtDelta | None:
 
 def tool_started(turn_id: str, part: Any, deps: ToolDeps) -> ToolCallStarted:
     """The event for a tool call the model made (``part`` is pydantic-ai's ``ToolCallPart``)."""
+    from codling.tools.mcp.toolset import describe_any  # imports pydantic-ai, which a turn has loaded already
+
     args = args_dict(part)
     info = describe_any(part.tool_name, args, deps)
     return ToolCallStarted(

@@ -13,10 +13,10 @@ from codling.llm.catalog import Catalog, ModelInfo
 from codling.llm.providers import ModelMenu
 from codling.mcp_servers import McpServerSpec, merged
 from codling.tools.approval import Permissions
+from codling.tools.deps import ToolDeps
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.mcp.servers import McpServers
 from codling.tools.ports import Approver, FileSystem, Terminal
-from codling.tools.toolset import ToolDeps
 from codling.tools.workspace import Workspace
 
 

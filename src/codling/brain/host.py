@@ -18,7 +18,7 @@ from codling.brain.prompt import PromptBlock
 from codling.brain.state import SessionState
 from codling.config import PermissionMode
 from codling.llm.catalog import ModelInfo
-from codling.tools.toolset import ToolDeps
+from codling.tools.deps import ToolDeps
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model

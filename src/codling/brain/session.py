@@ -74,7 +74,7 @@ from codling.brain.turns import (
 from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
-from codling.tools.toolset import ToolDeps, build_toolset
+from codling.tools.deps import ToolDeps
 
 if TYPE_CHECKING:
     from pydantic_ai import Agent
@@ -355,6 +355,8 @@ class ConversationSession:
         """The session's tools, limited by ``tool_filter``: "*" all, or comma-separated names ("-name" blocks)."""
         from pydantic_ai.toolsets import FilteredToolset
 
+        from codling.tools.toolset import build_toolset
+
         names = [n.strip() for n in tool_filter.split(",") if n.strip() and n.strip() != "*"]
         allowed = {n for n in names if not n.startswith("-")}
         blocked = {n[1:] for n in names if n.startswith("-")}
@@ -368,6 +370,8 @@ class ConversationSession:
         """The tools of user turns; ``run_tools`` and ``max_tool_passes`` are read at each request, so options
         changed between turns apply to the next one."""
         from pydantic_ai.toolsets import FilteredToolset
+
+        from codling.tools.toolset import build_toolset
 
         def offered(ctx: Any, tool: Any) -> bool:
             options = self.options

@@ -180,6 +180,20 @@ def build_model(
         raise UnknownProviderError(f"cannot use model {model_id!r}: {e}") from e
 
 
+def warm_up_provider(model_id: str) -> None:
+    """Import pydantic-ai and the provider SDK ``model_id`` needs, without building anything (a background
+    thread does it, so the first prompt does not wait for the imports)."""
+    provider = _PROVIDER_ALIASES.get(provider_of(model_id), provider_of(model_id))
+    import pydantic_ai
+
+    if provider in _OPENAI_PROVIDERS:
+        import pydantic_ai.models.openai
+        import pydantic_ai.providers.openai
+    elif provider == "anthropic":
+        import pydantic_ai.models.anthropic
+        import pydantic_ai.providers.anthropic  # noqa: F401
+
+
 def _timeout(idle_timeout: float) -> Any:
     import httpx2
 

@@ -7,9 +7,9 @@ from pydantic_ai import RunContext
 
 from codling.errors import ToolError
 from codling.tools.base import ShownResult, ToolOutput
+from codling.tools.deps import ToolDeps
 from codling.tools.ports import DelegateRole, Location
 from codling.tools.shell import trim_middle
-from codling.tools.toolset import ToolDeps
 
 SUMMARY_REPLY_CHARS = 1_500
 """Most characters of a delegate's answer kept in the call's summary (what later turns see of it)."""

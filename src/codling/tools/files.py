@@ -20,8 +20,8 @@ from pydantic_ai import RunContext
 from codling.errors import EditError, MissingPathError, PathError, ToolError
 from codling.llm.tokens import count_tokens
 from codling.tools.base import ToolOutput
+from codling.tools.deps import ToolDeps, describe_call
 from codling.tools.ports import FileDiff, Location, PermissionRequest
-from codling.tools.toolset import ToolDeps, describe_call
 from codling.tools.workspace import Workspace
 
 READ_MAX_LINES = 2000

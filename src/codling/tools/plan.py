@@ -10,7 +10,7 @@ from pydantic_ai import RunContext
 
 from codling.errors import ToolError
 from codling.tools.base import STATUS_MARKS, PlanStep, ToolOutput
-from codling.tools.toolset import ToolDeps
+from codling.tools.deps import ToolDeps
 
 MAX_STEPS = 50
 

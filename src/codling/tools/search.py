@@ -16,11 +16,11 @@ from pydantic_ai import RunContext
 
 from codling.errors import PathError
 from codling.tools.base import ToolOutput
+from codling.tools.deps import ToolDeps
 from codling.tools.files import count_noun
 from codling.tools.grep import SearchResult, find_matches, find_rg, glob_matches
 from codling.tools.listing import FileListing, collect_files, walk_files
 from codling.tools.ports import Location
-from codling.tools.toolset import ToolDeps
 
 LIST_DEFAULT_ENTRIES = 1000
 LIST_MAX_ENTRIES = 5000

@@ -20,7 +20,8 @@ class Wording:
     """One provider's way of saying the request is too long."""
 
     provider: str
-    pattern: re.Pattern[str]
+    source: str
+    """The regular expression (matched case-insensitively, ``.`` across lines), compiled on first use."""
     requested: str | None = None
     """The name of the group holding the request's size (tokens), if the wording has it."""
     limit: str | None = None
@@ -29,11 +30,16 @@ class Wording:
     """The name of a group holding tokens the request asked for on top of ``requested`` (its ``max_tokens``,
     when the wording gives input and output apart), so ``requested`` is what was compared with the window."""
 
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled expression (``re`` caches it: compiling them all at import would slow start-up)."""
+        return re.compile(self.source, re.IGNORECASE | re.DOTALL)
+
 
 def _w(
     provider: str, pattern: str, requested: str | None = "n", limit: str | None = "max", plus: str | None = None
 ) -> Wording:
-    return Wording(provider, re.compile(pattern, re.IGNORECASE | re.DOTALL), requested, limit, plus)
+    return Wording(provider, pattern, requested, limit, plus)
 
 
 _N = r"(?P<n>[\d,]+)"
