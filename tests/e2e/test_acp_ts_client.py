@@ -1,0 +1,94 @@
+"""The reference ACP client library (@agentclientprotocol/sdk, TypeScript, from npm) drives a spawned
+`codling acp` through a scripted session with the editor's files, terminals and permission prompts; every
+message either side sent is checked against the protocol's JSON schema shipped with that library."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.raw_acp import agent_env
+from tests.fakes.npm_acp import client_script, schema_violations
+from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
+
+
+@pytest.fixture
+def server() -> OpenAIServer:
+    with running_server() as s:
+        yield s  # type: ignore[misc]
+
+
+def test_a_scripted_session_under_the_typescript_sdk_client(
+    home: Path, project: Path, tmp_path: Path, server: OpenAIServer
+) -> None:
+    notes = project / "notes.txt"
+    notes.write_text("saved text on disk\n")
+    server.title_reply = Reply(text=["Notes"])
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="call_r")]),
+        Reply(tool_calls=[ToolCall("write_file", {"path": "notes.txt", "content": "edited\n"}, id="call_w")]),
+        Reply(tool_calls=[ToolCall("run_command", {"command": "echo from-ts; exit 2"}, id="call_c")]),
+        Reply(text=["Done."]),
+        Reply(tool_calls=[ToolCall("write_file", {"path": "other.txt", "content": "x\n"}, id="call_x")]),
+        Reply(text=["OK, I left it."]),
+    )
+    result, traffic = tmp_path / "result.json", tmp_path / "traffic.jsonl"
+    node = shutil.which("node")
+    assert node is not None, "node is needed for the TypeScript SDK client (apt-get install nodejs)"
+    env = {**agent_env(home, server), "ACP_ANSWERS": "allow_once,allow_once,reject", "PATH": os.environ["PATH"]}
+    done = subprocess.run(
+        [
+            node,
+            str(client_script()),
+            str(result),
+            str(traffic),
+            sys.executable,
+            str(project),
+            "update the notes",
+            "write another",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(result.read_text())
+    assert (seen["agent"], seen["stops"], seen["errors"]) == ("codling", ["end_turn", "end_turn"], [])
+    # Files went through the editor: the read saw the unsaved buffer, the approved write saved.
+    assert [path for op, path in seen["fs"] if op == "write"] == [str(notes)]
+    assert seen["fs"][0] == ["read", str(notes)]
+    assert notes.read_text() == "edited\n" and not (project / "other.txt").exists()
+    told = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert "unsaved text in the editor" in told[0]
+    # The command ran in the editor's terminal, which was shown, then released.
+    # (codling's environment holds OPENAI_* secrets: the command is run without them)
+    [created, released] = seen["terminals"]
+    assert created[0] == "create" and created[1].endswith("/bin/sh -c echo from-ts; exit 2")
+    assert released == ["release", "term-1"]
+    assert [(p["id"], p["answer"]) for p in seen["permissions"]] == [
+        ("call_w", "allow_once"),
+        ("call_c", "allow_once"),
+        ("call_x", "reject"),
+    ]
+    calls = {u["id"]: [v for v in seen["updates"] if v["id"] == u["id"]] for u in seen["updates"] if u["id"]}
+    assert ["terminal"] in [u["content"] for u in calls["call_c"]]
+    assert calls["call_c"][-1]["status"] == "completed"
+    assert calls["call_w"][-1]["content"] == ["diff"] and calls["call_w"][-1]["status"] == "completed"
+    assert calls["call_x"][-1]["status"] is None  # rejected: left as the client marked it
+    kinds = {u["kind"] for u in seen["updates"]}
+    assert {"available_commands_update", "usage_update", "tool_call", "tool_call_update"} <= kinds
+    # Every message, both ways, as the protocol's schema defines it.
+    messages = [json.loads(line) for line in traffic.read_text().splitlines()]
+    assert len(messages) > 30
+    assert schema_violations(messages) == []
+    # (and the check does reject what the schema forbids)
+    update = next(m for m in messages if m["message"].get("method") == "session/update")
+    broken = {**update["message"], "params": {**update["message"]["params"], "update": {"sessionUpdate": "nope"}}}
+    assert schema_violations([{"from": "agent", "message": broken}]) != []

@@ -1,0 +1,126 @@
+// An ACP client on the reference TypeScript SDK (@agentclientprotocol/sdk), driving a spawned `codling acp`.
+//
+// Usage: node acp_ts_client.mjs RESULT.json TRAFFIC.jsonl PYTHON PROJECT PROMPT...
+// It offers files (an unsaved buffer for notes.txt) and terminals (real processes), answers permission
+// requests from ACP_ANSWERS (comma-separated option ids, in order), sends each prompt in turn, and writes what
+// it saw to RESULT.json; every JSON-RPC message in either direction goes to TRAFFIC.jsonl as
+// {"from": "client"|"agent", "message": ...}.
+import { spawn } from "node:child_process";
+import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
+import { Readable, Writable } from "node:stream";
+import { client, methods, ndJsonStream, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
+
+const [resultPath, trafficPath, python, project, ...prompts] = process.argv.slice(2);
+const answers = (process.env.ACP_ANSWERS || "").split(",").filter(Boolean);
+const buffers = new Map([[`${project}/notes.txt`, "unsaved text in the editor\n"]]);
+const seen = { updates: [], permissions: [], fs: [], terminals: [], stops: [], errors: [] };
+const terminals = new Map();
+
+function log(from, bytes) {
+  for (const line of bytes.toString("utf8").split("\n")) {
+    if (line.trim()) appendFileSync(trafficPath, JSON.stringify({ from, message: JSON.parse(line) }) + "\n");
+  }
+}
+
+const agent = spawn(python, ["-m", "codling", "acp"], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
+let pending = "";
+agent.stdout.on("data", (chunk) => {
+  pending += chunk.toString("utf8");
+  const lines = pending.split("\n");
+  pending = lines.pop();
+  for (const line of lines) log("agent", Buffer.from(line));
+});
+const toAgent = Writable.toWeb(agent.stdin);
+const logged = new WritableStream({
+  async write(chunk) {
+    log("client", Buffer.from(chunk));
+    const writer = toAgent.getWriter();
+    await writer.write(chunk);
+    writer.releaseLock();
+  },
+  async close() {
+    await toAgent.close();
+  },
+});
+const stream = ndJsonStream(logged, Readable.toWeb(agent.stdout));
+
+const app = client({ name: "ts-sdk-test-client" })
+  .onNotification(methods.client.session.update, async ({ params }) => {
+    const u = params.update;
+    seen.updates.push({
+      kind: u.sessionUpdate,
+      id: u.toolCallId ?? null,
+      status: u.status ?? null,
+      title: u.title ?? null,
+      content: (u.content && Array.isArray(u.content) ? u.content : []).map((c) => c.type),
+      text: u.sessionUpdate === "agent_message_chunk" ? u.content.text : null,
+    });
+  })
+  .onRequest(methods.client.session.requestPermission, async ({ params }) => {
+    const answer = answers.shift() || "reject";
+    seen.permissions.push({ id: params.toolCall.toolCallId, title: params.toolCall.title, answer });
+    return { outcome: { outcome: "selected", optionId: answer } };
+  })
+  .onRequest(methods.client.fs.readTextFile, async ({ params }) => {
+    seen.fs.push(["read", params.path]);
+    return { content: buffers.get(params.path) ?? readFileSync(params.path, "utf8") };
+  })
+  .onRequest(methods.client.fs.writeTextFile, async ({ params }) => {
+    seen.fs.push(["write", params.path]);
+    writeFileSync(params.path, params.content);
+    buffers.delete(params.path);
+    return {};
+  })
+  .onRequest(methods.client.terminal.create, async ({ params }) => {
+    const id = `term-${terminals.size + 1}`;
+    const child = spawn(params.command, params.args ?? [], { cwd: params.cwd ?? project });
+    const t = { output: "", exit: null };
+    t.done = new Promise((resolve) => child.on("exit", (code, signal) => resolve((t.exit = { exitCode: code, signal }))));
+    child.stdout.on("data", (d) => (t.output += d));
+    child.stderr.on("data", (d) => (t.output += d));
+    t.child = child;
+    terminals.set(id, t);
+    seen.terminals.push(["create", [params.command, ...(params.args ?? [])].join(" ")]);
+    return { terminalId: id };
+  })
+  .onRequest(methods.client.terminal.output, async ({ params }) => {
+    const t = terminals.get(params.terminalId);
+    return { output: t.output, truncated: false, ...(t.exit ? { exitStatus: t.exit } : {}) };
+  })
+  .onRequest(methods.client.terminal.waitForExit, async ({ params }) => {
+    return await terminals.get(params.terminalId).done;
+  })
+  .onRequest(methods.client.terminal.kill, async ({ params }) => {
+    terminals.get(params.terminalId).child.kill("SIGKILL");
+    return {};
+  })
+  .onRequest(methods.client.terminal.release, async ({ params }) => {
+    seen.terminals.push(["release", params.terminalId]);
+    return {};
+  });
+
+await app.connectWith(stream, async (ctx) => {
+  const init = await ctx.request(methods.agent.initialize, {
+    protocolVersion: PROTOCOL_VERSION,
+    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
+    clientInfo: { name: "ts-sdk-test-client", version: "1.0.0" },
+  });
+  seen.agent = init.agentInfo?.name;
+  const session = await ctx.request(methods.agent.session.new, { cwd: project, mcpServers: [] });
+  await ctx.request(methods.agent.session.setMode, { sessionId: session.sessionId, modeId: "ask" });
+  for (const text of prompts) {
+    try {
+      const response = await ctx.request(methods.agent.session.prompt, {
+        sessionId: session.sessionId,
+        prompt: [{ type: "text", text }],
+      });
+      seen.stops.push(response.stopReason);
+    } catch (error) {
+      seen.errors.push({ code: error.code, message: error.message });
+    }
+  }
+  await ctx.request(methods.agent.session.close, { sessionId: session.sessionId });
+});
+agent.stdin.end();
+await new Promise((resolve) => agent.on("exit", resolve));
+writeFileSync(resultPath, JSON.stringify(seen, null, 1));
