@@ -8,6 +8,7 @@ in a background thread right after ``initialize`` has been answered.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -87,7 +88,7 @@ SUPPORTED_PROTOCOL_VERSIONS = frozenset({PROTOCOL_VERSION})
 """The ACP protocol versions codling speaks (``PROTOCOL_VERSION`` is the latest)."""
 
 
-def _warm_up(likely_model: Callable[[], str | None]) -> None:
+def _warm_up(likely_model: Callable[[], str | None], done: concurrent.futures.Future[None]) -> None:
     """Import what a first session and its first prompt need, off the event loop: first what session/new
     needs (no pydantic-ai there), then the model stack (pydantic-ai, the provider SDK of ``model_id``, the
     tools' schemas) and the tokenizer's tables, so neither waits for them."""
@@ -107,6 +108,8 @@ def _warm_up(likely_model: Callable[[], str | None]) -> None:
         warm_up()
     except Exception:  # warm-up is best effort; the real import reports errors
         log.debug("warm-up import failed", exc_info=True)
+    finally:
+        done.set_result(None)
 
 
 class CodlingAgent:
@@ -133,6 +136,11 @@ class CodlingAgent:
         self._client_capabilities = ClientCapabilities()
         """What the client said it offers at ``initialize`` (nothing until then)."""
         self._sessions: dict[str, LiveSession] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self._warming: concurrent.futures.Future[None] | None = None
+        """The warm-up thread's work (None: there is none): pydantic-ai is imported there, and importing it from
+        two threads at once can fail (its modules import each other), so the loop waits for it (``_warmed``)
+        before anything that imports it: a turn, a restore, MCP servers."""
 
     # -- plumbing -------------------------------------------------------------------------------------------
 
@@ -207,7 +215,10 @@ class CodlingAgent:
         self._client_capabilities = client_capabilities or ClientCapabilities()
         if self._warm_up:
             # Started after the reply is queued: the thread competes for the GIL only once the client has it.
-            warm = threading.Thread(target=_warm_up, args=(self._likely_model,), name="codling-warm-up", daemon=True)
+            self._warming = concurrent.futures.Future()
+            warm = threading.Thread(
+                target=_warm_up, args=(self._likely_model, self._warming), name="codling-warm-up", daemon=True
+            )
             asyncio.get_running_loop().call_soon(warm.start)
         # ACP version negotiation: a version codling supports is echoed, any other gets codling's latest (the
         # client then decides whether it can speak that).
@@ -229,6 +240,18 @@ class CodlingAgent:
             agent_info=Implementation(name="codling", title="codling", version=__version__),
             auth_methods=list(auth_methods()),
         )
+
+    async def _warmed(self) -> None:
+        """Return once the warm-up thread is done (at once when there is none)."""
+        if self._warming is not None and not self._warming.done():
+            await asyncio.wrap_future(self._warming)
+
+    async def _start_servers(self, session: LiveSession) -> None:
+        """Start the session's MCP servers once the warm-up is done (connecting imports pydantic-ai's MCP
+        support); a turn waits for them anyway."""
+        await self._warmed()
+        if self._sessions.get(session.id) is session:  # not closed (or reopened) meanwhile
+            session.brain.start_servers()
 
     def _likely_model(self) -> str | None:
         """The model a new session would use (None: none is configured), read afresh: the warm-up thread calls
@@ -282,6 +305,7 @@ class CodlingAgent:
         header = SessionHeader(new_session_id(), root, choice.info.id, settings.mode, extra)
         session = self._open(header, None, [cwd, *(additional_directories or ())], mcp_servers)
         if settings.greeting:
+            await self._warmed()  # the greeting runs a model turn
             session.greet()  # shown after this response, before the first prompt's turn
         return NewSessionResponse(
             session_id=session.id, modes=self._modes(session), config_options=self._options(session)
@@ -299,6 +323,7 @@ class CodlingAgent:
         from codling.acp.replay import replay_updates
 
         stored = self._stored(session_id)
+        await self._warmed()  # restoring builds the model's messages
         session = await self._reopen(stored, cwd, additional_directories, mcp_servers)
         for update in replay_updates(stored.events, ClientPaths([cwd, *(additional_directories or ())])):
             await self.client.session_update(session_id=session.id, update=update)
@@ -313,7 +338,9 @@ class CodlingAgent:
         **kwargs: Any,
     ) -> ResumeSessionResponse:
         """Continue a stored session without replaying it."""
-        session = await self._reopen(self._stored(session_id), cwd, additional_directories, mcp_servers)
+        stored = self._stored(session_id)
+        await self._warmed()  # restoring builds the model's messages
+        session = await self._reopen(stored, cwd, additional_directories, mcp_servers)
         return ResumeSessionResponse(modes=self._modes(session), config_options=self._options(session))
 
     async def fork_session(
@@ -335,6 +362,7 @@ class CodlingAgent:
             raise RequestError.invalid_params({"sessionId": session_id, "message": str(e)}) from e
         except OSError as e:
             raise RequestError.internal_error({"details": f"cannot fork session {session_id}: {e}"}) from e
+        await self._warmed()  # restoring builds the model's messages
         session = await self._reopen(forked, cwd, additional_directories, mcp_servers)
         return ForkSessionResponse(
             session_id=session.id, modes=self._modes(session), config_options=self._options(session)
@@ -422,7 +450,9 @@ class CodlingAgent:
             raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
         session.brain.subscribe(self._forwarder(session, paths))
         self._sessions[session.id] = session
-        session.brain.start_servers()
+        starting = asyncio.get_running_loop().create_task(self._start_servers(session))
+        self._background.add(starting)
+        starting.add_done_callback(self._background.discard)
         if stored is not None and stored.header.session_id == header.session_id:
             session.known_to_client.set()  # loaded or resumed: the client named it
         # After the response that introduces the session id (it is queued before this task first runs).
@@ -568,6 +598,7 @@ class CodlingAgent:
         stop_reason: StopReason = "end_turn"
         failed: TurnFailed | None = None
         spent: Usage | None = None
+        await self._warmed()
         async for event in session.brain.stream(blocks):
             if isinstance(event, TurnEnded):
                 stop_reason, spent = event.stop_reason, event.usage
