@@ -4,15 +4,12 @@ TypeScript SDK, whose package also ships the protocol's JSON schemas), installed
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.fakes.mcp import ROOT
+from tests.fakes.npm import npm_install
 
 PACKAGE = "@agentclientprotocol/sdk@2.4.0"
 PREFIX = ROOT / ".venv" / "acp-npm"
@@ -21,21 +18,8 @@ CLIENT = Path(__file__).with_name("acp_ts_client.mjs")
 
 
 def sdk_dir() -> Path:
-    """The installed package, installed with npm on first use (a test fails, never skips, without npm)."""
-    if (SDK / "package.json").exists():
-        return SDK
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.fail("npm is needed to install the ACP TypeScript SDK these tests use (apt-get install npm)")
-    PREFIX.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [npm, "install", "--prefix", str(PREFIX), "--no-audit", "--no-fund", "--no-save", PACKAGE],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0 and (SDK / "package.json").exists(), f"npm install failed:\n{done.stderr[-2000:]}"
-    return SDK
+    """The installed package, installed with npm on first use."""
+    return npm_install(PACKAGE, PREFIX, SDK / "package.json").parent
 
 
 def client_script() -> Path:
