@@ -13,7 +13,8 @@ from acp import PROTOCOL_VERSION, helpers
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from codling.acp.server import CodlingAgent
-from codling.brain.turns import COMMANDS, prompt_of_command
+from codling.brain.builtin_turns import prompt_text
+from codling.brain.turns import COMMANDS
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
 from tests.fakes.scenarios import Call, Say, Script
@@ -146,7 +147,7 @@ async def test_init_writes_agents_md_once(home: Path, project: Path) -> None:
         sid = (await conn.new_session(cwd=str(project))).session_id
         assert await say(conn, sid, "/init") == "end_turn"
         assert (project / "AGENTS.md").read_text() == guide
-        assert user_prompts(script)[0] == prompt_of_command("init")
+        assert user_prompts(script)[0] == prompt_text("init")
         requests = len(script.requests)
         await say(conn, sid, "/init")
         assert len(script.requests) == requests  # answered by codling: the file is there

@@ -49,7 +49,7 @@ from codling.brain.events import (
     Usage,
     UsageUpdated,
 )
-from codling.tools.base import PLAN_TOOL
+from codling.tools.base import PLAN_TOOL, ShownResult
 from codling.tools.ports import COMMAND_TOOL, Location
 
 Update = (
@@ -91,35 +91,29 @@ def _finished(event: ToolCallFinished, paths: Paths) -> ToolCallProgress:
     if event.ended_by is not None:
         # The editor marked the call rejected or cancelled itself; a status would overwrite that with "failed".
         return helpers.update_tool_call(event.call_id, content=[_text(ENDED_BY_USER[event.ended_by])])
-    shown = event.shown
-    is_command = event.tool_name == COMMAND_TOOL and event.status == "completed"
+    shown = event.shown or ShownResult()
     raw_output: dict[str, Any] | None = None
-    content: list[ContentToolCallContent | FileEditToolCallContent] | None = []
-    if is_command:
-        status, _, output = event.text.partition("\n")
+    content: list[ContentToolCallContent | FileEditToolCallContent] = []
+    if event.tool_name == COMMAND_TOOL and event.status == "completed":
+        status, _, output = event.text.partition("\n")  # a command's result: its exit status, then its output
         raw_output = {"status": status, "output": output}
-        if shown is not None:
+        if event.shown is not None:  # (live only: a replay knows the status line alone)
             raw_output["exitCode"] = shown.exit_code
-    if event.terminal_id is not None:
-        # The call shows the editor's terminal, which keeps its output once released; naming the released
-        # terminal again would be an error to the editor. No content: the call keeps its own.
-        content = None
+        content.append(_text(f"{status}\n\n{fenced(output)}"))
     else:
-        assert content is not None
-        if shown is not None and shown.steps:
+        diffs = ([event.diff] if event.diff is not None else []) + list(shown.diffs)
+        if shown.steps:
             content.append(_text(shown.steps))
-        diffs = ([event.diff] if event.diff is not None else []) + list(shown.diffs if shown else ())
         content.extend(helpers.tool_diff_content(paths(d.path), d.new_text, d.old_text) for d in diffs)
-        if is_command:
-            status, _, output = event.text.partition("\n")
-            content.append(_text(f"{status}\n\n{fenced(output)}"))
-        elif event.text and (not diffs or event.status == "failed" or (shown is not None and shown.steps)):
+        if event.text and (not diffs or event.status == "failed" or shown.steps):
             content.append(_text(event.text))  # a diff says what an edit did; its text is for the model
     return helpers.update_tool_call(
         event.call_id,
-        title=shown.title if shown is not None and shown.title else None,
+        title=shown.title or None,
         status=event.status,
-        content=content,
+        # A command in the editor's terminal keeps showing it once released, and the editor would refuse an
+        # update naming the released terminal: no content, the call keeps its own.
+        content=content if event.terminal_id is None else None,
         locations=locations(event.locations, paths),
         raw_output=raw_output,
     )

@@ -31,6 +31,7 @@ from codling.brain.events import (
 from codling.brain.state import SessionState
 from codling.tools.deps import describe_call
 from codling.tools.ports import (
+    COMMAND_TOOL,
     DELEGATE_TOOL,
     Approver,
     Decision,
@@ -180,9 +181,8 @@ def step_outcome(event: ToolCallFinished) -> str | None:
     """How a delegate's step ended, when it says more than "done": a failure, a command's exit status."""
     if event.status == "failed":
         return f"failed: {event.text.splitlines()[0] if event.text else event.tool_name}"
-    if event.shown is not None and event.shown.output is not None:
-        code = event.shown.exit_code
-        return "exit code 0" if code == 0 else f"exit code {code}" if code is not None else "stopped (no exit code)"
+    if event.tool_name == COMMAND_TOOL:
+        return event.text.partition("\n")[0]  # its exit status ("exit code 1", "timed out after 5s")
     return None
 
 

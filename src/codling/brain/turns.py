@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from codling.brain.builtin_turns import prompt_text
 from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.events import (
     Event,
@@ -61,21 +62,15 @@ COMMAND_HINTS = {
 """What each command takes after its name (a command not named here takes nothing)."""
 
 PROMPT_COMMANDS = frozenset({"init"})
-"""Commands that are model turns with a prompt of codling's (``turn_text``), in the history as such."""
-
-
-def prompt_of_command(name: str) -> str:
-    """The prompt a prompt command sends the model (``prompts/<name>.md``)."""
-    from importlib import resources
-
-    return resources.files("codling.brain").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8").strip()
+"""Commands that are model turns with codling's prompt ``prompts/<name>.md`` (``turn_text``), in the history
+as such."""
 
 
 def turn_text(blocks: tuple[PromptBlock, ...]) -> str:
     """The user's side of a turn as the history keeps it: the prompt rendered, or a prompt command's prompt."""
     command = command_of(blocks)
     if command is not None and command[0] in PROMPT_COMMANDS:
-        return prompt_of_command(command[0])
+        return prompt_text(command[0])
     return render_prompt(blocks)
 
 

@@ -21,8 +21,6 @@ class ShownResult:
     """What a delegate did, step by step."""
     exit_code: int | None = None
     """A command's exit code (None: it timed out, was stopped, or this is no command)."""
-    output: str | None = None
-    """A command's output as the model got it (None: this is no command)."""
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
         text=f"{status}{detail}\n{output}",
         summary=summary,
         terminal_id=result.terminal_id,
-        shown=ShownResult(exit_code=result.exit_code, output=output),
+        shown=ShownResult(exit_code=result.exit_code),
     )
 
 
