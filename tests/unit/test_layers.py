@@ -34,7 +34,7 @@ CONFINED = {
     "typer": ("cli",),
     "rich": ("cli",),
     "tiktoken": ("llm/tokens.py",),
-    "openai": ("llm/providers.py",),
+    "openai": ("llm/providers.py", "llm/openai_client.py"),
     "anthropic": ("llm/providers.py",),
     "google": ("llm/providers.py",),
     "fastmcp": ("tools/mcp/connect.py",),

@@ -189,6 +189,8 @@ def warm_up_provider(model_id: str) -> None:
     if provider in _OPENAI_PROVIDERS:
         import pydantic_ai.models.openai
         import pydantic_ai.providers.openai
+
+        import codling.llm.openai_client  # noqa: F401
     elif provider == "anthropic":
         import pydantic_ai.models.anthropic
         import pydantic_ai.providers.anthropic  # noqa: F401
@@ -202,9 +204,10 @@ def _timeout(idle_timeout: float) -> Any:
 
 def _openai_provider(env: Mapping[str, str], idle_timeout: float) -> Provider[Any]:
     """An OpenAI provider on a client of our own, reading the OpenAI SDK's usual variables from ``env``."""
-    from openai import AsyncOpenAI
     from pydantic_ai.exceptions import UserError
     from pydantic_ai.providers.openai import OpenAIProvider
+
+    from codling.llm.openai_client import FastOpenAI
 
     base_url = env.get("OPENAI_BASE_URL") or None
     api_key = env.get("OPENAI_API_KEY") or None
@@ -212,7 +215,7 @@ def _openai_provider(env: Mapping[str, str], idle_timeout: float) -> Provider[An
         if base_url is None:
             raise UserError("Set the OPENAI_API_KEY environment variable to use OpenAI models.")
         api_key = "api-key-not-set"  # local OpenAI-compatible servers often need none, but the SDK wants one
-    client = AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=_timeout(idle_timeout))
+    client = FastOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=_timeout(idle_timeout))
     return OpenAIProvider(openai_client=client)
 
 
