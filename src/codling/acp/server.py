@@ -8,10 +8,8 @@ in a background thread right after ``initialize`` has been answered.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -53,6 +51,7 @@ from codling.acp.errors import absolute, directory, invalid_session_id, not_foun
 from codling.acp.options import config_options, mode_state, parse_mode
 from codling.acp.paths import ClientPaths
 from codling.acp.translate import prompt_usage, translate
+from codling.acp.warmup import WarmUp
 from codling.config import Settings, load_settings
 from codling.errors import (
     CodlingError,
@@ -88,30 +87,6 @@ SUPPORTED_PROTOCOL_VERSIONS = frozenset({PROTOCOL_VERSION})
 """The ACP protocol versions codling speaks (``PROTOCOL_VERSION`` is the latest)."""
 
 
-def _warm_up(likely_model: Callable[[], str | None], done: concurrent.futures.Future[None]) -> None:
-    """Import what a first session and its first prompt need, off the event loop: first what session/new
-    needs (no pydantic-ai there), then the model stack (pydantic-ai, the provider SDK of ``model_id``, the
-    tools' schemas) and the tokenizer's tables, so neither waits for them."""
-    try:
-        import codling.acp.mcp_specs
-        import codling.acp.ports
-        import codling.store.index
-        import codling.store.live  # noqa: F401
-        from codling.llm.providers import warm_up_provider
-
-        if model_id := likely_model():
-            warm_up_provider(model_id)
-        from codling.llm.tokens import warm_up
-        from codling.tools.toolset import build_toolset
-
-        build_toolset()
-        warm_up()
-    except Exception:  # warm-up is best effort; the real import reports errors
-        log.debug("warm-up import failed", exc_info=True)
-    finally:
-        done.set_result(None)
-
-
 class CodlingAgent:
     """codling's implementation of the ACP ``Agent`` protocol."""
 
@@ -137,10 +112,9 @@ class CodlingAgent:
         """What the client said it offers at ``initialize`` (nothing until then)."""
         self._sessions: dict[str, LiveSession] = {}
         self._background: set[asyncio.Task[None]] = set()
-        self._warming: concurrent.futures.Future[None] | None = None
-        """The warm-up thread's work (None: there is none): pydantic-ai is imported there, and importing it from
-        two threads at once can fail (its modules import each other), so the loop waits for it (``_warmed``)
-        before anything that imports it: a turn, a restore, MCP servers."""
+        self._warming: WarmUp | None = None
+        """The warm-up thread (None: there is none), which the loop waits for (``_warmed``) before anything
+        that imports pydantic-ai: a turn, a restore, MCP servers."""
 
     # -- plumbing -------------------------------------------------------------------------------------------
 
@@ -215,11 +189,8 @@ class CodlingAgent:
         self._client_capabilities = client_capabilities or ClientCapabilities()
         if self._warm_up:
             # Started after the reply is queued: the thread competes for the GIL only once the client has it.
-            self._warming = concurrent.futures.Future()
-            warm = threading.Thread(
-                target=_warm_up, args=(self._likely_model, self._warming), name="codling-warm-up", daemon=True
-            )
-            asyncio.get_running_loop().call_soon(warm.start)
+            self._warming = WarmUp(self._likely_model)
+            asyncio.get_running_loop().call_soon(self._warming.start)
         # ACP version negotiation: a version codling supports is echoed, any other gets codling's latest (the
         # client then decides whether it can speak that).
         supported = protocol_version in SUPPORTED_PROTOCOL_VERSIONS
@@ -243,8 +214,8 @@ class CodlingAgent:
 
     async def _warmed(self) -> None:
         """Return once the warm-up thread is done (at once when there is none)."""
-        if self._warming is not None and not self._warming.done():
-            await asyncio.wrap_future(self._warming)
+        if self._warming is not None:
+            await self._warming.wait()
 
     async def _start_servers(self, session: LiveSession) -> None:
         """Start the session's MCP servers once the warm-up is done (connecting imports pydantic-ai's MCP
@@ -307,6 +278,8 @@ class CodlingAgent:
         if settings.greeting:
             await self._warmed()  # the greeting runs a model turn
             session.greet()  # shown after this response, before the first prompt's turn
+        elif self._warming is not None:
+            asyncio.get_running_loop().call_soon(self._warming.release)  # the model stack, once this is answered
         return NewSessionResponse(
             session_id=session.id, modes=self._modes(session), config_options=self._options(session)
         )

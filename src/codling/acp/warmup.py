@@ -1,0 +1,74 @@
+"""The background import of what sessions and turns need, started once ``initialize`` has been answered.
+
+One thread, two stages. First what ``session/new`` needs (the brain and the store, no pydantic-ai), so the
+request finds it loaded. Then the model stack (pydantic-ai, the provider SDK of the model a new session would
+use, the tools' schemas) and the tokenizer's tables, so the first prompt does not wait for them. The second
+stage starts only when released: after the first new session has been answered, or as soon as anything needs
+the model stack. Started earlier, it competed for the GIL with ``session/new`` and made it 2–3× slower.
+
+Before each stage the objects made so far are frozen out of the cyclic garbage collector (``gc.freeze``): the
+modules' objects live as long as the process, and a full collection over the acp SDK's schemas alone took
+30 ms, landing inside ``session/new``; over pydantic-ai's, it would land inside a prompt.
+
+Importing pydantic-ai from two threads at once can fail (its modules import each other), so the loop waits for
+the whole warm-up (:meth:`WarmUp.wait`) before anything that imports it: a turn, a restore, MCP servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import gc
+import logging
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+
+class WarmUp:
+    """The warm-up thread of one agent; ``likely_model`` (called from the thread) names the model to load."""
+
+    def __init__(self, likely_model: Callable[[], str | None]) -> None:
+        self._likely_model = likely_model
+        self._released = threading.Event()
+        self._done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._run, name="codling-warm-up", daemon=True)
+
+    def start(self) -> None:
+        """Start the thread (the session path is imported at once)."""
+        gc.freeze()
+        self._thread.start()
+
+    def release(self) -> None:
+        """Let the thread go on to the model stack."""
+        self._released.set()
+
+    async def wait(self) -> None:
+        """Release the thread and return once it is done."""
+        self.release()
+        if not self._done.done():
+            await asyncio.wrap_future(self._done)
+
+    def _run(self) -> None:
+        try:
+            import codling.acp.mcp_specs
+            import codling.acp.ports
+            import codling.store.index
+            import codling.store.live  # noqa: F401
+
+            self._released.wait()
+            from codling.llm.providers import warm_up_provider
+
+            if model_id := self._likely_model():
+                warm_up_provider(model_id)
+            from codling.llm.tokens import warm_up
+            from codling.tools.toolset import build_toolset
+
+            build_toolset()
+            warm_up()
+        except Exception:  # best effort: the real import reports errors
+            log.debug("warm-up import failed", exc_info=True)
+        finally:
+            gc.freeze()
+            self._done.set_result(None)
