@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 from acp import PROTOCOL_VERSION, helpers
 from acp.schema import Cost, UsageUpdate
+from acp.schema import Usage as PromptUsage
 
 from codling.acp.server import CodlingAgent
+from codling.acp.translate import prompt_usage
+from codling.brain.events import Usage
 from codling.config import Settings
 from codling.llm.catalog import load_catalog
 from tests.fakes.acp_client import RecordingClient, connected
@@ -90,3 +93,9 @@ async def test_no_cost_without_a_price(home: Path, project: Path) -> None:
 def test_every_bundled_model_has_a_price(model: str) -> None:
     info = load_catalog().get(model)
     assert info.price is not None and info.cost(1_000_000, 0) == info.price[0]
+
+
+def test_a_turn_whose_provider_reported_no_tokens_has_no_prompt_usage() -> None:
+    assert prompt_usage(Usage(requests=2)) is None  # unknown, not zero
+    assert prompt_usage(None) is None
+    assert prompt_usage(Usage(10, 3, 1)) == PromptUsage(total_tokens=13, input_tokens=10, output_tokens=3)

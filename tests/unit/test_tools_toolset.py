@@ -361,3 +361,8 @@ async def test_tool_definitions_counted_against_what_the_provider_receives(tmp_p
     counted = definitions_tokens(offered_definitions(names, delegates=True, lean=False))
     # Counted with JSON's default spacing: never under the compact body, at most a sixth over it.
     assert received <= counted <= received * 1.17
+
+
+def test_the_toolset_is_built_once_per_process() -> None:
+    # Its schemas took ~50 ms to generate, which every new session (and delegate) paid; it holds no state.
+    assert build_toolset() is build_toolset()

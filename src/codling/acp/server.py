@@ -463,6 +463,7 @@ class CodlingAgent:
 
     async def _tell(self, session: LiveSession) -> None:
         await self._advertise_commands(session.id)
+        await self._warmed()  # counting the context's tokens needs the tools' schemas and the tokenizer
         try:
             for update in translate(session.brain.usage_event("")):
                 await self.client.session_update(session_id=session.id, update=update)

@@ -158,8 +158,9 @@ def _message(kind: str, text: str) -> AgentMessageChunk | UserMessageChunk:
 
 
 def prompt_usage(usage: Usage | None) -> PromptUsage | None:
-    """A turn's tokens as session/prompt's ``usage`` (an unstable part of ACP; None when nothing was spent)."""
-    if usage is None or usage.requests == 0:
+    """A turn's tokens as session/prompt's ``usage`` (an unstable part of ACP). None when nothing was spent or
+    the provider reported no tokens: an editor would show zeros as a count."""
+    if usage is None or usage.input_tokens + usage.output_tokens == 0:
         return None
     return PromptUsage(
         total_tokens=usage.input_tokens + usage.output_tokens,

@@ -9,6 +9,7 @@ error) for the user interface. pydantic-ai copies it to ``ToolReturnPart.metadat
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -92,8 +93,12 @@ def valid_text(text: str) -> str:
     return text
 
 
+@cache
 def build_toolset() -> AbstractToolset[ToolDeps]:
-    """The tools (see :data:`TOOL_NAMES`) as one toolset for an agent whose deps are :class:`ToolDeps`."""
+    """The tools (see :data:`TOOL_NAMES`) as one toolset for an agent whose deps are :class:`ToolDeps`.
+
+    Built once per process and shared by every session, delegate and special turn: it holds no state (each
+    call brings its deps), and generating the tools' schemas took ~50 ms, which every new session paid."""
     return ReportingToolset(_functions())
 
 
