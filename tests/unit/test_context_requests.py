@@ -111,6 +111,22 @@ def test_counting_each_part_once() -> None:
     assert list(counter._counts) == [id(part)]
 
 
+def test_a_sessions_parts_are_counted_once_across_turns_and_forgotten_once_dropped() -> None:
+    counted: list[str] = []
+    counter = TokenCounter(count=lambda part: counted.append(part.content) or 5)
+    old, new = UserPromptPart("old"), UserPromptPart("new")
+    for turn_messages in ([old], [old, new], [new], [old]):  # the third turn compacted "old" away
+        counter.next_turn()
+        assert counter.messages([ModelRequest(parts=[p]) for p in turn_messages]) == 13 * len(turn_messages)
+    assert counted == ["old", "new", "old"]
+
+
+async def test_every_turn_of_a_session_shares_one_counter(project: Path, settings: Settings) -> None:
+    session = session_for(Script([]), project, settings, ModelInfo("test:m", context_limit=32_000))
+    first, second = session.context.requests(no_compaction), session.context.requests(no_compaction)
+    assert first.counter is second.counter
+
+
 # --- through a session -------------------------------------------------------------------------------------
 
 

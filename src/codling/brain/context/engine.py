@@ -22,7 +22,7 @@ from codling.brain.prompt import ImageBlock
 from codling.llm.tokens import count_tokens, count_wire_tokens, tail_tokens, truncate_to_tokens
 
 if TYPE_CHECKING:
-    from codling.brain.context.requests import TurnRequests
+    from codling.brain.context.requests import TokenCounter, TurnRequests
     from codling.brain.host import SessionHost
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ class ContextEngine:
         self._system: tuple[str, int] = ("", 0)
         self._block: tuple[Any, str, int] | None = None
         """The last context block: what it was rendered from, its text and its tokens."""
+        self._counter: TokenCounter | None = None
+        """Counts the tokens of the parts the session's requests carry (made with the first turn)."""
 
     @property
     def state(self) -> Any:
@@ -212,10 +214,14 @@ class ContextEngine:
             )
 
     def requests(self, compact_history: Any) -> TurnRequests:
-        """The capability that fits each request of a turn into the window (see ``requests.py``)."""
-        from codling.brain.context.requests import TurnRequests
+        """The capability that fits each request of a turn into the window (see ``requests.py``); the
+        session's parts are counted once, by one counter."""
+        from codling.brain.context.requests import TokenCounter, TurnRequests
 
-        return TurnRequests(self.budget, self.system_tokens, compact_history)
+        if self._counter is None:
+            self._counter = TokenCounter()
+        self._counter.next_turn()
+        return TurnRequests(self.budget, self.system_tokens, compact_history, counter=self._counter)
 
     def after_turn(self, first_input: int, images: tuple[ImageBlock, ...]) -> None:
         """Carry the provider's count of the turn's first request (``first_input``; 0: not reported) past the

@@ -1,7 +1,7 @@
 """Every model request of a turn fitted into the window: a pydantic-ai capability given to each user-turn run.
 
 Before each request (``before_model_request``) the turn's messages are measured (o200k, each part counted
-once per turn). Past the budget's compaction point, the oldest tool results of this turn give way to their
+once per session). Past the budget's compaction point, the oldest tool results of this turn give way to their
 plain-text summaries (deterministic, no model call: the summary each tool wrote, ``ToolOutput.summary``),
 newest results last; if that is not enough, the history before the turn is compacted Codex-style, between two
 requests of the turn (``compact_history``). What is cut stays cut for the rest of the turn (the run's own
@@ -77,17 +77,31 @@ def part_tokens(part: Any) -> int:
 
 @dataclass
 class TokenCounter:
-    """Counts messages, each part once (parts are kept alive here, so their ids stay theirs)."""
+    """Counts messages, each part once (parts are kept alive here, so their ids stay theirs).
 
+    One counter lasts as long as its session, so the history's parts are counted once, not again every turn
+    (tokenizing the whole history before each turn grew with the conversation). A part that a turn's
+    requests no longer carry (compacted away) is forgotten at the end of the next turn (``next_turn``)."""
+
+    count: Callable[[Any], int] = part_tokens
+    """How one part is counted."""
     _counts: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    _earlier: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    """The previous turn's counts: moved to ``_counts`` when seen again, dropped with the next turn."""
+
+    def next_turn(self) -> None:
+        """Start a turn: what the last turn counted is kept only as far as this one sees it again."""
+        self._earlier, self._counts = self._counts, {}
 
     def part(self, part: Any) -> int:
         """The tokens of ``part``, counted on first sight."""
-        known = self._counts.get(id(part))
+        key = id(part)
+        known = self._counts.get(key) or self._earlier.get(key)
         if known is not None and known[0] is part:
+            self._counts[key] = known
             return known[1]
-        tokens = part_tokens(part)
-        self._counts[id(part)] = (part, tokens)
+        tokens = self.count(part)
+        self._counts[key] = (part, tokens)
         return tokens
 
     def message(self, message: ModelMessage) -> int:
