@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, running_server
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage, running_server
 
 
 @pytest.fixture
@@ -121,24 +121,58 @@ def test_run_read_only_refuses_commands_and_model_is_told(home: Path, project: P
 def test_run_json_prints_event_lines(home: Path, project: Path, server: OpenAIServer) -> None:
     server.enqueue(
         Reply(tool_calls=[ToolCall("read_file", {"path": "src/app.py"}, id="r1")]),
-        Reply(text=["It greets."]),
+        Reply(text=["It greets."], usage=Usage(prompt_tokens=120, completion_tokens=7)),
     )
     result = codling("run", "--json", "what does app.py do?", env=model_env(home, server), cwd=project)
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
-    kinds = [e["type"] for e in events]
-    assert kinds[0] == "turn_started" and kinds[-2] == "turn_ended"
-    # A new session is named once its first turn is over.
-    assert events[-1] == {
-        "type": "session_titled",
-        "title": "Loopback session title",
-        "source": "model",
-        "kind": "session_titled",
+    assert all("kind" not in e for e in events)  # one "type" per event
+    session, *turn, titled, outcome = events
+    assert session == {
+        "type": "session",
+        "session_id": outcome["session_id"],
+        "model": "openai-chat:fake-model",
+        "cwd": str(project.resolve()),
+        "resumed": False,
     }
+    kinds = [e["type"] for e in turn]
+    assert kinds[0] == "turn_started" and kinds[-1] == "turn_ended"
     assert "tool_call_started" in kinds and "tool_call_finished" in kinds
-    finished = next(e for e in events if e["type"] == "tool_call_finished")
+    finished = next(e for e in turn if e["type"] == "tool_call_finished")
     assert finished["status"] == "completed" and "return 'hello'" in finished["text"]
-    assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "It greets."
+    assert "".join(e["text"] for e in turn if e["type"] == "text_delta") == "It greets."
+    # A new session is named once its first turn is over; the result comes last.
+    assert titled == {"type": "session_titled", "title": "Loopback session title", "source": "model"}
+    duration = outcome.pop("duration_ms")
+    assert isinstance(duration, int) and duration >= 0
+    assert outcome == {
+        "type": "result",
+        "session_id": session["session_id"],
+        "stop_reason": "end_turn",
+        "error": None,
+        "usage": {"input_tokens": outcome["usage"]["input_tokens"], "output_tokens": 7},
+        "cost": None,
+        "turns": 1,
+    }
+    assert outcome["usage"]["input_tokens"] >= 120
+    # A script continues the session from the id the first line gave it.
+    server.enqueue(Reply(text=["Still here."]))
+    again = codling(
+        "run", "--json", "--resume", session["session_id"], "and now?", env=model_env(home, server), cwd=project
+    )
+    lines = [json.loads(line) for line in again.stdout.splitlines()]
+    assert (lines[0]["session_id"], lines[0]["resumed"]) == (session["session_id"], True)
+    assert (lines[-1]["stop_reason"], lines[-1]["turns"]) == ("end_turn", 2)
+
+
+def test_a_failed_turn_s_json_result_says_error(home: Path, project: Path, server: OpenAIServer) -> None:
+    server.enqueue(ErrorReply(500, "upstream exploded"))
+    server.enqueue(ErrorReply(500, "upstream exploded"), ErrorReply(500, "upstream exploded"))
+    result = codling("run", "--json", "hi", env=model_env(home, server), cwd=project)
+    assert result.returncode == 1
+    outcome = json.loads(result.stdout.splitlines()[-1])
+    assert outcome["type"] == "result" and outcome["stop_reason"] == "error"
+    assert "upstream exploded" in outcome["error"]
 
 
 def test_run_with_yolo_edits_and_shows_diff(home: Path, project: Path, server: OpenAIServer) -> None:
@@ -153,15 +187,43 @@ def test_run_with_yolo_edits_and_shows_diff(home: Path, project: Path, server: O
     result = codling("run", "--mode", "yolo", "change it", env=model_env(home, server), cwd=project)
     assert result.returncode == 0, result.stderr
     assert (project / "src" / "app.py").read_text() == "def greet():\n    return 'howdy'\n"
-    assert "+    return 'howdy'" in result.stdout and "-    return 'hello'" in result.stdout
+    # Piped, stdout is the answer; the diff is drawn with the rest of the turn on stderr.
+    assert result.stdout == "Edited.\n"
+    assert "+    return 'howdy'" in result.stderr and "-    return 'hello'" in result.stderr
 
 
 def test_failed_turn_exits_1_with_error(home: Path, project: Path, server: OpenAIServer) -> None:
     server.enqueue(ErrorReply(401, "Incorrect API key provided", code="invalid_api_key"))
     result = codling("run", "hi", env=model_env(home, server), cwd=project)
     assert result.returncode == 1
-    assert "Error" in result.stdout + result.stderr
-    assert "Incorrect API key provided" in result.stdout + result.stderr
+    assert result.stdout == ""  # errors are not the answer
+    assert "Error" in result.stderr and "Incorrect API key provided" in result.stderr
+
+
+def test_piped_stdout_is_the_last_message_alone(home: Path, project: Path, server: OpenAIServer) -> None:
+    (project / "README.md").write_text("# Demo\nA tiny demo project.\n")
+    server.enqueue(
+        Reply(text=["Let me read it first."], tool_calls=[ToolCall("read_file", {"path": "README.md"}, id="r1")]),
+        Reply(text=["## Summary\n\nA tiny demo project."]),
+    )
+    answer = project / "answer.md"
+    result = codling("run", "-o", str(answer), "summarise README.md", env=model_env(home, server), cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "## Summary\n\nA tiny demo project.\n"
+    assert answer.read_text() == result.stdout
+    # What the turn did is on stderr, the narration before the tool call included.
+    assert "Read README.md" in result.stderr and "Let me read it first." in result.stderr
+
+
+def test_configuration_errors_exit_2_before_any_session(home: Path, project: Path, server: OpenAIServer) -> None:
+    env = model_env(home, server)
+    for model in ("foo:bar", "anthropic:claude-sonnet-4-5"):  # an unknown provider; a missing key
+        result = codling("run", "--model", model, "hi", env=env, cwd=project)
+        assert (result.returncode, result.stdout) == (2, ""), result.stderr
+        assert result.stderr.startswith("codling: ") and "Traceback" not in result.stderr
+    assert "ANTHROPIC_API_KEY" in result.stderr
+    assert not (home / "sessions").exists() or list((home / "sessions").iterdir()) == []
+    assert server.requests == []
 
 
 def test_unknown_model_warns_and_still_works(home: Path, project: Path, server: OpenAIServer) -> None:

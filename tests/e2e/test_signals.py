@@ -128,7 +128,7 @@ async def test_a_signal_to_codling_acp_stops_commands_and_records_the_turn(
                 await process.wait()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])  # SIGINT: Ctrl-C exits 130
 async def test_a_signal_to_codling_run_stops_commands_and_records_the_turn(
     home: Path, project: Path, server: OpenAIServer, sig: signal.Signals
 ) -> None:

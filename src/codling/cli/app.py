@@ -1,6 +1,7 @@
 """The ``codling`` command line (typer): the composition root for the terminal and for ``codling acp``.
 
-Exit codes: 0 the turn completed, 1 the turn failed (or was cancelled), 2 usage or configuration error.
+Exit codes: 0 the turn completed, 1 the turn failed, 2 usage or configuration error, 130 interrupted (Ctrl-C),
+128 + N ended by signal N (SIGTERM, SIGHUP).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import base64
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -36,7 +38,7 @@ app = typer.Typer(
 
 app.add_typer(sessions_app, name="sessions")
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 ModelOption = Annotated[
     str | None,
@@ -144,13 +146,26 @@ def run(
     continue_: Annotated[
         bool, typer.Option("--continue", "-c", help="Continue the latest session in this directory.")
     ] = False,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the event stream as JSON lines.")] = False,
+    json_output: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='Print JSON lines: a session event, the turn\'s events, and a result event (one "type" each).',
+        ),
+    ] = False,
+    last_message: Annotated[
+        Path | None,
+        typer.Option("--output-last-message", "-o", help="Also write the turn's last message to this file."),
+    ] = None,
     image: Annotated[
         list[Path] | None,
         typer.Option("--image", "-i", help="Attach an image file (PNG, JPEG, GIF, WebP); repeat for more."),
     ] = None,
 ) -> None:
-    """Run one prompt in the terminal and print the reply as it streams; the session is recorded."""
+    """Run one prompt in the terminal and print the reply as it streams; the session is recorded.
+
+    When stdout is not a terminal it gets the answer only (the turn's last message, at its end); what the
+    turn does and any error go to stderr."""
     setup_logging()
     if resume and continue_:
         typer.echo("codling: use --resume or --continue, not both", err=True)
@@ -168,6 +183,7 @@ def run(
         settings, catalog = _load()
         chosen_mode: PermissionMode | None = parse_mode(mode) if mode else None
         plan = _plan_session(settings, catalog, model, workdir, resume, continue_, cwd is not None)
+        _check_model(plan.model, settings)
     except CodlingError as e:
         typer.echo(f"codling: {e}", err=True)
         raise typer.Exit(EXIT_USAGE) from e
@@ -182,8 +198,25 @@ def run(
     if images and not plan.model.images:
         typer.echo(f"codling: note: {plan.model.id} cannot see images; it is only told their names.", err=True)
     prompt_blocks: tuple[PromptBlock, ...] = (TextBlock(text), *images)
-    code = asyncio.run(_run_turn(prompt_blocks, settings, plan, chosen_mode, interactive, json_output))
+    output = _Output(json_output, last_message)
+    code = asyncio.run(_run_turn(prompt_blocks, settings, plan, chosen_mode, interactive, output))
     raise typer.Exit(code)
+
+
+def _check_model(info: ModelInfo, settings: Settings) -> None:
+    """Build the model once before any session exists: a missing key, an unknown provider or an unusable
+    name is a configuration error (exit 2) rather than a failed turn in a session nobody wanted."""
+    from codling.llm.providers import build_model
+
+    build_model(info.id, env=settings.env)
+
+
+@dataclass(frozen=True)
+class _Output:
+    """Where a one-shot run reports: JSON lines or text, and the file for its last message (if any)."""
+
+    json: bool
+    last_message: Path | None
 
 
 IMAGE_TYPES = {
@@ -262,11 +295,11 @@ async def _run_turn(
     plan: _SessionPlan,
     mode: PermissionMode | None,
     interactive: bool,
-    json_output: bool,
+    output: _Output,
 ) -> int:
     from codling.cli.approve import TerminalApprover
     from codling.cli.draw import use_color
-    from codling.cli.render import JsonLinesRenderer, TerminalRenderer
+    from codling.cli.render import JsonLinesRenderer, TerminalRenderer, TurnOutcome
     from codling.store.live import start_session
 
     info = plan.model
@@ -276,7 +309,10 @@ async def _run_turn(
             "(add it to $CODLING_HOME/models.json)",
             file=sys.stderr,
         )
-    color = use_color(sys.stdout, os.environ)
+    # Piped or redirected, stdout carries the answer alone; what the turn does is drawn on stderr.
+    answer_only = not output.json and not sys.stdout.isatty()
+    screen = sys.stderr if answer_only else sys.stdout
+    color = use_color(screen, os.environ)
     approver = TerminalApprover(input=sys.stdin, output=sys.stderr, color=color) if interactive else None
     header = plan.header if plan.stored or mode is None else replace(plan.header, mode=mode)
     try:
@@ -290,13 +326,24 @@ async def _run_turn(
         # This run's mode only: a resumed session keeps its recorded mode for its next user.
         live.brain.set_mode(mode)
     renderer: JsonLinesRenderer | TerminalRenderer
-    if json_output:
+    if output.json:
         renderer = JsonLinesRenderer(sys.stdout)
+        renderer.write(_session_event(live.id, info.id, header.cwd, plan.stored is not None))
+    elif answer_only:
+        renderer = TerminalRenderer(sys.stderr, color=color, interactive=sys.stderr.isatty())
     else:
-        renderer = TerminalRenderer(sys.stdout, err=sys.stderr, color=color, interactive=sys.stdout.isatty())
+        renderer = TerminalRenderer(sys.stdout, err=sys.stderr, color=color, interactive=True)
+    outcome = TurnOutcome()
     live.brain.subscribe(renderer)
+    live.brain.subscribe(outcome)
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, live.brain.cancel)
+    interrupted: list[bool] = []
+
+    def interrupt() -> None:
+        interrupted.append(True)
+        live.brain.cancel()
+
+    loop.add_signal_handler(signal.SIGINT, interrupt)
     terminated: list[int] = []
 
     def terminate(sig: int) -> None:
@@ -310,6 +357,7 @@ async def _run_turn(
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, terminate, sig)
+    started = time.monotonic()
     try:
         result = await live.brain.run(prompt)
         # A new session's title is asked for once the answer is shown (a short request); Ctrl-C skips it.
@@ -322,16 +370,50 @@ async def _run_turn(
         await live.close()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(sig)
-    if terminated:
-        return 128 + terminated[0]
-    if not json_output:
+    failed = result.error is not None
+    completed = not failed and result.stop_reason != "cancelled"
+    if completed and answer_only and outcome.last_message:
+        sys.stdout.write(outcome.last_message + "\n")
+    if completed and output.last_message is not None:
+        _write_last_message(output.last_message, outcome.last_message)
+    if isinstance(renderer, JsonLinesRenderer):
+        ended = outcome.ended
+        renderer.write(
+            {
+                "type": "result",
+                "session_id": live.id,
+                "stop_reason": "error" if failed else result.stop_reason,
+                "error": result.error,
+                "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens},
+                "cost": ended.cost if ended is not None else None,
+                "duration_ms": round((time.monotonic() - started) * 1000),
+                "turns": live.brain.state.turn_count,
+            }
+        )
+    else:
         if result.context is not None:
             print(context_meter(result.context.used, result.context.size), file=sys.stderr)
         named = f" “{live.recorder.title}”" if live.recorder.title else ""
         print(f"codling: session {live.id}{named} (continue with: codling run --resume {live.id} …)", file=sys.stderr)
-    if result.error is not None or result.stop_reason == "cancelled":
+    if terminated:
+        return 128 + terminated[0]
+    if failed:
         return EXIT_FAILED
+    if result.stop_reason == "cancelled":
+        return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
     return EXIT_OK
+
+
+def _session_event(session_id: str, model_id: str, cwd: Path, resumed: bool) -> dict[str, object]:
+    """The first JSON line of a run: what a script needs to continue the session later."""
+    return {"type": "session", "session_id": session_id, "model": model_id, "cwd": str(cwd), "resumed": resumed}
+
+
+def _write_last_message(path: Path, text: str) -> None:
+    try:
+        path.write_text(text + "\n" if text else "")
+    except OSError as e:
+        print(f"codling: cannot write the last message to {path}: {e.strerror or e}", file=sys.stderr)
 
 
 SHUTDOWN_SECONDS = 5.0

@@ -413,15 +413,44 @@ class JsonLinesRenderer:
 
     async def __call__(self, event: Event) -> None:
         """Print one event."""
-        self._out.write(json.dumps(event_to_json(event), ensure_ascii=False) + "\n")
+        self.write(event_to_json(event))
+
+    def write(self, line: Mapping[str, Any]) -> None:
+        """Print one JSON object as a line (the run's own session and result lines, too)."""
+        self._out.write(json.dumps(line, ensure_ascii=False) + "\n")
         self._out.flush()
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
-    """``{"type": event.kind, **fields}`` with every dataclass field of the event made JSON-ready: paths
+    """``{"type": event.kind, **fields}`` with every other dataclass field of the event made JSON-ready: paths
     as strings, datetimes as ISO 8601, nested dataclasses (usage, diffs, locations) as objects, tuples as
     lists. Generic over the event classes, so a new event or field needs no code here."""
-    return {"type": event.kind, **_jsonable(event)}
+    fields = _jsonable(event)
+    del fields["kind"]  # it is the "type"
+    return {"type": event.kind, **fields}
+
+
+class TurnOutcome:
+    """An observer keeping what a one-shot run reports at its end: the turn's last message (the text after
+    its last tool call, which is what a script piping the answer wants) and its ``TurnEnded``."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self.ended: TurnEnded | None = None
+
+    async def __call__(self, event: Event) -> None:
+        """Note one event."""
+        if isinstance(event, TurnStarted | ToolCallStarted):
+            self._parts.clear()
+        elif isinstance(event, TextDelta):
+            self._parts.append(event.text)
+        elif isinstance(event, TurnEnded):
+            self.ended = event
+
+    @property
+    def last_message(self) -> str:
+        """The turn's last message, without surrounding blank space."""
+        return "".join(self._parts).strip()
 
 
 def _jsonable(value: Any) -> Any:
