@@ -26,6 +26,7 @@ from codling.brain.events import (
 from codling.brain.prompt import ImageBlock, TextBlock
 from codling.cli.draw import format_diff, printable, use_color
 from codling.cli.render import JsonLinesRenderer, TerminalRenderer, event_to_json, prompting
+from codling.tools.base import ShownResult
 from codling.tools.ports import FileDiff, Location
 
 T = "t1"
@@ -447,9 +448,8 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "thinking": False,
             "started_at": "2025-01-02T03:04:05+00:00",
             "blocks": [],
-            "kind": "turn_started",
         },
-        {"type": "text_delta", "turn_id": T, "text": "héllo", "kind": "text_delta"},
+        {"type": "text_delta", "turn_id": T, "text": "héllo"},
         {
             "type": "tool_call_started",
             "turn_id": T,
@@ -459,7 +459,6 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "tool_kind": "execute",
             "raw_input": {"arg": "c1"},
             "locations": [],
-            "kind": "tool_call_started",
         },
         {
             "type": "tool_call_finished",
@@ -475,7 +474,6 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "changed": [],
             "ended_by": None,
             "shown": None,
-            "kind": "tool_call_finished",
         },
         {
             "type": "turn_ended",
@@ -486,7 +484,6 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "summary": None,
             "context_tokens": 0,
             "cost": None,
-            "kind": "turn_ended",
         },
     ]
     assert lines == [event_to_json(e) for e in events]
@@ -538,3 +535,50 @@ def test_json_lines_name_an_image_instead_of_carrying_it() -> None:
         {"text": "look"},
         {"type": "image", "mime_type": "image/png", "uri": "file:///tmp/shot.png", "bytes": 3000},
     ]
+
+
+# --- what a call did ----------------------------------------------------------------------------------------
+
+LONG_OUTPUT = "\n".join(f"line {i}" for i in range(1, 3001))
+
+
+async def test_a_command_shows_its_exit_status_and_its_last_output_lines() -> None:
+    turn = [started(), call("c1", "Run make"), done("c1", text=f"exit code 3\n{LONG_OUTPUT}\n"), TextDelta(T, "Hm.")]
+    tail = "".join(f"    line {i}\n" for i in range(2995, 3001))
+    assert await render_plain(turn) == (
+        f"[tool] Run make -> exit code 3\n    … 2,994 earlier lines (--verbose shows all)\n{tail}Hm."
+    )
+    out = io.StringIO()
+    verbose = TerminalRenderer(out, color=False, interactive=False, verbose=True)
+    await feed(verbose, turn)
+    assert out.getvalue().count("\n    line ") == 3000
+    colored = io.StringIO()
+    await feed(TerminalRenderer(colored, color=True, interactive=False), turn)
+    assert "✗ exit code 3" in colored.getvalue() and "✓ done" not in colored.getvalue()
+
+
+async def test_a_successful_command_and_a_timed_out_one() -> None:
+    turn = [
+        started(),
+        call("c1", "Run true"),
+        done("c1", text="exit code 0\n(no output)\n"),
+        call("c2", "Run sleep 99"),
+        done("c2", text="timed out after 60s, process group killed\nstarted\n"),
+    ]
+    assert await render_plain(turn) == (
+        "[tool] Run true -> exit code 0\n    (no output)\n"
+        "[tool] Run sleep 99 -> timed out after 60s, process group killed\n    started\n"
+    )
+
+
+async def test_a_delegate_shows_its_steps_and_its_report() -> None:
+    steps = "✓ Read a.py\n✓ Run pytest — exit code 0"
+    finished = ToolCallFinished(
+        T, "d1", "delegate", "completed", "The tests pass; a.py is fine.", shown=ShownResult(steps=steps)
+    )
+    text = await render_plain([started(), call("d1", "Delegate: check the tests", "delegate", "think"), finished])
+    assert text == (
+        "[tool] Delegate: check the tests -> completed\n"
+        "    ✓ Read a.py\n    ✓ Run pytest — exit code 0\n"
+        "    The tests pass; a.py is fine.\n"
+    )

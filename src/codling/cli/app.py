@@ -157,6 +157,9 @@ def run(
         Path | None,
         typer.Option("--output-last-message", "-o", help="Also write the turn's last message to this file."),
     ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show commands' whole output, not just their last lines.")
+    ] = False,
     image: Annotated[
         list[Path] | None,
         typer.Option("--image", "-i", help="Attach an image file (PNG, JPEG, GIF, WebP); repeat for more."),
@@ -198,7 +201,7 @@ def run(
     if images and not plan.model.images:
         typer.echo(f"codling: note: {plan.model.id} cannot see images; it is only told their names.", err=True)
     prompt_blocks: tuple[PromptBlock, ...] = (TextBlock(text), *images)
-    output = _Output(json_output, last_message)
+    output = _Output(json_output, last_message, verbose)
     code = asyncio.run(_run_turn(prompt_blocks, settings, plan, chosen_mode, interactive, output))
     raise typer.Exit(code)
 
@@ -217,6 +220,7 @@ class _Output:
 
     json: bool
     last_message: Path | None
+    verbose: bool = False
 
 
 IMAGE_TYPES = {
@@ -330,9 +334,9 @@ async def _run_turn(
         renderer = JsonLinesRenderer(sys.stdout)
         renderer.write(_session_event(live.id, info.id, header.cwd, plan.stored is not None))
     elif answer_only:
-        renderer = TerminalRenderer(sys.stderr, color=color, interactive=sys.stderr.isatty())
+        renderer = TerminalRenderer(sys.stderr, color=color, interactive=sys.stderr.isatty(), verbose=output.verbose)
     else:
-        renderer = TerminalRenderer(sys.stdout, err=sys.stderr, color=color, interactive=True)
+        renderer = TerminalRenderer(sys.stdout, err=sys.stderr, color=color, interactive=True, verbose=output.verbose)
     outcome = TurnOutcome()
     live.brain.subscribe(renderer)
     live.brain.subscribe(outcome)

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from codling.brain.events import StopReason, ToolCallFinished
 from codling.tools.base import STATUS_MARKS, PlanStep
-from codling.tools.ports import FileDiff
+from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, FileDiff
 
 DIFF_LINES = 40
 """How many diff lines the renderer shows for an edit before "… N more lines"."""
@@ -148,8 +148,20 @@ def write_tool_title(out: StyledWriter, title: str) -> None:
         out.write(f"[tool] {title}")
 
 
+OUTPUT_TAIL = 6
+"""How many of a command's last output lines a tool line shows (``--verbose``: all of them)."""
+
+
 def write_tool_status(out: StyledWriter, event: ToolCallFinished) -> None:
-    """How a tool call ended, after its title (no newline); a failure shows the first line of its reason."""
+    """How a tool call ended, after its title (no newline): a command's exit status, else done or failed (a
+    failure shows the first line of its reason)."""
+    if (status := command_status(event)) is not None:
+        ok = status == "exit code 0"
+        if not out.color:
+            out.write(f" -> {status}")
+        else:
+            out.write(f"  {'✓' if ok else '✗'} {status}", "green" if ok else "red")
+        return
     reason = _first_line(event.text) if event.status == "failed" else ""
     if not out.color:
         out.write(f" -> {event.status}" + (f": {reason}" if reason else ""))
@@ -157,6 +169,36 @@ def write_tool_status(out: StyledWriter, event: ToolCallFinished) -> None:
         out.write("  ✓ done", "green")
     else:
         out.write("  ✗ failed" + (f": {reason}" if reason else ""), "red")
+
+
+_COMMAND_STATUS = re.compile(r"exit code -?\d+|timed out after |stopped before it exited")
+"""The first line of a command's result (``tools/shell.py``): how it ended."""
+
+
+def command_status(event: ToolCallFinished) -> str | None:
+    """A finished command's status line ("exit code 3", "timed out after 60s, …"); None for other calls."""
+    if event.tool_name != COMMAND_TOOL or event.status != "completed":
+        return None
+    status = event.text.partition("\n")[0]
+    return status if _COMMAND_STATUS.match(status) else None
+
+
+def write_tool_result(out: StyledWriter, event: ToolCallFinished, *, verbose: bool = False) -> None:
+    """What a finished call did, under its tool line: a command's last output lines (all with ``verbose``), a
+    delegate's steps and report. Nothing for other calls (an edit's diff is drawn by :func:`write_diff`)."""
+    if command_status(event) is not None:
+        lines = event.text.partition("\n")[2].rstrip("\n").splitlines()
+        shown = lines if verbose else lines[-OUTPUT_TAIL:]
+        if len(shown) < len(lines):
+            out.line(f"    … {len(lines) - len(shown):,} earlier lines (--verbose shows all)", "dim")
+        for line in shown:
+            out.line("    " + printable(line), "dim")
+    elif event.tool_name == DELEGATE_TOOL and event.status == "completed":
+        steps = event.shown.steps if event.shown is not None else ""
+        for line in steps.splitlines():
+            out.line("    " + printable(line), "dim")
+        for line in event.text.strip().splitlines():
+            out.line("    " + printable(line))
 
 
 def write_diff(out: StyledWriter, diff: FileDiff) -> None:

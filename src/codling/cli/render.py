@@ -57,6 +57,7 @@ from codling.cli.draw import (
     write_plan,
     write_reasoning,
     write_stop_note,
+    write_tool_result,
     write_tool_status,
     write_tool_title,
 )
@@ -155,6 +156,8 @@ class TerminalRenderer:
 
     ``color`` styles the output with rich; without it the output is plain text with no escape codes.
     ``interactive`` (with ``color``) shows a spinner on ``err`` (or ``out``) while waiting for the model.
+    A finished command shows its exit status and its last output lines (all of them if ``verbose``), a
+    delegate its steps and report.
 
     In a thinking turn (``TurnStarted.thinking``) each reasoning block (see :mod:`codling.brain.reasoning`) is
     collapsed into one ``reasoning (N tool calls)`` line: the thoughts and the tool lines inside the block are
@@ -166,8 +169,11 @@ class TerminalRenderer:
     blocks, text, errors and non-thinking turns are drawn as they come.
     """
 
-    def __init__(self, out: TextIO, *, err: TextIO | None = None, color: bool, interactive: bool) -> None:
+    def __init__(
+        self, out: TextIO, *, err: TextIO | None = None, color: bool, interactive: bool, verbose: bool = False
+    ) -> None:
         self._out = StyledWriter(out, color=color)
+        self._verbose = verbose
         # Notes about the provider (retry waits) go to stderr, so a piped answer on stdout stays the answer.
         self._notes = self._out if err is None else StyledWriter(err, color=color and is_terminal(err))
         self._color = color
@@ -345,6 +351,7 @@ class TerminalRenderer:
         write_tool_status(self._out, event)
         self._out.write("\n")
         self._open_tool = None
+        write_tool_result(self._out, event, verbose=self._verbose)
         if event.diff is not None:
             write_diff(self._out, event.diff)
 

@@ -32,6 +32,7 @@ from codling.cli.draw import (
     write_plan,
     write_reasoning,
     write_stop_note,
+    write_tool_result,
     write_tool_status,
     write_tool_title,
 )
@@ -167,6 +168,7 @@ def _write_result(out: StyledWriter, finished: ToolCallFinished | None) -> None:
         return
     write_tool_status(out, finished)
     out.write("\n")
+    write_tool_result(out, finished)
     if finished.diff is not None:
         write_diff(out, finished.diff)
 
