@@ -193,4 +193,5 @@ def test_show_draws_a_planner_s_plan_under_its_delegate_call() -> None:
     print_transcript(events, out, color=False)
     text = out.getvalue()
     assert "Update the plan -> completed\n    [>] Look\n    [ ] Fix\n" in text
-    assert "Delegate to the planner: Plan it -> completed\n    [ ] Planner step A\n" in text
+    # The delegate's report under its call, then the plan it made.
+    assert "Delegate to the planner: Plan it -> completed\n    A.\n    [ ] Planner step A\n" in text
