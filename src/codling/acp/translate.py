@@ -49,7 +49,7 @@ from codling.brain.events import (
     Usage,
     UsageUpdated,
 )
-from codling.tools.base import PLAN_TOOL, ShownResult
+from codling.tools.base import PLAN_TOOL, ShownResult, command_result
 from codling.tools.ports import COMMAND_TOOL, Location
 
 Update = (
@@ -94,8 +94,9 @@ def _finished(event: ToolCallFinished, paths: Paths) -> ToolCallProgress:
     shown = event.shown or ShownResult()
     raw_output: dict[str, Any] | None = None
     content: list[ContentToolCallContent | FileEditToolCallContent] = []
-    if event.tool_name == COMMAND_TOOL and event.status == "completed":
-        status, _, output = event.text.partition("\n")  # a command's result: its exit status, then its output
+    command = command_result(event.text) if event.tool_name == COMMAND_TOOL and event.status == "completed" else None
+    if command is not None:
+        status, output = command
         raw_output = {"status": status, "output": output}
         if event.shown is not None:  # (live only: a replay knows the status line alone)
             raw_output["exitCode"] = shown.exit_code

@@ -112,6 +112,8 @@ class TurnResult:
     error: str | None = None
     tool_calls: tuple[ToolCallRecord, ...] = ()
     context: UsageUpdated | None = None
+    cost: float | None = None
+    """What the turn cost at the model's list price, in US dollars (None: the price is not known)."""
 
 
 _DONE = object()
@@ -434,7 +436,9 @@ class ConversationSession:
                 end = event
         assert end is not None, "every turn ends with TurnEnded"
         records = tuple(ToolCallRecord(s, log_.finished.get(cid)) for cid, s in log_.calls.items())
-        return TurnResult(end.turn_id, "".join(log_.text), end.stop_reason, end.usage, log_.error, records, context)
+        return TurnResult(
+            end.turn_id, "".join(log_.text), end.stop_reason, end.usage, log_.error, records, context, end.cost
+        )
 
     async def stream(self, prompt: str | tuple[PromptBlock, ...]) -> AsyncIterator[Event]:
         """Run one turn, yielding its events as they happen (observers see each one first)."""

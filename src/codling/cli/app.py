@@ -303,7 +303,7 @@ async def _run_turn(
 ) -> int:
     from codling.cli.approve import TerminalApprover
     from codling.cli.draw import use_color
-    from codling.cli.render import JsonLinesRenderer, TerminalRenderer, TurnOutcome
+    from codling.cli.render import JsonLinesRenderer, LastMessage, TerminalRenderer
     from codling.store.live import start_session
 
     info = plan.model
@@ -337,9 +337,9 @@ async def _run_turn(
         renderer = TerminalRenderer(sys.stderr, color=color, interactive=sys.stderr.isatty(), verbose=output.verbose)
     else:
         renderer = TerminalRenderer(sys.stdout, err=sys.stderr, color=color, interactive=True, verbose=output.verbose)
-    outcome = TurnOutcome()
+    last = LastMessage()
     live.brain.subscribe(renderer)
-    live.brain.subscribe(outcome)
+    live.brain.subscribe(last)
     loop = asyncio.get_running_loop()
     interrupted: list[bool] = []
 
@@ -376,12 +376,11 @@ async def _run_turn(
             loop.remove_signal_handler(sig)
     failed = result.error is not None
     completed = not failed and result.stop_reason != "cancelled"
-    if completed and answer_only and outcome.last_message:
-        sys.stdout.write(outcome.last_message + "\n")
+    if completed and answer_only and last.text:
+        sys.stdout.write(last.text + "\n")
     if completed and output.last_message is not None:
-        _write_last_message(output.last_message, outcome.last_message)
+        _write_last_message(output.last_message, last.text)
     if isinstance(renderer, JsonLinesRenderer):
-        ended = outcome.ended
         renderer.write(
             {
                 "type": "result",
@@ -389,7 +388,7 @@ async def _run_turn(
                 "stop_reason": "error" if failed else result.stop_reason,
                 "error": result.error,
                 "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens},
-                "cost": ended.cost if ended is not None else None,
+                "cost": result.cost,
                 "duration_ms": round((time.monotonic() - started) * 1000),
                 "turns": live.brain.state.turn_count,
             }

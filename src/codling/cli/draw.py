@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from codling.brain.events import StopReason, ToolCallFinished
-from codling.tools.base import STATUS_MARKS, PlanStep
+from codling.tools.base import STATUS_MARKS, PlanStep, command_result
 from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, FileDiff
 
 DIFF_LINES = 40
@@ -155,7 +155,8 @@ OUTPUT_TAIL = 6
 def write_tool_status(out: StyledWriter, event: ToolCallFinished) -> None:
     """How a tool call ended, after its title (no newline): a command's exit status, else done or failed (a
     failure shows the first line of its reason)."""
-    if (status := command_status(event)) is not None:
+    if (command := _command(event)) is not None:
+        status = command[0]
         ok = status == "exit code 0"
         if not out.color:
             out.write(f" -> {status}")
@@ -171,23 +172,18 @@ def write_tool_status(out: StyledWriter, event: ToolCallFinished) -> None:
         out.write("  ✗ failed" + (f": {reason}" if reason else ""), "red")
 
 
-_COMMAND_STATUS = re.compile(r"exit code -?\d+|timed out after |stopped before it exited")
-"""The first line of a command's result (``tools/shell.py``): how it ended."""
-
-
-def command_status(event: ToolCallFinished) -> str | None:
-    """A finished command's status line ("exit code 3", "timed out after 60s, …"); None for other calls."""
+def _command(event: ToolCallFinished) -> tuple[str, str] | None:
+    """A finished command's status line and output; None for other calls."""
     if event.tool_name != COMMAND_TOOL or event.status != "completed":
         return None
-    status = event.text.partition("\n")[0]
-    return status if _COMMAND_STATUS.match(status) else None
+    return command_result(event.text)
 
 
 def write_tool_result(out: StyledWriter, event: ToolCallFinished, *, verbose: bool = False) -> None:
     """What a finished call did, under its tool line: a command's last output lines (all with ``verbose``), a
     delegate's steps and report. Nothing for other calls (an edit's diff is drawn by :func:`write_diff`)."""
-    if command_status(event) is not None:
-        lines = event.text.partition("\n")[2].rstrip("\n").splitlines()
+    if (command := _command(event)) is not None:
+        lines = command[1].rstrip("\n").splitlines()
         shown = lines if verbose else lines[-OUTPUT_TAIL:]
         if len(shown) < len(lines):
             out.line(f"    … {len(lines) - len(shown):,} earlier lines (--verbose shows all)", "dim")

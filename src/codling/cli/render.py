@@ -437,13 +437,12 @@ def event_to_json(event: Event) -> dict[str, Any]:
     return {"type": event.kind, **fields}
 
 
-class TurnOutcome:
-    """An observer keeping what a one-shot run reports at its end: the turn's last message (the text after
-    its last tool call, which is what a script piping the answer wants) and its ``TurnEnded``."""
+class LastMessage:
+    """An observer keeping a turn's last message: the text after its last tool call, which is what a script
+    piping the answer wants."""
 
     def __init__(self) -> None:
         self._parts: list[str] = []
-        self.ended: TurnEnded | None = None
 
     async def __call__(self, event: Event) -> None:
         """Note one event."""
@@ -451,11 +450,9 @@ class TurnOutcome:
             self._parts.clear()
         elif isinstance(event, TextDelta):
             self._parts.append(event.text)
-        elif isinstance(event, TurnEnded):
-            self.ended = event
 
     @property
-    def last_message(self) -> str:
+    def text(self) -> str:
         """The turn's last message, without surrounding blank space."""
         return "".join(self._parts).strip()
 

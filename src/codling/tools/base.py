@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,3 +82,14 @@ __all__ = [
     "ToolOutput",
     "ToolReport",
 ]
+
+
+_COMMAND_STATUS = re.compile(r"exit code -?\d+|timed out after |stopped before it exited")
+"""How the first line of a ``run_command`` result starts (``tools/shell.py`` writes it): how the command ended."""
+
+
+def command_result(text: str) -> tuple[str, str] | None:
+    """A ``run_command`` result's status line ("exit code 3", "timed out after 60s, …") and its output; None
+    when ``text`` is not such a result."""
+    status, _, output = text.partition("\n")
+    return (status, output) if _COMMAND_STATUS.match(status) else None
