@@ -31,13 +31,14 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal, cast
 
 from codling.errors import ConfigError
 from codling.mcp_servers import McpServerSpec, parse_servers
 from codling.paths import codling_home, config_file
+from codling.text import did_you_mean
 
 PermissionMode = Literal["read-only", "ask", "accept-edits", "yolo"]
 """How much a session may do without asking (see ``tools/approval.py``)."""
@@ -124,6 +125,10 @@ def _names(data: dict[str, object], key: str, path: Path) -> tuple[str, ...]:
     return tuple(cast(list[str], value))
 
 
+KNOWN_KEYS = frozenset(f.name for f in fields(Settings)) - {"home", "env"}
+"""The settings config.toml may hold; any other key is a mistake worth saying (a typo would go unnoticed)."""
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read settings from ``$CODLING_HOME/config.toml`` (if present) and ``env``."""
     env = dict(os.environ) if env is None else dict(env)
@@ -133,8 +138,15 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     if path.exists():
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, OSError) as e:
-            raise ConfigError(f"{path}: {e}") from e
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: not valid TOML: {e}") from e
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from e
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot be read: {e.strerror or e}") from e
+    unknown = sorted(set(data) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting {unknown[0]!r}{did_you_mean(unknown[0], KNOWN_KEYS)}")
     model = data.get("model")
     if model is not None and not isinstance(model, str):
         raise ConfigError(f"{path}: model must be a string like 'openai:gpt-5'")

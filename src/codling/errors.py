@@ -7,7 +7,8 @@ they care about and let the rest propagate::
     ├── ConfigError            bad settings or usage; the CLI exits 2
     │   ├── NoModelError       no model chosen and no provider has credentials
     │   ├── MissingCredentialsError  the chosen model's provider has no credentials (ACP: auth_required)
-    │   └── UnknownProviderError  a model id whose provider codling cannot build
+    │   ├── UnknownProviderError  a model id whose provider codling cannot build
+    │   └── StoreError         $CODLING_HOME cannot hold sessions (not a directory, not writable)
     ├── ToolError              a tool could not do what the model asked; the message goes back to the model
     │   ├── PathError          a path is missing, outside the workspace, or of the wrong type
     │   │   └── MissingPathError   nothing exists at the path
@@ -50,6 +51,10 @@ class MissingCredentialsError(ConfigError):
 
 class UnknownProviderError(ConfigError):
     """A model id names a provider codling cannot construct."""
+
+
+class StoreError(ConfigError):
+    """The session store (``$CODLING_HOME/sessions``) cannot be read or written; nothing was recorded."""
 
 
 class ToolError(CodlingError):

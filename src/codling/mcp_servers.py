@@ -27,6 +27,7 @@ from typing import Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from codling.errors import ConfigError
+from codling.text import did_you_mean
 
 McpTransport = Literal["stdio", "http", "sse"]
 """How codling reaches a server: a subprocess's stdin/stdout, streamable HTTP, or HTTP with server-sent events."""
@@ -108,7 +109,7 @@ _KEYS = frozenset({"command", "args", "env", "url", "headers", "transport", "ena
 def _parse_one(name: str, table: dict[str, object], where: str) -> McpServerSpec | None:
     unknown = sorted(set(table) - _KEYS)
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], _KEYS)}")
     enabled = table.get("enabled", True)
     if not isinstance(enabled, bool):
         raise ConfigError(f"{where}: enabled must be true or false")

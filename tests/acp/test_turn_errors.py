@@ -76,7 +76,10 @@ async def test_a_refused_key_is_auth_required_without_the_key(home: Path, projec
         sid = (await conn.new_session(cwd=str(project))).session_id
         failure = await prompt_error(conn, sid, "hello")
     assert failure.code == -32000
-    assert str(failure) == "The model provider returned HTTP 401 for scripted: Incorrect API key provided: [redacted]"
+    assert str(failure) == (
+        "The model provider returned HTTP 401 for scripted: Incorrect API key provided: [redacted]; the openai-chat "
+        "API refused the key in OPENAI_API_KEY: check that it is valid for this server"
+    )
     assert SECRET not in repr(failure.data) and "[redacted]" in failure.data["details"]
     assert "OPENAI_API_KEY" in failure.data["authMethods"]
 

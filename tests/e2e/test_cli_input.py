@@ -1,4 +1,6 @@
-"""`codling run` with prompts that are not UTF-8: refused with a clear message and exit 2, nothing recorded."""
+"""Bad input to `codling run` and `codling sessions`: prompts that are not UTF-8, an unusable $CODLING_HOME,
+a mistyped or unreadable config.toml. Each is refused with one line saying what to change and exit 2, before
+anything is recorded or sent."""
 
 from __future__ import annotations
 
@@ -74,3 +76,49 @@ def test_a_utf8_prompt_beyond_ascii_runs_and_is_recorded_as_is(home: Path, proje
     assert server.requests[0]["messages"][-1]["content"] == "café ✓ 😀"
     (history,) = (home / "sessions").glob("*/history.jsonl")
     assert "café ✓ 😀" in history.read_bytes().decode("utf-8")
+
+
+def one_line_refusal(result: subprocess.CompletedProcess[bytes]) -> str:
+    """The single stderr line of a refused command (exit 2, nothing on stdout, no traceback)."""
+    stderr = result.stderr.decode("utf-8")
+    assert (result.returncode, result.stdout) == (2, b""), stderr
+    (line,) = stderr.splitlines()
+    assert line.startswith("codling: ")
+    return line
+
+
+def test_a_home_that_is_a_file_is_named_with_what_to_change(
+    tmp_path: Path, project: Path, server: OpenAIServer
+) -> None:
+    home = tmp_path / "home-file"
+    home.write_text("")
+    expected = (
+        f"codling: the session store {home}/sessions cannot be {{}} (Not a directory); make $CODLING_HOME ({home}) "
+        "a directory you can write, or point CODLING_HOME at one"
+    )
+    line = one_line_refusal(run("hi", env=env(home, server), cwd=project))
+    assert line == expected.format("written")
+    listed = subprocess.run(
+        [sys.executable, "-m", "codling", "sessions", "list"], env=env(home, server), capture_output=True, check=False
+    )
+    assert one_line_refusal(listed) == expected.format("read")
+    assert server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("config", "problem"),
+    [
+        (b'modle = "openai:gpt-5"\n', "unknown setting 'modle' (did you mean 'mode' or 'model'?)"),
+        (b"[mcp_servers.x]\ncomand = 'a'\n", "[mcp_servers.x]: unknown key 'comand' (did you mean 'command'?)"),
+        (b'title_model = "caf\xe9"\n', "not UTF-8 text (byte 0xe9 at offset 18)"),
+        (b"command_timeout = \n", "not valid TOML: "),
+    ],
+)
+def test_a_bad_config_file_is_named_before_a_session_exists(
+    home: Path, project: Path, server: OpenAIServer, config: bytes, problem: str
+) -> None:
+    (home / "config.toml").write_bytes(config)
+    line = one_line_refusal(run("hi", env=env(home, server), cwd=project))
+    assert line.startswith(f"codling: {home / 'config.toml'}") and problem in line
+    assert not (home / "sessions").exists()
+    assert server.requests == []

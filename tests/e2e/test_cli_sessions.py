@@ -43,7 +43,7 @@ def test_continue_and_resume_carry_the_conversation(home: Path, project: Path, s
     assert "remember: the hint is teal" in contents and user_prompt(contents[-1]) == "what was the hint?"
 
     server.enqueue(Reply(text=["still teal"]))
-    prefix = str(listed["session_id"])[:12]
+    prefix = str(listed["session_id"])[9:14]  # the start of its random part
     third = codling("run", "--resume", prefix, "once more?", env=env, cwd=home)
     assert third.returncode == 0, third.stderr
     assert len(server.requests[-1]["messages"]) > len(server.requests[-2]["messages"])
@@ -67,12 +67,34 @@ def test_unknown_or_ambiguous_ids_are_usage_errors(home: Path, server: OpenAISer
     for sid in ("20261122-aaaa00000001", "20261122-aaaa00000002"):
         (home / "sessions" / sid).mkdir(parents=True)
         shutil.copy(GOLDEN / "history.jsonl", home / "sessions" / sid / "history.jsonl")
-    ambiguous = codling("sessions", "show", "20261122-aaaa", env=env)
-    assert ambiguous.returncode == 2 and "matches 2 sessions" in ambiguous.stderr
+    ambiguous = codling("sessions", "show", "aaaa", env=env)
+    assert ambiguous.returncode == 2
+    assert (
+        "codling: 'aaaa' matches 2 sessions: 20261122-aaaa00000002 (rename greet @app.py); "
+        "20261122-aaaa00000001 (rename greet @app.py); give more of the id\n"
+    ) in ambiguous.stderr
     unknown = codling("run", "--resume", "20991231", "hi", env=env)
     assert unknown.returncode == 2 and "no session matches" in unknown.stderr
     malformed = codling("run", "--resume", "nope", "hi", env=env)
     assert malformed.returncode == 2 and "is not a session id" in malformed.stderr
+
+
+def test_a_piped_list_keeps_every_value_whole(home: Path, server: OpenAIServer) -> None:
+    env = model_env(home, server)
+    install_golden(home)
+    long_cwd = "/" + "/".join(["a-rather-long-directory-name"] * 6)
+    assert codling("sessions", "list", env=env).returncode == 0  # writes meta.json
+    meta = home / "sessions" / GOLDEN_ID / "meta.json"
+    data = json.loads(meta.read_text())
+    data.update(cwd=long_cwd, title="A title long enough that a table eighty columns wide would have to cut it")
+    meta.write_text(json.dumps(data))
+
+    listed = codling("sessions", "list", env=env)
+
+    assert listed.returncode == 0, listed.stderr
+    (line,) = listed.stdout.splitlines()
+    session_id, _updated, title, cwd = line.split("\t")
+    assert (session_id, title, cwd) == (GOLDEN_ID, data["title"], long_cwd)
 
 
 def install_golden(home: Path) -> None:

@@ -21,7 +21,7 @@ from codling.brain.events import (
     Usage,
 )
 from codling.brain.prompt import ResourceBlock, TextBlock
-from codling.errors import SessionError, UnknownSessionError
+from codling.errors import SessionError, StoreError, UnknownSessionError
 from codling.secrecy import Redactor
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from codling.store.ids import new_session_id
@@ -191,10 +191,39 @@ def test_list_filters_by_cwd_newest_first_and_resolves_prefixes(tmp_path: Path) 
     assert listed[0].title == "second" and listed[0].cwd == Path("/p")
     assert len(store.list()) == 3
     assert store.resolve("20261122-bbb") == second
-    with pytest.raises(SessionError):
+    assert store.resolve("bbb") == second  # the random part alone
+    with pytest.raises(SessionError) as ambiguous:
         store.resolve("20261122-aa")
+    assert str(ambiguous.value) == (
+        f"'20261122-aa' matches 2 sessions: {other} (other dir); {first} (first); give more of the id"
+    )
+    with pytest.raises(SessionError) as ambiguous:
+        store.resolve("aa")
+    assert str(ambiguous.value).startswith("'aa' matches 2 sessions: ")
     with pytest.raises(UnknownSessionError):
         store.resolve("20261122-ccc")
+    with pytest.raises(UnknownSessionError):
+        store.resolve("ccc")
+
+
+def test_an_unusable_home_is_a_store_error_saying_what_to_change(tmp_path: Path) -> None:
+    home = tmp_path / "file"
+    home.write_text("not a directory")
+    store = SessionStore(home)
+    message = (
+        f"the session store {home / 'sessions'} cannot be {{}} (Not a directory); make $CODLING_HOME ({home}) a "
+        "directory you can write, or point CODLING_HOME at one"
+    )
+    with pytest.raises(StoreError) as info:
+        store.list()
+    assert str(info.value) == message.format("read")
+    with pytest.raises(StoreError) as info:
+        store.create(header(S1, Path("/p")))
+    assert str(info.value) == message.format("written")
+    with pytest.raises(StoreError):
+        store.check()
+    SessionStore(tmp_path / "new" / "home").check()  # a home that does not exist yet is made
+    assert (tmp_path / "new" / "home" / "sessions").is_dir()
 
 
 def test_missing_or_corrupt_meta_is_rebuilt_from_history(tmp_path: Path) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from codling.config import Settings, load_settings
+from codling import config
+from codling.config import KNOWN_KEYS, Settings, load_settings
 from codling.errors import ConfigError, NoModelError, UnknownProviderError
 from codling.llm.catalog import DEFAULT_CONTEXT_LIMIT, ModelInfo, bundled_catalog_text, load_catalog
 from codling.llm.providers import ModelChoice, build_model, has_credentials, select_model
@@ -120,6 +122,38 @@ def test_bad_config_is_a_config_error(tmp_path: Path, toml: str) -> None:
     (tmp_path / "config.toml").write_text(toml)
     with pytest.raises(ConfigError):
         load_settings({"CODLING_HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('modle = "openai:gpt-5"', "unknown setting 'modle' (did you mean 'mode' or 'model'?)"),
+        ("command_timeot = 5", "unknown setting 'command_timeot' (did you mean 'command_timeout'?)"),
+        ("[mcp_server.x]\ncommand = 'a'", "unknown setting 'mcp_server' (did you mean 'mcp_servers'?)"),
+        ("[mcp_servers.x]\ncomand = 'a'", "[mcp_servers.x]: unknown key 'comand' (did you mean 'command'?)"),
+        ('model = "openai:gpt-5"\nzzz = 1', "unknown setting 'zzz' (known: command_env_allow, command_timeout"),
+        ("model = ", "not valid TOML: "),
+    ],
+)
+def test_a_mistyped_setting_is_named_with_a_suggestion(tmp_path: Path, toml: str, message: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError) as info:
+        load_settings({"CODLING_HOME": str(tmp_path)})
+    assert str(info.value).startswith(f"{path}")
+    assert message in str(info.value)
+
+
+def test_every_documented_setting_is_known() -> None:
+    documented = re.findall(r"^    (\w+) = ", config.__doc__ or "", re.MULTILINE)
+    assert set(documented) - {"command", "args"} == set(KNOWN_KEYS) - {"mcp_servers"}
+
+
+def test_a_config_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_bytes(b'model = "caf\xe9"\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings({"CODLING_HOME": str(tmp_path)})
+    assert str(info.value) == f"{tmp_path / 'config.toml'}: not UTF-8 text (byte 0xe9 at offset 12)"
 
 
 def test_selection_order(tmp_path: Path) -> None:

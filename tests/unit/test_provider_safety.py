@@ -5,6 +5,7 @@ built by ``llm/providers.py``."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterator
 from dataclasses import replace
 from io import StringIO
@@ -186,6 +187,68 @@ async def test_exhausted_retries_fail_the_turn_with_a_readable_error(
         "(gave up after 3 attempts; try again later, or choose another model)"
     )
     assert len(server.requests) == 3
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_an_unreachable_provider_is_retried_visibly_then_named_with_what_to_fix(
+    project: Path, settings: Settings
+) -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    sleep = FakeSleep()
+    session = open_session(
+        replace(settings, titles=False),
+        MODEL,
+        project,
+        approver=None,
+        mode="read-only",
+        model_factory=lambda model_id: build_model(model_id, env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "k"}),
+    )
+    session.options = replace(session.options, retry=RetryPolicy(sleep=sleep))
+
+    events = await turn(session)
+
+    assert [r.title for r in retries(events) if r.status == "waiting"] == [
+        "Model provider unreachable (connection failed): retrying in 1 s (attempt 2 of 3)",
+        "Model provider unreachable (connection failed): retrying in 2 s (attempt 3 of 3)",
+    ]
+    (failed,) = [e for e in events if isinstance(e, TurnFailed)]
+    assert failed.message == (
+        f"Could not connect to the model provider for fake-model (Connection error); check that {url}/ is "
+        "reachable from here, or set OPENAI_BASE_URL if the server is elsewhere (gave up after 3 attempts; "
+        "try again later, or choose another model)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "advice"),
+    [
+        (401, "{url} refused the key in OPENAI_API_KEY: check that it is valid for this server"),
+        (403, "{url} refused the key in OPENAI_API_KEY: check that it is valid for this server"),
+        (
+            404,
+            "{url} may not serve a model named 'fake-model': check the model name (see `codling models`) "
+            "and OPENAI_BASE_URL",
+        ),
+    ],
+)
+async def test_a_refused_request_says_which_variable_or_name_to_check(
+    server: OpenAIServer, project: Path, settings: Settings, status: int, advice: str
+) -> None:
+    server.enqueue(ErrorReply(status, "nope"))
+    session = session_on(server, project, settings, FakeSleep())
+
+    events = await turn(session)
+
+    (failed,) = [e for e in events if isinstance(e, TurnFailed)]
+    expected = advice.format(url=server.base_url.rstrip("/") + "/")
+    assert failed.message == f"The model provider returned HTTP {status} for fake-model: nope; {expected}"
+    assert len(server.requests) == 1
 
 
 async def test_a_refusal_that_waiting_cannot_fix_is_not_retried(

@@ -217,9 +217,11 @@ class ProviderRetrying:
 
     @property
     def title(self) -> str:
-        """One line for the user, e.g. "Model provider busy (HTTP 429): retrying in 30 s (attempt 2 of 3)"."""
+        """One line for the user, e.g. "Model provider busy (HTTP 429): retrying in 30 s (attempt 2 of 3)", or
+        "Model provider unreachable (connection failed): …"."""
+        state = "busy" if self.reason.startswith("HTTP") else "unreachable"
         return (
-            f"Model provider busy ({self.reason}): retrying in {self.delay:g} s "
+            f"Model provider {state} ({self.reason}): retrying in {self.delay:g} s "
             f"(attempt {self.attempt} of {self.max_attempts})"
         )
 

@@ -29,6 +29,7 @@ from codling.brain.events import Event, ProviderRetrying
 from codling.brain.retries import RETRYABLE_STATUSES, RetryPolicy
 from codling.brain.turns import describe_failure
 from codling.errors import ModelError
+from codling.llm.providers import Endpoint
 
 
 def retry_reason(error: Exception) -> str | None:
@@ -53,6 +54,8 @@ class ProviderRetries(AbstractCapability[Any]):
     policy: RetryPolicy
     turn_id: str
     send: Callable[[Event], None]
+    endpoint: Endpoint | None = None
+    """Where the requests go, named in the message when the retries run out."""
 
     async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> ModelResponse:
         reason = retry_reason(error)
@@ -61,8 +64,8 @@ class ProviderRetries(AbstractCapability[Any]):
         attempt: int = request_context.attempt
         if attempt >= self.policy.max_attempts:
             raise ModelError(
-                f"{describe_failure(error)} (gave up after {attempt} attempts; try again later, or choose "
-                "another model)"
+                f"{describe_failure(error, self.endpoint)} (gave up after {attempt} attempts; try again later, "
+                "or choose another model)"
             ) from error
         retry_after = error.retry_after if isinstance(error, ModelAPIError) else None
         waiting = ProviderRetrying(

@@ -74,6 +74,7 @@ from codling.brain.turns import (
 from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
+from codling.llm.providers import Endpoint
 from codling.tools.deps import ToolDeps
 
 if TYPE_CHECKING:
@@ -151,6 +152,8 @@ class ConversationSession:
         self._background: set[asyncio.Task[None]] = set()
         self._delegated_usage = Usage()
         self._requests: TurnRequests | None = None
+        self._endpoint: Endpoint | None = None
+        """Where the running turn's requests go (named when they fail)."""
         self._first_input = 0
         """The input tokens the provider reported for the running turn's first request (0: none yet)."""
         self._first_input_history = 0
@@ -539,7 +542,7 @@ class ConversationSession:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except Exception as e:
             self._close_open_calls(turn_id, log_, "aborted: the turn failed", send)
-            send(turn_failed(turn_id, e))
+            send(turn_failed(turn_id, e, self._endpoint))
             if not is_expected_failure(e):
                 log.exception("turn %s failed", turn_id)
         self.deps.progress.listen(None)
@@ -622,7 +625,10 @@ class ConversationSession:
         # max_tokens is set per request by the context engine (the room the window has left).
         requests = self.context.requests(lambda: self._compact_mid_turn(turn_id, send))
         self._requests = requests
-        async with self._get_agent().iter(
+        agent = self._get_agent()
+        # (the agent's model is always a built Model here; a bare name would have no base URL)
+        self._endpoint = Endpoint(model.id, getattr(agent.model, "base_url", None))
+        async with agent.iter(
             user_content(self.context.request_text(user_text), images, can_see=model.images),
             message_history=self.state.messages(),
             # One tool result may take about a quarter of the window (the model is told the cap, so it can page).
@@ -630,7 +636,7 @@ class ConversationSession:
             usage_limits=UsageLimits(request_limit=self.options.max_requests_per_turn),
             model_settings=settings,
             instructions=[self._tools_spent],
-            capabilities=[ProviderRetries(self.options.retry, turn_id, send), requests],
+            capabilities=[ProviderRetries(self.options.retry, turn_id, send, self._endpoint), requests],
         ) as run:
             return await drive(
                 run,

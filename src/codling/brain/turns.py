@@ -18,6 +18,7 @@ from codling.brain.events import (
     TurnFailed,
 )
 from codling.brain.prompt import PromptBlock, TextBlock, render_prompt
+from codling.llm.providers import Endpoint
 from codling.tools.base import PlanStep, ToolReport
 
 COMMAND_PREFIX = "/"
@@ -188,21 +189,29 @@ def is_expected_failure(e: Exception) -> bool:
     return isinstance(e, AgentRunError | CodlingError)
 
 
-def describe_failure(e: Exception) -> str:
-    """A message for the user: what failed, in words, without a traceback."""
-    from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior
+def describe_failure(e: Exception, endpoint: Endpoint | None = None) -> str:
+    """A message for the user: what failed, in words, without a traceback; with ``endpoint`` (where the
+    model's requests go), a provider failure also says what to fix (the URL, the variable to check)."""
+    from pydantic_ai.exceptions import ModelAPIError, ModelConnectionError, ModelHTTPError, UnexpectedModelBehavior
 
     from codling.errors import CodlingError
 
+    advice = ""
     if isinstance(e, ModelHTTPError):
-        return f"The model provider returned HTTP {e.status_code} for {e.model_name}: {_body_message(e.body)}"
-    if isinstance(e, ModelAPIError):
-        return f"The model provider failed ({e.model_name}): {e.message}"
-    if isinstance(e, UnexpectedModelBehavior):
-        return f"The model's response could not be used: {e.message}"
-    if isinstance(e, CodlingError):
-        return str(e)
-    return f"Internal error: {type(e).__name__}: {e}"
+        message = f"The model provider returned HTTP {e.status_code} for {e.model_name}: {_body_message(e.body)}"
+        advice = endpoint.advice(e.status_code) if endpoint else ""
+    elif isinstance(e, ModelConnectionError):
+        message = f"Could not connect to the model provider for {e.model_name} ({e.message.rstrip('.')})"
+        advice = endpoint.advice(None) if endpoint else ""
+    elif isinstance(e, ModelAPIError):
+        message = f"The model provider failed ({e.model_name}): {e.message}"
+    elif isinstance(e, UnexpectedModelBehavior):
+        message = f"The model's response could not be used: {e.message}"
+    elif isinstance(e, CodlingError):
+        message = str(e)
+    else:
+        message = f"Internal error: {type(e).__name__}: {e}"
+    return f"{message}; {advice}" if advice else message
 
 
 AUTH_STATUSES = frozenset({401, 403})
@@ -244,9 +253,9 @@ def failure_details(e: Exception) -> str:
     return "\n".join(lines)
 
 
-def turn_failed(turn_id: str, e: Exception) -> TurnFailed:
-    """The event saying the turn failed with ``e``."""
-    return TurnFailed(turn_id, describe_failure(e), failure_reason(e), failure_details(e))
+def turn_failed(turn_id: str, e: Exception, endpoint: Endpoint | None = None) -> TurnFailed:
+    """The event saying the turn failed with ``e`` (a request to ``endpoint``, if it was the provider's)."""
+    return TurnFailed(turn_id, describe_failure(e, endpoint), failure_reason(e), failure_details(e))
 
 
 def _body_message(body: object) -> str:

@@ -187,6 +187,7 @@ def run(
         chosen_mode: PermissionMode | None = parse_mode(mode) if mode else None
         plan = _plan_session(settings, catalog, model, workdir, resume, continue_, cwd is not None)
         _check_model(plan.model, settings)
+        open_store(settings).check()
     except CodlingError as e:
         typer.echo(f"codling: {e}", err=True)
         raise typer.Exit(EXIT_USAGE) from e

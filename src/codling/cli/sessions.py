@@ -1,6 +1,7 @@
 """``codling sessions …``: list, show, replay, fork and delete recorded sessions.
 
-A session id prefix is accepted wherever it is unambiguous.
+Wherever a session is named, the start of its id or of its random part (after the date) will do, as long as
+it names one session; an ambiguous one lists the sessions it matches.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ sessions_app = typer.Typer(help="List, show, replay, fork and delete recorded se
 
 EXIT_USAGE = 2
 
-IdArgument = Annotated[str, typer.Argument(help="A session id, or an unambiguous prefix of one.")]
+IdArgument = Annotated[
+    str, typer.Argument(help="A session id, or the unambiguous start of it or of its part after the date.")
+]
 
 
 def open_store(settings: Settings) -> SessionStore:
@@ -86,7 +89,8 @@ def list_sessions(
 ) -> None:
     """Recorded sessions, most recently updated first."""
     store = _store()
-    sessions = store.list(cwd.resolve() if cwd else None)
+    with _usage_errors():
+        sessions = store.list(cwd.resolve() if cwd else None)
     if json_output:
         for summary in sessions:
             print(json.dumps(_summary_json(summary), ensure_ascii=False))
@@ -94,12 +98,19 @@ def list_sessions(
     if not sessions:
         typer.echo("no sessions" + (f" in {cwd}" if cwd else ""), err=True)
         return
+    rows = [(s.session_id, _local_time(s.updated_at), s.title or "", str(s.cwd)) for s in sessions]
+    if not sys.stdout.isatty():
+        # Piped: whole values, tab-separated, so nothing is cut to fit a width that is not there.
+        for row in rows:
+            print("\t".join(" ".join(value.split()) for value in row))
+        return
     from rich.console import Console
     from rich.table import Table
 
     table = Table("id", "updated", "title", "directory", box=None, pad_edge=False)
-    for summary in sessions:
-        table.add_row(summary.session_id, _local_time(summary.updated_at), summary.title or "", str(summary.cwd))
+    table.columns[0].no_wrap = True  # an id is only useful whole
+    for row in rows:
+        table.add_row(*row)
     Console(soft_wrap=True).print(table)
 
 

@@ -53,6 +53,48 @@ CREDENTIAL_VARIABLES: dict[str, tuple[str, ...]] = {
 }
 
 
+BASE_URL_VARIABLES: dict[str, str] = {
+    "openai": "OPENAI_BASE_URL",
+    "openai-chat": "OPENAI_BASE_URL",
+    "openai-responses": "OPENAI_BASE_URL",
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "ollama": "OLLAMA_BASE_URL",
+}
+"""The variable that points a provider's client at another server (where codling's clients read one)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a model's requests go: what a failed request's message names, so the user knows what to fix."""
+
+    model_id: str
+    base_url: str | None = None
+
+    def advice(self, status: int | None) -> str:
+        """What to do about a request that failed with HTTP ``status`` (None: no connection could be made);
+        empty when there is nothing specific to say."""
+        provider = provider_of(self.model_id)
+        where = self.base_url or f"the {provider} API"
+        url_variable = BASE_URL_VARIABLES.get(provider)
+        keys = [n for n in CREDENTIAL_VARIABLES.get(provider, ()) if n != url_variable]
+        if status is None:
+            elsewhere = f", or set {url_variable} if the server is elsewhere" if url_variable else ""
+            return f"check that {where} is reachable from here{elsewhere}"
+        if status in (401, 403):
+            if not keys:
+                return f"{where} refused the request: check its credentials"
+            return f"{where} refused the key in {' or '.join(keys)}: check that it is valid for this server"
+        if status == 404:
+            _, _, name = self.model_id.partition(":")
+            fix = (
+                f"check the model name (see `codling models`) and {url_variable}"
+                if url_variable
+                else ("check the model name (see `codling models`)")
+            )
+            return f"{where} may not serve a model named {name!r}: {fix}"
+        return ""
+
+
 def credential_names() -> frozenset[str]:
     """Every provider's credential variables: secrets whatever their names look like (``codling.secrecy``)."""
     return frozenset(name for names in CREDENTIAL_VARIABLES.values() for name in names)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from codling.errors import SessionError, UnknownSessionError
+from codling.errors import SessionError, StoreError, UnknownSessionError
 from codling.secrecy import Redactor
 from codling.store import lock
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, SessionLog, read_history
@@ -63,6 +63,13 @@ class Meta(BaseModel):
     model: str = ""
 
 
+DATE_LENGTH = len("20261122-")
+"""Where a session id's random part starts (what a user may type instead of the whole id)."""
+
+AMBIGUOUS_SHOWN = 10
+"""How many of the sessions an ambiguous prefix matches its error lists."""
+
+
 class SessionStore:
     """Creates, opens, lists, forks and deletes sessions on disk."""
 
@@ -91,11 +98,29 @@ class SessionStore:
         if header.parent is not None:
             check_session_id(header.parent)
         record = header.record()  # validated before anything is created
+        self.check()
         directory.mkdir(parents=True, exist_ok=False)
         file = HistoryFile(directory / HISTORY, header.session_id, self._redact)
         file.write(record)
         self._write_meta(header, title=None)
         return file
+
+    def check(self) -> None:
+        """Make sure sessions can be written here (creating the store's directory): ``StoreError`` saying what to
+        change if not, before any session is started."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=self.root):
+                pass
+        except OSError as e:
+            raise self._unusable("cannot be written", e) from e
+
+    def _unusable(self, problem: str, e: OSError) -> StoreError:
+        home = self.root.parent
+        return StoreError(
+            f"the session store {self.root} {problem} ({e.strerror or e}); make $CODLING_HOME ({home}) a directory "
+            "you can write, or point CODLING_HOME at one"
+        )
 
     def open(self, session_id: str) -> HistoryFile:
         """Open an existing session's history for appending (cutting a torn last line first)."""
@@ -154,15 +179,21 @@ class SessionStore:
         return stored
 
     def resolve(self, id_or_prefix: str) -> str:
-        """The full id of the one session whose id starts with ``id_or_prefix``."""
+        """The full id of the one session whose id, or whose random part (after the date), starts with
+        ``id_or_prefix``; an ambiguous prefix's error lists the sessions it matches, newest first."""
         check_prefix(id_or_prefix)
         if is_session_id(id_or_prefix) and self.history_path(id_or_prefix).is_file():
             return id_or_prefix
-        matches = [sid for sid in self._ids() if sid.startswith(id_or_prefix)]
+        matches = [
+            sid for sid in self._ids() if sid.startswith(id_or_prefix) or sid[DATE_LENGTH:].startswith(id_or_prefix)
+        ]
         if not matches:
             raise UnknownSessionError(f"no session matches {id_or_prefix!r}; see `codling sessions list`")
         if len(matches) > 1:
-            raise SessionError(f"{id_or_prefix!r} matches {len(matches)} sessions; give more of the id")
+            candidates = [s for s in self.list() if s.session_id in matches]
+            shown = "; ".join(f"{s.session_id} ({s.title or 'untitled'})" for s in candidates[:AMBIGUOUS_SHOWN])
+            more = f"; and {len(candidates) - AMBIGUOUS_SHOWN} more" if len(candidates) > AMBIGUOUS_SHOWN else ""
+            raise SessionError(f"{id_or_prefix!r} matches {len(matches)} sessions: {shown}{more}; give more of the id")
         return matches[0]
 
     def _ids(self) -> list[str]:
@@ -172,6 +203,8 @@ class SessionStore:
                 names = [e.name for e in entries if is_session_id(e.name)]
         except FileNotFoundError:
             return []
+        except OSError as e:
+            raise self._unusable("cannot be read", e) from e
         return [name for name in names if (self.root / name / HISTORY).is_file()]
 
     def list(self, cwd: Path | None = None) -> list[SessionSummary]:
