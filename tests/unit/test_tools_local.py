@@ -39,8 +39,48 @@ async def test_read_directory(tmp_path: Path) -> None:
 
 async def test_read_binary(tmp_path: Path) -> None:
     (tmp_path / "x.bin").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00")
-    with pytest.raises(PathError, match="is not a UTF-8 text file"):
+    with pytest.raises(PathError) as e:
         await LocalFileSystem().read_text(tmp_path / "x.bin")
+    assert str(e.value) == f"{tmp_path / 'x.bin'} is a binary file (it holds NUL bytes), so it cannot be read as text"
+
+
+LEGACY = "# Café crème – “quoted” €5\r\nnaïve = True\r\n"
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "latin-1"])
+async def test_a_legacy_8bit_text_file_is_read_and_edited_in_its_own_encoding(tmp_path: Path, encoding: str) -> None:
+    path = tmp_path / "legacy.py"
+    text = LEGACY if encoding == "cp1252" else LEGACY.replace("–", "-").replace("“", '"').replace("”", '"')
+    text = text.replace("€", "\x81") if encoding == "latin-1" else text  # 0x81: undefined in Windows-1252
+    original = text.encode(encoding)
+    path.write_bytes(original)
+    fs = LocalFileSystem()
+
+    assert await fs.read_text(path) == text
+    await fs.write_text(path, text.replace("True", "False"))
+
+    assert path.read_bytes() == original.replace(b"True", b"False")  # every other byte unchanged
+
+
+async def test_text_a_legacy_file_cannot_hold_is_refused_with_a_way_out(tmp_path: Path) -> None:
+    path = tmp_path / "legacy.txt"
+    path.write_bytes("café\n".encode("cp1252"))
+    with pytest.raises(PathError) as e:
+        await LocalFileSystem().write_text(path, "café 😀\n")
+    assert str(e.value) == (
+        f"{path} was not written: it is cp1252 text (not UTF-8), which cannot hold '😀' (at index 5); leave such "
+        "characters out, or convert the file to UTF-8 first (iconv -f cp1252 -t utf-8)"
+    )
+    assert path.read_bytes() == "café\n".encode("cp1252")
+
+
+async def test_new_files_and_utf8_files_are_written_as_utf8(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    await fs.write_text(tmp_path / "new.txt", "café\n")
+    (tmp_path / "old.txt").write_text("é\n", encoding="utf-8")
+    await fs.write_text(tmp_path / "old.txt", "crème\n")
+    assert (tmp_path / "new.txt").read_bytes() == "café\n".encode()
+    assert (tmp_path / "old.txt").read_bytes() == "crème\n".encode()
 
 
 async def test_write_under_a_file_fails(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from codling.errors import CommandError, MissingPathError, PathError
 from codling.secrecy import scrubbed
 from codling.tools.atomic import replace_file
+from codling.tools.encoding import decode, encode
 from codling.tools.ports import CommandResult
 from codling.tools.processes import (
     CANNOT_FIND_STRAYS,
@@ -32,7 +33,8 @@ _CHUNK = 65536
 
 
 class LocalFileSystem:
-    """Reads and writes UTF-8 text files on the local disk.
+    """Reads and writes text files on the local disk: UTF-8, or a legacy 8-bit encoding kept as it was
+    (``tools/encoding.py``).
 
     Line endings are kept as they are (no newline translation), so editing a CRLF file keeps it CRLF. Writes
     are atomic (``tools/atomic.py``): a temporary file beside the target, fsynced, renamed over it, so a failed
@@ -42,7 +44,7 @@ class LocalFileSystem:
     """
 
     async def read_text(self, path: Path) -> str:
-        """Return the file's text; raise ``PathError`` if it is missing, a directory, or not UTF-8 text."""
+        """Return the file's text; raise ``PathError`` if it is missing, a directory, or binary."""
         return await asyncio.to_thread(_read_text, path)
 
     async def write_text(self, path: Path, content: str) -> None:
@@ -56,33 +58,34 @@ def _read_text(path: Path) -> str:
     try:
         # Non-blocking, then checked: opening a named pipe to read would wait for a writer that never comes.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with open(fd, encoding="utf-8", newline="") as f:
+        with open(fd, "rb") as f:
             mode = os.fstat(fd).st_mode
             if stat.S_ISDIR(mode):
                 raise IsADirectoryError(path)
             if not stat.S_ISREG(mode):
                 raise PathError(f"{path} is not a regular file (a named pipe, socket or device), so it is not read")
-            return f.read()
+            data = f.read()
     except FileNotFoundError as e:
         raise MissingPathError(f"file {path} does not exist; use list_files to find the right path") from e
     except IsADirectoryError as e:
         raise PathError(f"{path} is a directory, not a file; use list_files to see what it contains") from e
-    except UnicodeDecodeError as e:
-        raise PathError(f"{path} is not a UTF-8 text file (it looks binary), so it cannot be read as text") from e
     except PermissionError as e:
         raise PathError(f"{path} cannot be read: permission denied") from e
     except OSError as e:
         raise PathError(f"{path} cannot be read: {e.strerror or e}") from e
+    return decode(data, path)
+
+
+def _existing_bytes(path: Path) -> bytes | None:
+    """What the regular file at ``path`` holds now (None if there is none), to write in its encoding."""
+    try:
+        return path.read_bytes() if path.is_file() else None
+    except OSError:
+        return None  # unreadable: the write itself will say why
 
 
 def _write_text(path: Path, content: str) -> None:
-    try:
-        data = content.encode("utf-8")
-    except UnicodeEncodeError as e:  # a lone surrogate ("\ud800") has no UTF-8 form
-        raise PathError(
-            f"{path} was not written: the content holds a character that cannot be written as UTF-8 "
-            f"({content[e.start : e.end]!r} at index {e.start}); remove it"
-        ) from e
+    data = encode(content, path, _existing_bytes(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         replace_file(path, data)
