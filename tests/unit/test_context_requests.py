@@ -199,3 +199,32 @@ async def test_a_window_too_small_leaves_the_oldest_history_out_of_the_request_n
     assert fitted[0] == messages[0]  # the first request stays
     assert fitted[-3:] == messages[-3:]  # the turn's own messages stay
     assert len(fitted) < len(messages)
+
+
+async def test_a_prompt_far_larger_than_the_window_is_cut_and_the_user_told(project: Path, settings: Settings) -> None:
+    model = ModelInfo("test:small", context_limit=8_000, max_output_tokens=1_000)
+    script = Script([[Say("Looked at both ends.")]])
+    session = session_for(script, project, settings, model)
+    pasted = "HEAD-MARKER\n" + BIG * 12 + "\nTAIL-MARKER"  # ~9× the window
+
+    events = [e async for e in session.stream(pasted)]
+
+    (warning,) = [e for e in events if isinstance(e, ContextWarning)]
+    budget = session.context.budget
+    assert warning.message == (
+        f"Your message is about {count_tokens(pasted):,} tokens, more than the {budget.prompt:,} one message may "
+        "take of test:small's 8,000-token window: the model gets its first and last parts, with a note of the cut. "
+        "Attach a smaller part, or name the file so the model can read what it needs."
+    )
+    (request,) = script.requests
+    sent = [p.content for m in request for p in m.parts if isinstance(p, UserPromptPart)][-1]
+    assert isinstance(sent, str) and "HEAD-MARKER" in sent and "TAIL-MARKER" in sent
+    assert "tokens of this message were cut to fit the model's window" in sent
+    assert session.context.fixed_tokens() + request_tokens(request) <= budget.input_limit
+
+
+async def test_a_prompt_that_fits_is_sent_whole_without_a_warning(project: Path, settings: Settings) -> None:
+    script = Script([[Say("ok")]])
+    session = session_for(script, project, settings, ModelInfo("test:m", context_limit=32_000))
+    events = [e async for e in session.stream("short and sweet " * 200)]
+    assert not [e for e in events if isinstance(e, ContextWarning)]

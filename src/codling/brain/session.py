@@ -501,8 +501,7 @@ class ConversationSession:
     async def _turn(self, blocks: tuple[PromptBlock, ...], emit: Callable[[Any], None]) -> None:
         """One turn: a slash command, or the user's prompt run through the model (compacting when needed)."""
         turn_id = uuid.uuid4().hex
-        user_text = self.context.fit_prompt(turn_text(blocks))
-        log_ = TurnLog(self.state.turn_count + 1, user_text)
+        log_ = TurnLog(self.state.turn_count + 1, "")
 
         def send(event: Event) -> None:
             log_.apply(event)
@@ -512,6 +511,7 @@ class ConversationSession:
         self._delegated_usage = Usage()
         self._first_input = 0
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
+        user_text = log_.user_text = self.context.fit_prompt(turn_text(blocks), turn_id, send)
         self.deps.progress.listen(TurnProgress(turn_id, send, self._delivered))
         command = command_of(blocks)
         # /init: a model turn with codling's prompt, in the history as such (unless AGENTS.md exists already).

@@ -176,9 +176,21 @@ class ContextEngine:
 
     # -- a turn --------------------------------------------------------------------------------------------
 
-    def fit_prompt(self, text: str) -> str:
-        """``text`` cut to what one prompt may take of the current model's window (see ``fit_prompt``)."""
-        return fit_prompt(text, self.budget)
+    def fit_prompt(self, text: str, turn_id: str, send: Callable[[Event], None]) -> str:
+        """``text`` cut to what one prompt may take of the current model's window (see ``fit_prompt``); a cut
+        is said to the user (a ``ContextWarning``), since the model will not see all they wrote."""
+        fitted = fit_prompt(text, self.budget)
+        if fitted != text:
+            budget = self.budget
+            message = (
+                f"Your message is about {count_tokens(text):,} tokens, more than the {budget.prompt:,} one message "
+                f"may take of {self.state.model.id}'s {budget.window:,}-token window: the model gets its first "
+                "and last parts, with a note of the cut. Attach a smaller part, or name the file so the model "
+                "can read what it needs."
+            )
+            log.warning("%s", message)
+            send(ContextWarning(turn_id, f"context-{uuid.uuid4().hex[:12]}", message))
+        return fitted
 
     async def before_turn(self, turn_id: str, send: Callable[[Event], None], prompt: str) -> None:
         """Compact the history when the turn's first request would pass the budget's compaction point, and
