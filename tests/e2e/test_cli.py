@@ -142,7 +142,7 @@ def test_run_json_prints_event_lines(home: Path, project: Path, server: OpenAISe
     assert finished["status"] == "completed" and "return 'hello'" in finished["text"]
     assert "".join(e["text"] for e in turn if e["type"] == "text_delta") == "It greets."
     # A new session is named once its first turn is over; the result comes last.
-    assert titled == {"type": "session_titled", "title": "Loopback session title", "source": "model"}
+    assert titled == {"type": "session_titled", "title": "what does app.py do?", "source": "fallback"}
     duration = outcome.pop("duration_ms")
     assert isinstance(duration, int) and duration >= 0
     assert outcome == {
@@ -281,10 +281,25 @@ def test_run_on_a_terminal_asks_before_a_command(home: Path, project: Path, serv
     assert "Done." in text
 
 
-def test_a_new_session_is_named_by_one_title_request(home: Path, project: Path, server: OpenAIServer) -> None:
+def test_a_one_shot_run_is_named_after_its_request_without_a_title_request(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
     server.enqueue(Reply(text=["Renamed it."]))
     env = model_env(home, server)
-    result = codling("run", "rename greet to welcome in src/app.py", env=env, cwd=project)
+    result = codling("run", "rename   greet\nto welcome", env=env, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert server.title_requests == [] and len(server.requests) == 1
+    assert "“rename greet to welcome”" in result.stderr.splitlines()[-1]
+    listed = codling("sessions", "list", "--json", env=env)
+    assert json.loads(listed.stdout.splitlines()[0])["title"] == "rename greet to welcome"
+
+
+def test_with_title_a_new_session_is_named_by_one_title_request(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    server.enqueue(Reply(text=["Renamed it."]))
+    env = model_env(home, server)
+    result = codling("run", "--title", "rename greet to welcome in src/app.py", env=env, cwd=project)
     assert result.returncode == 0, result.stderr
     (title_request,) = server.title_requests
     # The title special turn over the real provider path: its own system prompt, no tools, no history.
@@ -298,7 +313,7 @@ def test_a_new_session_is_named_by_one_title_request(home: Path, project: Path, 
     assert json.loads(listed.stdout.splitlines()[0])["title"] == "Loopback session title"
     # A later turn of the same session is not titled again and never sees the title.
     server.enqueue(Reply(text=["Done."]))
-    assert codling("run", "--continue", "now the tests", env=env, cwd=project).returncode == 0
+    assert codling("run", "--title", "--continue", "now the tests", env=env, cwd=project).returncode == 0
     assert len(server.title_requests) == 1
     assert "Loopback session title" not in json.dumps(server.requests[-1])
 
@@ -309,7 +324,7 @@ def test_a_failing_title_request_keeps_the_first_request_as_title(
     server.title_reply = ErrorReply(400, "title requests are refused here")
     server.enqueue(Reply(text=["Renamed it."]))
     env = model_env(home, server)
-    result = codling("run", "rename greet to welcome", env=env, cwd=project)
+    result = codling("run", "--title", "rename greet to welcome", env=env, cwd=project)
     assert result.returncode == 0, result.stderr  # the user's turn is unaffected
     assert len(server.title_requests) == 1
     listed = codling("sessions", "list", "--json", env=env)

@@ -34,7 +34,7 @@ def test_continue_and_resume_carry_the_conversation(home: Path, project: Path, s
     server.enqueue(Reply(text=["Noted: the password hint is 'teal'."]))
     assert codling("run", "remember: the hint is teal", env=env, cwd=project).returncode == 0
     (listed,) = sessions_json(env)
-    assert listed["title"] == "Loopback session title" and listed["cwd"] == str(project)
+    assert listed["title"] == "remember: the hint is teal" and listed["cwd"] == str(project)
 
     server.enqueue(Reply(text=["teal"]))
     second = codling("run", "--continue", "what was the hint?", env=env, cwd=project)

@@ -39,6 +39,9 @@ class SessionOptions:
     """After the first turn of a new session, name it with the title special turn (``SessionTitled``)."""
     title_model: str | None = None
     """The model id the title special turn uses (None: the session's model)."""
+    model_titles: bool = True
+    """With ``auto_title``: ask a model for the title; False names the session after its first request at
+    once, with no request (``codling run`` does, so the title never delays its exit)."""
     delegates: bool = True
     """Whether the model may hand tasks to delegates (sub-agents); off inside a delegate, so depth is bounded."""
     tool_names: frozenset[str] | None = None

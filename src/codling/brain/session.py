@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from codling.brain.builtin_turns import clean_title, title_turn
+from codling.brain.builtin_turns import clean_title, fallback_title, title_turn
 from codling.brain.coalesce import TextCoalescer
 from codling.brain.commands import AGENTS_FILE, run_command
 from codling.brain.context import compactor, tools
@@ -282,7 +282,11 @@ class ConversationSession:
         return await self.special_turns.execute(config, announce)
 
     async def _name_session(self, request: str, reply: str) -> None:
-        """The title special turn; its fallback (the first request) stands in when the model cannot help."""
+        """The title special turn; its fallback (the first request) stands in when the model cannot help, or
+        is not to be asked."""
+        if not self.options.model_titles:
+            await self.notify(SessionTitled(fallback_title(request), "fallback"))
+            return
         result = await self.execute_special_turn(title_turn(request, reply, model=self.options.title_model))
         title = result.output if result.fallback else clean_title(result.output)
         await self.notify(SessionTitled(title, "fallback" if result.fallback else "model"))
@@ -486,9 +490,9 @@ class ConversationSession:
 
     def _get_agent(self) -> Agent[ToolDeps, str]:
         if self._agent is None:
-            from pydantic_ai import Agent
+            from codling.llm.providers import agent_class
 
-            self._agent = Agent(
+            self._agent = agent_class()(
                 self._build_model(self.state.model.id),
                 deps_type=ToolDeps,
                 instructions=self.instructions(),

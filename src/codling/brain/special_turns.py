@@ -48,6 +48,8 @@ from codling.errors import SpecialTurnError
 from codling.tools.ports import ToolProgress
 
 if TYPE_CHECKING:
+    from pydantic_ai import Agent
+
     from codling.brain.host import SessionHost
 
 log = logging.getLogger(__name__)
@@ -146,12 +148,12 @@ class SpecialTurns:
     async def _run(self, config: SpecialTurnConfig, history: list[Any]) -> tuple[str, tuple[Interaction, ...]]:
         """One attempt through the turn loop user turns use (``drive``), on ``history`` (a copy), its events
         kept to itself: the output and what the model did (thoughts, tool calls and results, text)."""
-        from pydantic_ai import Agent
         from pydantic_ai.capabilities import ProcessHistory
         from pydantic_ai.settings import ModelSettings
         from pydantic_ai.usage import UsageLimits
 
         from codling.brain.sanitize import sanitize_messages
+        from codling.llm.providers import agent_class
 
         session = self._session
         model = session.model_for(config.model)
@@ -165,7 +167,7 @@ class SpecialTurns:
             progress=ToolProgress(),
             delegator=None,
         )
-        agent: Agent[Any, str] = Agent(
+        agent: Agent[Any, str] = agent_class()(
             model,
             deps_type=type(deps),
             instructions=instructions,

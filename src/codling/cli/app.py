@@ -164,6 +164,14 @@ def run(
         list[Path] | None,
         typer.Option("--image", "-i", help="Attach an image file (PNG, JPEG, GIF, WebP); repeat for more."),
     ] = None,
+    title: Annotated[
+        bool,
+        typer.Option(
+            "--title",
+            help="Have the model title a new session (one short request after the answer); by default the "
+            "first request names it, with no wait.",
+        ),
+    ] = False,
 ) -> None:
     """Run one prompt in the terminal and print the reply as it streams; the session is recorded.
 
@@ -202,7 +210,7 @@ def run(
     if images and not plan.model.images:
         typer.echo(f"codling: note: {plan.model.id} cannot see images; it is only told their names.", err=True)
     prompt_blocks: tuple[PromptBlock, ...] = (TextBlock(text), *images)
-    output = _Output(json_output, last_message, verbose)
+    output = _Output(json_output, last_message, verbose, title)
     code = asyncio.run(_run_turn(prompt_blocks, settings, plan, chosen_mode, interactive, output))
     raise typer.Exit(code)
 
@@ -222,6 +230,8 @@ class _Output:
     json: bool
     last_message: Path | None
     verbose: bool = False
+    model_title: bool = False
+    """Ask the model for a new session's title (else its first request names it, at once)."""
 
 
 IMAGE_TYPES = {
@@ -327,6 +337,7 @@ async def _run_turn(
         return EXIT_USAGE
     if plan.stored is not None and info.id != plan.stored.model:
         live.set_model(info)
+    live.brain.options = replace(live.brain.options, model_titles=output.model_title)
     if mode is not None:
         # This run's mode only: a resumed session keeps its recorded mode for its next user.
         live.brain.set_mode(mode)
@@ -365,7 +376,7 @@ async def _run_turn(
     started = time.monotonic()
     try:
         result = await live.brain.run(prompt)
-        # A new session's title is asked for once the answer is shown (a short request); Ctrl-C skips it.
+        # With --title, a new session's title is asked for once the answer is shown; Ctrl-C skips it.
         loop.add_signal_handler(signal.SIGINT, live.brain.cancel_background)
         if not terminated:
             await live.brain.settle()

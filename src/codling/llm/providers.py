@@ -23,6 +23,7 @@ from codling.errors import ConfigError, MissingCredentialsError, NoModelError, U
 from codling.llm.catalog import Catalog, ModelInfo, provider_of
 
 if TYPE_CHECKING:
+    from pydantic_ai import Agent
     from pydantic_ai.models import Model
     from pydantic_ai.providers import Provider
 
@@ -220,6 +221,15 @@ def build_model(
         ) from e
     except (UserError, ValueError) as e:
         raise UnknownProviderError(f"cannot use model {model_id!r}: {e}") from e
+
+
+def agent_class() -> type[Agent[Any, Any]]:
+    """pydantic-ai's ``Agent``, with its first-run banner turned off: codling owns its terminal (and in
+    ``codling acp``, stdout is JSON-RPC alone)."""
+    import pydantic_ai
+
+    pydantic_ai.BANNER_ENABLED = False
+    return pydantic_ai.Agent
 
 
 def warm_up_provider(model_id: str) -> None:
