@@ -17,16 +17,19 @@ What it measures (see DESIGN.md §13):
    same model driven by a bare ``pydantic_ai.Agent``; codling's overhead is the difference of the medians.
 4. streaming: text deltas per second delivered to an ACP client in-process and from a spawned
    ``codling acp`` fed by a loopback OpenAI-compatible server, and the extra latency of the first delta.
-5. the session store: session/load of a 1,000-turn session until the replay is complete and session/list over
+5. the terminal's light commands (``bench_cli.py``): ``--version``, ``--help``, ``models``, ``sessions list`` and
+   ``sessions show``, spawned through the ``codling`` entry point, against bare ``python -c pass`` in the same
+   run: each under 0.5 s and importing neither pydantic-ai nor a provider SDK.
+6. the session store: session/load of a 1,000-turn session until the replay is complete and session/list over
    1,000 sessions, both through an in-process agent on histories written by codling's own recorder; the time
    to append one record to a history.jsonl, and the records per second a HistoryRecorder writes.
-6. token accounting per turn in a ConversationSession (``record_turn``: two HistoryEntry.of counting ~1.5k
+7. token accounting per turn in a ConversationSession (``record_turn``: two HistoryEntry.of counting ~1.5k
    tokens of new text, then ``context_used()``) with a 150k-token history, against a 15k-token one to show it does
    not grow; and the ``state.messages()`` copy each request makes. The tokenizer is loaded before timing.
-7. compaction's work besides the model on a 200k-token history: ``compaction_input`` within ``input_budget`` for a
+8. compaction's work besides the model on a 200k-token history: ``compaction_input`` within ``input_budget`` for a
    200k-context model with 32k output (and the transcript's real token count against that budget),
    ``fallback_summary`` (within its budget) and ``rebuild``.
-8. context fidelity: the scripted 30-turn coding session of ``tests/fakes/fidelity.py`` (reads of up to 138 KB,
+9. context fidelity: the scripted 30-turn coding session of ``tests/fakes/fidelity.py`` (reads of up to 138 KB,
    commands printing 10–50 KB, edits, a patch, a delegate, a pasted CI log, facts and standing rules stated
    along the way) on 8,000- and 16,000-token models, with a working and a failing summarizer, against the
    loopback server counting every request with o200k and rejecting any over the window; live, and restarted
@@ -487,6 +490,23 @@ async def bare_times(config: Config) -> list[float]:
     agent = Agent(ok_model().model())
     samples = [await bare_run(agent, None) for _ in range(config.warm_prompts + config.bare_runs)]
     return samples[config.warm_prompts :]
+
+
+async def bench_light_commands(config: Config, env: Env) -> list[Row]:
+    """The terminal's light commands against bare Python (``bench_cli.py``)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from bench_cli import TARGET_SECONDS, install_golden, summary
+
+    install_golden(Path(env.vars["CODLING_HOME"]))
+    variables = {**os.environ, **env.vars}
+    measured = await asyncio.to_thread(summary, config.spawn_runs, variables)
+    (_, bare, _), *commands = measured
+    rows = [Row("bare python -c pass (median)", ms(bare))]
+    for label, seconds, heavy in commands:
+        target = f"< {TARGET_SECONDS * 1000:.0f} ms, no model stack"
+        value = ms(seconds) + (f", imports {', '.join(heavy)}" if heavy else "")
+        rows.append(Row(f"{label} (median)", value, target, seconds < TARGET_SECONDS and not heavy))
+    return rows
 
 
 async def bench_prompt_overhead(config: Config) -> list[Row]:
@@ -1430,6 +1450,7 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("spawn → initialize", lambda: bench_initialize(config, env), env)
         rows += await guarded("spawn → session/new", lambda: bench_new_session(config, env), env)
         rows += await guarded("first answer", lambda: bench_first_answer(config, server, env), env)
+        rows += await guarded("light commands", lambda: bench_light_commands(config, env), env)
         rows += await guarded("per-prompt overhead", lambda: bench_prompt_overhead(config))
         rows += await guarded("stream in-process", lambda: bench_stream_inproc(config))
         rows += await guarded("stream via process", lambda: bench_stream_process(config, server, env), env)

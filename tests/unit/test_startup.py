@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = ("pydantic_ai", "openai", "anthropic", "tiktoken", "typer", "rich", "httpx")
 
@@ -55,3 +57,23 @@ def test_session_new_needs_no_model_stack() -> None:
         [sys.executable, "-c", SESSION_PROBE, *HEAVY], capture_output=True, text=True, timeout=60, check=True
     )
     assert json.loads(out.stdout) == {"session": True, "loaded": []}
+
+
+LIGHT_COMMANDS = (["--version"], ["--help"], ["models"], ["sessions", "list"], ["sessions", "--help"])
+
+
+def test_the_light_commands_import_no_model_stack(tmp_path: Path) -> None:
+    """``--version``, ``--help``, ``models`` and ``sessions …`` stay fast: no pydantic-ai, no provider SDK."""
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "CODLING_HOME": str(tmp_path)}
+    for command in LIGHT_COMMANDS:
+        result = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "codling", *command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, (command, result.stderr[-2000:])
+        imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+        assert imported & {"pydantic_ai", "openai", "anthropic", "tiktoken", "httpx", "httpx2"} == set(), command

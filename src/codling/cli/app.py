@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -26,7 +26,9 @@ from codling.config import PermissionMode, Settings, load_settings, parse_mode
 from codling.errors import CodlingError, ConfigError, SessionError
 from codling.llm.catalog import Catalog, ModelInfo, load_catalog
 from codling.paths import user_catalog_file
-from codling.store.history import SessionHeader, SessionLog
+
+if TYPE_CHECKING:
+    from codling.store.history import SessionHeader, SessionLog
 
 app = typer.Typer(
     name="codling",

@@ -13,16 +13,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from codling.config import Settings, load_settings
 from codling.errors import CodlingError, ConfigError
-from codling.secrecy import Redactor
-from codling.store.history import SessionLog
-from codling.store.ids import new_session_id
-from codling.store.index import SessionStore, SessionSummary
+
+if TYPE_CHECKING:  # the store (pydantic models) loads when a command needs it: --help and --version never do
+    from codling.store.history import SessionLog
+    from codling.store.index import SessionStore, SessionSummary
 
 sessions_app = typer.Typer(help="List, show, replay, fork and delete recorded sessions.", no_args_is_help=True)
 
@@ -36,6 +36,8 @@ IdArgument = Annotated[
 def open_store(settings: Settings) -> SessionStore:
     """The session store of the data home, redacting the environment's secrets from what it writes."""
     from codling.llm.providers import credential_names
+    from codling.secrecy import Redactor
+    from codling.store.index import SessionStore
 
     return SessionStore(settings.home, Redactor.from_env(settings.env, credential_names()))
 
@@ -141,6 +143,8 @@ def replay(session: IdArgument) -> None:
 @sessions_app.command()
 def fork(session: IdArgument) -> None:
     """A new session holding a copy of this one's history; prints the new id."""
+    from codling.store.ids import new_session_id
+
     store = _store()
     with _usage_errors():
         forked = store.fork(store.resolve(session), new_session_id())
