@@ -19,8 +19,9 @@ def main() -> None:
 
         run_acp()
         return
-    from codling.cli.app import app
+    from codling.cli.app import app, resume_without_id
 
+    sys.argv = resume_without_id(sys.argv)
     app()
 
 

@@ -84,6 +84,22 @@ def test_models_table_shows_limits_and_credentials(home: Path) -> None:
     assert "200,000" in rows["anthropic:claude-sonnet-4-5"] and "yes" in rows["anthropic:claude-sonnet-4-5"]
     assert "no" in rows["openai:gpt-5"]
     assert "12,345" in rows["openai-chat:local-coder"]
+    # The model a run would use is marked, and why it was chosen is said.
+    selected = [line for line in result.stdout.splitlines() if "← selected" in line]
+    assert [line.split()[1] for line in selected] == ["anthropic:claude-sonnet-4-5"]
+    assert result.stdout.splitlines()[-1] == (
+        "selected: anthropic:claude-sonnet-4-5 (the first listed whose provider has credentials; choose another "
+        "with --model, CODLING_MODEL or model in config.toml)"
+    )
+    chosen = codling("models", env={**base_env(home), "CODLING_MODEL": "openai-chat:elsewhere"})
+    assert chosen.stdout.splitlines()[-1] == "selected: openai-chat:elsewhere (set by CODLING_MODEL)"
+    assert "openai-chat:elsewhere" in next(line for line in chosen.stdout.splitlines() if "← selected" in line)
+    (home / "config.toml").write_text('model = "openai:gpt-5"\n')
+    configured = codling("models", env=base_env(home))
+    assert configured.stdout.splitlines()[-1] == f"selected: openai:gpt-5 (set by model in {home / 'config.toml'})"
+    (home / "config.toml").unlink()
+    nothing = codling("models", env=base_env(home))
+    assert nothing.returncode == 0 and nothing.stdout.splitlines()[-1].startswith("no model selected: no model is")
 
 
 def test_run_streams_reply_plain_when_piped(home: Path, project: Path, server: OpenAIServer) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,3 +157,29 @@ def test_resuming_a_session_another_process_writes_is_a_usage_error(
     assert result.returncode == 2
     assert "another codling process" in result.stderr and "Traceback" not in result.stderr
     assert history.read_bytes() == before
+
+
+def complete(env: dict[str, str], words: str) -> list[str]:
+    """What bash completion offers for the last of ``words`` (typer's protocol, as its installed script asks)."""
+    cword = str(len(words.split()) - (0 if words.endswith(" ") else 1))
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("codling"))],  # the installed script: completion keys on its name
+        env={**env, "_CODLING_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": cword},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_shell_completion_offers_sessions_models_and_modes(home: Path, server: OpenAIServer) -> None:
+    env = model_env(home, server)
+    install_golden(home)
+    assert complete(env, "codling sessions show 2026") == [GOLDEN_ID]
+    assert complete(env, "codling sessions show 7") == []
+    assert complete(env, "codling run --resume 2026") == [GOLDEN_ID]
+    assert complete(env, "codling run --model anthropic:claude-s") == ["anthropic:claude-sonnet-4-5"]
+    assert complete(env, "codling run --mode a") == ["ask", "accept-edits"]
+    assert "sessions" in complete(env, "codling s")

@@ -20,6 +20,7 @@ import typer
 
 from codling import __version__
 from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
+from codling.cli import complete
 from codling.cli.acp_main import run_acp, setup_logging
 from codling.cli.sessions import open_store, sessions_app
 from codling.config import PermissionMode, Settings, load_settings, parse_mode
@@ -34,7 +35,6 @@ app = typer.Typer(
     name="codling",
     help="A coding agent for ACP editors (Zed) and the terminal.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 
@@ -44,7 +44,12 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 ModelOption = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="Model id, e.g. anthropic:claude-sonnet-4-5 (see `codling models`)."),
+    typer.Option(
+        "--model",
+        "-m",
+        help="Model id, e.g. anthropic:claude-sonnet-4-5 (see `codling models`).",
+        autocompletion=complete.models,
+    ),
 ]
 
 
@@ -81,20 +86,48 @@ def _load() -> tuple[Settings, Catalog]:
 
 @app.command()
 def models() -> None:
-    """List the models codling knows, their context limits and whether credentials are set."""
+    """List the models codling knows, their context limits and whether credentials are set; mark the one
+    `codling run` would use, and say why."""
     from rich.console import Console
     from rich.table import Table
 
-    from codling.llm.providers import has_credentials
+    from codling.llm.providers import has_credentials, select_model
 
     try:
         settings, catalog = _load()
     except ConfigError as e:
         raise _fail_config(e) from e
-    table = Table("model", "context limit", "credentials")
-    for info in catalog:
-        table.add_row(info.id, f"{info.context_limit:,}", "yes" if has_credentials(info.id, settings.env) else "no")
-    Console(soft_wrap=True).print(table)
+    try:
+        choice = select_model(None, settings, catalog)
+    except ConfigError as e:
+        selected, why = None, str(e)
+    else:
+        selected, why = choice.info.id, _why_selected(choice.source, settings)
+    table = Table("model", "context limit", "credentials", "")
+    listed = list(catalog)
+    if selected is not None and all(info.id != selected for info in listed):
+        listed.insert(0, choice.info)  # chosen by name, and in no catalog
+    for info in listed:
+        table.add_row(
+            info.id,
+            f"{info.context_limit:,}",
+            "yes" if has_credentials(info.id, settings.env) else "no",
+            "← selected" if info.id == selected else "",
+        )
+    console = Console(soft_wrap=True)
+    console.print(table)
+    console.print(f"selected: {selected} ({why})" if selected else f"no model selected: {why}", highlight=False)
+
+
+def _why_selected(source: str, settings: Settings) -> str:
+    from codling.paths import config_file
+
+    return {
+        "CODLING_MODEL": "set by CODLING_MODEL",
+        "config.toml": f"set by model in {config_file(settings.home)}",
+        "credentials": "the first listed whose provider has credentials; choose another with --model, "
+        "CODLING_MODEL or model in config.toml",
+    }.get(source, f"from {source}")
 
 
 def _read_prompt(prompt: str | None) -> tuple[str, bool]:
@@ -140,10 +173,18 @@ def run(
         typer.Option(
             "--mode",
             help="read-only | ask | accept-edits | yolo. Default: ask on a terminal, read-only when stdin is not one.",
+            autocompletion=complete.modes,
         ),
     ] = None,
     resume: Annotated[
-        str | None, typer.Option("--resume", "-r", help="Continue this session (an id or unambiguous prefix).")
+        str | None,
+        typer.Option(
+            "--resume",
+            "-r",
+            help="Continue this session (an id, or the start of it or of its part after the date); with no id, "
+            "choose from a list on a terminal.",
+            autocompletion=complete.sessions,
+        ),
     ] = None,
     continue_: Annotated[
         bool, typer.Option("--continue", "-c", help="Continue the latest session in this directory.")
@@ -180,7 +221,9 @@ def run(
     When stdout is not a terminal it gets the answer only (the turn's last message, at its end); what the
     turn does and any error go to stderr."""
     setup_logging()
-    if resume and continue_:
+    if resume is not None and prompt is None and not _could_be_id(resume):
+        prompt, resume = resume, PICK  # `codling run --resume "go on"`: the prompt, and a session to choose
+    if resume is not None and continue_:
         typer.echo("codling: use --resume or --continue, not both", err=True)
         raise typer.Exit(EXIT_USAGE)
     text, from_stdin = _read_prompt(prompt)
@@ -194,6 +237,8 @@ def run(
     try:
         images = read_images(image or [])
         settings, catalog = _load()
+        if resume == PICK:
+            resume = _pick(settings, workdir, from_stdin)
         chosen_mode: PermissionMode | None = parse_mode(mode) if mode else None
         plan = _plan_session(settings, catalog, model, workdir, resume, continue_, cwd is not None)
         _check_model(plan.model, settings)
@@ -215,6 +260,55 @@ def run(
     output = _Output(json_output, last_message, verbose, title)
     code = asyncio.run(_run_turn(prompt_blocks, settings, plan, chosen_mode, interactive, output))
     raise typer.Exit(code)
+
+
+PICK = ""
+"""The ``--resume`` value that asks for a list to choose from (``--resume`` given no id)."""
+
+
+def resume_without_id(argv: list[str]) -> list[str]:
+    """``argv`` with a ``--resume``/``-r`` that has no id after it (it ends the line, or an option follows) given
+    the empty id, which typer would otherwise refuse: ``codling run --resume`` offers a list."""
+    fixed = list(argv)
+    for index, arg in enumerate(fixed):
+        if arg in ("--resume", "-r") and (index + 1 == len(fixed) or fixed[index + 1].startswith("-")):
+            fixed[index] = f"--resume={PICK}"
+    return fixed
+
+
+def _could_be_id(value: str) -> bool:
+    from codling.errors import InvalidSessionIdError
+    from codling.store.ids import check_prefix
+
+    try:
+        check_prefix(value)
+    except InvalidSessionIdError:
+        return False
+    return True
+
+
+def _pick(settings: Settings, workdir: Path, from_stdin: bool) -> str:
+    """The id of the session the user chooses at the terminal (this directory's, else all); exits when there
+    is no terminal to choose on, nothing to choose from, or the user chooses nothing."""
+    from datetime import UTC, datetime
+
+    from codling.cli.picker import pick_session
+
+    if from_stdin or not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise SessionError(
+            "--resume needs a session id when there is no terminal to choose on; see `codling sessions list`"
+        )
+    store = open_store(settings)
+    sessions, where = store.list(workdir), f"in {workdir}"
+    if not sessions:
+        sessions, where = store.list(), "in every directory"
+    if not sessions:
+        raise SessionError("there is no session to resume yet; start one with `codling run`")
+    chosen = pick_session(sessions, input=sys.stdin, output=sys.stderr, now=datetime.now(UTC), where=where)
+    if chosen is None:
+        typer.echo("codling: no session chosen", err=True)
+        raise typer.Exit(EXIT_OK)
+    return chosen
 
 
 def _check_model(info: ModelInfo, settings: Settings) -> None:

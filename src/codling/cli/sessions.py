@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from codling.cli import complete
 from codling.config import Settings, load_settings
 from codling.errors import CodlingError, ConfigError
 
@@ -29,7 +30,11 @@ sessions_app = typer.Typer(help="List, show, replay, fork and delete recorded se
 EXIT_USAGE = 2
 
 IdArgument = Annotated[
-    str, typer.Argument(help="A session id, or the unambiguous start of it or of its part after the date.")
+    str,
+    typer.Argument(
+        help="A session id, or the unambiguous start of it or of its part after the date.",
+        autocompletion=complete.sessions,
+    ),
 ]
 
 

@@ -1,0 +1,103 @@
+"""Choosing a session at the terminal: the list offered, the answers understood, and `--resume` with no id."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from io import StringIO
+from pathlib import Path
+
+import pytest
+
+from codling.cli.app import resume_without_id
+from codling.cli.picker import PICKER_SIZE, age, pick_session
+from codling.store.index import SessionSummary
+
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+def summary(n: int, title: str | None = None) -> SessionSummary:
+    return SessionSummary(
+        session_id=f"20261123-{n:012x}",
+        cwd=Path("/p"),
+        title=title,
+        created_at="2026-11-23T10:00:00.000Z",
+        updated_at=f"2026-11-23T11:{59 - n:02d}:00.000Z",
+        parent=None,
+        model="openai:gpt-5",
+    )
+
+
+SESSIONS = [summary(1, "Fix the parser"), summary(2), summary(3, "Port the lexer")]
+
+
+def pick(answers: str, sessions: list[SessionSummary] = SESSIONS) -> tuple[str | None, str]:
+    out = StringIO()
+    chosen = pick_session(sessions, input=StringIO(answers), output=out, now=NOW, where="in /p")
+    return chosen, out.getvalue()
+
+
+def test_the_list_shows_titles_ages_and_whole_ids_newest_first() -> None:
+    chosen, shown = pick("2\n")
+    assert chosen == "20261123-000000000002"
+    assert shown == (
+        "Sessions in /p:\n"
+        "  1. Fix the parser  · 2 min ago · 20261123-000000000001\n"
+        "  2. (untitled)  · 3 min ago · 20261123-000000000002\n"
+        "  3. Port the lexer  · 4 min ago · 20261123-000000000003\n"
+        "Resume which? [1-3, Enter: 1, q: none] "
+    )
+
+
+@pytest.mark.parametrize(
+    ("answers", "chosen"),
+    [
+        ("\n", "20261123-000000000001"),  # Enter: the newest
+        ("3\n", "20261123-000000000003"),
+        ("q\n", None),
+        ("", None),  # end of input
+        ("9\nx\n1\n", "20261123-000000000001"),  # unclear twice, then clear
+        ("9\n0\nnope\n1\n", None),  # three unclear answers: nothing
+    ],
+)
+def test_answers(answers: str, chosen: str | None) -> None:
+    assert pick(answers)[0] == chosen
+
+
+def test_an_unclear_answer_says_so_and_asks_again() -> None:
+    _, shown = pick("7\n1\n")
+    assert shown.endswith("'7' is not one of the numbers shown.\nResume which? [1-3, Enter: 1, q: none] ")
+
+
+def test_only_the_newest_are_offered() -> None:
+    many = [summary(n) for n in range(1, 15)]
+    chosen, shown = pick(f"{PICKER_SIZE}\n", many)
+    assert shown.startswith(f"Sessions in /p (the newest {PICKER_SIZE} of 14):\n")
+    assert chosen == many[PICKER_SIZE - 1].session_id
+    beyond, shown = pick("11\n", many)  # not offered: asked again, then the input ends
+    assert beyond is None and "'11' is not one of the numbers shown." in shown
+
+
+def test_ages() -> None:
+    assert [age(stamp, NOW) for stamp in ("2026-11-23T12:00:00Z", "2026-11-23T11:58:59Z", "2026-11-23T09:00:00Z")] == [
+        "just now",
+        "1 min ago",
+        "3 h ago",
+    ]
+    assert [age(stamp, NOW) for stamp in ("2026-11-22T11:00:00Z", "2026-11-20T12:00:00Z", "garbage")] == [
+        "1 day ago",
+        "3 days ago",
+        "garbage",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "fixed"),
+    [
+        (["codling", "run", "go on", "--resume"], ["codling", "run", "go on", "--resume="]),
+        (["codling", "run", "-r", "--json", "go on"], ["codling", "run", "--resume=", "--json", "go on"]),
+        (["codling", "run", "--resume", "abc", "go on"], ["codling", "run", "--resume", "abc", "go on"]),
+        (["codling", "run", "-r", "go on"], ["codling", "run", "-r", "go on"]),  # the app reads this as a prompt
+    ],
+)
+def test_resume_without_an_id_asks_for_the_list(argv: list[str], fixed: list[str]) -> None:
+    assert resume_without_id(argv) == fixed
