@@ -22,7 +22,8 @@ from codling import __version__
 from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
 from codling.cli import complete
 from codling.cli.acp_main import run_acp, setup_logging
-from codling.cli.sessions import open_store, sessions_app
+from codling.cli.home import open_store
+from codling.cli.sessions import sessions_app
 from codling.config import PermissionMode, Settings, load_settings, parse_mode
 from codling.errors import CodlingError, ConfigError, SessionError
 from codling.llm.catalog import Catalog, ModelInfo, load_catalog

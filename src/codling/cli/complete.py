@@ -10,7 +10,7 @@ from codling.errors import CodlingError
 def sessions(incomplete: str) -> list[tuple[str, str]]:
     """Session ids starting with ``incomplete``, newest first, each with its title as help. (Shells complete
     by prefix only; the part after the date alone is matched when the command runs.)"""
-    from codling.cli.sessions import open_store
+    from codling.cli.home import open_store
 
     try:
         listed = open_store(load_settings()).list()

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from codling.cli import complete
-from codling.config import Settings, load_settings
+from codling.cli.home import open_store
+from codling.config import load_settings
 from codling.errors import CodlingError, ConfigError
 
 if TYPE_CHECKING:  # the store (pydantic models) loads when a command needs it: --help and --version never do
@@ -36,15 +37,6 @@ IdArgument = Annotated[
         autocompletion=complete.sessions,
     ),
 ]
-
-
-def open_store(settings: Settings) -> SessionStore:
-    """The session store of the data home, redacting the environment's secrets from what it writes."""
-    from codling.llm.providers import credential_names
-    from codling.secrecy import Redactor
-    from codling.store.index import SessionStore
-
-    return SessionStore(settings.home, Redactor.from_env(settings.env, credential_names()))
 
 
 def _store() -> SessionStore:
