@@ -7,18 +7,20 @@ import gc
 import io
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
 import pytest
 
-from codling.brain.events import TextDelta, ToolCallStarted, TurnStarted
-from codling.cli.approve import PROMPT, TerminalApprover
+from codling.brain.events import TextDelta, ToolCallFinished, ToolCallStarted, TurnStarted
+from codling.cli.approve import APPROVAL_DIFF_LINES, TerminalApprover, prompt_for
+from codling.cli.approve import PROMPT as PLAIN_PROMPT
 from codling.cli.render import TerminalRenderer
-from codling.tools.ports import Decision, FileDiff, PermissionRequest
+from codling.tools.ports import Answer, Decision, FileDiff, PermissionRequest, Rejection
 
-RUN = PermissionRequest("c1", "run_command", "execute", "Run `pytest -q`", "pytest -q")
+RUN = PermissionRequest("c1", "run_command", "execute", "Run `pytest -q`", "pytest -q", always="every `pytest` command")
 EDIT = PermissionRequest(
     "c2",
     "edit_file",
@@ -26,7 +28,9 @@ EDIT = PermissionRequest(
     "Edit src/a.py",
     "/p/src/a.py",
     diff=FileDiff(Path("/p/src/a.py"), "x = 1\ny = 2\n", "x = 10\ny = 2\n"),
+    always="every edit",
 )
+PROMPT = prompt_for(RUN, 0)
 
 
 @pytest.fixture(autouse=True)
@@ -35,9 +39,11 @@ def _no_stray_renderers() -> None:
     gc.collect()
 
 
-async def ask(script: str, request: PermissionRequest = RUN, color: bool = False) -> tuple[Decision, str]:
+async def ask(
+    script: str, request: PermissionRequest = RUN, color: bool = False, shown: set[str] | None = None
+) -> tuple[Answer, str]:
     output = io.StringIO()
-    approver = TerminalApprover(input=io.StringIO(script), output=output, color=color)
+    approver = TerminalApprover(input=io.StringIO(script), output=output, color=color, shown_diffs=shown)
     decision = await approver.ask(request)
     return decision, output.getvalue()
 
@@ -71,7 +77,7 @@ async def test_shows_the_actual_command() -> None:
 async def test_shows_every_line_of_a_multi_line_command() -> None:
     request = PermissionRequest("c1", "run_command", "execute", "Run `cd src && make`", "cd src &&\nmake all")
     _, shown = await ask("n\n", request)
-    assert shown == f"Permission needed: Run `cd src && make`\n  $ cd src &&\n    make all\n{PROMPT}n\n"
+    assert shown == f"Permission needed: Run `cd src && make`\n  $ cd src &&\n    make all\n{PLAIN_PROMPT}n\n"
 
 
 async def test_shows_the_path_and_the_diff_of_an_edit() -> None:
@@ -84,7 +90,7 @@ async def test_shows_the_path_and_the_diff_of_an_edit() -> None:
         "    -x = 1\n"
         "    +x = 10\n"
         "     y = 2\n"
-        f"{PROMPT}a\n"
+        f"{prompt_for(EDIT, 0)}a\n"
     )
 
 
@@ -103,7 +109,7 @@ async def test_end_of_input_rejects_and_ends_the_prompt_line() -> None:
 
 
 async def test_control_characters_in_the_command_are_made_visible() -> None:
-    request = PermissionRequest("c1", "run_command", "execute", "Run `rm x`", "rm x\x1b[2K; echo hidden")
+    request = PermissionRequest("c1", "run_command", "execute", "Run `rm x`", "rm x\x1b[2K; echo hidden", always=None)
     _, shown = await ask("n\n", request)
     assert "\x1b" not in shown
     assert "  $ rm x\\x1b[2K; echo hidden\n" in shown
@@ -114,6 +120,65 @@ async def test_color_output_is_styled_and_shows_the_diff() -> None:
     assert "\x1b[" in shown
     assert "\x1b[32m+x = 10\x1b[0m" in shown and "\x1b[31m-x = 1\x1b[0m" in shown
     assert "/p/src/a.py" in shown
+
+
+def test_the_prompt_says_what_always_covers_and_offers_it_only_when_remembered() -> None:
+    assert prompt_for(RUN, 0) == (
+        "Allow? [y]es, [a]lways (every `pytest` command, for this session), [n]o (or: n <reason>): "
+    )
+    assert prompt_for(replace(RUN, always=None), 0) == PLAIN_PROMPT == "Allow? [y]es, [n]o (or: n <reason>): "
+    assert prompt_for(EDIT, 120) == (
+        "Allow? [y]es, [a]lways (every edit, for this session), [n]o (or: n <reason>), [v]iew all 120 more diff lines: "
+    )
+
+
+async def test_always_is_not_an_answer_when_it_is_not_offered() -> None:
+    decision, shown = await ask("a\ny\n", replace(RUN, always=None))
+    assert decision == "allow_once"
+    assert f"{PLAIN_PROMPT}a\nPlease answer y or n.\n" in shown
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        ("n use ripgrep instead\n", "use ripgrep instead"),
+        ("No: the tests are slow, run only test_a.py\n", "the tests are slow, run only test_a.py"),
+        ("n,   not now  \n", "not now"),
+    ],
+)
+async def test_no_with_words_rejects_with_the_reason(script: str, reason: str) -> None:
+    assert (await ask(script))[0] == Rejection(reason)
+
+
+async def test_a_long_diff_is_cut_and_view_shows_the_rest_once() -> None:
+    old = "".join(f"line {i}\n" for i in range(200))
+    new = "".join(f"line {i} changed\n" for i in range(200))
+    request = replace(EDIT, diff=FileDiff(Path("/p/src/a.py"), old, new))
+    decision, shown = await ask("v\ny\n", request)
+    assert decision == "allow_once"
+    before, after = shown.split("    … 321 more lines\n")
+    assert before.count("\n    +line ") + before.count("\n    -line ") == APPROVAL_DIFF_LINES - 1
+    assert f"{prompt_for(request, 321)}v\n" in after
+    # All of it, once each line, then the question without the view choice.
+    assert all(shown.count(f"    +line {i} changed\n") == 1 for i in range(200))
+    assert after.endswith(f"{prompt_for(request, 0)}y\n")
+
+
+async def test_an_allowed_diff_is_noted_so_the_renderer_does_not_draw_it_again() -> None:
+    shown: set[str] = set()
+    await ask("n\n", EDIT, shown=shown)
+    assert shown == set()
+    await ask("y\n", EDIT, shown=shown)
+    assert shown == {"c2"}
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, color=False, interactive=False, shown_diffs=shown)
+    finished = ToolCallFinished("t", "c2", "edit_file", "completed", "Edited src/a.py", diff=EDIT.diff)
+    await renderer(ToolCallStarted("t", "c2", "edit_file", "Edit src/a.py", "edit", {}))
+    await renderer(finished)
+    assert "+x = 10" not in out.getvalue() and shown == set()
+    await renderer(ToolCallStarted("t", "c3", "edit_file", "Edit src/a.py", "edit", {}))
+    await renderer(replace(finished, call_id="c3"))  # not asked about: its diff is drawn
+    assert "+x = 10" in out.getvalue()
 
 
 # -- a real terminal -----------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from codling.errors import PermissionDenied
 from codling.tools.approval import Permissions, command_program
 from codling.tools.base import PermissionMode
-from codling.tools.ports import Decision, FileDiff, PermissionRequest, ToolKind
+from codling.tools.ports import Decision, FileDiff, PermissionRequest, Rejection, ToolKind
 from tests.fakes.approver import ScriptedApprover
 
 
@@ -71,7 +72,10 @@ async def test_ask_mode_asks_for_edits_and_commands() -> None:
     permissions = Permissions("ask", approver)
     await permissions.check(edit())
     await permissions.check(run("pytest -q"))
-    assert approver.asked == [edit(), run("pytest -q")]
+    assert approver.asked == [
+        replace(edit(), always="every edit"),
+        replace(run("pytest -q"), always="every `pytest` command"),
+    ]
 
 
 async def test_accept_edits_allows_edits_and_asks_for_commands() -> None:
@@ -81,7 +85,7 @@ async def test_accept_edits_allows_edits_and_asks_for_commands() -> None:
     await permissions.check(edit(kind="delete"))
     await permissions.check(edit(kind="move"))
     await permissions.check(run("make"))
-    assert approver.asked == [run("make")]
+    assert approver.asked == [replace(run("make"), always="every `make` command")]
 
 
 async def test_reject_is_denied_with_do_not_retry() -> None:
@@ -91,6 +95,24 @@ async def test_reject_is_denied_with_do_not_retry() -> None:
         "The user rejected Run `make`. Do not retry it; ask the user what to do instead or continue with "
         "something else."
     )
+
+
+async def test_a_reason_given_with_a_rejection_reaches_the_model() -> None:
+    approver = ScriptedApprover(Rejection("use ripgrep instead, it respects .gitignore"))
+    message = await denied(Permissions("ask", approver), run("grep -r TODO ."))
+    assert message == (
+        "The user rejected Run `grep -r TODO .`, saying: use ripgrep instead, it respects .gitignore\n"
+        "Do not retry it as it was; do what they said instead, or ask them."
+    )
+
+
+async def test_a_protected_path_is_asked_without_an_always_choice() -> None:
+    approver = ScriptedApprover("allow_always", "allow_once")
+    permissions = Permissions("accept-edits", approver)
+    guarded = replace(edit("/w/.git/config"), paths=(Path("/w/.git/config"),))
+    await permissions.check(guarded)
+    await permissions.check(guarded)  # asked again: "always" is not remembered for it
+    assert [r.always for r in approver.asked] == [None, None]
 
 
 async def test_allow_once_is_not_remembered() -> None:
@@ -107,7 +129,7 @@ async def test_allow_always_for_an_edit_allows_all_later_edits() -> None:
     await permissions.check(edit("/w/a.py"))
     await permissions.check(edit("/w/b.py"))
     await permissions.check(edit("/w/c.py"))
-    assert approver.asked == [edit("/w/a.py")]
+    assert approver.asked == [replace(edit("/w/a.py"), always="every edit")]
     assert permissions.always_allowed == frozenset({("edit", "*")})
     await permissions.check(edit(kind="delete"))  # another kind is asked separately
     assert len(approver.asked) == 2
@@ -119,10 +141,14 @@ async def test_allow_always_for_a_command_is_keyed_by_program() -> None:
     await permissions.check(run("pytest -q"))
     await permissions.check(run("pytest tests/unit -x"))
     await permissions.check(run("  pytest"))
-    assert approver.asked == [run("pytest -q")]
+    assert approver.asked == [replace(run("pytest -q"), always="every `pytest` command")]
     await permissions.check(run("ruff check"))
     await denied(permissions, run("pytest -q; rm -rf /"))  # chaining never rides on "always pytest"
-    assert approver.asked == [run("pytest -q"), run("ruff check"), run("pytest -q; rm -rf /")]
+    assert approver.asked == [
+        replace(run("pytest -q"), always="every `pytest` command"),
+        replace(run("ruff check"), always="every `ruff` command"),
+        replace(run("pytest -q; rm -rf /"), always="this exact command"),
+    ]
     assert permissions.always_allowed == frozenset({("execute", "pytest")})
 
 
@@ -132,7 +158,10 @@ async def test_allow_always_for_a_compound_command_remembers_only_that_command()
     await permissions.check(run("rm -rf build && make"))
     await permissions.check(run("rm -rf build && make"))
     await permissions.check(run("rm -rf src"))
-    assert approver.asked == [run("rm -rf build && make"), run("rm -rf src")]
+    assert [(r.subject, r.always) for r in approver.asked] == [
+        ("rm -rf build && make", "this exact command"),
+        ("rm -rf src", "every `rm` command"),
+    ]
 
 
 async def test_remembered_answers_do_not_override_read_only() -> None:

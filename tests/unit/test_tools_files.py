@@ -424,6 +424,7 @@ async def test_edit_file_asks_then_writes(proj: Path) -> None:
             diff=diff,
             raw_input={"path": "a.py", "old_text": "return 1", "new_text": "return 2"},
             paths=(proj / "a.py",),
+            always="every edit",
         )
     ]
 
@@ -513,6 +514,7 @@ async def test_write_file_creates_with_parents(proj: Path) -> None:
             diff=FileDiff(target, None, "a\nb\n"),
             raw_input={"path": "new/dir/b.py", "content": "a\nb\n"},
             paths=(target,),
+            always="every edit",
         )
     ]
 

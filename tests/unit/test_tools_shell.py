@@ -70,6 +70,7 @@ async def test_asks_with_the_actual_command(tmp_path: Path) -> None:
             title="Run echo hi > out.txt",
             subject="echo hi > out.txt",
             raw_input={"command": "echo hi > out.txt", "timeout_seconds": 5},
+            always="this exact command",
         )
     ]
 

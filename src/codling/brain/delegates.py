@@ -33,8 +33,8 @@ from codling.tools.deps import describe_call
 from codling.tools.ports import (
     COMMAND_TOOL,
     DELEGATE_TOOL,
+    Answer,
     Approver,
-    Decision,
     DelegateOutcome,
     DelegateRole,
     FileDiff,
@@ -167,7 +167,7 @@ class _Within:
         self._shown = shown
         self._role = role
 
-    async def ask(self, request: PermissionRequest) -> Decision:
+    async def ask(self, request: PermissionRequest) -> Answer:
         """Ask within the shown call."""
         return await self._inner.ask(replace(request, title=f"{self._role}: {request.title}", within=self._shown))
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from codling.brain.events import Event, PlanUpdated, ToolCallNote, ToolCallRunning, ToolCallTerminal
-from codling.tools.ports import Approver, Decision, PermissionRequest, PlanStep
+from codling.tools.ports import Answer, Approver, PermissionRequest, PlanStep
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class DeliveredFirst:
         self._inner = inner
         self._delivered = delivered
 
-    async def ask(self, request: PermissionRequest) -> Decision:
+    async def ask(self, request: PermissionRequest) -> Answer:
         """Wait for delivery, then ask the wrapped approver."""
         await self._delivered()
         return await self._inner.ask(request)

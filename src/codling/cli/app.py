@@ -425,7 +425,12 @@ async def _run_turn(
     answer_only = not output.json and not sys.stdout.isatty()
     screen = sys.stderr if answer_only else sys.stdout
     color = use_color(screen, os.environ)
-    approver = TerminalApprover(input=sys.stdin, output=sys.stderr, color=color) if interactive else None
+    shown_diffs: set[str] = set()  # an edit's diff, shown when the user allowed it, is not drawn again
+    approver = (
+        TerminalApprover(input=sys.stdin, output=sys.stderr, color=color, shown_diffs=shown_diffs)
+        if interactive
+        else None
+    )
     header = plan.header if plan.stored or mode is None else replace(plan.header, mode=mode)
     try:
         live = start_session(open_store(settings), settings, info, header, plan.stored, approver=approver)
@@ -443,9 +448,17 @@ async def _run_turn(
         renderer = JsonLinesRenderer(sys.stdout)
         renderer.write(_session_event(live.id, info.id, header.cwd, plan.stored is not None))
     elif answer_only:
-        renderer = TerminalRenderer(sys.stderr, color=color, interactive=sys.stderr.isatty(), verbose=output.verbose)
+        renderer = TerminalRenderer(
+            sys.stderr,
+            color=color,
+            interactive=sys.stderr.isatty(),
+            verbose=output.verbose,
+            shown_diffs=shown_diffs,
+        )
     else:
-        renderer = TerminalRenderer(sys.stdout, err=sys.stderr, color=color, interactive=True, verbose=output.verbose)
+        renderer = TerminalRenderer(
+            sys.stdout, err=sys.stderr, color=color, interactive=True, verbose=output.verbose, shown_diffs=shown_diffs
+        )
     last = LastMessage()
     live.brain.subscribe(renderer)
     live.brain.subscribe(last)

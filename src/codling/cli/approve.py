@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import TextIO
 
-from codling.cli.draw import StyledWriter, diff_line_style, format_diff, is_terminal, one_line
+from codling.cli.draw import StyledWriter, diff_line_style, diff_lines, is_terminal, one_line
 from codling.cli.render import prompting
-from codling.tools.ports import Decision, PermissionRequest
+from codling.tools.ports import Answer, Decision, PermissionRequest, Rejection
 
 APPROVAL_DIFF_LINES = 80
 """How many diff lines a permission request shows; more than the renderer, since the user decides on them."""
@@ -15,7 +16,21 @@ APPROVAL_DIFF_LINES = 80
 MAX_ATTEMPTS = 3
 """How many times the question is asked before an unclear answer counts as "no"."""
 
-PROMPT = "Allow? [y]es, [a]lways, [n]o: "
+PROMPT = "Allow? [y]es, [n]o (or: n <reason>): "
+"""The question when "always" is not offered and the diff is whole (see :func:`prompt_for`)."""
+
+
+def prompt_for(request: PermissionRequest, cut: int) -> str:
+    """The question under ``request``: "always" with what it covers when it is offered, and a way to see the
+    ``cut`` diff lines not shown."""
+    choices = ["[y]es"]
+    if request.always is not None:
+        choices.append(f"[a]lways ({request.always}, for this session)")
+    choices.append("[n]o (or: n <reason>)")
+    if cut:
+        choices.append(f"[v]iew all {cut:,} more diff lines")
+    return f"Allow? {', '.join(choices)}: "
+
 
 _ANSWERS: dict[str, Decision] = {
     "y": "allow_once",
@@ -26,46 +41,66 @@ _ANSWERS: dict[str, Decision] = {
     "no": "reject",
     "": "reject",
 }
+_REASON = re.compile(r"(?:n|no)[\s:,]+(?P<reason>\S.*)", re.IGNORECASE | re.DOTALL)
+"""A "no" followed by the reason for it: ``n use ripgrep instead``."""
 
 
 class TerminalApprover:
     """The :class:`~codling.tools.ports.Approver` for an interactive terminal.
 
-    Shows the request (its title, the actual command, or the path and the diff of an edit) on ``output`` and
-    reads one answer per line from ``input``: y/yes allow once, a/always allow for the session, n/no/empty or
-    end of input reject; anything else asks again, up to :data:`MAX_ATTEMPTS` times, then rejects.
+    Shows the request (its title, the actual command, or the path and the diff of an edit, the first
+    :data:`APPROVAL_DIFF_LINES` lines of it) on ``output`` and reads one answer per line from ``input``:
+    y/yes allow once; a/always allow what the request's ``always`` says for the session (offered only when
+    there is one); n/no, an empty line or end of input reject, and "n" followed by words rejects with those
+    words as the reason the model is told; v shows the rest of a long diff. Anything else asks again, up to
+    :data:`MAX_ATTEMPTS` times, then rejects. The ids of calls allowed after their diff was shown go into
+    ``shown_diffs``, so the renderer does not draw the same diff again.
     """
 
-    def __init__(self, *, input: TextIO, output: TextIO, color: bool) -> None:
+    def __init__(self, *, input: TextIO, output: TextIO, color: bool, shown_diffs: set[str] | None = None) -> None:
         self._input = input
         self._out = StyledWriter(output, color=color)
         self._color = color
+        self._shown_diffs = shown_diffs if shown_diffs is not None else set()
         self._lock = asyncio.Lock()  # parallel tool calls must not ask (and read stdin) at the same time
 
-    async def ask(self, request: PermissionRequest) -> Decision:
+    async def ask(self, request: PermissionRequest) -> Answer:
         """Show ``request`` and return the user's answer; raises ``asyncio.CancelledError`` with the turn."""
         async with self._lock:
             with prompting() as mid_line:
                 if mid_line:
                     self._out.write("\n")
-                self._show(request)
+                cut = self._show(request)
                 try:
-                    return await self._answer()
+                    answer = await self._answer(request, cut)
                 except asyncio.CancelledError:
                     self._out.end_line()  # leave the prompt line, so what follows is not glued to it
                     raise
+        if request.diff is not None and answer in ("allow_once", "allow_always"):
+            self._shown_diffs.add(request.tool_call_id)
+        return answer
 
-    def _show(self, request: PermissionRequest) -> None:
+    def _show(self, request: PermissionRequest) -> int:
+        """Draw the request; the number of diff lines left out (0 if none)."""
         self._out.write("Permission needed: ", "bold yellow")
         self._out.line(one_line(request.title), "bold")
         if request.kind == "execute":
             self._show_command(request.subject)
         elif request.subject:
             self._out.line(f"  {request.subject}")
-        if request.diff is not None:
-            for line in format_diff(request.diff, APPROVAL_DIFF_LINES):
-                self._out.write("    ")
-                self._out.line(line, diff_line_style(line) if self._color else None)
+        if request.diff is None:
+            return 0
+        lines = diff_lines(request.diff)
+        self._show_diff(lines[:APPROVAL_DIFF_LINES])
+        cut = max(0, len(lines) - APPROVAL_DIFF_LINES)
+        if cut:
+            self._out.line(f"    … {cut:,} more lines", "dim")
+        return cut
+
+    def _show_diff(self, lines: list[str]) -> None:
+        for line in lines:
+            self._out.write("    ")
+            self._out.line(line, diff_line_style(line) if self._color else None)
 
     def _show_command(self, command: str) -> None:
         # The whole command, every line of it: this is what the user is agreeing to run.
@@ -75,19 +110,31 @@ class TerminalApprover:
         for line in rest:
             self._out.line(f"    {line}", "bold")
 
-    async def _answer(self) -> Decision:
-        for _ in range(MAX_ATTEMPTS):
-            self._out.write(PROMPT, "bold")
+    async def _answer(self, request: PermissionRequest, cut: int) -> Answer:
+        attempts = 0
+        while attempts < MAX_ATTEMPTS:
+            self._out.write(prompt_for(request, cut), "bold")
             line = await self._read_line()
             if not line:  # end of input: no one is there to say yes
                 self._out.line()
                 return "reject"
             if not is_terminal(self._input):
                 self._out.line(line.rstrip("\n"))  # a terminal echoes the answer; a pipe or script does not
-            decision = _ANSWERS.get(line.strip().lower())
+            answer = line.strip()
+            if answer.lower() in ("v", "view") and cut:
+                assert request.diff is not None
+                self._show_diff(diff_lines(request.diff)[APPROVAL_DIFF_LINES:])
+                cut = 0  # all of it is on the screen now
+                continue
+            decision = _ANSWERS.get(answer.lower())
+            if decision == "allow_always" and request.always is None:
+                decision = None  # not offered: it would not be remembered
             if decision is not None:
                 return decision
-            self._out.line("Please answer y, a or n.", "yellow")
+            if reason := _REASON.fullmatch(answer):
+                return Rejection(reason["reason"].strip())
+            attempts += 1
+            self._out.line(f"Please answer {'y, a or n' if request.always else 'y or n'}.", "yellow")
         self._out.line("No clear answer: not allowed.", "yellow")
         return "reject"
 

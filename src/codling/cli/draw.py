@@ -46,13 +46,18 @@ def printable(text: str) -> str:
 def format_diff(diff: FileDiff, max_lines: int) -> list[str]:
     """The unified diff of ``diff`` (hunks only, 3 lines of context, no trailing newlines), at most
     ``max_lines`` lines plus a final "… N more lines" note when longer. A new file diffs against empty."""
-    old = (diff.old_text or "").splitlines()
-    new = diff.new_text.splitlines()
-    # The caller already shows the path, so the ---/+++ header lines would only repeat it.
-    lines = [line for line in difflib.unified_diff(old, new, lineterm="") if not line.startswith(("---", "+++"))]
+    lines = diff_lines(diff)
     if len(lines) > max_lines:
         return [*lines[:max_lines], f"… {len(lines) - max_lines} more lines"]
     return lines
+
+
+def diff_lines(diff: FileDiff) -> list[str]:
+    """Every line of the unified diff of ``diff`` (hunks only, 3 lines of context, no trailing newlines)."""
+    old = (diff.old_text or "").splitlines()
+    new = diff.new_text.splitlines()
+    # The caller already shows the path, so the ---/+++ header lines would only repeat it.
+    return [line for line in difflib.unified_diff(old, new, lineterm="") if not line.startswith(("---", "+++"))]
 
 
 def diff_line_style(line: str) -> str | None:

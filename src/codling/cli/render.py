@@ -170,10 +170,19 @@ class TerminalRenderer:
     """
 
     def __init__(
-        self, out: TextIO, *, err: TextIO | None = None, color: bool, interactive: bool, verbose: bool = False
+        self,
+        out: TextIO,
+        *,
+        err: TextIO | None = None,
+        color: bool,
+        interactive: bool,
+        verbose: bool = False,
+        shown_diffs: set[str] | None = None,
     ) -> None:
         self._out = StyledWriter(out, color=color)
         self._verbose = verbose
+        self._shown_diffs = shown_diffs if shown_diffs is not None else set()
+        """Calls whose diff the user saw when allowing them (``TerminalApprover``): not drawn twice."""
         # Notes about the provider (retry waits) go to stderr, so a piped answer on stdout stays the answer.
         self._notes = self._out if err is None else StyledWriter(err, color=color and is_terminal(err))
         self._color = color
@@ -352,7 +361,9 @@ class TerminalRenderer:
         self._out.write("\n")
         self._open_tool = None
         write_tool_result(self._out, event, verbose=self._verbose)
-        if event.diff is not None:
+        if event.call_id in self._shown_diffs:
+            self._shown_diffs.discard(event.call_id)
+        elif event.diff is not None:
             write_diff(self._out, event.diff)
 
     def _note(self, text: str) -> None:

@@ -37,7 +37,7 @@ from pathlib import PurePath
 
 from codling.errors import PermissionDenied, RejectedError
 from codling.tools.base import PermissionMode
-from codling.tools.ports import Approver, PermissionRequest, ToolKind
+from codling.tools.ports import Approver, PermissionRequest, Rejection, ToolKind
 
 GATED_KINDS: frozenset[ToolKind] = frozenset({"edit", "delete", "move", "execute"})
 
@@ -144,7 +144,12 @@ class Permissions:
                 f"{request.title} needs the user's permission in {self.mode} mode, but no one can be asked "
                 "in this session; tell the user, who can switch the mode to allow it"
             )
-        decision = await self.approver.ask(request)
+        decision = await self.approver.ask(replace(request, always=always_covers(key)))
+        if isinstance(decision, Rejection):
+            raise RejectedError(
+                f"The user rejected {request.title}, saying: {decision.reason}\nDo not retry it as it was; "
+                "do what they said instead, or ask them."
+            )
         if decision == "reject":
             raise RejectedError(
                 f"The user rejected {request.title}. Do not retry it; ask the user what to do instead "
@@ -187,6 +192,20 @@ def command_program(command: str) -> str | None:
             continue
         return word
     return None
+
+
+def always_covers(key: tuple[str, str] | None) -> str | None:
+    """What remembering ``key`` allows, in words for the prompt's "always" choice; None for nothing."""
+    if key is None:
+        return None
+    kind, value = key
+    if kind == "mcp":
+        return f"every call of the MCP tool {value}"
+    if kind == "execute":
+        return f"every `{value}` command"
+    if kind == "execute-exact":
+        return "this exact command"
+    return "every edit" if kind == "edit" else f"every {kind} of a file"
 
 
 def _remember_key(request: PermissionRequest) -> tuple[str, str] | None:

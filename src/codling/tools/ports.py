@@ -18,6 +18,17 @@ ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think
 Decision = Literal["allow_once", "allow_always", "reject"]
 """The user's answer to a permission request."""
 
+
+@dataclass(frozen=True)
+class Rejection:
+    """A "no" that comes with the user's reason, which the model is told."""
+
+    reason: str
+
+
+Answer = Decision | Rejection
+"""What an approver returns: a decision, or a rejection with a reason."""
+
 PlanStatus = Literal["pending", "in_progress", "completed"]
 PlanPriority = Literal["high", "medium", "low"]
 
@@ -82,6 +93,9 @@ class PermissionRequest:
     within: ShownCall | None = None
     """The call the user sees, when this one is not shown itself (a delegate's call runs within its
     ``delegate`` call): an editor asks under that call, keeping its title; ``title`` then says what is asked."""
+    always: str | None = None
+    """What an "always" answer allows for the rest of the session, in words (``every `pytest` command``); None
+    when such an answer is not remembered (a protected path is asked about every time)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +111,7 @@ class ShownCall:
 class Approver(Protocol):
     """Asks the user whether a tool call may go ahead."""
 
-    async def ask(self, request: PermissionRequest) -> Decision:
+    async def ask(self, request: PermissionRequest) -> Answer:
         """Return the user's decision; raise ``asyncio.CancelledError`` if the turn is cancelled."""
         ...
 
