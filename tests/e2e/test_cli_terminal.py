@@ -1,7 +1,8 @@
-"""`codling run` on a real pseudo-terminal: the permission prompt as a person meets it."""
+"""`codling run` on a real pseudo-terminal: the permission prompt and the spinner as a person meets them."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,3 +61,26 @@ def test_an_allowed_edit_shows_its_diff_once(home: Path, project: Path, server: 
         codling.close()
     assert (project / "app.py").read_text() == "x = 10\ny = 2\n"
     assert codling.output.count("+x = 10") == 1, codling.output
+
+
+def test_a_running_command_shows_a_spinner_with_its_time_even_without_colour(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    command = "until [ -f go ]; do sleep 0.05; done; echo finished"
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("run_command", {"command": command, "timeout_seconds": 60}, id="c1")]),
+        Reply(text=["It finished."]),
+    )
+    codling = on_terminal(home, project, server, "--mode", "yolo", "wait for go")
+    try:
+        codling.expect(re.compile(r"Run until \[ -f go \].* 1s"))  # NO_COLOR is set: drawn in plain characters
+        (project / "go").touch()
+        codling.expect("It finished.")
+        assert codling.wait() == 0
+    finally:
+        codling.close()
+    assert b"\x1b[3" not in codling.raw  # no colour codes
+    assert (
+        "[tool] Run until [ -f go ]; do sleep 0.05; done; echo finished -> exit code 0\n    finished\n"
+        in codling.output
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from codling.brain.events import (
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
+    ToolCallRunning,
     ToolCallStarted,
     TurnEnded,
     TurnFailed,
@@ -26,6 +28,7 @@ from codling.brain.events import (
 from codling.brain.prompt import ImageBlock, TextBlock
 from codling.cli.draw import format_diff, printable, use_color
 from codling.cli.render import JsonLinesRenderer, TerminalRenderer, event_to_json, prompting
+from codling.cli.spinner import Spinner, waited
 from codling.tools.base import ShownResult
 from codling.tools.ports import FileDiff, Location
 
@@ -306,8 +309,8 @@ async def test_close_draws_a_block_left_open_and_the_next_turn_starts_clean() ->
 
 
 def spinner_label(renderer: TerminalRenderer) -> str:
-    assert renderer._spinner is not None and renderer._spinner._spinner is not None
-    return str(renderer._spinner._spinner.text)
+    assert renderer._spinner is not None
+    return renderer._spinner._label
 
 
 async def test_interactive_block_is_the_spinner_label_until_it_closes() -> None:
@@ -367,9 +370,13 @@ async def test_spinner_runs_while_waiting_for_the_model_and_never_over_text() ->
         assert out.getvalue() == "Hi"  # the spinner is on err, the text alone on out
         await renderer(TextDelta(T, "\n"))
         await renderer(call("c1", "Run `ls`"))
-        assert not spinning(renderer)
+        assert spinning(renderer) and spinner_label(renderer) == "Run `ls`"  # the running call, timed
+        await renderer(ToolCallRunning(T, "c1"))
+        assert spinning(renderer) and spinner_label(renderer) == "Run `ls`"  # its work began: still timed
+        assert out.getvalue() == "Hi\n"  # its line comes with its outcome
         await renderer(done("c1"))
-        assert spinning(renderer)  # back to waiting for the model
+        assert spinning(renderer) and spinner_label(renderer) == "working…"  # back to waiting for the model
+        assert out.getvalue() == "Hi\n\x1b[36m⏺ \x1b[0m\x1b[1mRun `ls`\x1b[0m\x1b[32m  ✓ done\x1b[0m\n"
         await renderer(TurnEnded(T, "end_turn"))
         assert not spinning(renderer)
     finally:
@@ -378,25 +385,55 @@ async def test_spinner_runs_while_waiting_for_the_model_and_never_over_text() ->
     assert not spinning(renderer)
 
 
-async def test_no_spinner_while_another_tool_call_runs() -> None:
+async def test_the_spinner_names_the_call_still_running() -> None:
     renderer = TerminalRenderer(io.StringIO(), err=FakeTTY(), color=True, interactive=True)
     try:
-        await feed(renderer, [started(), call("a", "Run `a`"), call("b", "Run `b`"), done("a")])
-        assert not spinning(renderer)
+        await feed(renderer, [started(), call("a", "Run `a`"), call("b", "Run `b`")])
+        assert spinner_label(renderer) == "Run `b`"
         await renderer(done("b"))
-        assert spinning(renderer)
+        assert spinning(renderer) and spinner_label(renderer) == "Run `a`"
+        await renderer(done("a"))
+        assert spinning(renderer) and spinner_label(renderer) == "working…"
     finally:
         renderer.close()
 
 
-async def test_no_spinner_in_plain_or_non_interactive_mode() -> None:
-    for color, interactive in [(False, True), (True, False)]:
-        err = FakeTTY()
-        renderer = TerminalRenderer(io.StringIO(), err=err, color=color, interactive=interactive)
+async def test_no_spinner_when_not_interactive() -> None:
+    err = FakeTTY()
+    renderer = TerminalRenderer(io.StringIO(), err=err, color=True, interactive=False)
+    await renderer(started())
+    assert not spinning(renderer)
+    renderer.close()
+    assert err.getvalue() == ""
+
+
+async def test_without_colour_the_spinner_still_shows_progress_in_plain_characters() -> None:
+    err = FakeTTY()
+    renderer = TerminalRenderer(io.StringIO(), err=err, color=False, interactive=True)
+    try:
         await renderer(started())
-        assert not spinning(renderer)
+        assert spinning(renderer) and renderer._spinner is not None and renderer._spinner._live is not None
+        renderer._spinner._live.refresh()  # draw a frame now, rather than wait for the refresh thread
+        assert "working…" in err.getvalue()
+        assert re.search(r"\x1b\[[0-9;]*m", err.getvalue()) is None  # no colour or style codes
+    finally:
         renderer.close()
-        assert err.getvalue() == ""
+
+
+def test_the_spinner_counts_the_wait_from_when_it_appeared() -> None:
+    now = [100.0]
+    spinner = Spinner(FakeTTY(), color=False, clock=lambda: now[0])
+    spinner.start()
+    try:
+        assert str(spinner.frame().text) == "working…"  # type: ignore[attr-defined]
+        now[0] = 112.4
+        spinner.start("Run `make test`")  # a new label: the same wait
+        assert str(spinner.frame().text) == "Run `make test` 12s"  # type: ignore[attr-defined]
+        now[0] = 100 + 125
+        assert str(spinner.frame().text) == "Run `make test` 2m 05s"  # type: ignore[attr-defined]
+    finally:
+        spinner.stop()
+    assert [waited(s) for s in (0.2, 1.0, 59.9, 60.0, 3_725.0)] == ["", "1s", "59s", "1m 00s", "62m 05s"]
 
 
 async def test_a_prompt_stops_the_spinner_and_holds_output_until_it_closes() -> None:

@@ -410,7 +410,7 @@ async def _run_turn(
     output: _Output,
 ) -> int:
     from codling.cli.approve import TerminalApprover
-    from codling.cli.draw import use_color
+    from codling.cli.draw import can_animate, use_color
     from codling.cli.render import JsonLinesRenderer, LastMessage, TerminalRenderer
     from codling.store.live import start_session
 
@@ -451,13 +451,18 @@ async def _run_turn(
         renderer = TerminalRenderer(
             sys.stderr,
             color=color,
-            interactive=sys.stderr.isatty(),
+            interactive=can_animate(sys.stderr, os.environ),
             verbose=output.verbose,
             shown_diffs=shown_diffs,
         )
     else:
         renderer = TerminalRenderer(
-            sys.stdout, err=sys.stderr, color=color, interactive=True, verbose=output.verbose, shown_diffs=shown_diffs
+            sys.stdout,
+            err=sys.stderr,
+            color=color,
+            interactive=can_animate(sys.stderr, os.environ) or can_animate(sys.stdout, os.environ),
+            verbose=output.verbose,
+            shown_diffs=shown_diffs,
         )
     last = LastMessage()
     live.brain.subscribe(renderer)

@@ -36,6 +36,11 @@ def use_color(stream: TextIO, env: Mapping[str, str]) -> bool:
     return is_terminal(stream) and "NO_COLOR" not in env and env.get("TERM") != "dumb"
 
 
+def can_animate(stream: TextIO, env: Mapping[str, str]) -> bool:
+    """Whether ``stream`` is a terminal that can redraw a line (a spinner): any terminal but ``TERM=dumb``."""
+    return is_terminal(stream) and env.get("TERM") != "dumb"
+
+
 def printable(text: str) -> str:
     """``text`` safe to write to a terminal: control characters other than newline and tab are shown as
     ``\\xNN`` instead of being interpreted (a CR of a CRLF line end is dropped)."""

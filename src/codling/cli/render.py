@@ -18,11 +18,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from rich.console import Console
-from rich.live import Live
-from rich.spinner import Spinner
-from rich.text import Text
-
 from codling.brain.context import compaction
 from codling.brain.events import (
     CompactionStarted,
@@ -33,16 +28,19 @@ from codling.brain.events import (
     PlanUpdated,
     ProviderRetrying,
     SessionTitled,
+    SettingsChanged,
     SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
     ToolCallNote,
+    ToolCallRunning,
     ToolCallStarted,
     ToolCallTerminal,
     TurnEnded,
     TurnFailed,
     TurnStarted,
+    UsageUpdated,
 )
 from codling.brain.prompt import ImageBlock
 from codling.brain.reasoning import BlockTracker, SegmentSplitter
@@ -61,45 +59,9 @@ from codling.cli.draw import (
     write_tool_status,
     write_tool_title,
 )
-
-_WORKING = "working…"
+from codling.cli.spinner import WORKING, Spinner
 
 # -- live rendering ----------------------------------------------------------------------------------------------
-
-
-class _Spinner:
-    """A transient rich spinner with a label; it erases itself when stopped, so the cursor is back where it
-    started."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._console = Console(
-            file=stream, force_terminal=True, color_system="standard", highlight=False, soft_wrap=True
-        )
-        self._live: Live | None = None
-        self._spinner: Spinner | None = None
-
-    def start(self, label: str = _WORKING) -> None:
-        """Show the spinner with ``label``, or change the label of the running spinner in place."""
-        text = Text(label, style="dim")
-        if self._live is not None and self._spinner is not None:
-            self._spinner.update(text=text)
-            return
-        self._spinner = Spinner("dots", text=text, style="cyan")
-        # No stdout/stderr redirection: the renderer and the approver write to the real streams themselves.
-        self._live = Live(
-            self._spinner,
-            console=self._console,
-            transient=True,
-            refresh_per_second=12.5,
-            redirect_stdout=False,
-            redirect_stderr=False,
-        )
-        self._live.start()
-
-    def stop(self) -> None:
-        live, self._live = self._live, None
-        if live is not None:
-            live.stop()
 
 
 class _PromptGate:
@@ -155,7 +117,8 @@ class TerminalRenderer:
     """Draws a turn's events on a terminal (or plainly into a pipe or file) as they arrive.
 
     ``color`` styles the output with rich; without it the output is plain text with no escape codes.
-    ``interactive`` (with ``color``) shows a spinner on ``err`` (or ``out``) while waiting for the model.
+    ``interactive`` shows a spinner with the time waited on ``err`` (or ``out``) while the model or a tool works:
+    in colour with ``color``, plain without it (``NO_COLOR`` still shows progress).
     A finished command shows its exit status and its last output lines (all of them if ``verbose``), a
     delegate its steps and report.
 
@@ -187,7 +150,7 @@ class TerminalRenderer:
         self._notes = self._out if err is None else StyledWriter(err, color=color and is_terminal(err))
         self._color = color
         spinner_stream = err if err is not None and is_terminal(err) else out
-        self._spinner = _Spinner(spinner_stream) if interactive and color else None
+        self._spinner = Spinner(spinner_stream, color=color) if interactive else None
         self._thinking = False
         self._thought_written = False
         self._titles: dict[str, str] = {}  # call id -> title, for tool calls still running
@@ -208,8 +171,10 @@ class TerminalRenderer:
         """Draw one event."""
         if isinstance(event, SessionTitled | SpecialTurnPersisted):
             return  # not part of a turn; a one-shot run shows neither
-        if isinstance(event, ToolCallNote | ToolCallTerminal):
-            return  # an editor's view of a running call; the terminal shows the call's line and its result
+        if isinstance(event, ToolCallNote | ToolCallTerminal | ToolCallRunning | UsageUpdated | SettingsChanged):
+            # An editor's view of a running call (the terminal shows the call's line and its result), or nothing
+            # to draw: the spinner keeps going.
+            return
         if isinstance(event, ProviderRetrying):
             if event.status == "waiting":
                 self._note(event.title)
@@ -239,8 +204,7 @@ class TerminalRenderer:
                 self._tool_started(event)
             case ToolCallFinished():
                 self._tool_finished(event)
-                if not self._titles:  # a tool still running (or asking) must not be overdrawn
-                    self._start_spinner()
+                self._start_spinner()  # for the calls still running, if any (never over a question)
             case PlanUpdated():
                 self._fresh_line()
                 write_plan(self._out, event.steps)
@@ -348,6 +312,12 @@ class TerminalRenderer:
         title = one_line(event.title) or event.tool_name
         self._titles[event.call_id] = title
         self._fresh_line()
+        if self._spinner is not None and _GATE.open_prompts == 0:
+            # Live, a running call is the spinner's label, with the time it has taken (a 30 s command is not a
+            # still screen); its line, with the outcome, is drawn when it ends.
+            self._open_tool = None
+            self._start_spinner()
+            return
         write_tool_title(self._out, title)
         self._open_tool = event.call_id
 
@@ -407,7 +377,10 @@ class TerminalRenderer:
         # over a question the approver is asking.
         if self._spinner is not None and self._out.at_line_start and _GATE.open_prompts == 0:
             block = self._block
-            self._spinner.start(_WORKING if block is None else reasoning_label(block.tool_calls, block.failed))
+            if block is not None:
+                self._spinner.start(reasoning_label(block.tool_calls, block.failed))
+            else:  # the latest call still running, if any
+                self._spinner.start(next(reversed(self._titles.values()), WORKING))
 
     def _stop_spinner(self) -> None:
         if self._spinner is not None:
@@ -419,8 +392,9 @@ class TerminalRenderer:
 
     def _resume(self) -> None:
         self._out.release()
-        if self._block is not None:
-            self._start_spinner()  # the open block's line is the spinner's: show it again after the question
+        if self._block is not None or self._titles:
+            # The open block's line, or the running call, is the spinner's: show it again after the question.
+            self._start_spinner()
 
 
 class JsonLinesRenderer:
