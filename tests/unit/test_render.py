@@ -315,7 +315,7 @@ def spinner_label(renderer: TerminalRenderer) -> str:
 
 async def test_interactive_block_is_the_spinner_label_until_it_closes() -> None:
     out, err = FakeTTY(), FakeTTY()
-    renderer = TerminalRenderer(out, err=err, color=True, interactive=True)
+    renderer = TerminalRenderer(out, err=err, color=True, interactive=True, markdown=False)
     try:
         await feed(renderer, [thinking_started(), TextDelta(T, "Looking"), ThoughtDelta(T, "hm")])
         assert spinning(renderer) and spinner_label(renderer) == "reasoning"
@@ -359,7 +359,7 @@ def spinning(renderer: TerminalRenderer) -> bool:
 
 async def test_spinner_runs_while_waiting_for_the_model_and_never_over_text() -> None:
     out, err = io.StringIO(), FakeTTY()
-    renderer = TerminalRenderer(out, err=err, color=True, interactive=True)
+    renderer = TerminalRenderer(out, err=err, color=True, interactive=True, markdown=False)
     try:
         await renderer(started())
         assert spinning(renderer)
@@ -455,6 +455,52 @@ async def test_a_prompt_stops_the_spinner_and_holds_output_until_it_closes() -> 
             assert not spinning(colored)  # never restarted over the question
     finally:
         colored.close()
+
+
+# -- markdown --------------------------------------------------------------------------------------------------
+
+REPLY = "# Summary\n\nThe **parser** is fine.\n\n```python\nprint('hi')\n```\nDone"
+
+
+async def test_styled_text_is_rendered_as_markdown_block_by_block() -> None:
+    out, err = FakeTTY(), FakeTTY()
+    renderer = TerminalRenderer(out, err=err, color=True, interactive=True)
+    try:
+        await renderer(started())
+        await renderer(TextDelta(T, "# Summary\n\nThe **par"))
+        heading = out.getvalue()
+        assert "Summary" in heading and "#" not in heading and "par" not in heading  # the heading block, alone
+        assert spinning(renderer)  # the paragraph is still being written
+        await renderer(TextDelta(T, REPLY.removeprefix("# Summary\n\nThe **par")))
+        await renderer(call("c1", "Run `ls`"))  # the segment ends: its last block is drawn first
+        await renderer(done("c1"))
+        shown = out.getvalue()
+        assert "**" not in shown and "```" not in shown
+        assert "\x1b[1m" in shown and "parser" in shown  # bold, without the asterisks
+        assert "print('hi')" in re.sub(r"\x1b\[[0-9;]*m", "", shown)  # highlighted: split by colour codes
+        assert shown.index("Done") < shown.index("Run `ls`")
+    finally:
+        renderer.close()
+
+
+async def test_plain_text_streams_raw_markdown_and_a_pending_block_is_drawn_on_close() -> None:
+    plain = io.StringIO()
+    renderer = TerminalRenderer(plain, color=False, interactive=False)
+    await feed(renderer, [started(), TextDelta(T, REPLY)])
+    assert plain.getvalue() == REPLY  # piped or NO_COLOR: the text as written, as it comes
+    styled = FakeTTY()
+    renderer = TerminalRenderer(styled, color=True, interactive=False)
+    await feed(renderer, [started(), TextDelta(T, "unfinished *thought*")])
+    assert styled.getvalue() == ""
+    renderer.close()  # interrupted: what was written is still shown
+    assert "unfinished" in styled.getvalue() and "*" not in styled.getvalue()
+
+
+async def test_markdown_text_from_the_model_cannot_smuggle_escape_codes() -> None:
+    out = FakeTTY()
+    renderer = TerminalRenderer(out, color=True, interactive=False)
+    await feed(renderer, [started(), TextDelta(T, "hi \x1b[2J there\n\n")])
+    assert "\x1b[2J" not in out.getvalue() and "\\x1b[2J" in out.getvalue()
 
 
 # -- JSON lines ----------------------------------------------------------------------------------------------

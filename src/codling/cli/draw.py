@@ -99,7 +99,7 @@ class StyledWriter:
             else None
         )
         self._at_line_start = True
-        self._held: list[tuple[str, str | None]] | None = None
+        self._held: list[tuple[str, str | None, bool]] | None = None
 
     @property
     def at_line_start(self) -> bool:
@@ -113,9 +113,22 @@ class StyledWriter:
             return
         self._at_line_start = text.endswith("\n")
         if self._held is not None:
-            self._held.append((text, style))
+            self._held.append((text, style, False))
             return
         self._emit(text, style)
+
+    def markdown(self, text: str) -> None:
+        """Write one complete markdown block, rendered by rich (headings, emphasis, lists, highlighted code)
+        when styled, as it is otherwise; the cursor ends at the start of a line."""
+        text = printable(text)
+        if not text:
+            return
+        self.end_line()
+        self._at_line_start = True
+        if self._held is not None:
+            self._held.append((text, None, True))
+            return
+        self._emit(text, None, markdown=True)
 
     def line(self, text: str = "", style: str | None = None) -> None:
         """Write ``text`` and a newline."""
@@ -135,12 +148,16 @@ class StyledWriter:
     def release(self) -> None:
         """Write whatever was held back, in order."""
         held, self._held = self._held, None
-        for text, style in held or ():
-            self._emit(text, style)
+        for text, style, markdown in held or ():
+            self._emit(text, style, markdown=markdown)
 
-    def _emit(self, text: str, style: str | None) -> None:
+    def _emit(self, text: str, style: str | None, *, markdown: bool = False) -> None:
         if self._console is None:
-            self.stream.write(text)
+            self.stream.write(text + "\n" if markdown else text)
+        elif markdown:
+            from rich.markdown import Markdown
+
+            self._console.print(Markdown(text, code_theme="ansi_dark"))
         else:
             self._console.print(Text(text, style=style or ""), end="")
         self.stream.flush()

@@ -59,6 +59,7 @@ from codling.cli.draw import (
     write_tool_status,
     write_tool_title,
 )
+from codling.cli.markdown import MarkdownBlocks
 from codling.cli.spinner import WORKING, Spinner
 
 # -- live rendering ----------------------------------------------------------------------------------------------
@@ -141,10 +142,14 @@ class TerminalRenderer:
         interactive: bool,
         verbose: bool = False,
         shown_diffs: set[str] | None = None,
+        markdown: bool = True,
     ) -> None:
         self._out = StyledWriter(out, color=color)
         self._verbose = verbose
         self._shown_diffs = shown_diffs if shown_diffs is not None else set()
+        self._markdown = MarkdownBlocks() if color and markdown else None
+        """Styled, the reply's text is drawn as rendered markdown, a block at a time (plain: as it streams)."""
+        self._blocks_drawn = False
         """Calls whose diff the user saw when allowing them (``TerminalApprover``): not drawn twice."""
         # Notes about the provider (retry waits) go to stderr, so a piped answer on stdout stays the answer.
         self._notes = self._out if err is None else StyledWriter(err, color=color and is_terminal(err))
@@ -175,6 +180,8 @@ class TerminalRenderer:
             # An editor's view of a running call (the terminal shows the call's line and its result), or nothing
             # to draw: the spinner keeps going.
             return
+        if not isinstance(event, TextDelta):
+            self._flush_markdown()  # the text segment is over: its last block is drawn before what comes next
         if isinstance(event, ProviderRetrying):
             if event.status == "waiting":
                 self._note(event.title)
@@ -187,7 +194,8 @@ class TerminalRenderer:
             return
         if self._thinking_turn and not isinstance(event, TurnStarted) and self._reasoning(event):
             return
-        self._stop_spinner()
+        if not (isinstance(event, TextDelta) and self._markdown is not None):
+            self._stop_spinner()  # (markdown text keeps it going until a block is drawn)
         if not isinstance(event, ThoughtDelta):
             self._end_thought()
         match event:
@@ -197,7 +205,10 @@ class TerminalRenderer:
                 self._thinking_turn = event.thinking
                 self._start_spinner()
             case TextDelta():
-                self._text(event)
+                if self._markdown is not None:
+                    self._markdown_text(event)
+                else:
+                    self._text(event)
             case ThoughtDelta():
                 self._thought(event)
             case ToolCallStarted():
@@ -228,6 +239,7 @@ class TerminalRenderer:
 
     def close(self) -> None:
         """Stop the spinner, if any; call when the turn is over or interrupted (an open block is drawn)."""
+        self._flush_markdown()
         if self._tracker.end():
             self._close_block()
         self._stop_spinner()
@@ -295,6 +307,37 @@ class TerminalRenderer:
         if self._open_tool is not None:
             self._fresh_line()
         self._out.write(event.text)
+
+    def _markdown_text(self, event: TextDelta) -> None:
+        """Streamed text, drawn as rendered markdown block by block as each block completes; until then the
+        spinner says the model is still writing."""
+        assert self._markdown is not None
+        blocks = self._markdown.feed(event.text)
+        if blocks:
+            self._stop_spinner()
+            self._end_thought()
+            for block in blocks:
+                self._markdown_block(block)
+        if self._markdown.pending:
+            self._start_spinner()
+
+    def _markdown_block(self, block: str) -> None:
+        if self._open_tool is not None:
+            self._fresh_line()
+            self._open_tool = None
+        if self._blocks_drawn:
+            self._out.write("\n")  # the blank line that separated the blocks in the source
+        self._out.markdown(block)
+        self._blocks_drawn = True
+
+    def _flush_markdown(self) -> None:
+        if self._markdown is None:
+            return
+        rest = self._markdown.flush()
+        if rest:
+            self._stop_spinner()
+            self._markdown_block(rest)
+        self._blocks_drawn = False
 
     def _thought(self, event: ThoughtDelta) -> None:
         if not self._thinking:
@@ -387,6 +430,7 @@ class TerminalRenderer:
             self._spinner.stop()
 
     def _pause(self) -> None:
+        self._flush_markdown()  # what the model wrote before the question is shown before it
         self._stop_spinner()
         self._out.hold()
 
