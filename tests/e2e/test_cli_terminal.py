@@ -84,3 +84,24 @@ def test_a_running_command_shows_a_spinner_with_its_time_even_without_colour(
         "[tool] Run until [ -f go ]; do sleep 0.05; done; echo finished -> exit code 0\n    finished\n"
         in codling.output
     )
+
+
+def test_resume_without_an_id_offers_the_newest_sessions_to_choose_from(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    from tests.e2e.test_cli_sessions import GOLDEN_ID, install_golden
+
+    install_golden(home)  # a session recorded in another directory
+    server.enqueue(Reply(text=["Picked up where we left off."]))
+    codling = on_terminal(home, project, server, "go on", "--resume")
+    try:
+        codling.expect("Sessions in every directory:")
+        codling.expect("1. rename greet @app.py  · ")
+        codling.expect("Resume which? [1-1, Enter: 1, q: none] ")
+        codling.send("1\r")
+        codling.expect("Picked up where we left off.")
+        assert codling.wait() == 0
+    finally:
+        codling.close()
+    assert f"codling: session {GOLDEN_ID}" in codling.output
+    assert "rename greet" in str(server.requests[0]["messages"])  # the chosen session's history went along
