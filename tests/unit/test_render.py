@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import re
@@ -308,6 +307,12 @@ async def test_close_draws_a_block_left_open_and_the_next_turn_starts_clean() ->
     assert out.getvalue() == "reasoning (1 tool call)\nthinking: shown\n[tool] Run `b` -> completed\n"
 
 
+def draw_frame(renderer: TerminalRenderer) -> None:
+    """Draw the running spinner's frame now, rather than wait for its refresh thread."""
+    assert renderer._spinner is not None and renderer._spinner._live is not None
+    renderer._spinner._live.refresh()
+
+
 def spinner_label(renderer: TerminalRenderer) -> str:
     assert renderer._spinner is not None
     return renderer._spinner._label
@@ -323,7 +328,7 @@ async def test_interactive_block_is_the_spinner_label_until_it_closes() -> None:
         assert spinning(renderer) and spinner_label(renderer) == "reasoning (1 tool call)"
         await feed(renderer, [failed("c1", "nope"), ThoughtDelta(T, "so"), call("c2", "Run `ls -a`"), done("c2")])
         assert spinning(renderer) and spinner_label(renderer) == "reasoning (2 tool calls, 1 failed)"
-        await asyncio.sleep(0.2)
+        draw_frame(renderer)
         assert "reasoning (2 tool calls, 1 failed)" in err.getvalue()
         assert out.getvalue() == "Looking\n"  # nothing of the block on out while it is open
         await renderer(TextDelta(T, "Found it."))
@@ -363,7 +368,7 @@ async def test_spinner_runs_while_waiting_for_the_model_and_never_over_text() ->
     try:
         await renderer(started())
         assert spinning(renderer)
-        await asyncio.sleep(0.3)
+        draw_frame(renderer)
         assert "working…" in err.getvalue()
         await renderer(TextDelta(T, "Hi"))
         assert not spinning(renderer)
@@ -412,8 +417,8 @@ async def test_without_colour_the_spinner_still_shows_progress_in_plain_characte
     renderer = TerminalRenderer(io.StringIO(), err=err, color=False, interactive=True)
     try:
         await renderer(started())
-        assert spinning(renderer) and renderer._spinner is not None and renderer._spinner._live is not None
-        renderer._spinner._live.refresh()  # draw a frame now, rather than wait for the refresh thread
+        assert spinning(renderer)
+        draw_frame(renderer)
         assert "working…" in err.getvalue()
         assert re.search(r"\x1b\[[0-9;]*m", err.getvalue()) is None  # no colour or style codes
     finally:
