@@ -70,9 +70,9 @@ class TerminalApprover:
             with prompting() as mid_line:
                 if mid_line:
                     self._out.write("\n")
-                cut = self._show(request)
+                rest = self._show(request)
                 try:
-                    answer = await self._answer(request, cut)
+                    answer = await self._answer(request, rest)
                 except asyncio.CancelledError:
                     self._out.end_line()  # leave the prompt line, so what follows is not glued to it
                     raise
@@ -80,8 +80,8 @@ class TerminalApprover:
             self._shown_diffs.add(request.tool_call_id)
         return answer
 
-    def _show(self, request: PermissionRequest) -> int:
-        """Draw the request; the number of diff lines left out (0 if none)."""
+    def _show(self, request: PermissionRequest) -> list[str]:
+        """Draw the request; the diff lines left out (none if the diff is whole)."""
         self._out.write("Permission needed: ", "bold yellow")
         self._out.line(one_line(request.title), "bold")
         if request.kind == "execute":
@@ -89,13 +89,13 @@ class TerminalApprover:
         elif request.subject:
             self._out.line(f"  {request.subject}")
         if request.diff is None:
-            return 0
+            return []
         lines = diff_lines(request.diff)
         self._show_diff(lines[:APPROVAL_DIFF_LINES])
-        cut = max(0, len(lines) - APPROVAL_DIFF_LINES)
-        if cut:
-            self._out.line(f"    … {cut:,} more lines", "dim")
-        return cut
+        rest = lines[APPROVAL_DIFF_LINES:]
+        if rest:
+            self._out.line(f"    … {len(rest):,} more lines", "dim")
+        return rest
 
     def _show_diff(self, lines: list[str]) -> None:
         for line in lines:
@@ -110,10 +110,10 @@ class TerminalApprover:
         for line in rest:
             self._out.line(f"    {line}", "bold")
 
-    async def _answer(self, request: PermissionRequest, cut: int) -> Answer:
+    async def _answer(self, request: PermissionRequest, rest: list[str]) -> Answer:
         attempts = 0
         while attempts < MAX_ATTEMPTS:
-            self._out.write(prompt_for(request, cut), "bold")
+            self._out.write(prompt_for(request, len(rest)), "bold")
             line = await self._read_line()
             if not line:  # end of input: no one is there to say yes
                 self._out.line()
@@ -121,10 +121,9 @@ class TerminalApprover:
             if not is_terminal(self._input):
                 self._out.line(line.rstrip("\n"))  # a terminal echoes the answer; a pipe or script does not
             answer = line.strip()
-            if answer.lower() in ("v", "view") and cut:
-                assert request.diff is not None
-                self._show_diff(diff_lines(request.diff)[APPROVAL_DIFF_LINES:])
-                cut = 0  # all of it is on the screen now
+            if answer.lower() in ("v", "view") and rest:
+                self._show_diff(rest)
+                rest = []  # all of it is on the screen now
                 continue
             decision = _ANSWERS.get(answer.lower())
             if decision == "allow_always" and request.always is None:

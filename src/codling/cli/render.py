@@ -147,10 +147,11 @@ class TerminalRenderer:
         self._out = StyledWriter(out, color=color)
         self._verbose = verbose
         self._shown_diffs = shown_diffs if shown_diffs is not None else set()
+        """Calls whose diff the user saw when allowing them (``TerminalApprover``): not drawn twice."""
         self._markdown = MarkdownBlocks() if color and markdown else None
         """Styled, the reply's text is drawn as rendered markdown, a block at a time (plain: as it streams)."""
         self._blocks_drawn = False
-        """Calls whose diff the user saw when allowing them (``TerminalApprover``): not drawn twice."""
+        """Whether a markdown block of the current text segment was drawn (the next one gets a blank line)."""
         # Notes about the provider (retry waits) go to stderr, so a piped answer on stdout stays the answer.
         self._notes = self._out if err is None else StyledWriter(err, color=color and is_terminal(err))
         self._color = color
