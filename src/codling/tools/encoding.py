@@ -13,16 +13,9 @@ from pathlib import Path
 from typing import Literal
 
 from codling.errors import PathError
+from codling.tools.matcher import looks_binary
 
 Encoding = Literal["utf-8", "cp1252", "latin-1"]
-
-BINARY_SNIFF_BYTES = 8192
-"""How much of a file is looked at for a NUL byte (ripgrep's rule for binary)."""
-
-
-def looks_binary(data: bytes) -> bool:
-    """Whether ``data`` is binary as ripgrep judges it: a NUL byte early on."""
-    return b"\0" in data[:BINARY_SNIFF_BYTES]
 
 
 def sniff(data: bytes) -> Encoding | None:

@@ -22,6 +22,12 @@ import sys
 from typing import Any, TypedDict
 
 BINARY_SNIFF_BYTES = 8192
+"""How much of a file is looked at for a NUL byte (ripgrep's rule for binary)."""
+
+
+def looks_binary(data: bytes) -> bool:
+    """Whether ``data`` is binary as ripgrep judges it: a NUL byte early on (also the file tools' rule)."""
+    return b"\0" in data[:BINARY_SNIFF_BYTES]
 
 
 class Request(TypedDict):
@@ -71,7 +77,7 @@ def run(request: Request) -> dict[str, Any]:
     matches: list[tuple[int, int, str]] = []
     for index, path in enumerate(request["files"]):
         data = read_searchable(path, request["max_file_bytes"])
-        if data is None or b"\0" in data[:BINARY_SNIFF_BYTES]:  # binary, as ripgrep judges it
+        if data is None or looks_binary(data):
             continue
         for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), start=1):
             line = line.removesuffix("\r")
