@@ -33,6 +33,7 @@ CONFINED = {
     "acp": ("acp",),
     "typer": ("cli",),
     "rich": ("cli",),
+    "prompt_toolkit": ("cli",),
     "tiktoken": ("llm/tokens.py",),
     "openai": ("llm/providers.py", "llm/openai_client.py"),
     "anthropic": ("llm/providers.py",),

@@ -1,4 +1,4 @@
-"""Choosing a session to resume at the terminal (``codling run --resume`` with no id)."""
+"""Choosing a session to resume at the terminal (``codling run --resume`` with no id, ``/resume`` in a chat)."""
 
 from __future__ import annotations
 
@@ -30,20 +30,29 @@ def age(updated_at: str, now: datetime) -> str:
     return "just now"
 
 
+def offer(sessions: Sequence[SessionSummary], *, output: TextIO, now: datetime, where: str) -> list[SessionSummary]:
+    """Write the first :data:`PICKER_SIZE` of ``sessions`` (newest first) as a numbered list on ``output``: title,
+    age and id. The sessions listed, in their numbers' order."""
+    offered = list(sessions[:PICKER_SIZE])
+    if not offered:
+        return offered
+    more = f" (the newest {len(offered)} of {len(sessions)})" if len(sessions) > len(offered) else ""
+    output.write(f"Sessions {where}{more}:\n")
+    for number, summary in enumerate(offered, start=1):
+        title = summary.title or "(untitled)"
+        output.write(f"{number:>3}. {title}  · {age(summary.updated_at, now)} · {summary.session_id}\n")
+    return offered
+
+
 def pick_session(
     sessions: Sequence[SessionSummary], *, input: TextIO, output: TextIO, now: datetime, where: str
 ) -> str | None:
     """Offer the first :data:`PICKER_SIZE` of ``sessions`` (newest first) as a numbered list on ``output`` and
     read the choice from ``input``: a number, Enter for the newest, ``q`` (or end of input) for none. The chosen
     session's id, or None."""
-    offered = list(sessions[:PICKER_SIZE])
+    offered = offer(sessions, output=output, now=now, where=where)
     if not offered:
         return None
-    more = f" (the newest {len(offered)} of {len(sessions)})" if len(sessions) > len(offered) else ""
-    output.write(f"Sessions {where}{more}:\n")
-    for number, summary in enumerate(offered, start=1):
-        title = summary.title or "(untitled)"
-        output.write(f"{number:>3}. {title}  · {age(summary.updated_at, now)} · {summary.session_id}\n")
     for _ in range(MAX_ATTEMPTS):
         output.write(f"Resume which? [1-{len(offered)}, Enter: 1, q: none] ")
         output.flush()

@@ -1,0 +1,375 @@
+"""``codling chat``: a multi-turn session at the terminal, recorded like every other.
+
+Each input is a turn drawn as ``codling run`` draws it (``cli/render.py``) and asked about as it asks
+(``cli/approve.py``). ``@path`` mentions attach files (``cli/mentions.py``). An input that is a slash command
+is either the chat's own (:data:`CHAT_COMMANDS`: ``/new``, ``/resume``, ``/help``, ``/exit``) or a session
+command an editor gets too (``/compact``, ``/model``, ``/mode``, ``/usage``, ``/init``, ``/pin``…), which the
+session runs and records as a turn. Ctrl-C cancels a running turn; Ctrl-C again at the empty prompt, or
+Ctrl-D, leaves. The session is created at the first turn, so opening the chat and leaving records nothing.
+
+The input line is injected (:class:`ChatInput`; ``cli/chat_input.py`` is prompt_toolkit's), so the loop runs
+in tests without a terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TextIO
+
+from codling import __version__
+from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
+from codling.brain.turns import COMMAND_HINTS, COMMANDS
+from codling.cli.draw import StyledWriter
+from codling.cli.mentions import attach
+from codling.cli.oneshot import SHUTDOWN_SECONDS, context_meter
+from codling.cli.plan import EXIT_OK, SessionPlan, open_live, plan_session, resumable, unknown_model
+from codling.config import PermissionMode, Settings
+from codling.errors import CodlingError
+from codling.llm.catalog import Catalog
+
+if TYPE_CHECKING:
+    from codling.brain.session import ModelFactory
+    from codling.cli.render import TerminalRenderer
+    from codling.store.index import SessionSummary
+    from codling.store.live import LiveSession
+    from codling.tools.ports import Approver
+
+CHAT_COMMANDS = {
+    "new": "Start a new session in this directory (this one stays recorded).",
+    "resume": "List the sessions to continue, or continue one (its number in the list, or its id).",
+    "help": "List the commands and keys.",
+    "exit": "Leave the chat (Ctrl-D does too).",
+    "quit": "Leave the chat.",
+}
+"""The chat's own commands; every other known command is the session's (``brain/turns.COMMANDS``)."""
+
+KEYS = (
+    "Enter sends; Alt-Enter (or Esc, Enter) or a line ending in \\ starts a new line; Up and Down recall what you "
+    "sent before.",
+    '@path attaches a file (its text, or an image); @"a path with spaces" too. Tab completes /commands and @paths.',
+    "Ctrl-C cancels a running turn or clears the line; Ctrl-C at an empty prompt, twice, or Ctrl-D leaves.",
+)
+
+EXIT_HINT = "(Ctrl-C again or Ctrl-D to leave)"
+
+HELP_COLUMN = 26
+"""The width of /help's command column; a longer usage gets its description on the next line."""
+
+_COMMAND = re.compile(r"/(?P<name>[A-Za-z][\w-]*)(?:\s+(?P<argument>.*))?", re.DOTALL)
+
+
+class ChatInput(Protocol):
+    """Where the chat reads its inputs."""
+
+    async def read(self) -> str:
+        """The next input; ``KeyboardInterrupt`` for Ctrl-C on an empty line, ``EOFError`` at the end."""
+        ...
+
+    def abort(self) -> None:
+        """End a read in progress with ``EOFError``."""
+        ...
+
+
+@dataclass(frozen=True)
+class ChatCommand:
+    """One of :data:`CHAT_COMMANDS`, with what follows its name."""
+
+    name: str
+    argument: str = ""
+
+
+@dataclass(frozen=True)
+class UnknownCommand:
+    """``/name`` that no command has."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Text for a turn: a prompt, or a session command (``command``: sent as typed, no mentions attached)."""
+
+    text: str
+    command: bool = False
+
+
+def parse_line(line: str) -> ChatCommand | UnknownCommand | Prompt | None:
+    """What an input asks for; None for a blank one. ``/etc/hosts is odd`` is a prompt, not a command."""
+    text = line.strip()
+    if not text:
+        return None
+    match = _COMMAND.fullmatch(text)
+    if match is None:
+        return Prompt(text)
+    name, argument = match["name"], (match["argument"] or "").strip()
+    if name in CHAT_COMMANDS:
+        return ChatCommand(name, argument)
+    if name in COMMANDS:
+        return Prompt(text, command=True)
+    return UnknownCommand(name)
+
+
+def all_commands() -> dict[str, str]:
+    """Every command a chat takes, with what it does: the chat's, then the session's."""
+    session = {name: text for name, text in COMMANDS.items() if name not in CHAT_COMMANDS}
+    return {**CHAT_COMMANDS, **session}
+
+
+def describe_chat() -> list[str]:
+    """/help's lines: the commands with what they take, then the keys."""
+    hints: Mapping[str, str] = {**COMMAND_HINTS, "resume": "number or id"}
+    commands = all_commands()
+    rows = [(f"/{name} [{hints[name]}]" if name in hints else f"/{name}", text) for name, text in commands.items()]
+    lines: list[str] = []
+    for usage, text in rows:
+        if len(usage) > HELP_COLUMN:
+            lines += [f"  {usage}", f"  {'':<{HELP_COLUMN}}  {text}"]
+        else:
+            lines.append(f"  {usage:<{HELP_COLUMN}}  {text}")
+    return [*lines, "", *KEYS]
+
+
+class Chat:
+    """The chat loop: reads inputs, runs them as turns of the current session, switches sessions.
+
+    ``renderer`` draws the turns and ``approver`` (None: none, the mode decides) asks about tool calls, for
+    every session of the chat; the chat's own lines go to ``out``. ``mode`` is the permission mode of new
+    sessions (None: the configured one); a resumed session keeps its own.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        plan: SessionPlan,
+        mode: PermissionMode | None,
+        *,
+        input: ChatInput,
+        renderer: TerminalRenderer,
+        approver: Approver | None,
+        out: TextIO,
+        color: bool,
+        model_factory: ModelFactory | None = None,
+    ) -> None:
+        self._settings = settings
+        self._catalog = catalog
+        self._plan = plan
+        self._mode = mode
+        self._input = input
+        self._renderer = renderer
+        self._approver = approver
+        self._out = StyledWriter(out, color=color)
+        self._model_factory = model_factory
+        self._live: LiveSession | None = None
+        self._offered: list[SessionSummary] = []
+        """The sessions the last ``/resume`` listed, by their numbers."""
+        self._armed = False
+        """A Ctrl-C was the last thing typed: another one leaves."""
+        self._cancelling = False
+        self._leaving = False
+        self._terminated: int | None = None
+
+    async def run(self, first: str | None = None) -> int:
+        """Run the chat (``first``, if given, is its first input) until the user leaves; the exit code."""
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self._interrupt)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, self._terminate, sig)
+        try:
+            self._introduce()
+            if first is not None:
+                await self._handle(first)
+            while not self._leaving:
+                try:
+                    line = await self._input.read()
+                except EOFError:
+                    break
+                except KeyboardInterrupt:
+                    if self._armed:
+                        break
+                    self._armed = True
+                    self._note(EXIT_HINT)
+                    continue
+                self._armed = False
+                await self._handle(line)
+        finally:
+            await self._close()
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                loop.remove_signal_handler(sig)
+        return EXIT_OK if self._terminated is None else 128 + self._terminated
+
+    # -- signals -------------------------------------------------------------------------------------------
+
+    def _interrupt(self) -> None:
+        """Ctrl-C while no input is being read: cancel the running turn; a second one leaves after it."""
+        if self._live is not None and self._live.brain.running:
+            if self._cancelling:
+                self._leaving = True
+            self._cancelling = True
+            self._live.brain.cancel()
+        elif self._armed:
+            self._leaving = True
+            self._input.abort()
+        else:
+            self._armed = True
+
+    def _terminate(self, sig: int) -> None:
+        """SIGTERM or SIGHUP: end the turn as Ctrl-C does and leave (exit 128 + N; past SHUTDOWN_SECONDS, at once)."""
+        if self._terminated is None:
+            self._terminated = sig
+            asyncio.get_running_loop().call_later(SHUTDOWN_SECONDS, os._exit, 128 + sig)
+        self._leaving = True
+        if self._live is not None:
+            self._live.brain.cancel()
+            self._live.brain.cancel_background()
+        self._input.abort()
+
+    # -- inputs --------------------------------------------------------------------------------------------
+
+    async def _handle(self, line: str) -> None:
+        match parse_line(line):
+            case None:
+                return
+            case UnknownCommand(name):
+                self._note(f"/{name} is not a command; /help lists them.", "yellow")
+            case ChatCommand("exit" | "quit"):
+                self._leaving = True
+            case ChatCommand("help"):
+                for text in ["Commands:", *describe_chat()]:
+                    self._out.line(text)
+            case ChatCommand("new"):
+                model = self._live.brain.state.model.id if self._live is not None else self._plan.model.id
+                mode = self._live.brain.state.mode if self._live is not None else self._mode
+                await self._switch(self._new_plan(model), mode)
+            case ChatCommand("resume", argument):
+                await self._resume(argument)
+            case Prompt(text, command):
+                await self._send(text, command)
+
+    def _new_plan(self, model: str | None) -> SessionPlan:
+        cwd = self._plan.header.cwd
+        return plan_session(self._settings, self._catalog, model, cwd, None, False, False)
+
+    async def _resume(self, argument: str) -> None:
+        cwd = self._plan.header.cwd
+        if not argument:
+            from codling.cli.picker import offer
+
+            try:
+                sessions, where = resumable(self._settings, cwd)
+            except CodlingError as e:
+                self._note(str(e), "yellow")
+                return
+            self._offered = offer(sessions, output=self._out.stream, now=datetime.now(UTC), where=where)
+            self._note("Continue one with /resume NUMBER (or /resume ID).")
+            return
+        if argument.isdigit() and 1 <= int(argument) <= len(self._offered):
+            argument = self._offered[int(argument) - 1].session_id
+        try:
+            plan = plan_session(self._settings, self._catalog, None, cwd, argument, False, False)
+        except CodlingError as e:
+            self._note(f"Not resumed: {e}", "yellow")
+            return
+        if self._live is not None and plan.header.session_id == self._live.id:
+            self._note("That is this session.")
+            return
+        await self._switch(plan, None)
+
+    async def _switch(self, plan: SessionPlan, mode: PermissionMode | None) -> None:
+        await self._close()
+        self._plan, self._mode = plan, mode
+        self._introduce()
+
+    async def _send(self, text: str, command: bool) -> None:
+        live = self._session()
+        if live is None:
+            return
+        blocks: tuple[PromptBlock, ...] = (TextBlock(text),)
+        if not command:
+            attached = await attach(text, live.brain.deps.workspace, live.brain.deps.fs)
+            for note in attached.notes:
+                self._note(note)
+            blocks = attached.blocks
+            model = live.brain.state.model
+            if not model.images and any(isinstance(block, ImageBlock) for block in blocks):
+                self._note(f"{model.id} cannot see images; it is only told their names.", "yellow")
+        self._cancelling = False
+        try:
+            result = await live.brain.run(blocks)
+        finally:
+            self._renderer.close()
+        if result.stop_reason == "cancelled" and self._cancelling and not self._leaving:
+            self._armed = True
+            self._note(EXIT_HINT)
+        elif result.context is not None and result.error is None and not command:
+            self._note(context_meter(result.context.used, result.context.size))
+
+    # -- sessions ------------------------------------------------------------------------------------------
+
+    def _session(self) -> LiveSession | None:
+        """The live session, started at the first turn that needs it (None, said why, if it cannot start)."""
+        if self._live is None:
+            try:
+                self._live = open_live(
+                    self._settings,
+                    self._plan,
+                    self._mode,
+                    self._approver,
+                    model_titles=True,  # in the background, while the user reads and types
+                    catalog=self._catalog,
+                    model_factory=self._model_factory,
+                )
+            except CodlingError as e:  # e.g. another codling process is writing the session
+                self._note(f"The session cannot start: {e}", "red")
+                return None
+            self._live.brain.subscribe(self._renderer)
+        return self._live
+
+    async def _close(self) -> None:
+        """Close the live session, if one was started, and say how to come back to it."""
+        live, self._live = self._live, None
+        if live is None:
+            return
+        await live.close()
+        named = f" “{live.recorder.title}”" if live.recorder.title else ""
+        self._note(f"Session {live.id}{named} is recorded; continue it with: codling chat --resume {live.id}")
+
+    def _introduce(self) -> None:
+        """Say which session the chat is in: for a resumed one, its last turn first."""
+        plan, out = self._plan, self._out
+        mode = plan.stored.mode if plan.stored is not None else (self._mode or self._settings.mode)
+        where = _home_relative(plan.header.cwd)
+        if plan.stored is not None:
+            from codling.brain.events import TurnStarted
+            from codling.cli.transcript import print_transcript
+
+            events = plan.stored.events
+            starts = [i for i, event in enumerate(events) if isinstance(event, TurnStarted)]
+            if starts:
+                out.line("The last turn of this session:", "dim")
+                print_transcript(events[starts[-1] :], out.stream, color=out.color)
+            title = f" “{plan.stored.title}”" if plan.stored.title else ""
+            turns = f"{len(starts)} turn{'s' if len(starts) != 1 else ''}"
+            out.line(f"Resumed session {plan.header.session_id}{title} ({turns})", "bold")
+        else:
+            out.line(f"codling {__version__}", "bold")
+        out.line(f"{plan.model.id} · {mode} mode · {where}", "dim")
+        if (warning := unknown_model(plan.model)) is not None:
+            out.line(f"Warning: {warning}.", "yellow")
+        out.line("/help lists the commands and keys; Ctrl-D leaves.", "dim")
+
+    def _note(self, text: str, style: str = "dim") -> None:
+        self._out.end_line()
+        self._out.line(text, style)
+
+
+def _home_relative(path: Path) -> str:
+    home = Path.home()
+    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) and path != home else str(path)

@@ -1,0 +1,184 @@
+"""``codling run``'s turn: one prompt in a recorded session, drawn live, answered on stdout, with an exit code.
+
+Piped or redirected, stdout carries the answer alone (the turn's last message, at its end) and what the turn
+does is drawn on stderr; ``--json`` prints JSON lines instead (a session event, the turn's events, a result
+event). The exit codes are :mod:`codling.cli.plan`'s; SIGTERM and SIGHUP end the turn as Ctrl-C does and exit
+with 128 + N.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from codling.brain.prompt import PromptBlock
+from codling.cli.plan import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, SessionPlan, open_live, unknown_model
+from codling.config import PermissionMode, Settings
+from codling.errors import CodlingError
+
+if TYPE_CHECKING:
+    from codling.cli.approve import TerminalApprover
+    from codling.cli.render import TerminalRenderer
+
+SHUTDOWN_SECONDS = 5.0
+"""How long SIGTERM or SIGHUP waits for the turn to end and be recorded before ``codling run`` exits anyway."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where a one-shot run reports: JSON lines or text, and the file for its last message (if any)."""
+
+    json: bool
+    last_message: Path | None
+    verbose: bool = False
+    model_title: bool = False
+    """Ask the model for a new session's title (else its first request names it, at once)."""
+
+
+def terminal_views(
+    screen: TextIO, *, err: TextIO | None, approve: bool, verbose: bool
+) -> tuple[TerminalRenderer, TerminalApprover | None]:
+    """The renderer drawing turns on ``screen`` (notes and the spinner on ``err`` when it is a terminal) and, if
+    ``approve``, the approver asking on the terminal; they share the diffs already shown."""
+    from codling.cli.approve import TerminalApprover
+    from codling.cli.draw import can_animate, use_color
+    from codling.cli.render import TerminalRenderer
+
+    color = use_color(screen, os.environ)
+    shown_diffs: set[str] = set()  # an edit's diff, shown when the user allowed it, is not drawn again
+    approver = (
+        TerminalApprover(input=sys.stdin, output=sys.stderr, color=color, shown_diffs=shown_diffs) if approve else None
+    )
+    animate = can_animate(sys.stderr, os.environ) or (err is not None and can_animate(screen, os.environ))
+    renderer = TerminalRenderer(
+        screen, err=err, color=color, interactive=animate, verbose=verbose, shown_diffs=shown_diffs
+    )
+    return renderer, approver
+
+
+async def run_turn(
+    prompt: tuple[PromptBlock, ...],
+    settings: Settings,
+    plan: SessionPlan,
+    mode: PermissionMode | None,
+    interactive: bool,
+    output: Output,
+) -> int:
+    """Run ``prompt`` in ``plan``'s session and report it as ``output`` says; the exit code."""
+    from codling.cli.render import JsonLinesRenderer, LastMessage, TerminalRenderer
+
+    # Piped or redirected, stdout carries the answer alone; what the turn does is drawn on stderr.
+    answer_only = not output.json and not sys.stdout.isatty()
+    renderer: JsonLinesRenderer | TerminalRenderer
+    if output.json:
+        renderer, approver = JsonLinesRenderer(sys.stdout), None
+        if interactive:
+            _, approver = terminal_views(sys.stderr, err=None, approve=True, verbose=False)
+    else:
+        renderer, approver = terminal_views(
+            sys.stderr if answer_only else sys.stdout,
+            err=None if answer_only else sys.stderr,
+            approve=interactive,
+            verbose=output.verbose,
+        )
+    if (warning := unknown_model(plan.model)) is not None:
+        print(f"codling: warning: {warning}", file=sys.stderr)
+    try:
+        live = open_live(settings, plan, mode, approver, model_titles=output.model_title)
+    except CodlingError as e:  # e.g. the session is being written by another codling process
+        print(f"codling: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(renderer, JsonLinesRenderer):
+        renderer.write(session_event(live.id, plan.model.id, live.header.cwd, plan.stored is not None))
+    last = LastMessage()
+    live.brain.subscribe(renderer)
+    live.brain.subscribe(last)
+    loop = asyncio.get_running_loop()
+    interrupted: list[bool] = []
+
+    def interrupt() -> None:
+        interrupted.append(True)
+        live.brain.cancel()
+
+    loop.add_signal_handler(signal.SIGINT, interrupt)
+    terminated: list[int] = []
+
+    def terminate(sig: int) -> None:
+        """SIGTERM or SIGHUP: end the turn as on Ctrl-C (commands stopped, turn_end recorded), skip the title,
+        then exit with 128 + the signal's number; past SHUTDOWN_SECONDS, exit anyway (records are flushed)."""
+        if not terminated:
+            terminated.append(sig)
+            loop.call_later(SHUTDOWN_SECONDS, os._exit, 128 + sig)
+        live.brain.cancel()
+        live.brain.cancel_background()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, terminate, sig)
+    started = time.monotonic()
+    try:
+        result = await live.brain.run(prompt)
+        # With --title, a new session's title is asked for once the answer is shown; Ctrl-C skips it.
+        loop.add_signal_handler(signal.SIGINT, live.brain.cancel_background)
+        if not terminated:
+            await live.brain.settle()
+    finally:
+        if isinstance(renderer, TerminalRenderer):
+            renderer.close()
+        await live.close()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
+    failed = result.error is not None
+    completed = not failed and result.stop_reason != "cancelled"
+    if completed and answer_only and last.text:
+        sys.stdout.write(last.text + "\n")
+    if completed and output.last_message is not None:
+        _write_last_message(output.last_message, last.text)
+    if isinstance(renderer, JsonLinesRenderer):
+        renderer.write(
+            {
+                "type": "result",
+                "session_id": live.id,
+                "stop_reason": "error" if failed else result.stop_reason,
+                "error": result.error,
+                "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens},
+                "cost": result.cost,
+                "duration_ms": round((time.monotonic() - started) * 1000),
+                "turns": live.brain.state.turn_count,
+            }
+        )
+    else:
+        if result.context is not None:
+            print(context_meter(result.context.used, result.context.size), file=sys.stderr)
+        named = f" “{live.recorder.title}”" if live.recorder.title else ""
+        print(f"codling: session {live.id}{named} (continue with: codling run --resume {live.id} …)", file=sys.stderr)
+    if terminated:
+        return 128 + terminated[0]
+    if failed:
+        return EXIT_FAILED
+    if result.stop_reason == "cancelled":
+        return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+    return EXIT_OK
+
+
+def session_event(session_id: str, model_id: str, cwd: Path, resumed: bool) -> dict[str, object]:
+    """The first JSON line of a run: what a script needs to continue the session later."""
+    return {"type": "session", "session_id": session_id, "model": model_id, "cwd": str(cwd), "resumed": resumed}
+
+
+def _write_last_message(path: Path, text: str) -> None:
+    try:
+        path.write_text(text + "\n" if text else "")
+    except OSError as e:
+        print(f"codling: cannot write the last message to {path}: {e.strerror or e}", file=sys.stderr)
+
+
+def context_meter(used: int, size: int) -> str:
+    """The one-line context meter printed after a turn: ``context: 12,345 / 200,000 tokens (6%)``."""
+    share = used / size if size else 0.0
+    return f"context: {used:,} / {size:,} tokens ({share:.0%})"
