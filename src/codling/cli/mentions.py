@@ -4,7 +4,8 @@ A mention starts a word: ``@src/app.py``, or ``@"docs/a file.md"`` for a path wi
 attached whole (as an editor attaches a file, ``brain/prompt.ResourceBlock``), an image as an image; a
 directory, a file too large or one that cannot be read is passed on by name with the reason, so the model is
 not left guessing. Punctuation that ends a sentence (``see @README.md.``) is not part of the path unless the
-path with it exists. ``user@example.com`` is not a mention. What was attached, and what was not and why, is
+path with it exists. An ``@`` after a letter, a digit or another ``@`` starts no mention
+(``user@example.com``). What was attached, and what was not and why, is
 said to the user in one line each.
 """
 
@@ -21,7 +22,7 @@ from codling.tools.ports import FileSystem
 from codling.tools.workspace import Workspace
 
 MENTION = re.compile(r'(?<![\w@])@(?:"(?P<quoted>[^"\n]+)"|(?P<bare>[^\s"@]+))')
-"""``@path`` or ``@"path with spaces"`` at the start of a word."""
+"""``@path`` or ``@"path with spaces"``, the ``@`` not after a letter, a digit or another ``@``."""
 
 TRAILING = ".,;:!?)]}'"
 """Characters that end a sentence rather than a path (dropped when the path with them does not exist)."""
