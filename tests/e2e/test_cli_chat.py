@@ -1,0 +1,144 @@
+"""`codling chat` (and plain `codling`) on a real pseudo-terminal, driven as a person would: type, wait for the
+answer, press Ctrl-C or Ctrl-D. The model is the loopback OpenAI-compatible server; sessions are real files."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codling.brain.events import TurnEnded, TurnStarted
+from codling.store.index import SessionStore
+from tests.e2e.test_cli import base_env, codling, model_env
+from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, last_user_text, running_server
+from tests.fakes.pty_process import PtyProcess
+from tests.fakes.scenarios import user_prompt
+
+UP, ALT_ENTER, CTRL_C, CTRL_D = "\x1b[A", "\x1b\r", "\x03", "\x04"
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
+
+
+def chat(home: Path, project: Path, server: OpenAIServer, *args: str) -> PtyProcess:
+    env = {
+        **model_env(home, server),
+        "TERM": "xterm",
+        "NO_COLOR": "1",
+        "PROMPT_TOOLKIT_NO_CPR": "1",  # the test's terminal does not answer cursor-position queries
+    }
+    return PtyProcess([sys.executable, "-m", "codling", *args], env=env, cwd=project)
+
+
+def recorded_prompts(home: Path) -> list[list[str]]:
+    store = SessionStore(home)
+    return [[t.prompt for t in store.read(s.session_id).events if isinstance(t, TurnStarted)] for s in store.list()]
+
+
+def test_plain_codling_opens_a_chat_with_mentions_multiline_input_and_history(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    server.enqueue(
+        Reply(text=["Two lines received."]),
+        Reply(text=["It is a demo."]),
+        Reply(text=["Again."]),
+        Reply(text=["Never paste keys."]),
+    )
+    codling_ = chat(home, project, server)
+    try:
+        at = codling_.expect("/help lists the commands and keys; Ctrl-D leaves.")
+        at = codling_.expect("›", after=at)
+        codling_.send(f"first line{ALT_ENTER}second line\r")
+        at = codling_.expect("Two lines received.", after=at)
+        at = codling_.expect("›", after=codling_.expect("context: ", after=at))
+        codling_.send("what is @README.md about?\r")
+        at = codling_.expect("attached README.md (1 line)", after=at)
+        at = codling_.expect("It is a demo.", after=at)
+        at = codling_.expect("›", after=at)
+        codling_.send(f"{UP}{UP}\r")  # the history: the input before the last, sent again
+        at = codling_.expect("Again.", after=at)
+        at = codling_.expect("›", after=at)
+        codling_.send("my key is sk-cli-test\r")  # the value of OPENAI_API_KEY
+        at = codling_.expect("Never paste keys.", after=at)
+        at = codling_.expect("›", after=at)
+        codling_.send(CTRL_D)
+        assert codling_.wait() == 0
+    finally:
+        codling_.close()
+    readme = (project / "README.md").as_uri()
+    assert [user_prompt(last_user_text(body)) for body in server.requests] == [
+        "first line\nsecond line",
+        f"what is @README.md about?\n\n{readme}\n```\n# demo\n```",
+        "first line\nsecond line",
+        "my key is sk-cli-test",  # (the model is told what the user typed)
+    ]
+    [session] = recorded_prompts(home)
+    assert session[:3] == ["first line\nsecond line", "what is @README.md about? @README.md", "first line\nsecond line"]
+    assert "continue it with: codling chat --resume " in codling_.output
+    typed = (home / "prompt_history").read_text()
+    assert typed.count("+first line") == 2
+    assert "+my key is " in typed and "sk-cli-test" not in typed  # redacted as history.jsonl has it
+    assert "sk-cli-test" not in "".join(p.read_text() for p in home.rglob("history.jsonl"))
+
+
+def test_ctrl_c_cancels_the_running_turn_and_a_second_ctrl_c_leaves(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    command = "until [ -f go ]; do sleep 0.05; done"
+    server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": command}, id="c1")]))
+    codling_ = chat(home, project, server, "chat")
+    try:
+        at = codling_.expect("›")
+        codling_.send("wait for go\r")
+        at = codling_.expect("Allow? [y]es", after=at)
+        codling_.send("y\r")  # the approver reads the terminal the input line has just let go of
+        at = codling_.expect("Run until [ -f go ]", after=at)
+        codling_.interrupt()
+        at = codling_.expect("(cancelled)", after=at)
+        at = codling_.expect("(Ctrl-C again or Ctrl-D to leave)", after=at)
+        at = codling_.expect("›", after=at)
+        codling_.send(CTRL_C)
+        assert codling_.wait() == 0
+    finally:
+        codling_.close()
+    assert not (project / "go").exists()
+    store = SessionStore(home)
+    [summary] = store.list()
+    ends = [e for e in store.read(summary.session_id).events if isinstance(e, TurnEnded)]
+    assert [e.stop_reason for e in ends] == ["cancelled"]
+
+
+def test_chat_resume_with_no_id_offers_the_sessions_then_shows_where_it_left_off(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    from tests.e2e.test_cli_sessions import GOLDEN_ID, install_golden
+
+    install_golden(home)
+    server.enqueue(Reply(text=["Carrying on."]))
+    codling_ = chat(home, project, server, "chat", "--resume")
+    try:
+        at = codling_.expect("Resume which? [1-1, Enter: 1, q: none] ")
+        codling_.send("\r")
+        at = codling_.expect("The last turn of this session:", after=at)
+        at = codling_.expect(f"Resumed session {GOLDEN_ID} “rename greet @app.py”", after=at)
+        at = codling_.expect("›", after=at)
+        codling_.send("/exit\r")
+        assert codling_.wait() == 0
+    finally:
+        codling_.close()
+    assert server.requests == []  # nothing was asked, so nothing was added
+    assert f"continue it with: codling chat --resume {GOLDEN_ID}" not in codling_.output
+
+
+def test_chat_without_a_terminal_points_to_run_and_plain_codling_prints_help(home: Path) -> None:
+    refused = codling("chat", env=base_env(home), stdin="hello\n")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("codling: chat needs a terminal") and "codling run" in refused.stderr
+    help_ = codling(env=base_env(home))
+    assert help_.returncode == 0 and "chat" in help_.stdout and "run" in help_.stdout
+    assert SessionStore(home).list() == []
