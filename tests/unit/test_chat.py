@@ -8,6 +8,7 @@ import io
 from pathlib import Path
 
 import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from codling.brain.events import TurnStarted
 from codling.brain.turns import COMMANDS
@@ -72,9 +73,17 @@ def chat_in(settings: Settings, project: Path, typed: Typed, script: Script) -> 
     return chat, out
 
 
+def said(message: ModelMessage) -> str:
+    """What the user said in a request message, as the model saw it."""
+    assert isinstance(message, ModelRequest)
+    part = message.parts[-1]
+    assert isinstance(part, UserPromptPart) and isinstance(part.content, str)
+    return user_prompt(part.content)
+
+
 def prompts(script: Script) -> list[str]:
-    """What the user said in each model request, as the model saw it."""
-    return [user_prompt(request[-1].parts[-1].content) for request in script.requests]  # type: ignore[union-attr]
+    """What the user said in each model request."""
+    return [said(request[-1]) for request in script.requests]
 
 
 def turns(store: SessionStore) -> dict[str, list[str]]:
@@ -172,7 +181,7 @@ async def test_new_starts_another_session_and_resume_goes_back_to_the_first(sett
     recorded = turns(store)
     assert sorted(recorded.values()) == [["first", "third"], ["second"]]
     # The resumed session's history went with the third request.
-    history = [user_prompt(m.parts[0].content) for m in script.requests[2] if m.kind == "request"]  # type: ignore[union-attr]
+    history = [said(m) for m in script.requests[2] if isinstance(m, ModelRequest)]
     assert history[0] == "first" and history[-1] == "third"
     shown = out.getvalue()
     assert "Sessions in " in shown and "  2. " in shown
