@@ -179,7 +179,11 @@ async def test_ask_mode_requests_permission_with_the_diff_and_remembers_always(s
     (request,) = h.client.permissions
     assert request.session_id == sid
     assert request.tool_call.tool_call_id == "e1"
-    assert [o.kind for o in request.options] == ["allow_once", "allow_always", "reject_once"]
+    assert [(o.kind, o.name) for o in request.options] == [
+        ("allow_once", "Allow"),
+        ("allow_always", "Always allow (every edit, for this session)"),
+        ("reject_once", "Reject"),
+    ]
     diff = request.tool_call.content[0]
     assert diff.type == "diff" and diff.new_text.endswith("'one'\n")
 
@@ -426,3 +430,11 @@ async def test_a_delegate_works_under_its_call_in_the_editor(start) -> None:  # 
     ]
     (plan,) = h.client.of_kind("plan")
     assert [e.content for e in plan.entries] == ["Read app.py"]
+
+
+def test_always_is_not_offered_to_the_editor_where_it_would_not_be_remembered() -> None:
+    from codling.acp.ports import options_for
+    from codling.tools.ports import PermissionRequest
+
+    protected = PermissionRequest("e1", "edit_file", "edit", "Edit .git/config", "/p/.git/config", always=None)
+    assert [o.option_id for o in options_for(protected)] == ["allow_once", "reject"]

@@ -31,11 +31,16 @@ from codling.tools.processes import COMMAND_ID_VARIABLE, new_command_id, stop_co
 
 log = logging.getLogger(__name__)
 
-OPTIONS = [
-    PermissionOption(option_id="allow_once", name="Allow", kind="allow_once"),
-    PermissionOption(option_id="allow_always", name="Always allow", kind="allow_always"),
-    PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
-]
+
+def options_for(request: PermissionRequest) -> list[PermissionOption]:
+    """The choices offered for ``request``: allow, "always allow" naming what it covers (only when it would be
+    remembered: never for a protected path), reject."""
+    options = [PermissionOption(option_id="allow_once", name="Allow", kind="allow_once")]
+    if request.always is not None:
+        name = f"Always allow ({request.always}, for this session)"
+        options.append(PermissionOption(option_id="allow_always", name=name, kind="allow_always"))
+    options.append(PermissionOption(option_id="reject", name="Reject", kind="reject_once"))
+    return options
 
 
 class AcpApprover:
@@ -68,7 +73,7 @@ class AcpApprover:
             raw_input=shown.raw_input if shown else request.raw_input,
         )
         response = await self._client.request_permission(
-            session_id=self._session_id, tool_call=tool_call, options=OPTIONS
+            session_id=self._session_id, tool_call=tool_call, options=options_for(request)
         )
         outcome = response.outcome
         if outcome.outcome == "selected" and outcome.option_id in ("allow_once", "allow_always"):
