@@ -119,12 +119,16 @@ def test_chat_resume_with_no_id_offers_the_sessions_then_shows_where_it_left_off
     from tests.e2e.test_cli_sessions import GOLDEN_ID, install_golden
 
     install_golden(home)
+    stored = SessionStore(home).read(GOLDEN_ID).events
+    turns = sum(isinstance(e, TurnStarted) for e in stored)
+    assert turns > 1
     server.enqueue(Reply(text=["Carrying on."]))
     codling_ = chat(home, project, server, "chat", "--resume")
     try:
         at = codling_.expect("Resume which? [1-1, Enter: 1, q: none] ")
         codling_.send("\r")
         at = codling_.expect("The last turn of this session:", after=at)
+        at = codling_.expect(f"Turn {turns} · ", after=at)  # numbered as in the whole session
         at = codling_.expect(f"Resumed session {GOLDEN_ID} “rename greet @app.py”", after=at)
         at = codling_.expect("›", after=at)
         codling_.send("/exit\r")

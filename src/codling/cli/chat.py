@@ -354,7 +354,7 @@ class Chat:
             starts = [i for i, event in enumerate(events) if isinstance(event, TurnStarted)]
             if starts:
                 out.line("The last turn of this session:", "dim")
-                print_transcript(events[starts[-1] :], out.stream, color=out.color)
+                print_transcript(events[starts[-1] :], out.stream, color=out.color, first_turn=len(starts))
             title = f" “{plan.stored.title}”" if plan.stored.title else ""
             turns = f"{len(starts)} turn{'s' if len(starts) != 1 else ''}"
             out.line(f"Resumed session {plan.header.session_id}{title} ({turns})", "bold")

@@ -51,7 +51,7 @@ class _Turn:
     events: list[Event] = field(default_factory=list)
 
 
-def print_transcript(events: Sequence[Event], out: TextIO, *, color: bool) -> None:
+def print_transcript(events: Sequence[Event], out: TextIO, *, color: bool, first_turn: int = 1) -> None:
     """Write the conversation that ``events`` (a whole session, e.g. ``SessionLog.events``) hold to ``out``.
 
     Turns are separated by a blank line. A thinking turn's reasoning blocks are collapsed into one line each (the
@@ -60,9 +60,10 @@ def print_transcript(events: Sequence[Event], out: TextIO, *, color: bool) -> No
     ``TurnEnded`` is missing with :data:`INTERRUPTED_NOTE`. ``color`` styles the output; without it the output
     holds no escape codes (not even from the recorded content). What a special turn added to the conversation
     between turns (a greeting) is shown where it came, under its type; other events outside turns are not.
+    Turns are numbered from ``first_turn`` (for the tail of a session).
     """
     writer = StyledWriter(out, color=color)
-    number = 0
+    number = first_turn - 1
     for index, block in enumerate(_split_turns(events)):
         if index:
             writer.line()
