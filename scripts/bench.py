@@ -495,7 +495,7 @@ async def bare_times(config: Config) -> list[float]:
 async def bench_light_commands(config: Config, env: Env) -> list[Row]:
     """The terminal's light commands against bare Python (``bench_cli.py``)."""
     sys.path.insert(0, str(REPO / "scripts"))
-    from bench_cli import TARGET_SECONDS, install_golden, summary
+    from bench_cli import CHAT_TARGET_SECONDS, TARGET_SECONDS, chat_prompt_times, install_golden, summary
 
     install_golden(Path(env.vars["CODLING_HOME"]))
     variables = {**os.environ, **env.vars}
@@ -506,6 +506,9 @@ async def bench_light_commands(config: Config, env: Env) -> list[Row]:
         target = f"< {TARGET_SECONDS * 1000:.0f} ms, no model stack"
         value = ms(seconds) + (f", imports {', '.join(heavy)}" if heavy else "")
         rows.append(Row(f"{label} (median)", value, target, seconds < TARGET_SECONDS and not heavy))
+    chat = median(await asyncio.to_thread(chat_prompt_times, config.spawn_runs, variables, env.project))
+    target = f"< {CHAT_TARGET_SECONDS:.0f} s"
+    rows.append(Row("codling chat: until its input line (median)", ms(chat), target, chat < CHAT_TARGET_SECONDS))
     return rows
 
 

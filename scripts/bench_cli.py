@@ -89,3 +89,36 @@ def summary(runs: int, env: Mapping[str, str]) -> list[tuple[str, float, list[st
         label = "codling " + " ".join(command[:2])
         rows.append((label, statistics.median(samples), heavy_imports(command, env)))
     return rows
+
+
+CHAT_TARGET_SECONDS = 2.0
+"""How long ``codling chat`` may take to offer its input line."""
+
+
+def chat_prompt_times(runs: int, env: Mapping[str, str], cwd: Path) -> list[float]:
+    """Seconds from spawning ``codling chat`` on a pseudo-terminal to its input line appearing, ``runs`` times
+    (after one untimed run). Its model is checked before the prompt, so the model stack is loaded; the model
+    server is never contacted."""
+    from tests.fakes.pty_process import PtyProcess
+
+    variables = {
+        **env,
+        "CODLING_MODEL": "openai-chat:bench",
+        "OPENAI_API_KEY": "sk-bench",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+        "TERM": "xterm",
+        "PROMPT_TOOLKIT_NO_CPR": "1",  # nothing here answers a terminal's cursor-position query
+    }
+    times: list[float] = []
+    for run in range(runs + 1):
+        start = time.perf_counter()
+        chat = PtyProcess([*entry_point(), "chat"], env=variables, cwd=cwd)
+        try:
+            chat.expect("›", timeout=60)
+            if run:
+                times.append(time.perf_counter() - start)
+            chat.send("\x04")  # Ctrl-D: leave
+            chat.wait()
+        finally:
+            chat.close()
+    return times
