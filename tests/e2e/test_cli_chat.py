@@ -146,3 +146,22 @@ def test_chat_without_a_terminal_points_to_run_and_plain_codling_prints_help(hom
     help_ = codling(env=base_env(home))
     assert help_.returncode == 0 and "chat" in help_.stdout and "run" in help_.stdout
     assert SessionStore(home).list() == []
+
+
+def test_sigterm_at_the_prompt_leaves_with_128_plus_its_number_and_the_session_recorded(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    import signal
+
+    server.enqueue(Reply(text=["Hi."]))
+    codling_ = chat(home, project, server, "chat")
+    try:
+        at = codling_.expect("›")
+        codling_.send("hello\r")
+        at = codling_.expect("›", after=codling_.expect("Hi.", after=at))
+        codling_.process.send_signal(signal.SIGTERM)
+        assert codling_.wait() == 128 + signal.SIGTERM
+    finally:
+        codling_.close()
+    assert recorded_prompts(home) == [["hello"]]
+    assert "is recorded; continue it with: codling chat --resume " in codling_.output
