@@ -165,3 +165,16 @@ def test_sigterm_at_the_prompt_leaves_with_128_plus_its_number_and_the_session_r
         codling_.close()
     assert recorded_prompts(home) == [["hello"]]
     assert "is recorded; continue it with: codling chat --resume " in codling_.output
+
+
+def test_a_configuration_error_is_one_line_and_exit_2_before_the_chat_opens(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    codling_ = chat(home, project, server, "chat", "--model", "nosuch:model")
+    try:
+        assert codling_.wait() == 2
+    finally:
+        codling_.close()
+    assert codling_.output.startswith("codling: ") and "nosuch:model" in codling_.output
+    assert len(codling_.output.strip().splitlines()) == 1
+    assert "›" not in codling_.output and SessionStore(home).list() == []
