@@ -144,11 +144,6 @@ def key_lines(numbered: str, limit: int = SUMMARY_READ_CHARS, *, markdown: bool 
     return "\n".join(kept) if kept else "\n".join([*lines[:3], "  …"])
 
 
-def number_lines(text: str, start_line: int | None, end_line: int | None, shown: str) -> str:
-    """The numbered lines ``start_line..end_line`` of ``text``, capped, with a note if more remain."""
-    return _numbered(text, start_line, end_line, shown).text
-
-
 @dataclass(frozen=True)
 class _Numbered:
     text: str
