@@ -3,6 +3,8 @@ answer, press Ctrl-C or Ctrl-D. The model is the loopback OpenAI-compatible serv
 
 from __future__ import annotations
 
+import os
+import select
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ from codling.brain.events import TurnEnded, TurnStarted
 from codling.store.index import SessionStore
 from tests.e2e.test_cli import base_env, codling, model_env
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, last_user_text, running_server
+from tests.fakes.processes import alive
 from tests.fakes.pty_process import PtyProcess
 from tests.fakes.scenarios import user_prompt
 
@@ -89,7 +92,11 @@ def test_plain_codling_opens_a_chat_with_mentions_multiline_input_and_history(
 def test_ctrl_c_cancels_the_running_turn_and_a_second_ctrl_c_leaves(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:
-    command = "until [ -f go ]; do sleep 0.05; done"
+    # The shell announces its pid through a named pipe the test holds open: the test waits on the pipe (an event),
+    # then presses Ctrl-C while the command surely runs.
+    os.mkfifo(project / "started")
+    started = os.open(project / "started", os.O_RDWR | os.O_NONBLOCK)  # (read-write: never an early end)
+    command = "echo $$ > started; until [ -f go ]; do sleep 0.05; done"
     server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": command}, id="c1")]))
     codling_ = chat(home, project, server, "chat")
     try:
@@ -97,7 +104,8 @@ def test_ctrl_c_cancels_the_running_turn_and_a_second_ctrl_c_leaves(
         codling_.send("wait for go\r")
         at = codling_.expect("Allow? [y]es", after=at)
         codling_.send("y\r")  # the approver reads the terminal the input line has just let go of
-        at = codling_.expect("Run until [ -f go ]", after=at)
+        assert select.select([started], [], [], 30)[0], "the command did not start"
+        shell = int(os.read(started, 64))
         codling_.interrupt()
         at = codling_.expect("(cancelled)", after=at)
         at = codling_.expect("(Ctrl-C again or Ctrl-D to leave)", after=at)
@@ -106,7 +114,8 @@ def test_ctrl_c_cancels_the_running_turn_and_a_second_ctrl_c_leaves(
         assert codling_.wait() == 0
     finally:
         codling_.close()
-    assert not (project / "go").exists()
+        os.close(started)
+    assert not alive(shell)  # the cancelled command was stopped (codling waits for it), not left running
     store = SessionStore(home)
     [summary] = store.list()
     ends = [e for e in store.read(summary.session_id).events if isinstance(e, TurnEnded)]
