@@ -77,9 +77,12 @@ async def run_turn(
     answer_only = not output.json and not sys.stdout.isatty()
     renderer: JsonLinesRenderer | TerminalRenderer
     if output.json:
-        renderer, approver = JsonLinesRenderer(sys.stdout), None
-        if interactive:
-            _, approver = terminal_views(sys.stderr, err=None, approve=True, verbose=False)
+        from codling.cli.approve import TerminalApprover
+        from codling.cli.draw import use_color
+
+        renderer = JsonLinesRenderer(sys.stdout)
+        color = use_color(sys.stderr, os.environ)
+        approver = TerminalApprover(input=sys.stdin, output=sys.stderr, color=color) if interactive else None
     else:
         renderer, approver = terminal_views(
             sys.stderr if answer_only else sys.stdout,
