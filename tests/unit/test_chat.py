@@ -115,7 +115,7 @@ def test_what_an_input_asks_for(line: str, action: object) -> None:
 
 
 def test_help_names_every_command_of_the_chat_and_of_the_session() -> None:
-    shown = "\n".join(describe_chat())
+    shown = describe_chat()
     for name in [*CHAT_COMMANDS, *COMMANDS]:
         assert f"/{name}" in shown
     assert "Ctrl-D" in shown and "@path" in shown

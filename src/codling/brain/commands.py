@@ -8,7 +8,7 @@ prompt of ``prompts/init.md`` (see ``turns.turn_text``), unless the project alre
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from codling.brain.context import compactor
@@ -56,11 +56,11 @@ async def run_command(
             say(describe_commands())
 
 
-def describe_commands() -> str:
-    """/help's answer: every command with what it takes and does."""
+def describe_commands(commands: Mapping[str, str] = COMMANDS, hints: Mapping[str, str] = COMMAND_HINTS) -> str:
+    """/help's answer: every command with what it takes and does (markdown; a client may add its own)."""
     lines = ["Commands (type them as the whole prompt):", ""]
-    for name, description in COMMANDS.items():
-        hint = f" [{COMMAND_HINTS[name]}]" if name in COMMAND_HINTS else ""
+    for name, description in commands.items():
+        hint = f" [{hints[name]}]" if name in hints else ""
         lines.append(f"- `/{name}{hint}`: {description}")
     return "\n".join(lines)
 

@@ -17,7 +17,6 @@ import asyncio
 import os
 import re
 import signal
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,9 +57,6 @@ KEYS = (
 )
 
 EXIT_HINT = "(Ctrl-C again or Ctrl-D to leave)"
-
-HELP_COLUMN = 26
-"""The width of /help's command column; a longer usage gets its description on the next line."""
 
 _COMMAND = re.compile(r"/(?P<name>[A-Za-z][\w-]*)(?:\s+(?P<argument>.*))?", re.DOTALL)
 
@@ -122,18 +118,12 @@ def all_commands() -> dict[str, str]:
     return {**CHAT_COMMANDS, **session}
 
 
-def describe_chat() -> list[str]:
-    """/help's lines: the commands with what they take, then the keys."""
-    hints: Mapping[str, str] = {**COMMAND_HINTS, "resume": "number or id"}
-    commands = all_commands()
-    rows = [(f"/{name} [{hints[name]}]" if name in hints else f"/{name}", text) for name, text in commands.items()]
-    lines: list[str] = []
-    for usage, text in rows:
-        if len(usage) > HELP_COLUMN:
-            lines += [f"  {usage}", f"  {'':<{HELP_COLUMN}}  {text}"]
-        else:
-            lines.append(f"  {usage:<{HELP_COLUMN}}  {text}")
-    return [*lines, "", *KEYS]
+def describe_chat() -> str:
+    """/help's answer (markdown): the commands with what they take, then the keys."""
+    from codling.brain.commands import describe_commands
+
+    hints = {**COMMAND_HINTS, "resume": "number or id"}
+    return describe_commands(all_commands(), hints) + "\n\n" + "\n".join(f"- {keys}" for keys in KEYS)
 
 
 class Chat:
@@ -242,8 +232,7 @@ class Chat:
             case ChatCommand("exit" | "quit"):
                 self._leaving = True
             case ChatCommand("help"):
-                for text in ["Commands:", *describe_chat()]:
-                    self._out.line(text)
+                self._out.markdown(describe_chat())
             case ChatCommand("new"):
                 model = self._live.brain.state.model.id if self._live is not None else self._plan.model.id
                 mode = self._live.brain.state.mode if self._live is not None else self._mode
