@@ -35,7 +35,7 @@ from codling.brain.session import ConversationSession
 from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
-from codling.tools.deps import TOOL_NAMES
+from codling.tools.specs import TOOL_NAMES
 from tests.fakes.observer import observed
 from tests.fakes.scenarios import Call, Fail, Say, Script, Until, Wait
 

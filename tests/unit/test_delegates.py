@@ -12,7 +12,6 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from codling.acp.translate import translate
 from codling.brain.builtin_turns import prompt_text
-from codling.brain.delegates import ROLE_TOOLS
 from codling.brain.events import ContextCompacted, PlanUpdated, ToolCallNote
 from codling.brain.factory import open_session
 from codling.config import Settings
@@ -20,6 +19,7 @@ from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from codling.tools.base import PlanStep
 from codling.tools.ports import ShownCall
+from codling.tools.specs import role_tools
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.observer import observed
 from tests.fakes.scenarios import Call, Fail, Say, Script, Wait
@@ -52,7 +52,7 @@ async def test_a_planner_works_alone_with_its_tools_and_its_plan_becomes_the_ses
     result = await session.run("plan the fix")
     assert result.text == "The plan is ready."
     # The planner was offered its role's tools only (no delegate: depth is bounded), with its instructions.
-    assert sorted(script.tools[2]) == sorted(ROLE_TOOLS["planner"]) == sorted(script.tools[3])
+    assert sorted(script.tools[2]) == sorted(role_tools("planner")) == sorted(script.tools[3])
     planner_request = script.requests[2]
     assert prompt_text("planner") in (planner_request[-1].instructions or "")  # type: ignore[union-attr]
     asked = prompt_of(planner_request)

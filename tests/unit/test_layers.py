@@ -44,20 +44,44 @@ CONFINED = {
 }
 
 
-def _part(path: Path) -> str:
+def _imports(path: Path, *, with_names: bool = False) -> list[str]:
+    """The modules ``path`` imports, lazy and type-only imports included; relative imports made absolute.
+    ``with_names`` adds ``X.a`` for each ``from X import a`` (``a`` may be a submodule)."""
     rel = path.relative_to(SRC)
-    return rel.parts[0].removesuffix(".py")
+    return _imported(path.read_text(), ("codling", *rel.parent.parts), with_names=with_names)
 
 
-def _imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+def _imported(source: str, package: tuple[str, ...], *, with_names: bool = False) -> list[str]:
     names: list[str] = []
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.append(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join((*base, *([node.module] if node.module else [])))
+            names.append(module)
+            if with_names:
+                names.extend(f"{module}.{alias.name}" for alias in node.names)
     return names
+
+
+def _violations(rel: str, names: list[str]) -> list[str]:
+    """What breaks the layer rule or a confinement among the imports ``names`` of the module at ``rel``."""
+    part = rel.split("/")[0].removesuffix(".py")
+    found: list[str] = []
+    for name in names:
+        top, _, rest = name.partition(".")
+        if top == "codling" and rest:
+            target = rest.split(".")[0]
+            allowed = LAYERS[target] < LAYERS[part] or target == part or LAYERS[target] == LAYERS[part] == 0
+            if {part, target} == {"acp", "cli"}:
+                allowed = part == "cli" and name in CLI_MAY_USE_ACP
+            if not allowed:
+                found.append(f"{rel} imports {name}: {part} may not depend on {target}")
+        for confined, homes in CONFINED.items():
+            if (name == confined or name.startswith(confined + ".")) and not any(rel == h or part == h for h in homes):
+                found.append(f"{rel} imports {name}, allowed only in {homes}")
+    return found
 
 
 # acp and cli are peers; the CLI may only start the server and print a session's replay (what a client sees).
@@ -68,19 +92,7 @@ MODULES = sorted(SRC.rglob("*.py"))
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
 def test_module_respects_layers_and_confinement(path: Path) -> None:
-    part = _part(path)
-    rel = str(path.relative_to(SRC))
-    for name in _imports(path):
-        top, _, rest = name.partition(".")
-        if top == "codling" and rest:
-            target = rest.split(".")[0]
-            allowed = LAYERS[target] < LAYERS[part] or target == part or LAYERS[target] == LAYERS[part] == 0
-            if {part, target} == {"acp", "cli"}:
-                allowed = part == "cli" and name in CLI_MAY_USE_ACP
-            assert allowed, f"{rel} imports {name}: {part} may not depend on {target}"
-        for confined, homes in CONFINED.items():
-            if name == confined or name.startswith(confined + "."):
-                assert any(rel == h or part == h for h in homes), f"{rel} imports {name}, allowed only in {homes}"
+    assert _violations(str(path.relative_to(SRC)), _imports(path)) == []
 
 
 def test_the_rule_sees_lazy_imports() -> None:
@@ -88,14 +100,24 @@ def test_the_rule_sees_lazy_imports() -> None:
     assert "pydantic_ai.exceptions" in _imports(SRC / "brain" / "drive.py")
 
 
-# --- import circles --------------------------------------------------------------------------------------
+def test_the_rule_sees_relative_imports() -> None:
+    source = "from ..acp import server\nfrom . import files\nfrom .mcp.connect import x\n"
+    names = _imported(source, ("codling", "tools"), with_names=True)
+    assert names == [
+        "codling.acp",
+        "codling.acp.server",
+        "codling.tools",
+        "codling.tools.files",
+        "codling.tools.mcp.connect",
+        "codling.tools.mcp.connect.x",
+    ]
+    assert _violations("tools/files.py", names) == [
+        "tools/files.py imports codling.acp: tools may not depend on acp",
+        "tools/files.py imports codling.acp.server: tools may not depend on acp",
+    ]
 
-KNOWN_CIRCLES: list[set[str]] = [
-    # build_toolset imports the tool modules, which import ToolDeps from toolset.py (to go with one tool table).
-    {"tools.delegate", "tools.files", "tools.patch", "tools.plan", "tools.search", "tools.shell", "tools.toolset"},
-    # events.py names the ledger's type (TurnEnded.summary); the ledger is built from events.
-    {"brain.context.ledger", "brain.context.summaries", "brain.events"},
-]
+
+# --- import circles --------------------------------------------------------------------------------------
 
 
 def _module_name(path: Path) -> str:
@@ -110,18 +132,10 @@ def _module_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in names.items():
         targets: set[str] = set()
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                imported = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                imported = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            else:
-                continue
-            for full in imported:
-                target = full.removeprefix("codling.")
-                if full.startswith("codling.") and target in names and target != name:
-                    targets.add(target)
+        for full in _imports(path, with_names=True):
+            target = full.removeprefix("codling.")
+            if full.startswith("codling.") and target in names and target != name:
+                targets.add(target)
         # "from codling.brain.context import compaction" names the package too: that edge is the submodule's.
         graph[name] = {t for t in targets if not any(u.startswith(t + ".") for u in targets)}
     return graph
@@ -159,11 +173,10 @@ def _circles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
-def test_no_new_import_circles() -> None:
-    # The turn loop, special turns, compaction and delegates used to import each other; they now type against
-    # brain/host.py's SessionHost instead.
-    circles = _circles(_module_graph())
-    assert [c for c in circles if c not in KNOWN_CIRCLES] == []
+def test_no_import_circles() -> None:
+    # The turn loop, special turns, compaction and delegates type against brain/host.py's SessionHost; the
+    # toolset imports the tools, which import ToolDeps and the descriptors from modules below it.
+    assert _circles(_module_graph()) == []
 
 
 def test_the_circle_check_finds_a_circle() -> None:

@@ -10,14 +10,9 @@ from pydantic_ai import RunContext
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
-from codling.brain.context.ledger import (
-    TurnExecutionSummary,
-    TurnStep,
-    build_turn_summary,
-    render_ledger,
-    render_turn_summary,
-)
+from codling.brain.context.ledger import build_turn_summary, render_ledger, render_turn_summary
 from codling.brain.context.summaries import summarize_tool_call, update_recent_files
+from codling.brain.context.turns import TurnExecutionSummary, TurnStep
 from codling.brain.events import (
     Event,
     PlanUpdated,
@@ -30,6 +25,7 @@ from codling.brain.events import (
     UsageUpdated,
 )
 from codling.llm.tokens import count_tokens
+from codling.store.parts import SummaryPart
 from codling.tools.approval import Permissions
 from codling.tools.deps import ToolDeps
 from codling.tools.files import edit_file, read_file, write_file
@@ -417,13 +413,13 @@ def test_the_ledger_keeps_two_turns_in_full_and_older_ones_in_a_line_within_its_
 
 
 def test_turn_summary_round_trips_through_json() -> None:
-    data = EXPECTED.to_dict()
-    assert TurnExecutionSummary.from_dict(json.loads(json.dumps(data))) == EXPECTED
+    data = json.loads(SummaryPart.of(EXPECTED).model_dump_json())
+    assert SummaryPart.model_validate(data).summary() == EXPECTED
     assert data["files_changed"] == ["/p/src/a.py", "/p/src/b.py"]
     assert data["steps"][0] == {"title": "Read src/a.py", "outcome": "done", "paths": ["/p/src/a.py"], "detail": ""}
     failed = TurnExecutionSummary(2, "x", error="boom")
-    assert TurnExecutionSummary.from_dict(json.loads(json.dumps(failed.to_dict()))) == failed
-    assert TurnExecutionSummary.from_dict({"turn_number": 4}) == TurnExecutionSummary(4, "")
+    assert SummaryPart.model_validate_json(SummaryPart.of(failed).model_dump_json()).summary() == failed
+    assert SummaryPart.model_validate({"turn_number": 4}).summary() == TurnExecutionSummary(4, "")
 
 
 # --- recent files ------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from pydantic_ai import Agent, RunContext
@@ -30,9 +30,10 @@ from codling.errors import PathError, ToolError
 from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
-from codling.tools.deps import TOOL_NAMES, ToolDeps, describe_call
+from codling.tools.deps import ToolDeps
 from codling.tools.local import LocalFileSystem, LocalTerminal
-from codling.tools.ports import FileDiff, Location
+from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, PLAN_TOOL, DelegateRole, FileDiff, Location
+from codling.tools.specs import TOOL_NAMES, TOOLS, ToolName, describe_call, role_tools
 from codling.tools.toolset import ReportingToolset, build_toolset, capped, capped_error
 from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
@@ -123,6 +124,28 @@ async def test_toolset_offers_the_named_tools(tmp_path: Path) -> None:
         assert tool.tool_def.description
         params = tool.tool_def.parameters_json_schema["properties"]
         assert all(p.get("description") for p in params.values()), tool.tool_def.name
+
+
+async def test_every_table_follows_the_descriptors(tmp_path: Path) -> None:
+    ctx = RunContext(deps=make_deps(tmp_path), model=TestModel(), usage=RunUsage())
+    tools = await build_toolset().get_tools(ctx)
+    # Only the tools that change nothing run concurrently; the order of the rest is the model's.
+    sequential = {name for name, tool in tools.items() if tool.tool_def.sequential}
+    assert sequential == {"edit_file", "write_file", "apply_patch", "run_command"}
+    assert {spec.name for spec in TOOLS if spec.sequential} == sequential | {"delegate"}
+    assert get_args(ToolName) == TOOL_NAMES
+    assert {PLAN_TOOL, DELEGATE_TOOL, COMMAND_TOOL} <= set(TOOL_NAMES)
+    assert {role: sorted(role_tools(role)) for role in get_args(DelegateRole)} == {
+        "planner": ["list_files", "read_file", "search", "update_plan"],
+        "reviewer": ["list_files", "read_file", "run_command", "search"],
+        "coder": ["apply_patch", "edit_file", "list_files", "read_file", "run_command", "search", "write_file"],
+    }
+    # Every kind a call is shown with is its descriptor's, also for malformed arguments.
+    for spec in TOOLS:
+        assert describe_call(spec.name, {}, Workspace(tmp_path)).kind == spec.kind
+        assert describe_call(spec.name, {"path": "a", "command": "x", "pattern": "y"}, Workspace(tmp_path)).kind == (
+            spec.kind
+        )
 
 
 async def test_reporting_toolset_wraps_outputs_and_tool_errors(tmp_path: Path) -> None:

@@ -29,7 +29,6 @@ from codling.brain.events import (
     TurnFailed,
 )
 from codling.brain.state import SessionState
-from codling.tools.deps import describe_call
 from codling.tools.ports import (
     COMMAND_TOOL,
     DELEGATE_TOOL,
@@ -42,17 +41,10 @@ from codling.tools.ports import (
     ShownCall,
     ToolProgress,
 )
+from codling.tools.specs import describe_call, role_tools
 
 if TYPE_CHECKING:
     from codling.brain.host import SessionHost
-
-ROLE_TOOLS: dict[DelegateRole, frozenset[str]] = {
-    "planner": frozenset({"read_file", "list_files", "search", "update_plan"}),
-    "reviewer": frozenset({"read_file", "list_files", "search", "run_command"}),
-    "coder": frozenset({"read_file", "list_files", "search", "edit_file", "write_file", "apply_patch", "run_command"}),
-}
-"""What each delegate may use: the planner reads and plans; the reviewer reads and may run commands (which
-follow the permission mode), but edits nothing; the coder edits too. No delegate may delegate."""
 
 NOTE_STEPS = 200
 """How many of a delegate's latest steps show under the parent tool call (every one, in a run of usual size)."""
@@ -94,7 +86,7 @@ class SessionDelegator:
             parent.options,
             auto_title=False,
             delegates=False,
-            tool_names=ROLE_TOOLS[role],
+            tool_names=role_tools(role),
             role_instructions=prompt_text(role),
         )
         child = parent.spawn(child_state, deps, options)

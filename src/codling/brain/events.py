@@ -15,17 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from codling.brain.context.turns import TurnExecutionSummary
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock
 from codling.config import PermissionMode
 from codling.tools.base import PlanStep, ShownResult
 from codling.tools.ports import FileDiff, Location, ToolKind
-
-if TYPE_CHECKING:
-    # summaries.py builds these from events, so the import only exists for type checkers.
-    from codling.brain.context.ledger import TurnExecutionSummary
 
 CompactionReason = Literal["threshold", "overflow", "command", "mid-turn"]
 """Why the history was compacted: the context passed the threshold, the provider said it overflowed, or the

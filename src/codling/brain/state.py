@@ -12,8 +12,8 @@ from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_wire_tokens
 
 if TYPE_CHECKING:
-    from codling.brain.context.ledger import TurnExecutionSummary
     from codling.brain.context.pins import Pin
+    from codling.brain.context.turns import TurnExecutionSummary
     from codling.tools.ports import PlanStep
 
 SUMMARY_PREFIX = "[Summary of the conversation so far: earlier turns were compacted]\n\n"

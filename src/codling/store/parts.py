@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from codling.brain.context.ledger import TurnExecutionSummary
+from codling.brain.context.turns import TurnExecutionSummary, TurnStep
 from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock
 from codling.store.ids import is_session_id
 from codling.tools.ports import Location, PlanPriority, PlanStatus
@@ -203,7 +203,33 @@ class SummaryPart(Part):
 
     @classmethod
     def of(cls, summary: TurnExecutionSummary) -> SummaryPart:
-        return cls.model_validate(summary.to_dict())
+        """The part that records ``summary``."""
+        steps = [
+            TurnStepPart(title=s.title, outcome=s.outcome, paths=[str(p) for p in s.paths], detail=s.detail)
+            for s in summary.steps
+        ]
+        return cls(
+            turn_number=summary.turn_number,
+            request=summary.request,
+            goal=summary.goal,
+            steps=steps,
+            files_changed=[str(p) for p in summary.files_changed],
+            commands=list(summary.commands),
+            reply=summary.reply,
+            error=summary.error,
+            open_plan=list(summary.open_plan),
+        )
 
     def summary(self) -> TurnExecutionSummary:
-        return TurnExecutionSummary.from_dict(self.model_dump())
+        """The summary this part records."""
+        return TurnExecutionSummary(
+            turn_number=self.turn_number,
+            request=self.request,
+            goal=self.goal,
+            steps=tuple(TurnStep(s.title, s.outcome, tuple(Path(p) for p in s.paths), s.detail) for s in self.steps),
+            files_changed=tuple(Path(p) for p in self.files_changed),
+            commands=tuple(self.commands),
+            reply=self.reply,
+            error=self.error,
+            open_plan=tuple(self.open_plan),
+        )

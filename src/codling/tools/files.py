@@ -20,8 +20,9 @@ from pydantic_ai import RunContext
 from codling.errors import EditError, MissingPathError, PathError, ToolError
 from codling.llm.tokens import count_tokens
 from codling.tools.base import ToolOutput
-from codling.tools.deps import ToolDeps, describe_call
+from codling.tools.deps import ToolDeps
 from codling.tools.ports import FileDiff, Location, PermissionRequest
+from codling.tools.specs import describe_call
 from codling.tools.workspace import Workspace
 
 READ_MAX_LINES = 2000

@@ -6,8 +6,9 @@ from pydantic_ai import RunContext
 
 from codling.errors import ToolError
 from codling.tools.base import ShownResult, ToolOutput
-from codling.tools.deps import ToolDeps, describe_call
+from codling.tools.deps import ToolDeps
 from codling.tools.ports import PermissionRequest
+from codling.tools.specs import describe_call
 
 MIN_TIMEOUT_SECONDS = 1.0
 MAX_TIMEOUT_SECONDS = 600.0

@@ -1,4 +1,5 @@
-"""The tools as one pydantic-ai toolset (their dependencies and descriptions are in ``tools/deps.py``).
+"""The tools as one pydantic-ai toolset: their code (the tool modules) joined with their descriptors
+(``tools/specs.py``).
 
 Every result the toolset returns is a :class:`pydantic_ai.messages.ToolReturn` whose ``return_value`` is the
 text for the model and whose ``metadata`` is a :class:`~codling.tools.base.ToolReport` (diff, locations,
@@ -20,7 +21,15 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from codling.errors import RejectedError, ToolError
 from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
 from codling.tools.base import ToolOutput, ToolReport
+from codling.tools.delegate import delegate
 from codling.tools.deps import ToolDeps
+from codling.tools.files import edit_file, read_file, write_file
+from codling.tools.patch import apply_patch
+from codling.tools.plan import update_plan
+from codling.tools.ports import DELEGATE_TOOL
+from codling.tools.search import list_files, search
+from codling.tools.shell import run_command
+from codling.tools.specs import TOOLS
 
 
 class ReportingToolset(WrapperToolset[ToolDeps]):
@@ -79,6 +88,19 @@ def capped_error(text: str, max_tokens: int) -> str:
     return f"{first}\n{capped(rest, room)}"
 
 
+_IMPLEMENTATIONS = (
+    read_file,
+    list_files,
+    search,
+    update_plan,
+    delegate,
+    edit_file,
+    write_file,
+    apply_patch,
+    run_command,
+)
+"""The tools' code; each function's name is its descriptor's (``build_toolset`` orders them as ``TOOLS`` does)."""
+
 _MIN_ERROR_REST_TOKENS = 100
 """Below this, an error's first line comes back alone: a cut note would take most of the room."""
 
@@ -95,7 +117,8 @@ def valid_text(text: str) -> str:
 
 @cache
 def build_toolset() -> AbstractToolset[ToolDeps]:
-    """The tools (see :data:`TOOL_NAMES`) as one toolset for an agent whose deps are :class:`ToolDeps`.
+    """The tools (see :data:`~codling.tools.specs.TOOLS`) as one toolset for an agent whose deps are
+    :class:`ToolDeps`.
 
     Built once per process and shared by every session, delegate and special turn: it holds no state (each
     call brings its deps), and generating the tools' schemas took ~50 ms, which every new session paid."""
@@ -103,23 +126,11 @@ def build_toolset() -> AbstractToolset[ToolDeps]:
 
 
 def _functions() -> FunctionToolset[ToolDeps]:
-    # Imported here because the tool modules import ToolDeps from this one.
-    from codling.tools.delegate import delegate
-    from codling.tools.files import edit_file, read_file, write_file
-    from codling.tools.patch import apply_patch
-    from codling.tools.plan import update_plan
-    from codling.tools.search import list_files, search
-    from codling.tools.shell import run_command
-
+    code = {function.__name__: function for function in _IMPLEMENTATIONS}
     functions = FunctionToolset[ToolDeps](docstring_format="google", require_parameter_descriptions=True)
-    for reader in (read_file, list_files, search, update_plan):
-        functions.add_function(reader)
-    functions.add_function(delegate, prepare=_when_delegating, sequential=True)
-    # pydantic-ai runs a response's tool calls concurrently: two edits of one file would each read the old
-    # text and the last write would win, and the user would get overlapping permission prompts. Sequential
-    # tools run alone, one at a time, in the order the model called them.
-    for changer in (edit_file, write_file, apply_patch, run_command):
-        functions.add_function(changer, sequential=True)
+    for spec in TOOLS:
+        prepare = _when_delegating if spec.name == DELEGATE_TOOL else None
+        functions.add_function(code[spec.name], prepare=prepare, sequential=spec.sequential)
     return functions
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from codling.brain.context.ledger import TurnExecutionSummary, render_ledger
+from codling.brain.context.ledger import render_ledger
 from codling.brain.context.summaries import display_path
+from codling.brain.context.turns import TurnExecutionSummary
 
 
 def turn_context(

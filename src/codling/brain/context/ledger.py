@@ -6,12 +6,11 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from codling.brain.context.budget import newest_that_fit
 from codling.brain.context.summaries import changed_files, display_path
+from codling.brain.context.turns import TurnExecutionSummary, TurnStep
 from codling.brain.events import (
     Event,
     PlanUpdated,
@@ -22,8 +21,9 @@ from codling.brain.events import (
     TurnStarted,
 )
 from codling.llm.tokens import count_tokens, truncate_to_tokens
-from codling.tools.ports import PlanStep
+from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, PlanStep
 from codling.tools.salient import salient_lines
+from codling.tools.specs import TOOL_SPECS
 
 REQUEST_CHARS = 600
 GOAL_CHARS = 200
@@ -39,81 +39,6 @@ RENDER_TITLE_CHARS = 120
 RENDER_STEPS = 12
 RENDER_FILES = 10
 RENDER_COMMANDS = 8
-
-
-@dataclass(frozen=True)
-class TurnStep:
-    """One tool call of a turn: what it did (its title), how it ended, and the files it touched."""
-
-    title: str
-    outcome: str
-    """"done", "exit 1" / "timed out after 5s" (commands), "failed: <reason>" or "aborted[: <reason>]"."""
-    paths: tuple[Path, ...] = ()
-    detail: str = ""
-    """What came of it: a command's salient output lines, an edit's size (+added −removed), the key lines of a
-    read, a search's count, the start of a delegate's answer."""
-
-
-@dataclass(frozen=True)
-class TurnExecutionSummary:
-    """What one turn did, built from its events; the last two go into the next turn's prompt."""
-
-    turn_number: int
-    request: str
-    """The user's request, trimmed."""
-    steps: tuple[TurnStep, ...] = ()
-    files_changed: tuple[Path, ...] = ()
-    """Files edited or written (from the diffs), first change first, each once."""
-    commands: tuple[str, ...] = ()
-    """Commands run and how they ended, e.g. "`pytest -q` → exit 1"."""
-    reply: str = ""
-    """The start of the assistant's reply (whole sentences when possible)."""
-    error: str | None = None
-    """Why the turn failed, if it did."""
-    open_plan: tuple[str, ...] = ()
-    """The plan's steps not yet completed when the turn ended (if the turn set a plan)."""
-    goal: str = ""
-    """What the user is after: the request's first sentence (a short follow-up keeps the previous goal)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able form (for history.jsonl); ``from_dict`` restores it exactly."""
-        return {
-            "turn_number": self.turn_number,
-            "request": self.request,
-            "goal": self.goal,
-            "steps": [
-                {"title": s.title, "outcome": s.outcome, "paths": [str(p) for p in s.paths], "detail": s.detail}
-                for s in self.steps
-            ],
-            "files_changed": [str(p) for p in self.files_changed],
-            "commands": list(self.commands),
-            "reply": self.reply,
-            "error": self.error,
-            "open_plan": list(self.open_plan),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TurnExecutionSummary:
-        """The summary ``to_dict`` produced (missing optional fields take their defaults)."""
-        return cls(
-            turn_number=int(data["turn_number"]),
-            request=str(data.get("request", "")),
-            goal=str(data.get("goal", "")),
-            steps=tuple(
-                TurnStep(
-                    str(s["title"]),
-                    str(s["outcome"]),
-                    tuple(Path(p) for p in s.get("paths", ())),
-                    str(s.get("detail", "")),
-                )
-                for s in data.get("steps", ())
-            ),
-            files_changed=tuple(Path(p) for p in data.get("files_changed", ())),
-            commands=tuple(str(c) for c in data.get("commands", ())),
-            reply=str(data.get("reply", "")),
-            error=None if data.get("error") is None else str(data["error"]),
-            open_plan=tuple(str(p) for p in data.get("open_plan", ())),
-        )
 
 
 def build_turn_summary(turn_number: int, events: Sequence[Event], previous_goal: str = "") -> TurnExecutionSummary:
@@ -148,7 +73,7 @@ def build_turn_summary(turn_number: int, events: Sequence[Event], previous_goal:
         steps.append(TurnStep(start.title, outcome, _paths(start, end), _detail(start, end)))
         for path in changed_files(end):
             changed.setdefault(path, None)
-        if start.tool_name == "run_command":
+        if start.tool_name == COMMAND_TOOL:
             command = start.raw_input.get("command")
             shown = _clip(" ".join(command.split()), COMMAND_CHARS) if isinstance(command, str) else "(no command)"
             commands.append(f"`{shown}` → {outcome}")
@@ -186,16 +111,16 @@ def _detail(start: ToolCallStarted, end: ToolCallFinished | None) -> str:
     """What came of a call, in a few lines (see ``TurnStep.detail``)."""
     if end is None or end.status != "completed":
         return ""
-    if start.tool_name == "run_command":
+    if start.tool_name == COMMAND_TOOL:
         body = end.text.split("\n", 1)[1] if "\n" in end.text else ""
         return "\n".join(salient_lines(body, max_lines=4, max_chars=DETAIL_CHARS))
     if end.diff is not None:
         added, removed = change_size(end.diff.old_text or "", end.diff.new_text)
         return f"+{added} −{removed} lines"
-    if start.tool_name in ("read_file", "search", "list_files"):
+    if start.tool_name in TOOL_SPECS and start.tool_kind in ("read", "search"):  # its summary's first lines
         lines = end.summary.strip().splitlines()
         return _clip(" | ".join(line.strip() for line in lines[1:4]), DETAIL_CHARS) if len(lines) > 1 else ""
-    if start.tool_name == "delegate":
+    if start.tool_name == DELEGATE_TOOL:
         return _sentences(end.text, DETAIL_CHARS)
     return ""
 
@@ -222,7 +147,7 @@ def _outcome(start: ToolCallStarted, end: ToolCallFinished | None) -> str:
         if first_line.startswith("aborted"):
             return _clip(first_line, OUTCOME_CHARS)
         return "failed: " + _clip(first_line, OUTCOME_CHARS) if first_line else "failed"
-    if start.tool_name == "run_command" and (status := _STATUS.match(first_line)):
+    if start.tool_name == COMMAND_TOOL and (status := _STATUS.match(first_line)):
         code, timed_out, stopped = status.groups()
         return f"exit {code}" if code is not None else timed_out or stopped
     return "done"

@@ -3,7 +3,8 @@
 The definitions of codling's tools take about 2,300 tokens of every request, more than a quarter of an
 8,000-token window. Below ``LEAN_WINDOW`` tokens codling offers a lean set: the delegate and plan tools are left
 out (a sub-agent's own requests would not fit either) and each description is cut to its first paragraph
-(``apply_patch`` keeps its whole description: the patch format is in it). The parameters are unchanged.
+(``apply_patch`` keeps its whole description: the patch format is in it). Each tool's descriptor
+(``ToolSpec.lean``) says which. The parameters are unchanged.
 """
 
 from __future__ import annotations
@@ -14,22 +15,19 @@ from dataclasses import replace
 from typing import Any
 
 from codling.llm.tokens import count_tokens
+from codling.tools.ports import DELEGATE_TOOL
+from codling.tools.specs import TOOL_SPECS
 
 LEAN_WINDOW = 12_000
 """Windows smaller than this get the lean tool set."""
-
-LEAN_DROPPED = frozenset({"delegate", "update_plan"})
-"""Tools a lean set leaves out."""
-
-LEAN_WHOLE = frozenset({"apply_patch"})
-"""Tools whose description a lean set keeps whole."""
 
 _counted: dict[tuple[str, str, str], int] = {}
 
 
 def lean_definition(tool_def: Any) -> Any:
-    """A tool definition with its description cut to the first paragraph (unless it is in ``LEAN_WHOLE``)."""
-    if tool_def.name in LEAN_WHOLE or not tool_def.description:
+    """A tool definition with its description cut to the first paragraph (unless its descriptor keeps it whole)."""
+    spec = TOOL_SPECS.get(tool_def.name)
+    if (spec is not None and spec.lean == "whole") or not tool_def.description:
         return tool_def
     return replace(tool_def, description=tool_def.description.split("\n\n", 1)[0].strip())
 
@@ -56,9 +54,8 @@ def offered_definitions(names: frozenset[str] | None, *, delegates: bool, lean: 
 
 def offered(name: str, names: frozenset[str] | None, *, delegates: bool, lean: bool) -> bool:
     """Whether a user turn offers the tool ``name`` (see ``offered_definitions``)."""
-    return (
-        (names is None or name in names) and (delegates or name != "delegate") and not (lean and name in LEAN_DROPPED)
-    )
+    dropped = lean and (spec := TOOL_SPECS.get(name)) is not None and spec.lean == "dropped"
+    return (names is None or name in names) and (delegates or name != DELEGATE_TOOL) and not dropped
 
 
 def definitions_tokens(tool_defs: Iterable[Any]) -> int:

@@ -20,9 +20,10 @@ from pydantic_ai.toolsets.external import TOOL_SCHEMA_VALIDATOR
 
 from codling.errors import ToolError
 from codling.tools.base import ToolCallInfo, ToolOutput
-from codling.tools.deps import ToolDeps, describe_call
+from codling.tools.deps import ToolDeps
 from codling.tools.mcp.results import McpTool
 from codling.tools.ports import PermissionRequest
+from codling.tools.specs import describe_call
 from codling.tools.toolset import ReportingToolset
 
 _TITLE_ARGS_CHARS = 80
