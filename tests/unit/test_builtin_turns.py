@@ -35,7 +35,7 @@ from codling.brain.session import ConversationSession
 from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
-from codling.tools.specs import TOOL_NAMES
+from codling.tools.specs import NO_TOOLS, TOOL_NAMES
 from tests.fakes.observer import observed
 from tests.fakes.scenarios import Call, Fail, Say, Script, Until, Wait
 
@@ -73,7 +73,7 @@ def test_summarize_turn_replaces_the_history_with_the_system_context_preserved()
         "replace-above",
         PRESERVE_SYSTEM_CONTEXT,
     )
-    assert (config.messages, config.tool_filter, config.run_tools, config.max_tokens) == ((), "-*", False, 900)
+    assert (config.messages, config.tool_filter, config.run_tools, config.max_tokens) == ((), NO_TOOLS, False, 900)
     assert config.instructions == compaction.compaction_prompt()
     assert config.prompt.endswith("The user asked that the summary also: keep the API notes")
     assert config.keep == tuple(keep)
@@ -226,7 +226,7 @@ def test_title_turn_is_ephemeral_and_bounded() -> None:
         "title",
         "ephemeral",
         (),
-        "-*",
+        NO_TOOLS,
     )
     assert len(config.prompt) < 5_000  # the request is cut to a bounded size
     assert config.fallback is not None and config.fallback() == fallback_title("x " * 5_000)

@@ -4,28 +4,41 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponsePart,
+    SystemPromptPart,
+    TextPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import FunctionModel
 
 from codling.brain.events import Event, SpecialTurnPersisted, TextDelta, UsageUpdated
 from codling.brain.factory import open_session
 from codling.brain.interactions import (
     ALLOW_ALL,
     DEFAULT,
+    KINDS,
     PRESERVE_SYSTEM_CONTEXT,
     Interaction,
     InteractionFilter,
 )
 from codling.brain.session import ConversationSession
-from codling.brain.special_config import SpecialTurnConfig
+from codling.brain.special_config import Persistence, SpecialTurnConfig
 from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
-from codling.errors import SpecialTurnError
+from codling.errors import ConfigError, SpecialTurnError
 from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from codling.tools.specs import ALL_TOOLS, NO_TOOLS, ToolFilter
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.scenarios import Call, Fail, Response, Say, Script, Think, Until, Wait, user_prompt
 
@@ -89,7 +102,7 @@ CASES = [
 
 @pytest.mark.parametrize(("persistence", "interaction_filter", "expected"), CASES)
 async def test_each_strategy_with_each_filter(
-    project: Path, settings: Settings, persistence: str, interaction_filter: InteractionFilter, expected: list
+    project: Path, settings: Settings, persistence: Persistence, interaction_filter: InteractionFilter, expected: list
 ) -> None:
     script = Script([], fallback=answer_by_prompt)
     session = session_with_history(project, settings, script)
@@ -103,7 +116,7 @@ async def test_each_strategy_with_each_filter(
         "ask",
         turn_type="probe",
         persistence=persistence,
-        persistence_filter=interaction_filter,  # type: ignore[arg-type]
+        persistence_filter=interaction_filter,
     )
     result = await session.execute_special_turn(config)
     assert result.ok and result.output == "RESULT ask"
@@ -120,7 +133,7 @@ async def test_each_strategy_with_each_filter(
 
 
 def test_filter_rules() -> None:
-    assert InteractionFilter().allows("anything-new")  # an empty allow list allows all, new kinds included
+    assert all(InteractionFilter().allows(kind) for kind in KINDS)  # an empty allow list allows all
     only = InteractionFilter.of(allow=("user", "tool_call"), block=("tool_call",))
     assert only.allows("user") and not only.allows("tool_call") and not only.allows("assistant")  # block wins
     items = [Interaction("user", "a"), Interaction("thought", "b"), Interaction("assistant", "c")]
@@ -196,7 +209,8 @@ async def test_overrides_and_restore(project: Path, settings: Settings, tmp_path
     request = script.requests[0]
     prompts = [str(p.content) for m in request for p in m.parts if isinstance(p, UserPromptPart)]
     assert prompts == ["only this\n\ngreet"]  # the override, not the session's history (one user message)
-    assert request[-1].instructions == "Be brief."  # type: ignore[union-attr]
+    last = request[-1]
+    assert isinstance(last, ModelRequest) and last.instructions == "Be brief."
     restored = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
     restored.restore(read_history(path).events)
     assert history(restored) == [("user", "greet"), ("assistant", "RESULT greet")]
@@ -225,16 +239,16 @@ async def test_tool_model_and_streaming_overrides(
     script = Script([[Call("read_file", {"path": "a.txt"}, "r1")], [Say("a.txt says alpha")]])
     asked: list[str] = []
 
-    def factory(model_id: str) -> object:
+    def factory(model_id: str) -> FunctionModel:
         asked.append(model_id)
         return script.model()
 
-    session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=factory)  # type: ignore[arg-type]
+    session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=factory)
     config = SpecialTurnConfig(
         "what does a.txt say?",
         model="test:other",
         run_tools=True,
-        tool_filter="read_file,list_files",
+        tool_filter=ToolFilter.only("read_file", "list_files"),
         force_non_streaming=not streaming,
     )
     result = await session.execute_special_turn(config)
@@ -242,7 +256,9 @@ async def test_tool_model_and_streaming_overrides(
     assert asked == ["test:other"]  # the override; the session's own model was never built
     assert [sorted(tools) for tools in script.tools] == [["list_files", "read_file"]] * 2
     tool_result = script.requests[1][-1]
-    assert isinstance(tool_result, ModelRequest) and "alpha" in str(tool_result.parts[0].content)
+    assert isinstance(tool_result, ModelRequest)
+    returned = tool_result.parts[0]
+    assert isinstance(returned, ToolReturnPart) and "alpha" in str(returned.content)
     assert session.state.entries == []  # ephemeral
 
 
@@ -250,16 +266,17 @@ async def test_tool_model_and_streaming_overrides(
     ("tool_filter", "run_tools", "offered"),
     [
         (
-            "-run_command,-write_file",
+            ToolFilter.without("run_command", "write_file"),
             True,
             ["apply_patch", "edit_file", "list_files", "read_file", "search", "update_plan"],
         ),
-        ("*", False, []),
-        ("-*", True, []),
+        (ALL_TOOLS, False, []),
+        (NO_TOOLS, True, []),
+        (ToolFilter.only("search"), True, ["search"]),
     ],
 )
 async def test_tool_filters(
-    project: Path, settings: Settings, tool_filter: str, run_tools: bool, offered: list[str]
+    project: Path, settings: Settings, tool_filter: ToolFilter, run_tools: bool, offered: list[str]
 ) -> None:
     script = Script([[Say("ok")]])
     session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
@@ -302,7 +319,7 @@ async def test_persist_all_keeps_what_the_filter_allows_of_a_turn_that_thinks_an
     config = SpecialTurnConfig(
         "what does a.txt say?",
         run_tools=True,
-        tool_filter="read_file",
+        tool_filter=ToolFilter.only("read_file"),
         force_non_streaming=not streaming,
         persistence="persist-all",
         persistence_filter=interaction_filter,
@@ -329,7 +346,7 @@ async def test_a_special_turn_asks_nobody_so_gated_tools_need_a_mode_that_allows
     script = Script([[Call("write_file", {"path": "new.txt", "content": "x"}, "w1")], [Say("could not write")]] * 2)
     approver = ScriptedApprover("allow_once")
     session = open_session(settings, MODEL, project, approver=approver, mode="ask", model_factory=script.factory())
-    config = SpecialTurnConfig("write new.txt", run_tools=True, tool_filter="*", timeout=5)
+    config = SpecialTurnConfig("write new.txt", run_tools=True, tool_filter=ALL_TOOLS, timeout=5)
     result = await session.execute_special_turn(config)
     assert result.ok and approver.asked == []  # the user never saw this call, so was never asked about it
     (_call, refusal, _answer) = result.interactions
@@ -447,7 +464,14 @@ def test_a_config_that_cannot_be_recorded_or_sent_is_refused_when_built() -> Non
     with pytest.raises(SpecialTurnError, match="must be JSON"):
         SpecialTurnConfig("x", metadata={"when": object()})
     with pytest.raises(SpecialTurnError, match="kind memo"):
-        SpecialTurnConfig("x", messages=[Interaction("memo", "?")])
+        SpecialTurnConfig("x", messages=[Interaction("memo", "?")])  # type: ignore[arg-type]
+    # A typo in a filter would silently take everything away: it is refused when the filter is built.
+    with pytest.raises(ConfigError, match="unknown kinds: asistant; known: system, context"):
+        InteractionFilter.of(allow=("user", "asistant"))
+    with pytest.raises(ConfigError, match="unknown tools: read; known: read_file, list_files"):
+        ToolFilter.only("read", "search")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="unknown tools: run"):
+        ToolFilter.without("run")  # type: ignore[arg-type]
 
 
 async def test_override_messages_reach_the_model_as_text(project: Path, settings: Settings) -> None:
@@ -463,7 +487,7 @@ async def test_override_messages_reach_the_model_as_text(project: Path, settings
         Interaction("assistant", "answer"),
     ]
     await session.execute_special_turn(SpecialTurnConfig("go on", messages=messages))
-    sent = [(type(p).__name__, str(p.content)) for m in script.requests[0] for p in m.parts]
+    sent = [(type(p).__name__, sent_text(p)) for m in script.requests[0] for p in m.parts]
     assert sent == [
         ("SystemPromptPart", "SYS-NOTE"),
         ("UserPromptPart", "CTX-NOTE"),
@@ -472,6 +496,12 @@ async def test_override_messages_reach_the_model_as_text(project: Path, settings
         ("TextPart", "answer"),
         ("UserPromptPart", "go on"),
     ]
+
+
+def sent_text(part: ModelRequestPart | ModelResponsePart) -> str:
+    """What a part of a request carries: only prompts and text are sent here."""
+    assert isinstance(part, SystemPromptPart | UserPromptPart | TextPart), part
+    return str(part.content)
 
 
 def _raises(_: str) -> str:
@@ -484,11 +514,15 @@ def _raises(_: str) -> str:
     ids=["accept-raises", "fallback-raises"],
 )
 async def test_a_failing_check_or_fallback_is_an_error_result(
-    project: Path, settings: Settings, accept: object, fallback: object, error: str
+    project: Path,
+    settings: Settings,
+    accept: Callable[[str], bool],
+    fallback: Callable[[], str] | None,
+    error: str,
 ) -> None:
     script = Script([], fallback=answer_by_prompt)
     session = session_with_history(project, settings, script)
-    config = SpecialTurnConfig("ask", persistence="persist-result", accept=accept, fallback=fallback)  # type: ignore[arg-type]
+    config = SpecialTurnConfig("ask", persistence="persist-result", accept=accept, fallback=fallback)
     result = await session.execute_special_turn(config)
     assert result.status == "error" and error in (result.error or "") and history(session) == BEFORE
 
@@ -514,7 +548,7 @@ async def test_a_special_turn_cancelled_while_it_waits_keeps_its_place_in_the_or
 async def test_a_mode_change_reaches_a_special_turn_already_running(project: Path, settings: Settings) -> None:
     script = Script([[Wait(0.2), Call("write_file", {"path": "x.txt", "content": "x"}, "w1")], [Say("done")]])
     session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
-    config = SpecialTurnConfig("write x.txt", run_tools=True, tool_filter="write_file")
+    config = SpecialTurnConfig("write x.txt", run_tools=True, tool_filter=ToolFilter.only("write_file"))
     running = asyncio.create_task(session.execute_special_turn(config))
     await asyncio.sleep(0.05)
     session.set_mode("read-only")

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, get_args
@@ -9,6 +9,7 @@ from typing import Any, get_args
 import pytest
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import (
+    AgentStreamEvent,
     FunctionToolResultEvent,
     ModelMessage,
     ModelRequest,
@@ -26,7 +27,8 @@ from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import RunUsage
 
 from codling.brain.context.tools import definitions_tokens, offered_definitions
-from codling.errors import PathError, ToolError
+from codling.brain.options import SessionOptions
+from codling.errors import ConfigError, PathError, ToolError
 from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
@@ -140,6 +142,9 @@ async def test_every_table_follows_the_descriptors(tmp_path: Path) -> None:
         "reviewer": ["list_files", "read_file", "run_command", "search"],
         "coder": ["apply_patch", "edit_file", "list_files", "read_file", "run_command", "search", "write_file"],
     }
+    # A name that is no tool is refused where tools are chosen, not silently offered nothing.
+    with pytest.raises(ConfigError, match="the session's options names unknown tools: raed_file"):
+        SessionOptions(tool_names=frozenset({"read_file", "raed_file"}))  # type: ignore[arg-type]
     # Every kind a call is shown with is its descriptor's, also for malformed arguments.
     for spec in TOOLS:
         assert describe_call(spec.name, {}, Workspace(tmp_path)).kind == spec.kind
@@ -246,7 +251,7 @@ async def test_agent_edits_a_file_and_reports_the_diff(tmp_path: Path, streaming
                     results.append(event)
     else:
 
-        async def on_events(ctx: RunContext[ToolDeps], events: AsyncIterator[Any]) -> None:
+        async def on_events(ctx: RunContext[ToolDeps], events: AsyncIterable[AgentStreamEvent]) -> None:
             async for event in events:
                 if isinstance(event, FunctionToolResultEvent):
                     results.append(event)

@@ -52,7 +52,7 @@ from codling.acp.options import config_options, mode_state, parse_mode
 from codling.acp.paths import ClientPaths
 from codling.acp.translate import prompt_usage, translate
 from codling.acp.warmup import WarmUp
-from codling.config import Settings, load_settings
+from codling.config import PermissionMode, Settings, load_settings
 from codling.errors import (
     CodlingError,
     ConfigError,
@@ -494,7 +494,7 @@ class CodlingAgent:
 
         return forward
 
-    async def _send_settings(self, session: LiveSession, mode: str | None) -> None:
+    async def _send_settings(self, session: LiveSession, mode: PermissionMode | None) -> None:
         """Tell the client the session's mode (if it changed) and every config option's current value."""
         if mode is not None:
             await self.client.session_update(session_id=session.id, update=helpers.update_current_mode(mode))

@@ -65,7 +65,6 @@ def summarize_turn(
         turn_type="summarize",
         messages=(),  # the transcript is the whole input: no history, no tools
         instructions=compaction.compaction_prompt(),
-        tool_filter="-*",
         timeout=SUMMARY_TIMEOUT,
         max_tokens=max_tokens,
         persistence="replace-above",
@@ -101,7 +100,6 @@ def title_turn(request: str, reply: str = "", *, model: str | None = None) -> Sp
         messages=(),
         instructions=prompt_text("title"),
         model=model,
-        tool_filter="-*",
         timeout=TITLE_TIMEOUT,
         max_tokens=TITLE_MAX_TOKENS,
         persistence="ephemeral",
@@ -116,7 +114,6 @@ def greeting_turn() -> SpecialTurnConfig:
         prompt_text("greeting"),
         turn_type="greeting",
         messages=(),
-        tool_filter="-*",
         timeout=GREETING_TIMEOUT,
         max_tokens=GREETING_MAX_TOKENS,
         persistence="persist-result",

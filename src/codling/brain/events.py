@@ -22,14 +22,11 @@ from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock
 from codling.config import PermissionMode
 from codling.tools.base import PlanStep, ShownResult
-from codling.tools.ports import FileDiff, Location, ToolKind
+from codling.tools.ports import FileDiff, Location, StopReason, ToolKind
 
 CompactionReason = Literal["threshold", "overflow", "command", "mid-turn"]
 """Why the history was compacted: the context passed the threshold, the provider said it overflowed, or the
 user asked (/compact)."""
-
-StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
-"""Why a turn ended; the same set ACP uses. A failed turn ends with ``end_turn`` and ``error=True``."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from codling.brain.state import SessionState
 from codling.config import PermissionMode
 from codling.llm.catalog import ModelInfo
 from codling.tools.deps import ToolDeps
+from codling.tools.specs import ToolFilter
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -57,7 +58,7 @@ class SessionHost(Protocol):
         """The session's system prompt."""
         ...
 
-    def toolset(self, tool_filter: str = "*") -> Any:
+    def toolset(self, tool_filter: ToolFilter) -> Any:
         """The session's tools, limited by ``tool_filter``."""
         ...
 

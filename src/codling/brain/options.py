@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from codling.brain.context import compaction
 from codling.brain.retries import RetryPolicy
+from codling.tools.specs import ToolName, known_tools
 
 if TYPE_CHECKING:
     from codling.llm.providers import ModelMenu
@@ -44,8 +45,8 @@ class SessionOptions:
     once, with no request (``codling run`` does, so the title never delays its exit)."""
     delegates: bool = True
     """Whether the model may hand tasks to delegates (sub-agents); off inside a delegate, so depth is bounded."""
-    tool_names: frozenset[str] | None = None
-    """The tools the model is offered (None: all); a delegate's role limits them."""
+    tool_names: frozenset[ToolName] | None = None
+    """The tools the model is offered (None: all); a delegate's role limits them. An unknown name is refused."""
     role_instructions: str | None = None
     """Instructions added to the system prompt (a delegate's role)."""
     stream_idle_timeout: float = 120.0
@@ -55,3 +56,6 @@ class SessionOptions:
     """The models ``/model`` may switch to (None: it only names the current one)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     """How a model request the provider refused for a passing reason (429, 5xx, no connection) is retried."""
+
+    def __post_init__(self) -> None:
+        known_tools(self.tool_names or (), "the session's options")

@@ -76,6 +76,7 @@ from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
 from codling.llm.providers import Endpoint
 from codling.tools.deps import ToolDeps
+from codling.tools.specs import ToolFilter
 
 if TYPE_CHECKING:
     from pydantic_ai import Agent
@@ -360,20 +361,13 @@ class ConversationSession:
                 self._system_prompt += "\n" + self.options.role_instructions.strip() + "\n"
         return self._system_prompt
 
-    def toolset(self, tool_filter: str = "*") -> Any:
-        """The session's tools, limited by ``tool_filter``: "*" all, or comma-separated names ("-name" blocks)."""
+    def toolset(self, tool_filter: ToolFilter) -> Any:
+        """The session's tools that ``tool_filter`` allows."""
         from pydantic_ai.toolsets import FilteredToolset
 
         from codling.tools.toolset import build_toolset
 
-        names = [n.strip() for n in tool_filter.split(",") if n.strip() and n.strip() != "*"]
-        allowed = {n for n in names if not n.startswith("-")}
-        blocked = {n[1:] for n in names if n.startswith("-")}
-
-        def keep(_ctx: Any, tool: Any) -> bool:
-            return tool.name not in blocked and (not allowed or tool.name in allowed)
-
-        return FilteredToolset(build_toolset(), keep)
+        return FilteredToolset(build_toolset(), lambda _ctx, tool: tool_filter.allows(tool.name))
 
     def _turn_toolset(self) -> Any:
         """The tools of user turns; ``run_tools`` and ``max_tool_passes`` are read at each request, so options

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from codling.brain.interactions import DEFAULT, KINDS, Interaction, InteractionFilter
 from codling.errors import SpecialTurnError
+from codling.tools.specs import NO_TOOLS, ToolFilter
 
 Persistence = Literal["persist-result", "persist-all", "ephemeral", "replace-above"]
 
@@ -29,8 +30,8 @@ class SpecialTurnConfig:
     """System instructions instead of the session's (None: the session's)."""
     model: str | None = None
     """A model id instead of the session's."""
-    tool_filter: str = "-*"
-    """Which tools the model may call: "-*" none, "*" all, or a comma-separated list of tool names."""
+    tool_filter: ToolFilter = NO_TOOLS
+    """Which tools the model may call (with ``run_tools``)."""
     run_tools: bool = False
     force_non_streaming: bool = True
     timeout: float = 120.0

@@ -41,7 +41,7 @@ from codling.brain.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from codling.brain.interactions import Interaction
+from codling.brain.interactions import Interaction, InteractionKind
 from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
 from codling.brain.state import HistoryEntry, Role, SessionState, summary_entry
 from codling.errors import SpecialTurnError
@@ -158,7 +158,7 @@ class SpecialTurns:
         session = self._session
         model = session.model_for(config.model)
         instructions = config.instructions if config.instructions is not None else session.instructions()
-        toolsets = [session.toolset(config.tool_filter)] if config.run_tools and config.tool_filter != "-*" else []
+        toolsets = [session.toolset(config.tool_filter)] if config.run_tools and not config.tool_filter.empty else []
         # Nobody watches a special turn, so nobody can be asked (gated tools run only if the mode allows them),
         # nothing it runs is shown (its terminals report to nowhere), and it hands nothing to delegates.
         deps = replace(
@@ -269,7 +269,7 @@ def interactions_of(events: Sequence[Event]) -> tuple[Interaction, ...]:
     for event in events:
         match event:
             case TextDelta() | ThoughtDelta():
-                kind = "assistant" if isinstance(event, TextDelta) else "thought"
+                kind: InteractionKind = "assistant" if isinstance(event, TextDelta) else "thought"
                 if out and out[-1].kind == kind:
                     out[-1] = Interaction(kind, out[-1].text + event.text)
                 else:

@@ -56,7 +56,7 @@ class SessionHeader:
     session_id: str
     cwd: Path
     model: str
-    mode: str
+    mode: PermissionMode
     additional_dirs: tuple[Path, ...] = ()
     parent: str | None = None
     created_at: str = field(default_factory=now)
@@ -68,7 +68,7 @@ class SessionHeader:
             session_id=self.session_id,
             cwd=str(self.cwd),
             model=self.model,
-            mode=self.mode,  # type: ignore[arg-type]  # validated by the model
+            mode=self.mode,
             additional_dirs=[str(d) for d in self.additional_dirs],
             parent=self.parent,
         )

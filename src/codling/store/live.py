@@ -14,7 +14,7 @@ from typing import Any
 from codling.brain.builtin_turns import greeting_turn
 from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession, ModelFactory
-from codling.config import Settings, parse_mode
+from codling.config import PermissionMode, Settings, parse_mode
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.mcp_servers import McpServerSpec
 from codling.store.history import HistoryRecorder, SessionHeader, SessionLog
@@ -82,9 +82,9 @@ class LiveSession:
         """The session id."""
         return self.header.session_id
 
-    def set_mode(self, mode: str) -> None:
+    def set_mode(self, mode: PermissionMode) -> None:
         """Change the permission mode and record the change."""
-        self.brain.set_mode(parse_mode(mode))
+        self.brain.set_mode(mode)
         self.recorder.settings(mode=mode)
 
     def set_model(self, model: ModelInfo) -> None:

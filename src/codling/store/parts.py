@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from codling.brain.context.turns import TurnExecutionSummary, TurnStep
+from codling.brain.interactions import InteractionKind
 from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock
 from codling.store.ids import is_session_id
 from codling.tools.ports import Location, PlanPriority, PlanStatus
@@ -167,7 +168,7 @@ class StepPart(Part):
 class InteractionPart(Part):
     """One kept piece of a special turn."""
 
-    kind: str
+    kind: InteractionKind
     text: str
 
 

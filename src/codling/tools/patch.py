@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from pydantic_ai import RunContext
 
@@ -64,11 +65,15 @@ class Hunk:
         return [text for mark, text in self.lines if mark != "-"]
 
 
+PatchAction = Literal["add", "delete", "update"]
+"""What a patch does to one file."""
+
+
 @dataclass
 class FileChange:
     """What the patch does to one file."""
 
-    action: str  # "add", "delete" or "update"
+    action: PatchAction
     path: str
     move_to: str | None = None
     lines: list[str] = field(default_factory=list)
@@ -100,7 +105,7 @@ def parse_patch(text: str) -> list[FileChange]:
     changes: list[FileChange] = []
     for number, line in enumerate(lines[1:-1], start=2):
         if line.startswith((ADD, DELETE, UPDATE)):
-            action = "add" if line.startswith(ADD) else "delete" if line.startswith(DELETE) else "update"
+            action: PatchAction = "add" if line.startswith(ADD) else "delete" if line.startswith(DELETE) else "update"
             path = line.split(": ", 1)[1].strip()
             if not path:
                 raise EditError(f"line {number} names no file: {line!r}")

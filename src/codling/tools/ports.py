@@ -220,13 +220,17 @@ class ProgressListener(Protocol):
 
 DelegateRole = Literal["planner", "reviewer", "coder"]
 
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+"""Why a turn (or a delegate's run) ended; the same set ACP uses. A failed turn ends with ``end_turn`` and an
+error."""
+
 
 @dataclass(frozen=True)
 class DelegateOutcome:
     """How a delegate's run ended: its reply, and why it stopped if not by answering."""
 
     reply: str
-    stop_reason: str = "end_turn"
+    stop_reason: StopReason = "end_turn"
     error: str | None = None
     steps: tuple[str, ...] = ()
     """What it did, a line per tool call (``→ Read parser.py``), for when it did not answer."""

@@ -12,12 +12,12 @@ is imported. The tools' code is in the tool modules; ``tools/toolset.py`` joins 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
-from codling.errors import PathError
+from codling.errors import ConfigError, PathError
 from codling.tools.base import ToolCallInfo
 from codling.tools.ports import DelegateRole, Location, ToolKind
 from codling.tools.workspace import Workspace
@@ -161,6 +161,54 @@ TOOL_NAMES: tuple[ToolName, ...] = tuple(spec.name for spec in TOOLS)
 def role_tools(role: DelegateRole) -> frozenset[ToolName]:
     """The tools a delegate of ``role`` may use."""
     return frozenset(spec.name for spec in TOOLS if role in spec.roles)
+
+
+def known_tools(names: Iterable[str], what: str) -> frozenset[ToolName]:
+    """``names``, each checked to be one of codling's tools; ``ConfigError`` naming any that is not (``what``
+    says where the names come from)."""
+    chosen = frozenset(names)
+    if unknown := sorted(chosen - set(TOOL_NAMES)):
+        raise ConfigError(f"{what} names unknown tools: {', '.join(unknown)}; known: {', '.join(TOOL_NAMES)}")
+    return cast(frozenset[ToolName], chosen)
+
+
+@dataclass(frozen=True)
+class ToolFilter:
+    """Which of codling's tools a model may call: those ``allow`` names (None: all), except those ``block``
+    names. Unknown names are refused when a filter is built: a typo would silently take a tool away."""
+
+    allow: frozenset[ToolName] | None = None
+    block: frozenset[ToolName] = frozenset()
+
+    def __post_init__(self) -> None:
+        known_tools(self.allow or (), "a tool filter")
+        known_tools(self.block, "a tool filter")
+
+    @classmethod
+    def only(cls, *names: ToolName) -> ToolFilter:
+        """A filter that allows ``names`` alone (none: no tools)."""
+        return cls(allow=frozenset(names))
+
+    @classmethod
+    def without(cls, *names: ToolName) -> ToolFilter:
+        """A filter that allows every tool but ``names``."""
+        return cls(block=frozenset(names))
+
+    def allows(self, name: str) -> bool:
+        """Whether the tool ``name`` passes."""
+        return name not in self.block and (self.allow is None or name in self.allow)
+
+    @property
+    def empty(self) -> bool:
+        """Whether no tool passes."""
+        return not any(self.allows(name) for name in TOOL_NAMES)
+
+
+NO_TOOLS = ToolFilter.only()
+"""No tool at all."""
+
+ALL_TOOLS = ToolFilter()
+"""Every tool."""
 
 
 def describe_call(tool_name: str, args: dict[str, Any], workspace: Workspace) -> ToolCallInfo:
