@@ -63,6 +63,7 @@ async def test_a_malformed_session_id_is_invalid_params_naming_the_field(
         for session_id in MALFORMED_IDS:
             error = await error_of(SESSION_METHODS[method](conn, session_id, project))
             assert error.code == -32602, (session_id, error.to_error_obj())
+            assert error.data is not None
             assert "sessionId" in error.data and "not a session id" in error.data["message"]
             assert len(str(error.data["sessionId"])) <= 201
     assert not (home / "sessions").exists() or list((home / "sessions").iterdir()) == []
@@ -72,6 +73,7 @@ async def test_a_malformed_session_id_is_invalid_params_naming_the_field(
 async def test_an_unknown_session_is_resource_not_found(home: Path, project: Path, method: str) -> None:
     async with agent(home) as conn:
         error = await error_of(SESSION_METHODS[method](conn, WELL_FORMED_UNKNOWN, project))
+    assert error.data is not None
     assert (error.code, str(error), error.data["sessionId"]) == (-32002, "Resource not found", WELL_FORMED_UNKNOWN)
 
 
@@ -108,6 +110,7 @@ async def test_load_by_traversal_is_refused_and_the_decoy_is_untouched(
     async with agent(home) as conn:
         for call in ("load", "resume", "fork"):
             error = await error_of(SESSION_METHODS[call](conn, sneaky, project))
+            assert error.data is not None
             assert (error.code, error.data["sessionId"]) == (-32602, sneaky)
     assert decoy.read_bytes() == before
 
@@ -140,9 +143,11 @@ async def test_bad_directories_are_invalid_params_never_internal_errors(home: Pa
         ]
         for field, call in calls:
             error = await error_of(call)
+            assert error.data is not None, error.to_error_obj()
             assert (error.code, field in error.data) == (-32602, True), error.to_error_obj()
         if kind in ("NUL", "relative", "overlong"):
             error = await error_of(conn.list_sessions(cwd=bad))
+            assert error.data is not None
             assert (error.code, "cwd" in error.data) == (-32602, True)
 
 
@@ -150,6 +155,7 @@ async def test_list_refuses_a_cursor_it_did_not_give_out(home: Path) -> None:
     async with agent(home) as conn:
         for cursor in ("abc", "-5", "9" * 5000, "1.5"):
             error = await error_of(conn.list_sessions(cursor=cursor))
+            assert error.data is not None
             assert (error.code, "cursor" in error.data) == (-32602, True)
         assert (await conn.list_sessions(cursor="0")).sessions == []
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
-from acp.schema import ImageContentBlock
+from acp.schema import ContentToolCallContent, FileEditToolCallContent, ImageContentBlock, TextContentBlock
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import BinaryContent, UserPromptPart
+from pydantic_ai.messages import BinaryContent, ModelMessage, UserPromptPart
 
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
@@ -29,6 +31,13 @@ def make_settings(home: Path) -> Callable[..., Settings]:
         return Settings(home=home, env=env, **overrides)  # type: ignore[arg-type]
 
     return make
+
+
+def last_prompt(messages: list[ModelMessage]) -> UserPromptPart:
+    """The last part of a request's messages: the user prompt that ends it."""
+    part = messages[-1].parts[-1]
+    assert isinstance(part, UserPromptPart), part
+    return part
 
 
 class Harness:
@@ -49,9 +58,20 @@ class Harness:
         return response.stop_reason
 
 
+class Start(Protocol):
+    """The ``start`` fixture: an agent for a script, with settings overridden, and a client (a new
+    RecordingClient if None), joined in a Harness."""
+
+    def __call__(
+        self, script: Script, client: RecordingClient | None = None, **settings: object
+    ) -> AbstractAsyncContextManager[Harness]: ...
+
+
 @pytest.fixture
-def start(project: Path, make_settings: Callable[..., Settings]) -> Callable[..., object]:
-    def start(script: Script, client: RecordingClient | None = None, **settings: object):  # type: ignore[no-untyped-def]
+def start(project: Path, make_settings: Callable[..., Settings]) -> Start:
+    def start(
+        script: Script, client: RecordingClient | None = None, **settings: object
+    ) -> AbstractAsyncContextManager[Harness]:
         agent = CodlingAgent(
             settings_loader=lambda: make_settings(**settings), model_factory=script.factory(), warm_up=False
         )
@@ -68,7 +88,7 @@ def start(project: Path, make_settings: Callable[..., Settings]) -> Callable[...
     return start
 
 
-async def test_initialize_advertises_only_what_is_implemented(start) -> None:  # type: ignore[no-untyped-def]
+async def test_initialize_advertises_only_what_is_implemented(start: Start) -> None:
     async with start(Script([])) as h:
         response = await h.conn.initialize(protocol_version=PROTOCOL_VERSION)
     assert response.protocol_version == PROTOCOL_VERSION
@@ -104,7 +124,7 @@ async def test_initialize_advertises_only_what_is_implemented(start) -> None:  #
     ]
 
 
-async def test_new_session_offers_modes_and_model_config(start, project: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_new_session_offers_modes_and_model_config(start: Start, project: Path) -> None:
     async with start(Script([])) as h:
         await h.conn.initialize(protocol_version=PROTOCOL_VERSION)
         response = await h.conn.new_session(cwd=str(project))
@@ -118,7 +138,7 @@ async def test_new_session_offers_modes_and_model_config(start, project: Path) -
 
 
 @pytest.mark.parametrize("cwd", ["relative/dir", "/definitely/not/here"])
-async def test_new_session_rejects_bad_cwd(start, cwd: str) -> None:  # type: ignore[no-untyped-def]
+async def test_new_session_rejects_bad_cwd(start: Start, cwd: str) -> None:
     async with start(Script([])) as h:
         await h.conn.initialize(protocol_version=PROTOCOL_VERSION)
         with pytest.raises(RequestError) as info:
@@ -126,7 +146,7 @@ async def test_new_session_rejects_bad_cwd(start, cwd: str) -> None:  # type: ig
     assert info.value.code == -32602
 
 
-async def test_prompt_streams_text_and_thoughts(start) -> None:  # type: ignore[no-untyped-def]
+async def test_prompt_streams_text_and_thoughts(start: Start) -> None:
     async with start(Script([[Think("let me see"), Say("Hello ", "there")]])) as h:
         sid = await h.new()
         stop = await h.say(sid, "hi")
@@ -137,7 +157,7 @@ async def test_prompt_streams_text_and_thoughts(start) -> None:  # type: ignore[
     assert {s for s, _ in h.client.updates} == {sid}
 
 
-async def test_tool_call_shows_title_kind_locations_input_and_diff(start, project: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_tool_call_shows_title_kind_locations_input_and_diff(start: Start, project: Path) -> None:
     script = Script(
         [
             [Call("edit_file", {"path": "src/app.py", "old_text": "'hello'", "new_text": "'bye'"}, "e1")],
@@ -164,7 +184,7 @@ async def test_tool_call_shows_title_kind_locations_input_and_diff(start, projec
     )
 
 
-async def test_ask_mode_requests_permission_with_the_diff_and_remembers_always(start, project: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_ask_mode_requests_permission_with_the_diff_and_remembers_always(start: Start, project: Path) -> None:
     script = Script(
         [
             [Call("edit_file", {"path": "src/app.py", "old_text": "'hello'", "new_text": "'one'"}, "e1")],
@@ -184,18 +204,23 @@ async def test_ask_mode_requests_permission_with_the_diff_and_remembers_always(s
         ("allow_always", "Always allow (every edit, for this session)"),
         ("reject_once", "Reject"),
     ]
+    assert request.tool_call.content is not None
     diff = request.tool_call.content[0]
+    assert isinstance(diff, FileEditToolCallContent)
     assert diff.type == "diff" and diff.new_text.endswith("'one'\n")
 
 
-async def test_ask_mode_command_request_shows_the_command_and_rejection_reaches_model(start) -> None:  # type: ignore[no-untyped-def]
+async def test_ask_mode_command_request_shows_the_command_and_rejection_reaches_model(start: Start) -> None:
     script = Script([[Call("run_command", {"command": "make deploy"}, "r1")], [Say("OK, I won't.")]])
     async with start(script, RecordingClient(answers=["reject"])) as h:
         sid = await h.new()
         assert await h.say(sid, "deploy") == "end_turn"
     (request,) = h.client.permissions
     assert request.tool_call.kind == "execute"
-    assert request.tool_call.content[0].content.text == "make deploy"
+    shown = request.tool_call.content
+    assert shown is not None and isinstance(shown[0], ContentToolCallContent)
+    assert isinstance(shown[0].content, TextContentBlock)
+    assert shown[0].content.text == "make deploy"
     running, update = h.client.of_kind("tool_call_update")
     assert running.status == "in_progress"
     # The editor marked the call rejected: the last update leaves its status alone, with a note for the user.
@@ -206,7 +231,7 @@ async def test_ask_mode_command_request_shows_the_command_and_rejection_reaches_
     assert "rejected" in str(tool_results[0].content)
 
 
-async def test_cancel_answers_cancelled_promptly(start) -> None:  # type: ignore[no-untyped-def]
+async def test_cancel_answers_cancelled_promptly(start: Start) -> None:
     script = Script([[Say("working"), Wait(30)], [Say("still here")]])
     async with start(script) as h:
         sid = await h.new()
@@ -219,7 +244,7 @@ async def test_cancel_answers_cancelled_promptly(start) -> None:  # type: ignore
     assert h.client.agent_text() == "workingstill here"
 
 
-async def test_cancel_while_waiting_for_permission(start) -> None:  # type: ignore[no-untyped-def]
+async def test_cancel_while_waiting_for_permission(start: Start) -> None:
     script = Script([[Call("run_command", {"command": "sleep 1"}, "r1")]])
     client = RecordingClient(answers=[None])
     async with start(script, client) as h:
@@ -234,7 +259,7 @@ async def test_cancel_while_waiting_for_permission(start) -> None:  # type: igno
         client.release.set()
 
 
-async def test_unknown_session_and_bad_params_are_errors(start) -> None:  # type: ignore[no-untyped-def]
+async def test_unknown_session_and_bad_params_are_errors(start: Start) -> None:
     async with start(Script([])) as h:
         await h.new()
         with pytest.raises(RequestError) as unknown:
@@ -245,7 +270,7 @@ async def test_unknown_session_and_bad_params_are_errors(start) -> None:  # type
         assert bad_mode.value.code == -32602
 
 
-async def test_set_mode_and_config_options(start) -> None:  # type: ignore[no-untyped-def]
+async def test_set_mode_and_config_options(start: Start) -> None:
     async with start(Script([])) as h:
         sid = await h.new()
         with pytest.raises(RequestError):
@@ -263,11 +288,13 @@ async def test_set_mode_and_config_options(start) -> None:  # type: ignore[no-un
             await h.conn.set_config_option(config_id="colour", session_id=sid, value="red")
 
 
-async def test_resources_reach_the_model_and_images_a_blind_model_cannot_see_get_a_note(start, project: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_resources_reach_the_model_and_images_a_blind_model_cannot_see_get_a_note(
+    start: Start, project: Path
+) -> None:
     script = Script([[Say("seen")]])
     async with start(script) as h:
         sid = await h.new()
-        blocks = [
+        blocks: list[helpers.ContentBlock] = [
             helpers.text_block("look at these"),
             helpers.resource_link_block("app.py", (project / "src" / "app.py").as_uri()),
             helpers.resource_block(helpers.embedded_text_resource("file:///tmp/notes.txt", "remember the milk")),
@@ -275,7 +302,7 @@ async def test_resources_reach_the_model_and_images_a_blind_model_cannot_see_get
         ]
         response = await h.conn.prompt(session_id=sid, prompt=blocks)
     assert response.stop_reason == "end_turn"
-    sent = str(script.requests[0][-1].parts[-1].content)
+    sent = str(last_prompt(script.requests[0]).content)
     assert "look at these" in sent
     assert "return 'hello'" in sent and str(project / "src" / "app.py") in sent
     assert "remember the milk" in sent
@@ -283,7 +310,7 @@ async def test_resources_reach_the_model_and_images_a_blind_model_cannot_see_get
     assert "openai-chat:scripted cannot see images; it was only told that you attached image" in h.client.agent_text()
 
 
-async def test_a_provider_retry_is_shown_as_a_card_and_the_turn_goes_on(start) -> None:  # type: ignore[no-untyped-def]
+async def test_a_provider_retry_is_shown_as_a_card_and_the_turn_goes_on(start: Start) -> None:
     busy = ModelHTTPError(429, "scripted", {"message": "slow down"}, retry_after=0.01)
     async with start(Script([[Fail(busy)], [Say("fine now")]])) as h:
         sid = await h.new()
@@ -297,7 +324,7 @@ async def test_a_provider_retry_is_shown_as_a_card_and_the_turn_goes_on(start) -
     assert h.client.agent_text() == "fine now"
 
 
-async def test_max_turn_requests_stop_reason(start) -> None:  # type: ignore[no-untyped-def]
+async def test_max_turn_requests_stop_reason(start: Start) -> None:
     script = Script([], fallback=lambda _m: [Call("list_files", {}, f"l{len(script.requests)}")])
     async with start(script, max_requests_per_turn=2) as h:
         sid = await h.new(mode="yolo")
@@ -305,7 +332,7 @@ async def test_max_turn_requests_stop_reason(start) -> None:  # type: ignore[no-
     assert len(script.requests) == 2
 
 
-async def test_additional_directories_are_part_of_the_workspace(start, project: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_additional_directories_are_part_of_the_workspace(start: Start, project: Path, tmp_path: Path) -> None:
     extra = tmp_path / "shared-lib"
     extra.mkdir()
     (extra / "util.py").write_text("VALUE = 42\n")
@@ -319,7 +346,7 @@ async def test_additional_directories_are_part_of_the_workspace(start, project: 
     assert "VALUE = 42" in update.content[0].content.text
 
 
-async def test_cancel_sent_right_after_the_prompt_is_answered(start) -> None:  # type: ignore[no-untyped-def]
+async def test_cancel_sent_right_after_the_prompt_is_answered(start: Start) -> None:
     script = Script([], fallback=lambda _messages: [Say("later")])
     async with start(script) as h:
         sid = await h.new()
@@ -331,7 +358,7 @@ async def test_cancel_sent_right_after_the_prompt_is_answered(start) -> None:  #
     assert len(script.requests) == 1  # the cancelled turn never reached the model
 
 
-async def test_the_client_hears_of_a_tool_call_before_it_is_asked_to_allow_it(start, project: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_the_client_hears_of_a_tool_call_before_it_is_asked_to_allow_it(start: Start, project: Path) -> None:
     script = Script(
         [[Say("Let me fix it."), Call("write_file", {"path": "new.txt", "content": "x"}, "w1")], [Say("ok")]]
     )
@@ -361,7 +388,7 @@ async def test_a_model_that_sees_images_gets_them_and_the_history_keeps_a_mentio
         sid = (await conn.new_session(cwd=str(project))).session_id
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("what is this?"), image])
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("and now?")])
-    content = script.requests[0][-1].parts[-1].content
+    content = last_prompt(script.requests[0]).content
     assert isinstance(content, list) and content[0] == "what is this?\n\n[image attached: shot.png (image/png)]"
     assert isinstance(content[1], BinaryContent) and content[1].data == base64.b64decode(PIXEL)
     assert content[1].media_type == "image/png" and "cannot see" not in client.agent_text()
@@ -385,7 +412,7 @@ async def test_image_data_is_cleaned_or_refused_with_a_note(home: Path, project:
     settings = Settings(home=home, titles=False, env={"CODLING_HOME": str(home), "CODLING_MODEL": "openai-chat:seeing"})
     script = Script([[Say("ok")]])
     wrapped = "data:image/png;base64," + PIXEL[:40] + "\n" + PIXEL[40:]
-    blocks = [
+    blocks: list[helpers.ContentBlock] = [
         helpers.text_block("two images"),
         helpers.image_block(wrapped, "image/png"),
         helpers.image_block("not base64!", "image/png", uri="file:///tmp/broken.png"),
@@ -396,14 +423,14 @@ async def test_image_data_is_cleaned_or_refused_with_a_note(home: Path, project:
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         sid = (await conn.new_session(cwd=str(project))).session_id
         await conn.prompt(session_id=sid, prompt=blocks)
-    content = script.requests[0][-1].parts[-1].content
+    content = last_prompt(script.requests[0]).content
     assert isinstance(content, list) and len(content) == 2
     assert isinstance(content[1], BinaryContent) and content[1].data == base64.b64decode(PIXEL)
     assert "[The user attached an image, broken.png, that could not be decoded.]" in content[0]
     assert "the image broken.png could not be decoded, so it was not sent to the model" in client.agent_text()
 
 
-async def test_a_delegate_works_under_its_call_in_the_editor(start) -> None:  # type: ignore[no-untyped-def]
+async def test_a_delegate_works_under_its_call_in_the_editor(start: Start) -> None:
     steps = [{"step": "Read app.py", "status": "pending"}]
     script = Script(
         [

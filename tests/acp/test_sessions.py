@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
-from pydantic_ai.messages import ModelRequest, ModelResponse
+from pydantic_ai.messages import TextPart, UserPromptPart
 
 from codling.acp.server import LIST_PAGE_SIZE, CodlingAgent
 from codling.config import Settings
@@ -23,15 +24,23 @@ from tests.fakes.scenarios import Call, Say, Script, Wait
 
 MODEL_ID = "openai-chat:scripted"
 
-Agent = Callable[[Script], "AsyncIterator[tuple[ClientSideConnection, RecordingClient]]"]
+Connected = AbstractAsyncContextManager[tuple[ClientSideConnection, RecordingClient]]
+
+
+class Agent(Protocol):
+    """The ``agent`` fixture: an agent for a script, connected to a client (a new RecordingClient if None)."""
+
+    def __call__(self, script: Script, client: RecordingClient | None = None) -> Connected: ...
 
 
 @pytest.fixture
-def agent(home: Path) -> Callable[..., object]:
+def agent(home: Path) -> Agent:
     """A fresh CodlingAgent (as a fresh process would be) on the same CODLING_HOME, connected and initialized."""
 
     @asynccontextmanager
-    async def make(script: Script, client: RecordingClient | None = None):  # type: ignore[no-untyped-def]
+    async def make(
+        script: Script, client: RecordingClient | None = None
+    ) -> AsyncIterator[tuple[ClientSideConnection, RecordingClient]]:
         settings = Settings(home=home, mode="yolo", env={"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID})
         codling = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
         recording = client or RecordingClient()
@@ -47,7 +56,7 @@ async def say(conn: ClientSideConnection, session_id: str, text: str) -> str:
     return response.stop_reason
 
 
-async def test_load_replays_everything_and_continues_with_full_context(agent, project: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_load_replays_everything_and_continues_with_full_context(agent: Agent, project: Path) -> None:
     first = Script(
         [
             [Call("read_file", {"path": "src/app.py"}, "r1")],
@@ -78,12 +87,12 @@ async def test_load_replays_everything_and_continues_with_full_context(agent, pr
         assert [u.model_dump() for u in replayed[1:]] == [u.model_dump() for u in seen]
         assert await say(conn, session.session_id, "and now?") == "end_turn"
     history = second.requests[0]
-    texts = [str(p.content) for m in history for p in m.parts if isinstance(m, ModelRequest | ModelResponse)]
+    texts = [str(p.content) for m in history for p in m.parts if isinstance(p, UserPromptPart | TextPart)]
     assert any("what does greet return?" in t for t in texts)
     assert any("It returns hello." in t and "Read src/app.py" in t for t in texts)
 
 
-async def test_resume_restores_without_replay(agent, project: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_resume_restores_without_replay(agent: Agent, project: Path) -> None:
     async with agent(Script([[Say("noted: blue")]])) as (conn, _):
         session = await conn.new_session(cwd=str(project))
         await say(conn, session.session_id, "my favourite colour is blue")
@@ -92,10 +101,14 @@ async def test_resume_restores_without_replay(agent, project: Path) -> None:  # 
         await conn.resume_session(session_id=session.session_id, cwd=str(project))
         assert client.conversation() == []
         await say(conn, session.session_id, "what is my favourite colour?")
-    assert "my favourite colour is blue" in str(script.requests[0][0].parts[0].content)
+    first = script.requests[0][0].parts[0]
+    assert isinstance(first, UserPromptPart)
+    assert "my favourite colour is blue" in str(first.content)
 
 
-async def test_list_reads_disk_filters_by_cwd_and_pages(agent, project: Path, home: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_list_reads_disk_filters_by_cwd_and_pages(
+    agent: Agent, project: Path, home: Path, tmp_path: Path
+) -> None:
     store = SessionStore(home)
     elsewhere = tmp_path / "elsewhere"
     for _ in range(LIST_PAGE_SIZE + 5):
@@ -121,7 +134,7 @@ async def test_list_reads_disk_filters_by_cwd_and_pages(agent, project: Path, ho
             await conn.list_sessions(cursor="bogus")
 
 
-async def test_fork_copies_history_and_leaves_the_original(agent, project: Path, home: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_fork_copies_history_and_leaves_the_original(agent: Agent, project: Path, home: Path) -> None:
     script = Script([[Say("first answer")], [Say("fork answer")]], title=[Say("First question asked")])
     async with agent(script) as (conn, client):
         original = await conn.new_session(cwd=str(project))
@@ -130,7 +143,9 @@ async def test_fork_copies_history_and_leaves_the_original(agent, project: Path,
         fork = await conn.fork_session(session_id=original.session_id, cwd=str(project))
         assert fork.session_id != original.session_id
         await say(conn, fork.session_id, "fork question")
-    assert "first question" in str(script.requests[1][0].parts[0].content)
+    first = script.requests[1][0].parts[0]
+    assert isinstance(first, UserPromptPart)
+    assert "first question" in str(first.content)
     store = SessionStore(home)
     forked, parent = store.read(fork.session_id), store.read(original.session_id)
     assert forked.header.parent == original.session_id
@@ -138,7 +153,7 @@ async def test_fork_copies_history_and_leaves_the_original(agent, project: Path,
     assert forked.title == "First question asked (fork)" and parent.title == "First question asked"
 
 
-async def test_close_cancels_the_running_turn_and_frees_the_session(agent, project: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_close_cancels_the_running_turn_and_frees_the_session(agent: Agent, project: Path) -> None:
     async with agent(Script([[Say("slow"), Wait(30)]])) as (conn, client):
         session = await conn.new_session(cwd=str(project))
         prompt = asyncio.create_task(say(conn, session.session_id, "take your time"))
@@ -151,14 +166,14 @@ async def test_close_cancels_the_running_turn_and_frees_the_session(agent, proje
         await conn.load_session(cwd=str(project), session_id=session.session_id)
 
 
-async def test_load_of_unknown_session_is_an_error(agent, project: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_load_of_unknown_session_is_an_error(agent: Agent, project: Path) -> None:
     async with agent(Script([])) as (conn, _):
         with pytest.raises(RequestError) as info:
             await conn.load_session(cwd=str(project), session_id="no-such-session")
     assert info.value.code == -32602
 
 
-async def test_mode_changes_are_recorded_and_restored(agent, project: Path, home: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_mode_changes_are_recorded_and_restored(agent: Agent, project: Path, home: Path) -> None:
     async with agent(Script([])) as (conn, _):
         session = await conn.new_session(cwd=str(project))
         await conn.set_session_mode(session_id=session.session_id, mode_id="read-only")
@@ -171,7 +186,7 @@ async def test_mode_changes_are_recorded_and_restored(agent, project: Path, home
     assert loaded.modes is not None and loaded.modes.current_mode_id == "read-only"
 
 
-async def test_list_matches_a_cwd_given_through_a_symlink(agent, project: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_list_matches_a_cwd_given_through_a_symlink(agent: Agent, project: Path, tmp_path: Path) -> None:
     link = tmp_path / "link-to-project"
     link.symlink_to(project)
     async with agent(Script([])) as (conn, _):

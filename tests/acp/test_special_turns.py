@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
-from acp.schema import ToolCallStart
+from acp.schema import ContentToolCallContent, ToolCallStart
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from codling.acp.server import CodlingAgent
 from codling.acp.translate import translate
@@ -55,7 +55,7 @@ async def harness(home: Path, script: Script, *, greeting: bool = False) -> Asyn
         yield Harness(conn, client, agent)
 
 
-def request_text(messages: list[object]) -> str:
+def request_text(messages: list[ModelMessage]) -> str:
     pieces: list[str] = []
     for m in messages:
         if isinstance(m, ModelRequest):
@@ -213,5 +213,5 @@ def test_a_persisted_special_turn_is_shown_as_a_turn_shows_it() -> None:
     assert not {u.tool_call_id for u in translate(again) if isinstance(u, ToolCallStart)} & set(ids)
 
 
-def content(text: str) -> object:
+def content(text: str) -> ContentToolCallContent:
     return helpers.tool_content(helpers.text_block(text))

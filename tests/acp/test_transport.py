@@ -39,8 +39,9 @@ async def exchange(*lines: bytes, max_line: int | None = None) -> tuple[list[dic
         reader.feed_data(line)
     reader.feed_eof()
     writer = LineWriter()
+    # LineWriter has the two StreamWriter methods MessageSender uses (write, drain), not the class.
     sender = MessageSender(writer, TaskSupervisor(source="test"))  # type: ignore[arg-type]
-    transport = TolerantTransport(reader, sender, **({"max_line": max_line} if max_line else {}))
+    transport = TolerantTransport(reader, sender, max_line=max_line) if max_line else TolerantTransport(reader, sender)
     received = []
     while (message := await transport.receive()) is not None:
         received.append(message)
@@ -216,8 +217,8 @@ async def test_cancel_request_names_a_pending_prompt_until_it_is_answered() -> N
     cancelled: list[str] = []
     transport = TolerantTransport(
         reader,
-        MessageSender(writer, TaskSupervisor(source="test")),
-        on_cancel_prompt=cancelled.append,  # type: ignore[arg-type]
+        MessageSender(writer, TaskSupervisor(source="test")),  # type: ignore[arg-type]  # a duck-typed StreamWriter
+        on_cancel_prompt=cancelled.append,
     )
     reader.feed_data(line(prompt) + cancel(6) + cancel(5) + line({"jsonrpc": "2.0", "method": "$/other"}))
     assert await transport.receive() == prompt

@@ -55,6 +55,7 @@ async def test_a_provider_error_is_a_json_rpc_error_recorded_and_replayed(home: 
             -32603,
             "The model provider returned HTTP 400 for scripted: slow down",
         )
+        assert failure.data is not None
         assert failure.data["reason"] == "provider"
         assert "ModelHTTPError" in failure.data["details"]
         assert "HTTP 400 response body: {'error': {'message': 'slow down'}}" in failure.data["details"]
@@ -80,6 +81,7 @@ async def test_a_refused_key_is_auth_required_without_the_key(home: Path, projec
         "The model provider returned HTTP 401 for scripted: Incorrect API key provided: [redacted]; the openai-chat "
         "API refused the key in OPENAI_API_KEY: check that it is valid for this server"
     )
+    assert failure.data is not None
     assert SECRET not in repr(failure.data) and "[redacted]" in failure.data["details"]
     assert "OPENAI_API_KEY" in failure.data["authMethods"]
 
@@ -122,6 +124,7 @@ async def test_other_failures_name_their_kind(
     async with serving(home, Script([[Fail(error)]])) as (conn, _):
         sid = (await conn.new_session(cwd=str(project))).session_id
         failure = await prompt_error(conn, sid, "hello")
+    assert failure.data is not None
     assert (failure.code, failure.data["reason"]) == (-32603, reason)
     assert str(error) in str(failure) and type(error).__name__ in failure.data["details"]
 

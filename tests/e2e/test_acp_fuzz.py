@@ -156,10 +156,10 @@ class Fuzzer:
             text = f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"method":"session/new","params":{{"x":{nest}}}}}'
             return Line(text.encode() + b"\n", maybe=rid) if r.random() < 0.8 else Line(nest.encode() + b"\n")
         if kind == 10:  # bad UTF-8 inside an otherwise valid request
-            data = bytearray(self.encode(self.request(rid)))
-            position = r.randrange(1, len(data) - 1)
-            data[position:position] = r.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe9", b"\x80\x80"])
-            return Line(bytes(data))
+            spliced = bytearray(self.encode(self.request(rid)))
+            position = r.randrange(1, len(spliced) - 1)
+            spliced[position:position] = r.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe9", b"\x80\x80"])
+            return Line(bytes(spliced))
         if kind == 11:  # lone surrogates written as JSON escapes, everywhere
             message = self.request(rid)
             text = json.dumps(message).replace('"method"', '"meth\\udc00od"' if r.random() < 0.1 else '"method"')

@@ -9,11 +9,12 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, helpers, spawn_agent_process
 from acp.client.connection import ClientSideConnection
-from acp.schema import ClientCapabilities, FileSystemCapabilities
+from acp.schema import ClientCapabilities, ContentToolCallContent, FileSystemCapabilities, TextContentBlock
 
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.editor import FakeEditor
@@ -75,7 +76,10 @@ async def test_initialize_new_prompt_with_tool_call_then_cancel(
         (call,) = client.of_kind("tool_call")
         assert (call.tool_call_id, call.kind) == ("call_1", "execute")
         (permission,) = client.permissions
-        assert permission.tool_call.content[0].content.text == "echo from-the-agent > out.txt"
+        shown = permission.tool_call.content
+        assert shown is not None and isinstance(shown[0], ContentToolCallContent)
+        assert isinstance(shown[0].content, TextContentBlock)
+        assert shown[0].content.text == "echo from-the-agent > out.txt"
         updates = client.of_kind("tool_call_update")
         assert updates[-1].status == "completed"
         assert "exit code 0" in updates[-1].content[0].content.text
@@ -110,6 +114,7 @@ async def test_provider_error_is_reported_and_session_continues(
         session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
         with pytest.raises(RequestError) as failed:
             await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("one")]), 30)
+        assert failed.value.data is not None
         assert failed.value.code == -32603 and failed.value.data["reason"] == "provider"
         assert "HTTP 400" in str(failed.value) and "maximum context length" in str(failed.value)
         assert client.agent_text() == ""
@@ -146,7 +151,7 @@ async def test_malformed_input_gets_json_rpc_errors_and_server_keeps_serving(hom
         for line in lines:
             process.stdin.write(line)
         await process.stdin.drain()
-        replies = []
+        replies: list[dict[str, Any]] = []
         while len(replies) < 6:
             raw = await asyncio.wait_for(process.stdout.readline(), 30)
             assert raw, "the agent closed stdout"
@@ -256,7 +261,10 @@ async def test_an_image_reaches_the_provider_as_an_image_part(home: Path, projec
     async with spawned(client, home, server) as conn:
         await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
         session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
-        blocks = [helpers.text_block("what is this?"), helpers.image_block(pixel, "image/png")]
+        blocks: list[helpers.ContentBlock] = [
+            helpers.text_block("what is this?"),
+            helpers.image_block(pixel, "image/png"),
+        ]
         await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=blocks), 30)
     content = server.requests[0]["messages"][-1]["content"]
     assert content[0] == {"type": "text", "text": "what is this?\n\n[image attached: image (image/png)]"}

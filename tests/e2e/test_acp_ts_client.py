@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,9 @@ from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_ser
 
 
 @pytest.fixture
-def server() -> OpenAIServer:
+def server() -> Iterator[OpenAIServer]:
     with running_server() as s:
-        yield s  # type: ignore[misc]
+        yield s
 
 
 def test_a_scripted_session_under_the_typescript_sdk_client(

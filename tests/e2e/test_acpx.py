@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,9 @@ AGENT_METHODS = ("session/update", "session/request_permission", "fs/", "termina
 
 
 @pytest.fixture
-def server() -> OpenAIServer:
+def server() -> Iterator[OpenAIServer]:
     with running_server() as s:
-        yield s  # type: ignore[misc]
+        yield s
 
 
 def acpx() -> Path:

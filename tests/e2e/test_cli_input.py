@@ -45,7 +45,7 @@ def run(*args: str | bytes, env: dict[str, str], cwd: Path, stdin: bytes = b"") 
     )
 
 
-CASES = {
+CASES: dict[str, tuple[tuple[str | bytes, ...], bytes, dict[str, str]]] = {
     "argv latin-1": ((b"caf\xe9 please",), b"", {}),
     "argv latin-1, C locale": ((b"caf\xe9 please",), b"", {"LC_ALL": "C"}),
     "argv encoded surrogate": ((b"x \xed\xa0\x80 y",), b"", {}),

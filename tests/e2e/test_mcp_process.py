@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp import PROTOCOL_VERSION, helpers
@@ -35,12 +36,12 @@ def stdio_server(name: str, pidfile: Path, *args: str) -> McpServerStdio:
     return McpServerStdio(name=name, command=sys.executable, args=["-m", SERVER_MODULE, "--name", name, *args], env=env)
 
 
-def offered(body: dict[str, object]) -> set[str]:
-    return {tool["function"]["name"] for tool in body.get("tools", [])}  # type: ignore[attr-defined, index]
+def offered(body: dict[str, Any]) -> set[str]:
+    return {tool["function"]["name"] for tool in body.get("tools", [])}
 
 
-def tool_messages(body: dict[str, object]) -> dict[str, str]:
-    return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}  # type: ignore[attr-defined, index]
+def tool_messages(body: dict[str, Any]) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}
 
 
 async def test_editor_servers_over_stdio_and_http_are_isolated_reported_and_stopped(
@@ -56,6 +57,7 @@ async def test_editor_servers_over_stdio_and_http_are_isolated_reported_and_stop
     with http_server("http", "web") as url:
         async with spawned(client, home, server) as conn:
             init = await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
+            assert init.agent_capabilities is not None
             caps = init.agent_capabilities.mcp_capabilities
             assert caps is not None and (caps.http, caps.sse) == (True, True)
             first = await conn.new_session(cwd=str(project), mcp_servers=[stdio_server("local", tmp_path / "a.pid")])

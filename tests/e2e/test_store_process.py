@@ -17,7 +17,7 @@ import pytest
 from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 from acp.client.connection import ClientSideConnection
 
-from codling.brain.events import TextDelta
+from codling.brain.events import TextDelta, TurnEnded
 from codling.store.history import read_history
 from codling.store.records import RECORD
 from tests.e2e.test_acp_process import agent_env
@@ -205,6 +205,7 @@ async def test_history_survives_sigkill_at_random_points_of_a_turn(
                     assert check_history(path) == turns + 1
                     events = read_history(path).events
                     assert [type(e).__name__ for e in events[-3:]] == ["TurnStarted", "TextDelta", "TurnEnded"]
+                    assert isinstance(events[-1], TurnEnded)
                     assert events[-2] == TextDelta(events[-1].turn_id, "resumed fine.")
                 if trial == TRIALS:
                     break

@@ -8,16 +8,23 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp import RequestError
+from acp import CLIENT_METHODS, Agent, RequestError
 from acp._transport import memory_transport_pair
 from acp.agent.connection import AgentSideConnection
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AllowedOutcome,
+    CreateElicitationResponse,
+    CreateTerminalResponse,
     DeniedOutcome,
+    ElicitationMode,
+    EnvVariable,
     PermissionOption,
+    ReadTextFileResponse,
     RequestPermissionResponse,
+    TerminalOutputResponse,
     ToolCallUpdate,
+    WaitForTerminalExitResponse,
 )
 
 from codling.acp.server import CodlingAgent
@@ -120,32 +127,61 @@ class RecordingClient:
             raise RequestError.method_not_found(method)
         return self.editor
 
-    async def write_text_file(self, **kwargs: Any) -> None:
-        await self._editor("fs/write_text_file").write_text_file(**kwargs)
+    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> None:
+        await self._editor("fs/write_text_file").write_text_file(session_id, path, content, **kwargs)
 
-    async def read_text_file(self, **kwargs: Any) -> Any:
-        return await self._editor("fs/read_text_file").read_text_file(**kwargs)
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+    ) -> ReadTextFileResponse:
+        return await self._editor("fs/read_text_file").read_text_file(session_id, path, line, limit, **kwargs)
 
-    async def create_terminal(self, **kwargs: Any) -> Any:
-        return await self._editor("terminal/create").create_terminal(**kwargs)
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: list[EnvVariable] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **kwargs: Any,
+    ) -> CreateTerminalResponse:
+        return await self._editor("terminal/create").create_terminal(
+            session_id, command, args=args, env=env, cwd=cwd, output_byte_limit=output_byte_limit, **kwargs
+        )
 
-    async def terminal_output(self, **kwargs: Any) -> Any:
-        return await self._editor("terminal/output").terminal_output(**kwargs)
+    async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> TerminalOutputResponse:
+        return await self._editor("terminal/output").terminal_output(session_id, terminal_id, **kwargs)
 
-    async def wait_for_terminal_exit(self, **kwargs: Any) -> Any:
-        return await self._editor("terminal/wait_for_exit").wait_for_terminal_exit(**kwargs)
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> WaitForTerminalExitResponse:
+        return await self._editor("terminal/wait_for_exit").wait_for_terminal_exit(session_id, terminal_id, **kwargs)
 
-    async def kill_terminal(self, **kwargs: Any) -> None:
-        await self._editor("terminal/kill").kill_terminal(**kwargs)
+    async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> None:
+        await self._editor("terminal/kill").kill_terminal(session_id, terminal_id, **kwargs)
 
-    async def release_terminal(self, **kwargs: Any) -> None:
+    async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> None:
         editor = self._editor("terminal/release")
-        self.shown_before_release[kwargs["terminal_id"]] = any(
-            getattr(c, "terminal_id", None) == kwargs["terminal_id"]
+        self.shown_before_release[terminal_id] = any(
+            getattr(c, "terminal_id", None) == terminal_id
             for u in self.of_kind("tool_call_update")
             for c in u.content or ()
         )
-        await editor.release_terminal(**kwargs)
+        await editor.release_terminal(session_id, terminal_id, **kwargs)
+
+    # Elicitation and extension methods: not offered, answered as the SDK answers a client without them.
+
+    async def create_elicitation(self, message: str, mode: ElicitationMode, **kwargs: Any) -> CreateElicitationResponse:
+        raise RequestError.method_not_found(CLIENT_METHODS["elicitation_create"])
+
+    async def complete_elicitation(self, elicitation_id: str, **kwargs: Any) -> None:
+        raise RequestError.method_not_found(CLIENT_METHODS["elicitation_complete"])
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
 
     async def wait_for(self, kind: str, count: int = 1, timeout: float = 10) -> None:
         """Wait until at least ``count`` updates of one kind have arrived."""
@@ -167,7 +203,7 @@ class RecordingClient:
         """All agent_message_chunk text joined."""
         return "".join(u.content.text for u in self.of_kind("agent_message_chunk"))
 
-    def on_connect(self, conn: Any) -> None:
+    def on_connect(self, conn: Agent) -> None:
         pass
 
 

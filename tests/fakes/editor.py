@@ -43,8 +43,8 @@ class Terminal:
         """The output as the client returns it: cut from the beginning to ``limit`` bytes."""
         data = bytes(self.output)
         truncated = self.limit is not None and len(data) > self.limit
-        if truncated:
-            data = data[-self.limit :]  # type: ignore[operator]
+        if self.limit is not None and truncated:
+            data = data[-self.limit :]
         return data.decode("utf-8", "ignore"), truncated
 
     def status(self) -> TerminalExitStatus | None:
@@ -70,7 +70,9 @@ class FakeEditor:
     read_only: set[Path] = field(default_factory=set)
     """Files whose fs/write_text_file the editor refuses (with an error whose data says why)."""
 
-    async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> ReadTextFileResponse:
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+    ) -> ReadTextFileResponse:
         self.calls.append(("fs/read_text_file", path))
         if Path(path) in self.buffers:
             return ReadTextFileResponse(content=self.buffers[Path(path)])
@@ -91,9 +93,9 @@ class FakeEditor:
         session_id: str,
         command: str,
         args: list[str] | None = None,
+        env: list[EnvVariable] | None = None,
         cwd: str | None = None,
         output_byte_limit: int | None = None,
-        env: list[EnvVariable] | None = None,
         **kwargs: Any,
     ) -> CreateTerminalResponse:
         argv = [command, *(args or [])]

@@ -668,7 +668,7 @@ class OpenAIServer:
     def requests(self) -> list[dict[str, Any]]:
         """The JSON bodies of the chat-completion requests received, in order (a snapshot), title requests
         left out."""
-        return [r.body for r in self.recorded if _counted(r)]
+        return [r.body for r in self.recorded if r.body is not None and _counted(r)]
 
     @property
     def title_requests(self) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from codling.config import PermissionMode, Settings
 from codling.llm.tokens import count_tokens
 from codling.mcp_servers import McpServerSpec
 from codling.tools.mcp.names import tool_name
+from codling.tools.ports import Answer, Approver
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.mcp import http_server, pid_written, stdio_spec
 from tests.fakes.mcp_server import HOSTILE_NAME
@@ -30,7 +31,7 @@ def mcp_session(
     settings: Settings,
     *servers: McpServerSpec,
     mode: PermissionMode = "yolo",
-    approver: object | None = None,
+    approver: Approver | None = None,
 ) -> ConversationSession:
     return session_for(script, project, settings, mode, approver, servers)
 
@@ -215,9 +216,9 @@ async def test_closing_the_session_ends_the_server_process(project: Path, settin
     ],
 )
 async def test_mcp_calls_are_gated_like_commands(
-    project: Path, settings: Settings, mode: PermissionMode, answers: tuple[str, ...], runs: bool, asked: int
+    project: Path, settings: Settings, mode: PermissionMode, answers: tuple[Answer, ...], runs: bool, asked: int
 ) -> None:
-    approver = ScriptedApprover(*answers)  # type: ignore[arg-type]
+    approver = ScriptedApprover(*answers)
     script = Script([[Call("mcp__fake__add", {"a": 1, "b": 2}, "c1")], [Say("ok")]])
     session = mcp_session(script, project, settings, stdio_spec("fake"), mode=mode, approver=approver)
     try:

@@ -205,6 +205,7 @@ async def test_pins_reach_every_request_through_compactions_and_restarts(
     session.subscribe(HistoryRecorder(file))
     await session.run("Never touch migrations/. Start with the parser.")
     said = [e async for e in session.stream("/pin use tabs in Makefiles")]
+    assert isinstance(said[1], TextDelta)
     assert TextDelta(said[1].turn_id, "Pinned: use tabs in Makefiles") in said
     compacted = []
     for i in range(12):

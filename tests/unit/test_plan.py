@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from acp import helpers
+from pydantic_ai.messages import ToolReturnPart
 
 from codling.acp.replay import replay_updates
 from codling.acp.translate import translate
@@ -23,6 +24,7 @@ from codling.brain.events import (
 )
 from codling.brain.factory import open_session
 from codling.brain.prompt import TextBlock
+from codling.brain.session import ConversationSession, TurnResult
 from codling.cli.render import TerminalRenderer
 from codling.cli.transcript import print_transcript
 from codling.config import Settings
@@ -44,7 +46,9 @@ PLAN = (
 )
 
 
-async def run_plan(project: Path, settings: Settings, tmp_path: Path, steps: list[dict[str, str]]) -> tuple:
+async def run_plan(
+    project: Path, settings: Settings, tmp_path: Path, steps: list[dict[str, str]]
+) -> tuple[TurnResult, list[Event], Path, Script, ConversationSession]:
     script = Script([[Call("update_plan", {"steps": steps}, "p1")], [Say("on it")]])
     session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
     path = tmp_path / "history.jsonl"
@@ -72,8 +76,9 @@ async def test_a_plan_becomes_an_event_after_its_call_and_a_record(
     assert kinds[at - 2 : at + 1] == ["ToolCallStarted", "ToolCallFinished", "PlanUpdated"]
     assert next(e for e in seen if isinstance(e, PlanUpdated)) == PlanUpdated(result.turn_id, PLAN)
     assert result.tool_calls[0].started.title == "Update the plan"
-    told = script.requests[1][-1].parts[0].content  # type: ignore[union-attr]
-    assert told == "Plan updated (1 of 3 steps completed)."
+    told = script.requests[1][-1].parts[0]
+    assert isinstance(told, ToolReturnPart)
+    assert told.content == "Plan updated (1 of 3 steps completed)."
     # Recorded, and read back as the same event (the plan of a restored session is replayed too).
     assert PlanUpdated(result.turn_id, PLAN) in read_history(path).events
     # The next turns' history keeps the plan, as the call's summary.
@@ -94,7 +99,9 @@ async def test_a_bad_plan_is_a_message_the_model_can_act_on(
     result, seen, _path, script, _session = await run_plan(project, settings, tmp_path, steps)
     assert not any(isinstance(e, PlanUpdated) for e in seen)
     assert result.tool_calls[0].finished is not None and result.tool_calls[0].finished.status == "failed"
-    assert error in str(script.requests[1][-1].parts[0].content)  # type: ignore[union-attr]
+    told = script.requests[1][-1].parts[0]
+    assert isinstance(told, ToolReturnPart)
+    assert error in str(told.content)
 
 
 def test_the_client_gets_the_plan_not_a_tool_call_for_it() -> None:

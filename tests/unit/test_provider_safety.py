@@ -16,7 +16,7 @@ from acp import helpers
 
 from codling.acp.translate import translate
 from codling.brain.drive import CUT_OFF, stalled
-from codling.brain.events import Event, ProviderRetrying, TextDelta, TurnEnded, TurnFailed
+from codling.brain.events import Event, ProviderRetrying, TextDelta, TurnEnded, TurnFailed, TurnStarted
 from codling.brain.factory import open_session
 from codling.brain.retries import RetryPolicy
 from codling.brain.session import ConversationSession
@@ -89,6 +89,7 @@ async def test_a_stream_cut_without_finish_reason_fails_the_turn_and_keeps_the_p
     events = await turn(session)
 
     assert text_of(events) == "Half an answer"
+    assert isinstance(events[0], TurnStarted)
     assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, CUT_OFF, "provider")]
     assert isinstance(events[-1], TurnEnded) and events[-1].error
     assert session.state.entries[-1].text == f"Half an answer\n\n[Error] {CUT_OFF}"
@@ -118,6 +119,7 @@ async def test_a_stalled_stream_fails_the_turn_after_the_idle_timeout(
 
     events = await turn(session)
 
+    assert isinstance(events[0], TurnStarted)
     assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, stalled(0.5), "provider")]
     assert "No data from the model provider for 0.5 s" in stalled(0.5)
     assert session.state.entries[-1].text == f"Partial reply\n\n[Error] {stalled(0.5)}"
@@ -132,6 +134,7 @@ async def test_a_provider_silent_before_answering_fails_the_turn_after_the_idle_
 
     events = await turn(session)
 
+    assert isinstance(events[0], TurnStarted)
     assert [e for e in events if isinstance(e, TurnFailed)] == [TurnFailed(events[0].turn_id, stalled(0.5), "provider")]
     assert sleep.waits == []  # a timeout is not retried: the user would wait the whole timeout again
 
@@ -149,6 +152,7 @@ async def test_a_long_retry_after_is_capped_shown_and_the_retry_completes_the_tu
     events = await turn(session)
 
     assert sleep.waits == [30.0]
+    assert isinstance(events[0], TurnStarted)
     turn_id = events[0].turn_id
     (waiting, retrying) = retries(events)
     assert waiting == ProviderRetrying(turn_id, waiting.call_id, 2, 3, 30.0, "HTTP 429")
@@ -306,7 +310,7 @@ async def test_the_terminal_prints_the_wait_on_stderr() -> None:
     renderer = TerminalRenderer(out, err=err, color=False, interactive=False)
 
     for status in ("waiting", "retrying"):
-        await renderer(replace(WAITING, status=status))  # type: ignore[arg-type]
+        await renderer(replace(WAITING, status=status))
 
     assert err.getvalue() == "Model provider busy (HTTP 429): retrying in 30 s (attempt 2 of 3)\n"
     assert out.getvalue() == ""

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from rich.spinner import Spinner as RichSpinner
 
 from codling.brain.events import (
     Event,
@@ -425,17 +426,24 @@ async def test_without_colour_the_spinner_still_shows_progress_in_plain_characte
         renderer.close()
 
 
+def spinner_text(spinner: Spinner) -> str:
+    """The label and the time waited, as the spinner's frame shows them now."""
+    frame = spinner.frame()
+    assert isinstance(frame, RichSpinner)
+    return str(frame.text)
+
+
 def test_the_spinner_counts_the_wait_from_when_it_appeared() -> None:
     now = [100.0]
     spinner = Spinner(FakeTTY(), color=False, clock=lambda: now[0])
     spinner.start()
     try:
-        assert str(spinner.frame().text) == "working…"  # type: ignore[attr-defined]
+        assert spinner_text(spinner) == "working…"
         now[0] = 112.4
         spinner.start("Run `make test`")  # a new label: the same wait
-        assert str(spinner.frame().text) == "Run `make test` 12s"  # type: ignore[attr-defined]
+        assert spinner_text(spinner) == "Run `make test` 12s"
         now[0] = 100 + 125
-        assert str(spinner.frame().text) == "Run `make test` 2m 05s"  # type: ignore[attr-defined]
+        assert spinner_text(spinner) == "Run `make test` 2m 05s"
     finally:
         spinner.stop()
     assert [waited(s) for s in (0.2, 1.0, 59.9, 60.0, 3_725.0)] == ["", "1s", "59s", "1m 00s", "62m 05s"]
@@ -631,7 +639,12 @@ LONG_OUTPUT = "\n".join(f"line {i}" for i in range(1, 3001))
 
 
 async def test_a_command_shows_its_exit_status_and_its_last_output_lines() -> None:
-    turn = [started(), call("c1", "Run make"), done("c1", text=f"exit code 3\n{LONG_OUTPUT}\n"), TextDelta(T, "Hm.")]
+    turn: list[Event] = [
+        started(),
+        call("c1", "Run make"),
+        done("c1", text=f"exit code 3\n{LONG_OUTPUT}\n"),
+        TextDelta(T, "Hm."),
+    ]
     tail = "".join(f"    line {i}\n" for i in range(2995, 3001))
     assert await render_plain(turn) == (
         f"[tool] Run make -> exit code 3\n    … 2,994 earlier lines (--verbose shows all)\n{tail}Hm."
@@ -646,7 +659,7 @@ async def test_a_command_shows_its_exit_status_and_its_last_output_lines() -> No
 
 
 async def test_a_successful_command_and_a_timed_out_one() -> None:
-    turn = [
+    turn: list[Event] = [
         started(),
         call("c1", "Run true"),
         done("c1", text="exit code 0\n(no output)\n"),

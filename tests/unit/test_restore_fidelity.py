@@ -60,7 +60,7 @@ def _has_prompt(message: ModelRequest) -> bool:
 
 def shape(messages: list[ModelMessage]) -> list[tuple[str, str, str]]:
     """A request as the model sees it, without timestamps."""
-    out = []
+    out: list[tuple[str, str, str]] = []
     for message in messages:
         for part in message.parts:
             content = getattr(part, "content", None)

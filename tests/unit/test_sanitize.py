@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic_ai.messages import (
     BinaryContent,
+    ModelMessage,
     ModelRequest,
     ModelResponse,
     TextPart,
@@ -23,11 +24,11 @@ def result(cid: str) -> ToolReturnPart:
     return ToolReturnPart("read_file", "text", tool_call_id=cid)
 
 
-def shape(messages: list[ModelRequest | ModelResponse]) -> list[tuple[str, list[tuple[str, str, str]]]]:
+def shape(messages: list[ModelMessage]) -> list[tuple[str, list[tuple[str, str, str]]]]:
     """Messages without timestamps: (kind, [(part kind, content or tool name, call id)])."""
-    out = []
+    out: list[tuple[str, list[tuple[str, str, str]]]] = []
     for m in messages:
-        parts = [
+        parts: list[tuple[str, str, str]] = [
             (p.part_kind, str(getattr(p, "content", getattr(p, "tool_name", ""))), getattr(p, "tool_call_id", ""))
             for p in m.parts
         ]
@@ -36,7 +37,7 @@ def shape(messages: list[ModelRequest | ModelResponse]) -> list[tuple[str, list[
 
 
 def test_well_formed_history_is_left_alone() -> None:
-    messages = [
+    messages: list[ModelMessage] = [
         ModelRequest(parts=[UserPromptPart("hi")]),
         ModelResponse(parts=[TextPart("looking"), call("a")]),
         ModelRequest(parts=[result("a")]),
@@ -46,7 +47,7 @@ def test_well_formed_history_is_left_alone() -> None:
 
 
 def test_a_call_without_result_gets_an_aborted_result() -> None:
-    messages = [
+    messages: list[ModelMessage] = [
         ModelRequest(parts=[UserPromptPart("hi")]),
         ModelResponse(parts=[call("a"), call("b")]),
         ModelRequest(parts=[result("a")]),
@@ -58,7 +59,7 @@ def test_a_call_without_result_gets_an_aborted_result() -> None:
 
 
 def test_a_result_without_its_call_is_dropped_and_empty_messages_go() -> None:
-    messages = [
+    messages: list[ModelMessage] = [
         ModelRequest(parts=[UserPromptPart("hi")]),
         ModelResponse(parts=[TextPart("")]),
         ModelRequest(parts=[result("ghost"), UserPromptPart("again")]),
@@ -69,7 +70,7 @@ def test_a_result_without_its_call_is_dropped_and_empty_messages_go() -> None:
 
 
 def test_calls_followed_by_another_response_are_closed_in_between() -> None:
-    messages = [
+    messages: list[ModelMessage] = [
         ModelRequest(parts=[UserPromptPart("hi")]),
         ModelResponse(parts=[call("a")]),
         ModelResponse(parts=[TextPart("next")]),
@@ -85,7 +86,10 @@ def test_calls_followed_by_another_response_are_closed_in_between() -> None:
 
 
 def test_a_history_that_starts_with_the_assistant_gets_a_user_lead_in() -> None:
-    messages = [ModelResponse(parts=[TextPart("Hi! Ready.")]), ModelRequest(parts=[UserPromptPart("fix it")])]
+    messages: list[ModelMessage] = [
+        ModelResponse(parts=[TextPart("Hi! Ready.")]),
+        ModelRequest(parts=[UserPromptPart("fix it")]),
+    ]
     assert shape(sanitize_messages(messages)) == [
         ("request", [("user-prompt", SESSION_OPENED, "")]),
         ("response", [("text", "Hi! Ready.", "")]),
@@ -94,7 +98,7 @@ def test_a_history_that_starts_with_the_assistant_gets_a_user_lead_in() -> None:
 
 
 def test_consecutive_text_responses_merge_but_tool_calls_stay_apart() -> None:
-    messages = [
+    messages: list[ModelMessage] = [
         ModelRequest(parts=[UserPromptPart("hi")]),
         ModelResponse(parts=[TextPart("hello")]),
         ModelResponse(parts=[TextPart("also this")]),
@@ -105,14 +109,18 @@ def test_consecutive_text_responses_merge_but_tool_calls_stay_apart() -> None:
         ("response", [("text", "hello", ""), ("text", "also this", "")]),
         ("request", [("user-prompt", "go", "")]),
     ]
-    with_call = [messages[0], ModelResponse(parts=[TextPart("hello")]), ModelResponse(parts=[call("a")])]
+    with_call: list[ModelMessage] = [
+        messages[0],
+        ModelResponse(parts=[TextPart("hello")]),
+        ModelResponse(parts=[call("a")]),
+    ]
     assert [m.kind for m in sanitize_messages(with_call)] == ["request", "response", "response", "request"]
 
 
 def test_user_messages_in_a_row_become_one_so_roles_alternate() -> None:
     # After a compaction: the kept user messages, the summary, then the next prompt (with an image).
     image = BinaryContent(b"\x89PNG", media_type="image/png")
-    messages = [
+    messages: list[ModelMessage] = [
         ModelRequest(parts=[UserPromptPart("kept 1")]),
         ModelRequest(parts=[UserPromptPart("kept 2")]),
         ModelRequest(parts=[UserPromptPart("[Summary] …")]),
@@ -123,4 +131,6 @@ def test_user_messages_in_a_row_become_one_so_roles_alternate() -> None:
     assert [type(m).__name__ for m in merged] == ["ModelRequest", "ModelResponse"]
     first = merged[0]
     assert isinstance(first, ModelRequest) and first.instructions == "be brief"
-    assert [p.content for p in first.parts] == [["kept 1\n\nkept 2\n\n[Summary] …\n\nlook at this", image]]
+    (part,) = first.parts
+    assert isinstance(part, UserPromptPart)
+    assert part.content == ["kept 1\n\nkept 2\n\n[Summary] …\n\nlook at this", image]

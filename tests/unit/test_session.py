@@ -28,7 +28,7 @@ from codling.config import PermissionMode, Settings
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
 from codling.mcp_servers import McpServerSpec
-from codling.tools.ports import FileDiff
+from codling.tools.ports import Approver, FileDiff
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Until, Wait
 
@@ -40,7 +40,7 @@ def session_for(
     project: Path,
     settings: Settings,
     mode: PermissionMode = "yolo",
-    approver: object | None = None,
+    approver: Approver | None = None,
     mcp_servers: tuple[McpServerSpec, ...] = (),
 ) -> ConversationSession:
     return open_session(
@@ -49,7 +49,7 @@ def session_for(
         project,
         approver=approver,
         mode=mode,
-        model_factory=script.factory(),  # type: ignore[arg-type]
+        model_factory=script.factory(),
         mcp_servers=mcp_servers,
     )
 
@@ -98,6 +98,7 @@ async def test_observers_see_exactly_what_stream_yields(project: Path, settings:
     streamed = await collect(session, "x")
     assert observed == streamed
     assert [type(e) for e in streamed] == [TurnStarted, ThoughtDelta, TextDelta, UsageUpdated, TurnEnded]
+    assert isinstance(streamed[0], TurnStarted)
     assert streamed[1] == ThoughtDelta(streamed[0].turn_id, "hmm")
 
 
@@ -251,6 +252,7 @@ async def test_cancel_kills_running_command(project: Path, settings: Settings) -
     events = await asyncio.wait_for(consume(), timeout=10)
     assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
     # The interrupted call is closed, so no client shows it running forever.
+    assert isinstance(events[0], TurnStarted)
     assert events[-3] == ToolCallFinished(
         events[0].turn_id, "c1", "run_command", "failed", "aborted: the user cancelled the turn", ended_by="cancelled"
     )

@@ -231,6 +231,7 @@ async def test_git_listing_matches_walk(proj: Path) -> None:
 async def test_git_listing_skips_deleted_tracked_files(proj: Path) -> None:
     write(proj, {"a.py": "a\n", "gone.py": "g\n"})
     git_init(proj)
+    assert GIT is not None
     subprocess.run([GIT, "-C", str(proj), "add", "."], check=True, timeout=30)
     (proj / "gone.py").unlink()
     assert names(await collect_files(proj, Workspace(proj), git=GIT), proj) == ["a.py"]

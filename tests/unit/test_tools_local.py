@@ -97,8 +97,10 @@ async def test_write_onto_a_directory_fails(tmp_path: Path) -> None:
 # --- LocalTerminal -----------------------------------------------------------------------------------------
 
 
-async def _run(command: str, cwd: Path, timeout: float = 10.0, limit: int = 10_000, **kw: float) -> CommandResult:
-    terminal = LocalTerminal(**kw)
+async def _run(
+    command: str, cwd: Path, timeout: float = 10.0, limit: int = 10_000, kill_grace: float | None = None
+) -> CommandResult:
+    terminal = LocalTerminal() if kill_grace is None else LocalTerminal(kill_grace=kill_grace)
     return await asyncio.wait_for(terminal.run(command, cwd=cwd, timeout=timeout, output_limit=limit), 30)
 
 
