@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,11 +25,16 @@ from codling.brain.events import (
 )
 from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession
+from codling.brain.state import SessionState
 from codling.config import PermissionMode, Settings
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
 from codling.mcp_servers import McpServerSpec
+from codling.tools.approval import Permissions
+from codling.tools.deps import ToolDeps
+from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import Approver, FileDiff
+from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Until, Wait
 
@@ -56,6 +62,20 @@ def session_for(
 
 async def collect(session: ConversationSession, prompt: str) -> list[Event]:
     return [event async for event in session.stream(prompt)]
+
+
+async def test_a_session_leaves_the_deps_it_is_given_as_they_were(project: Path, settings: Settings) -> None:
+    approver = ScriptedApprover("allow_once")
+    permissions = Permissions("ask", approver)
+    deps = ToolDeps(Workspace(project), LocalFileSystem(), LocalTerminal(), permissions)
+    before = replace(deps)
+    session = ConversationSession(SessionState("s", project, MODEL, "ask"), deps, model_factory=Script([]).factory())
+    assert deps == before and permissions.approver is approver
+    # The session works with its own view of them: it asks through a wrapper that delivers events first, and
+    # a mode change still applies to the permissions it was given.
+    assert session.deps.permissions.approver is not approver and session.deps.delegator is not None
+    session.set_mode("yolo")
+    assert (permissions.mode, session.deps.permissions.mode) == ("yolo", "yolo")
 
 
 async def test_text_streams_and_turn_ends(project: Path, settings: Settings) -> None:

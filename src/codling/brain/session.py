@@ -58,6 +58,7 @@ from codling.brain.prompt import (
     user_content,
 )
 from codling.brain.restore import follow, record_turn, restore
+from codling.brain.running import RunningTurn
 from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
 from codling.brain.special_turns import SpecialTurns
 from codling.brain.state import SessionState
@@ -82,7 +83,6 @@ if TYPE_CHECKING:
     from pydantic_ai import Agent
     from pydantic_ai.models import Model
 
-    from codling.brain.context.requests import TurnRequests
     from codling.tools.mcp.servers import McpNotice
 
 log = logging.getLogger(__name__)
@@ -139,36 +139,23 @@ class ConversationSession:
         self._observers: list[Observer] = []
         self._agent: Agent[ToolDeps, str] | None = None
         self._system_prompt: str | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._cancel_requested = False
-        self._turn_started = False
-        self._emit: Callable[[Any], None] | None = None
-        self._consumer_done: asyncio.Event | None = None
-        self._consumer: asyncio.Task[Any] | None = None
-        """The task iterating ``stream()``: it hands the turn's events to the observers."""
+        self._turn: RunningTurn | None = None
+        """The latest user turn (kept once it ended: ``in_turn`` asks whether its events were delivered)."""
         self._special_turns: SpecialTurns | None = None
-        self._title_due: tuple[str, str] | None = None
         self._titled = False
         """The title special turn was started, or the session was restored (it has its title)."""
         self._background: set[asyncio.Task[None]] = set()
-        self._delegated_usage = Usage()
-        self._requests: TurnRequests | None = None
-        self._endpoint: Endpoint | None = None
-        """Where the running turn's requests go (named when they fail)."""
-        self._first_input = 0
-        """The input tokens the provider reported for the running turn's first request (0: none yet)."""
-        self._first_input_history = 0
-        """``state.replacements`` when they were reported (a later compaction makes them stale)."""
         self.context = ContextEngine(self)
-        self._notice_send: Callable[[Event], None] | None = None
-        """Where an MCP server's notice goes while a turn runs (its ``send``); between turns, to the observers."""
-        self._notice_turn = ""
+        approver = deps.permissions.approver
+        # The session's own view of the permissions it was given (same mode, same remembered answers): its
+        # approver lets every event so far reach the observers before it asks.
+        permissions = deps.permissions.view(DeliveredFirst(approver, self._delivered) if approver else None)
+        delegator = deps.delegator
+        if self.options.delegates and delegator is None:  # (the option is read at each request too)
+            delegator = SessionDelegator(self)
+        self.deps = replace(deps, permissions=permissions, delegator=delegator)
         if deps.mcp is not None:
-            deps.mcp.on_notice = self._mcp_notice
-        if deps.permissions.approver is not None:
-            deps.permissions.approver = DeliveredFirst(deps.permissions.approver, self._delivered)
-        if self.options.delegates and deps.delegator is None:  # (the option is read at each request too)
-            self.deps = replace(deps, delegator=SessionDelegator(self))
+            deps.mcp.listen(self._mcp_notice)
 
     # -- configuration -------------------------------------------------------------------------------------
 
@@ -190,7 +177,7 @@ class ConversationSession:
     @property
     def running(self) -> bool:
         """Whether a turn is in progress."""
-        return self._task is not None and not self._task.done()
+        return self._turn is not None and self._turn.running
 
     async def settle(self) -> None:
         """Wait for the session's background work (the title special turn) to finish."""
@@ -205,13 +192,14 @@ class ConversationSession:
     async def stop(self) -> None:
         """Cancel the running turn, if any, and the session's background work; wait until the turn has ended,
         its last event was delivered and the background work is over."""
-        if self._task is not None and not self._task.done():
+        turn = self._turn
+        if turn is not None and turn.task is not None and turn.running:
             self.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._consumer_done is not None:
+            await asyncio.gather(turn.task, return_exceptions=True)
+        if turn is not None:
             # The stream's consumer still has to hand the turn's last events to the observers (the recorder).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._consumer_done.wait(), 10)
+                await asyncio.wait_for(turn.delivered.wait(), 10)
         # Last: the end of a first turn may just have started the title.
         self.cancel_background()
         await self.settle()
@@ -229,41 +217,44 @@ class ConversationSession:
 
     def _mcp_notice(self, notice: McpNotice) -> None:
         """Show an MCP server's notice: within the running turn, or to the observers between turns."""
+        turn = self._turn
+        within = turn is not None and turn.notices is not None
         event = McpServerNotice(
-            self._notice_turn, f"mcp-{uuid.uuid4().hex[:12]}", notice.server, notice.message, notice.detail
+            turn.id if turn is not None and within else "",
+            f"mcp-{uuid.uuid4().hex[:12]}",
+            notice.server,
+            notice.message,
+            notice.detail,
         )
-        if self._notice_send is not None:
-            self._notice_send(event)
+        if turn is not None and turn.notices is not None:
+            turn.notices(event)
         else:
             self.start_background(self.notify(event))
 
-    async def _servers_ready(self, turn_id: str, send: Callable[[Event], None]) -> None:
+    async def _servers_ready(self, turn: RunningTurn, send: Callable[[Event], None]) -> None:
         """Wait for the MCP servers still starting; from now on their notices go into this turn."""
-        mcp = self.deps.mcp
-        if mcp is None:
+        if self.deps.mcp is None:
             return
-        self._notice_turn, self._notice_send = turn_id, send
-        for notice in mcp.pending:
-            self._mcp_notice(notice)
-        mcp.pending.clear()
-        await mcp.ready()
+        turn.notices = send
+        await self.deps.mcp.ready()
 
     def cancel(self) -> None:
         """Stop the running turn (and its tools); it ends with stop reason ``cancelled``."""
-        if self.running:
-            assert self._task is not None
-            self._cancel_requested = True
+        turn = self._turn
+        if turn is not None and turn.task is not None and turn.running:
+            turn.cancel_requested = True
             # A turn that has not started yet sees the flag when it does; cancelling its task now would
             # kill it before it could say that it ended.
-            if self._turn_started:
-                self._task.cancel()
+            if turn.started:
+                turn.task.cancel()
 
     async def _delivered(self) -> None:
         """Wait until every event emitted so far has been handed to the observers (see ``brain/delivery.py``)."""
-        if self._emit is None:
+        emit = self._turn.emit if self._turn is not None else None
+        if emit is None:
             return
         barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._emit(Barrier(barrier))
+        emit(Barrier(barrier))
         await barrier
 
     # -- special turns -------------------------------------------------------------------------------------
@@ -303,22 +294,22 @@ class ConversationSession:
     @property
     def in_turn(self) -> bool:
         """Whether a user turn is in progress: running, or its last events not yet handed to the observers."""
-        return self.running or (self._consumer_done is not None and not self._consumer_done.is_set())
+        return self._turn is not None and self._turn.in_progress
 
     def inside_turn(self) -> bool:
         """Whether the calling task is part of the turn in progress (the turn itself, or the stream's consumer
         handing its events to the observers): such a caller cannot wait for the turn to be over."""
-        return self.in_turn and asyncio.current_task() in (self._task, self._consumer)
+        turn = self._turn
+        return turn is not None and turn.in_progress and asyncio.current_task() in (turn.task, turn.consumer)
 
     async def turn_over(self) -> None:
         """Wait until no user turn is in progress: the last one added its prompt and reply to the history and
         its events reached every observer (so what persists now is recorded after the turn, not inside it)."""
-        while self.in_turn:
-            if self.running:
-                assert self._task is not None
-                await asyncio.wait({self._task})
-            elif self._consumer_done is not None:
-                await self._consumer_done.wait()
+        while (turn := self._turn) is not None and turn.in_progress:
+            if turn.task is not None and turn.running:
+                await asyncio.wait({turn.task})
+            else:
+                await turn.delivered.wait()
 
     def start_background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``work`` (e.g. a special turn) beside the turns: ``settle()`` waits for it, ``stop()`` cancels it."""
@@ -333,7 +324,8 @@ class ConversationSession:
 
     def add_delegated_usage(self, usage: Usage) -> None:
         """Count what a delegate spent in the running turn's usage."""
-        self._delegated_usage += usage
+        if self._turn is not None:
+            self._turn.delegated_usage += usage
 
     @property
     def model_factory(self) -> ModelFactory | None:
@@ -447,14 +439,10 @@ class ConversationSession:
             raise SessionError("a turn is already running in this session; cancel it or wait for it to end")
         blocks = (TextBlock(prompt),) if isinstance(prompt, str) else prompt
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._cancel_requested = False
-        self._turn_started = False
-        self._emit = queue.put_nowait
-        self._consumer_done = consumer_done = asyncio.Event()
-        self._consumer = asyncio.current_task()
-        self._task = asyncio.create_task(self._turn(blocks, queue.put_nowait))
+        self._turn = turn = RunningTurn(uuid.uuid4().hex, queue.put_nowait, asyncio.current_task())
+        turn.task = task = asyncio.create_task(self._run_turn(turn, blocks, queue.put_nowait))
         # Whatever way the task ends, the stream ends too (the turn itself emits _DONE after TurnEnded).
-        self._task.add_done_callback(lambda _task: queue.put_nowait(_DONE))
+        task.add_done_callback(lambda _task: queue.put_nowait(_DONE))
         coalescer = TextCoalescer(queue, window=self.options.merge_window, max_chars=self.options.max_chunk_chars)
         try:
             while (item := await coalescer.next()) is not _DONE:
@@ -466,16 +454,15 @@ class ConversationSession:
                     await observer(item)
                 yield item
         finally:
-            if not self._task.done():
-                self._cancel_requested = True
-                self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._emit = None  # nothing consumes that queue any more: a barrier put there would never resolve
-            consumer_done.set()
-            if self._title_due is not None:
+            if not task.done():
+                turn.cancel_requested = True
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            turn.emit = None  # nothing consumes that queue any more: a barrier put there would never resolve
+            turn.delivered.set()
+            if turn.title_due is not None:
                 # Once the turn's events are all delivered, so the title comes after them.
-                self.start_background(self._name_session(*self._title_due))
-                self._title_due = None
+                self.start_background(self._name_session(*turn.title_due))
 
     def restore(self, events: Iterable[Event]) -> None:
         """Rebuild the state from a recorded event stream (see ``brain/restore.py``)."""
@@ -496,9 +483,9 @@ class ConversationSession:
             )
         return self._agent
 
-    async def _turn(self, blocks: tuple[PromptBlock, ...], emit: Callable[[Any], None]) -> None:
+    async def _run_turn(self, turn: RunningTurn, blocks: tuple[PromptBlock, ...], emit: Callable[[Any], None]) -> None:
         """One turn: a slash command, or the user's prompt run through the model (compacting when needed)."""
-        turn_id = uuid.uuid4().hex
+        turn_id = turn.id
         log_ = TurnLog(self.state.turn_count + 1, "")
 
         def send(event: Event) -> None:
@@ -506,8 +493,6 @@ class ConversationSession:
             follow(self.state, log_, event)
             emit(event)
 
-        self._delegated_usage = Usage()
-        self._first_input = 0
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
         user_text = log_.user_text = self.context.fit_prompt(turn_text(blocks), turn_id, send)
         self.deps.progress.listen(TurnProgress(turn_id, send, self._delivered))
@@ -521,18 +506,18 @@ class ConversationSession:
         stop: StopReason = "end_turn"
         usage = Usage()
         ending: Ending | None = None
-        self._turn_started = True
+        turn.started = True
         try:
-            if self._cancel_requested:
+            if turn.cancel_requested:
                 raise asyncio.CancelledError  # cancelled before the turn could start
             self.instructions()  # the system prompt's size is part of the context estimate
-            await self._servers_ready(turn_id, send)
+            await self._servers_ready(turn, send)
             if command is not None and answered:
                 await run_command(self, turn_id, send, *command)
             else:
-                stop, usage = await self._model_turn(turn_id, user_text, send, log_, images)
+                stop, usage = await self._model_turn(turn, user_text, send, log_, images)
         except asyncio.CancelledError:
-            if not self._cancel_requested:
+            if not turn.cancel_requested:
                 raise
             stop, ending = "cancelled", "cancelled"
             self._close_open_calls(turn_id, log_, "aborted: the user cancelled the turn", send, "cancelled")
@@ -540,23 +525,23 @@ class ConversationSession:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except Exception as e:
             self._close_open_calls(turn_id, log_, "aborted: the turn failed", send)
-            send(turn_failed(turn_id, e, self._endpoint))
+            send(turn_failed(turn_id, e, turn.endpoint))
             if not is_expected_failure(e):
                 log.exception("turn %s failed", turn_id)
         self.deps.progress.listen(None)
-        self._notice_turn, self._notice_send = "", None
+        turn.notices = None
         summary = None
         if command is None or prompted:
             record_turn(self.state, log_, ending)
-            fresh = self._first_input_history == self.state.replacements
-            self.context.after_turn(self._first_input if fresh else 0, images)
+            fresh = turn.first_input_history == self.state.replacements
+            self.context.after_turn(turn.first_input if fresh else 0, images)
             previous = self.state.turn_summaries[-1].goal if self.state.turn_summaries else ""
             summary = build_turn_summary(log_.turn_number, log_.events, previous)
             self.state.remember_turn(summary)
             if self._wants_title(log_, ending):
                 # The request as the user wrote it, attachments by name: their contents never name a session.
-                self._title_due = (prompt_summary(blocks), "".join(log_.text))
-        usage += self._delegated_usage  # what its delegates spent is the turn's too
+                turn.title_due = (prompt_summary(blocks), "".join(log_.text))
+        usage += turn.delegated_usage  # what its delegates spent is the turn's too
         cost = self.state.model.cost(usage.input_tokens, usage.output_tokens)
         self.state.add_spend(usage, cost)
         send(self.context.usage_event(turn_id, send))
@@ -566,16 +551,17 @@ class ConversationSession:
 
     async def _model_turn(
         self,
-        turn_id: str,
+        turn: RunningTurn,
         user_text: str,
         send: Callable[[Event], None],
         log_: TurnLog,
         images: tuple[ImageBlock, ...] = (),
     ) -> tuple[StopReason, Usage]:
         """Run the prompt; compact first past the threshold, and once more (then retry) on a context overflow."""
+        turn_id = turn.id
         await self.context.before_turn(turn_id, send, user_text)
         try:
-            return await self._drive(turn_id, user_text, send, images)
+            return await self._drive(turn, user_text, send, images)
         except Exception as e:
             if not is_context_overflow(e) or not self.state.entries:
                 raise
@@ -589,14 +575,15 @@ class ConversationSession:
                 "Do not repeat those steps; continue from there.]"
             )
         try:
-            return await self._drive(turn_id, retry_text, send, images)
+            return await self._drive(turn, retry_text, send, images)
         except Exception as e:
             if (found := overflow_of(e)) is not None:
                 budget = self.context.budget
                 if found.requested is not None and found.limit is not None:
                     size = f"{found.requested:,} tokens by the provider's count, of the {found.limit:,} it takes"
                 else:
-                    size = f"about {self._last_input:,} tokens, of the {budget.input_limit:,} a request may use"
+                    last_input = turn.requests.last_input if turn.requests is not None else self.context_used()
+                    size = f"about {last_input:,} tokens, of the {budget.input_limit:,} a request may use"
                 raise SessionError(
                     f"The request is still too long for {self.state.model.id} after compacting the conversation "
                     f"and cutting this turn's tool output ({size}). Shorten the request, or start a new session."
@@ -604,7 +591,7 @@ class ConversationSession:
             raise
 
     async def _drive(
-        self, turn_id: str, user_text: str, send: Callable[[Event], None], images: tuple[ImageBlock, ...] = ()
+        self, turn: RunningTurn, user_text: str, send: Callable[[Event], None], images: tuple[ImageBlock, ...] = ()
     ) -> tuple[StopReason, Usage]:
         from pydantic_ai.settings import ModelSettings
         from pydantic_ai.usage import UsageLimits
@@ -621,11 +608,11 @@ class ConversationSession:
         if model.thinking:
             settings["thinking"] = True
         # max_tokens is set per request by the context engine (the room the window has left).
-        requests = self.context.requests(lambda: self._compact_mid_turn(turn_id, send))
-        self._requests = requests
+        turn_id = turn.id
+        turn.requests = requests = self.context.requests(lambda: self._compact_mid_turn(turn_id, send))
         agent = self._get_agent()
         # (the agent's model is always a built Model here; a bare name would have no base URL)
-        self._endpoint = Endpoint(model.id, getattr(agent.model, "base_url", None))
+        turn.endpoint = endpoint = Endpoint(model.id, getattr(agent.model, "base_url", None))
         async with agent.iter(
             user_content(self.context.request_text(user_text), images, can_see=model.images),
             message_history=self.state.messages(),
@@ -634,28 +621,18 @@ class ConversationSession:
             usage_limits=UsageLimits(request_limit=self.options.max_requests_per_turn),
             model_settings=settings,
             instructions=[self._tools_spent],
-            capabilities=[ProviderRetries(self.options.retry, turn_id, send, self._endpoint), requests],
+            capabilities=[ProviderRetries(self.options.retry, turn_id, send, endpoint), requests],
         ) as run:
             return await drive(
                 run,
                 turn_id,
                 send,
                 self.deps,
-                self._first_input_reported,
+                # As soon as the provider answers, even if the turn is cancelled or fails later; counted
+                # against the history as it is now (a compaction later in the turn makes it stale).
+                lambda tokens: turn.first_input_reported(tokens, self.state.replacements),
                 idle_timeout=self.options.stream_idle_timeout,
             )
-
-    def _first_input_reported(self, tokens: int) -> None:
-        """The provider's input tokens for a turn's first request (as soon as it answers, even if the turn is
-        cancelled or fails later)."""
-        # Counted against the history as it is now: a compaction later in the turn makes it stale.
-        self._first_input = tokens
-        self._first_input_history = self.state.replacements
-
-    @property
-    def _last_input(self) -> int:
-        """The estimated input tokens of the running turn's latest request."""
-        return self._requests.last_input if self._requests is not None else self.context_used()
 
     async def _compact_mid_turn(self, turn_id: str, send: Callable[[Event], None]) -> list[Any] | None:
         """Compact the history between two requests of a turn (the turn's own messages stay); the new

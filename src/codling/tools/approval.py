@@ -99,10 +99,15 @@ class Permissions:
 
     def __init__(self, mode: PermissionMode, approver: Approver | None) -> None:
         self._mode: PermissionMode = mode
-        self.approver = approver
+        self._approver = approver
         self._always: set[tuple[str, str]] = set()
         self._of: Permissions | None = None
-        """The session's permissions, when these are an unattended view of them (their mode is read live)."""
+        """The permissions these are a view of (their mode is read and set live, their answers shared)."""
+
+    @property
+    def approver(self) -> Approver | None:
+        """Who is asked (None: no one can be; what needs a question is refused)."""
+        return self._approver
 
     @property
     def mode(self) -> PermissionMode:
@@ -139,12 +144,12 @@ class Permissions:
             key = _remember_key(request)
             if key is not None and key in self._always:
                 return
-        if self.approver is None:
+        if self._approver is None:
             raise PermissionDenied(
                 f"{request.title} needs the user's permission in {self.mode} mode, but no one can be asked "
                 "in this session; tell the user, who can switch the mode to allow it"
             )
-        decision = await self.approver.ask(replace(request, always=always_covers(key)))
+        decision = await self._approver.ask(replace(request, always=always_covers(key)))
         if isinstance(decision, Rejection):
             raise RejectedError(
                 f"The user rejected {request.title}, saying: {decision.reason}\nDo not retry it as it was; "

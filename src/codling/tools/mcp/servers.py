@@ -10,7 +10,8 @@ start.
 
 A server that cannot start (a missing program, an exit, a refused connection, a timeout) or that stops working
 later is *failed*: its tools are gone for the rest of the session, and a :class:`McpNotice` says why, with the
-tail of what a stdio server wrote to stderr. Notices go to ``on_notice`` (the session shows them to the user).
+tail of what a stdio server wrote to stderr. Notices go to the listener (:meth:`McpServers.listen`: the
+session, which shows them to the user).
 Stopping a stdio server closes its stdin and then ends its whole process tree (the MCP SDK's shutdown), so
 nothing is left running after :meth:`McpServers.stop`.
 """
@@ -221,13 +222,19 @@ class McpServers:
     ) -> None:
         self.specs = specs
         self.tool_timeout = tool_timeout
-        self.on_notice: Notify | None = None
-        """Where notices go as they happen (the session sets it); until then they wait in :attr:`pending`."""
-        self.pending: list[McpNotice] = []
+        self._listener: Notify | None = None
+        self._pending: list[McpNotice] = []
         self._servers = [McpServer(spec, cwd, startup_timeout, self._notify) for spec in specs]
         self._started = False
         self._tools: dict[str, tuple[McpServer, McpTool]] = {}
         self._named: set[int] = set()
+
+    def listen(self, notify: Notify) -> None:
+        """Send notices to ``notify`` from now on, first those that came before (they wait until then)."""
+        self._listener = notify
+        pending, self._pending = self._pending, []
+        for notice in pending:
+            notify(notice)
 
     def start(self) -> None:
         """Start every server in the background (once; later calls do nothing)."""
@@ -274,10 +281,10 @@ class McpServers:
                 self._tools[tool.name] = (server, tool)
 
     def _notify(self, notice: McpNotice) -> None:
-        if self.on_notice is not None:
-            self.on_notice(notice)
+        if self._listener is not None:
+            self._listener(notice)
         else:
-            self.pending.append(notice)
+            self._pending.append(notice)
 
 
 async def build_toolset(spec: McpServerSpec, cwd: Path, startup_timeout: float, errlog: IO[bytes] | None) -> Any:
