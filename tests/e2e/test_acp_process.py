@@ -169,23 +169,28 @@ async def test_malformed_input_gets_json_rpc_errors_and_server_keeps_serving(hom
     assert all(r["jsonrpc"] == "2.0" for r in replies)
 
 
-def test_serves_from_and_to_regular_files(home: Path, tmp_path: Path, server: OpenAIServer) -> None:
+@pytest.mark.parametrize("stdout_is_a_file", [True, False], ids=["file to file", "file to pipe"])
+def test_serves_from_and_to_regular_files(
+    home: Path, tmp_path: Path, server: OpenAIServer, stdout_is_a_file: bool
+) -> None:
     requests = tmp_path / "requests.jsonl"
-    requests.write_text(
-        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}) + "\n"
-    )
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}},
+    ]
+    requests.write_text("".join(json.dumps(line) + "\n" for line in lines))
     replies = tmp_path / "replies.jsonl"
-    with requests.open() as stdin, replies.open("w") as stdout:
-        subprocess.run(
-            [sys.executable, "-m", "codling", "acp"],
-            stdin=stdin,
-            stdout=stdout,
-            env={**agent_env(home, server), "PATH": "/usr/bin:/bin"},
-            timeout=60,
-            check=True,
+    env = {**agent_env(home, server), "PATH": "/usr/bin:/bin"}
+    command = [sys.executable, "-m", "codling", "acp"]
+    with requests.open() as stdin, replies.open("w") as file:
+        ran = subprocess.run(
+            command, stdin=stdin, stdout=file if stdout_is_a_file else subprocess.PIPE, env=env, timeout=60
         )
-    (reply,) = [json.loads(line) for line in replies.read_text().splitlines()]
-    assert reply["id"] == 1 and reply["result"]["agentInfo"]["name"] == "codling"
+    assert ran.returncode == 0
+    written = replies.read_text() if stdout_is_a_file else ran.stdout.decode()
+    initialized, created = [json.loads(line) for line in written.splitlines()]
+    assert initialized["id"] == 1 and initialized["result"]["agentInfo"]["name"] == "codling"
+    assert created["id"] == 2 and created["result"]["sessionId"]
 
 
 async def test_greeting_and_title_over_the_real_provider_path(home: Path, project: Path, server: OpenAIServer) -> None:

@@ -121,6 +121,19 @@ def test_show_marks_errors_and_interrupted_turns(home: Path, server: OpenAIServe
     assert "reasoning (1 tool call)" in out
     assert "Error: The model provider returned HTTP 500" in out
     assert "interrupted" in out
+    assert result.stderr == ""
+    # Lines no version of codling wrote are skipped, and the user is told (the transcript is the same).
+    history = home / "sessions" / GOLDEN_ID / "history.jsonl"
+    first, rest = history.read_text().split("\n", 1)
+    history.write_text(f'{first}\n{{"v": 1, "kind": "mystery"}}\nnot json\n{rest}')
+    damaged = codling("sessions", "show", GOLDEN_ID, env=model_env(home, server))
+    assert (damaged.returncode, damaged.stdout) == (0, out)
+    said = damaged.stderr.splitlines()
+    assert [line.split(": ", 1)[1] for line in said[:2]] == [
+        "skipping a corrupt record: a kind this version does not know ('mystery'; written by a newer codling?)",
+        "skipping a corrupt record: not JSON",
+    ]
+    assert said[2:] == ["warning: 2 lines of its history.jsonl could not be read and are not shown"]
 
 
 def test_fork_and_delete(home: Path, server: OpenAIServer) -> None:

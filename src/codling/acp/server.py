@@ -629,18 +629,17 @@ async def serve(cli_model: str | None = None) -> int | None:
     from acp.task import MessageSender
     from acp.task.supervisor import TaskSupervisor
 
+    from codling.acp.streams import FileWriter, either_is_a_file, file_streams
     from codling.acp.transport import TolerantTransport
 
-    try:
+    writer: asyncio.StreamWriter | FileWriter
+    if either_is_a_file():  # e.g. `codling acp < requests.jsonl > replies.jsonl`
+        reader, writer = file_streams(DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    else:
         reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
-    except ValueError:
-        # stdin or stdout is a regular file (e.g. `codling acp < requests.jsonl > out.jsonl`), which asyncio's
-        # pipe transports refuse; the SDK's thread-fed streams (its Windows path) work with any file.
-        from acp.stdio import _windows_stdio_streams
-
-        reader, writer = await _windows_stdio_streams(asyncio.get_running_loop(), DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     codling = CodlingAgent(cli_model=cli_model)
-    sender = MessageSender(writer, TaskSupervisor(source="codling.acp"))
+    # The sender only writes and drains, which a FileWriter does as a StreamWriter would.
+    sender = MessageSender(cast(asyncio.StreamWriter, writer), TaskSupervisor(source="codling.acp"))
     transport = TolerantTransport(reader, sender, on_cancel_prompt=codling.cancel_prompt)
     # The agent implements every Agent protocol method it advertises; the SDK router answers the rest
     # with method-not-found.

@@ -124,6 +124,9 @@ def show(session: IdArgument) -> None:
     typer.echo(f"session {header.session_id} · {stored.title or '(untitled)'} · {header.cwd} · {stored.model}")
     if header.parent:
         typer.echo(f"forked from {header.parent}")
+    if stored.skipped_lines:
+        lines = "1 line" if stored.skipped_lines == 1 else f"{stored.skipped_lines:,} lines"
+        typer.echo(f"warning: {lines} of its history.jsonl could not be read and are not shown", err=True)
     print_transcript(stored.events, sys.stdout, color=use_color(sys.stdout, os.environ))
 
 
