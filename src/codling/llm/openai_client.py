@@ -11,13 +11,10 @@ client's.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
-from openai import AsyncOpenAI, AsyncStream
-from openai._base_client import make_request_options
-from openai._compat import cached_property
-from openai._types import not_given
-from openai._utils import is_given
+from openai import AsyncOpenAI, AsyncStream, NotGiven, Omit, RequestOptions, not_given
 from openai.resources.chat import AsyncChat
 from openai.resources.chat.completions import AsyncCompletions
 from openai.resources.chat.completions.completions import validate_response_format
@@ -37,19 +34,23 @@ class _Completions(AsyncCompletions):
         **params: Any,
     ) -> ChatCompletion | AsyncStream[ChatCompletionChunk]:
         """Create a chat completion; the parameters are those of ``AsyncCompletions.create``."""
-        body = {name: value for name, value in params.items() if is_given(value)}
+        body = {name: value for name, value in params.items() if not isinstance(value, NotGiven | Omit)}
         validate_response_format(body.get("response_format"))
         stream = bool(body.get("stream"))
+        # The options AsyncCompletions.create sends, without those not given.
+        options: RequestOptions = {"security": {"bearer_auth": True}}
+        if extra_headers is not None:
+            options["headers"] = extra_headers
+        if extra_query is not None:
+            options["params"] = extra_query
+        if extra_body is not None:
+            options["extra_json"] = extra_body
+        if not isinstance(timeout, NotGiven):
+            options["timeout"] = timeout
         return await self._post(
             "/chat/completions",
             body=body,
-            options=make_request_options(
-                extra_headers=extra_headers,
-                extra_query=extra_query,
-                extra_body=extra_body,
-                timeout=timeout,
-                security={"bearer_auth": True},
-            ),
+            options=options,
             cast_to=ChatCompletion,
             stream=stream,
             stream_cls=AsyncStream[ChatCompletionChunk],
