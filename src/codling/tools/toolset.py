@@ -121,7 +121,7 @@ def build_toolset() -> AbstractToolset[ToolDeps]:
     :class:`ToolDeps`.
 
     Built once per process and shared by every session, delegate and special turn: it holds no state (each
-    call brings its deps), and generating the tools' schemas took ~50 ms, which every new session paid."""
+    call brings its deps), and generating the tools' schemas takes ~50 ms, which each new session would pay."""
     return ReportingToolset(_functions())
 
 
