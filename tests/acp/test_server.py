@@ -244,19 +244,25 @@ async def test_cancel_answers_cancelled_promptly(start: Start) -> None:
     assert h.client.agent_text() == "workingstill here"
 
 
-async def test_cancel_while_waiting_for_permission(start: Start) -> None:
-    script = Script([[Call("run_command", {"command": "sleep 1"}, "r1")]])
-    client = RecordingClient(answers=[None])
+async def test_cancel_while_waiting_for_permission(start: Start, project: Path) -> None:
+    script = Script([[Call("run_command", {"command": "touch ran.txt"}, "r1")], [Say("never")]])
+    client = RecordingClient(answers=[None])  # the question stays open until the test releases it
     async with start(script, client) as h:
         sid = await h.new()
         prompt = asyncio.create_task(h.say(sid, "run"))
-        for _ in range(200):
-            if client.permissions:
-                break
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(client.asked.wait(), 10)
+        (asked,) = client.permissions
+        assert (asked.session_id, asked.tool_call.tool_call_id) == (sid, "r1")
+        assert not prompt.done()  # the turn is waiting for the answer
         await h.conn.cancel(session_id=sid)
         assert await asyncio.wait_for(prompt, 5) == "cancelled"
         client.release.set()
+    card = [u for _, u in client.updates if getattr(u, "tool_call_id", None) == "r1"]
+    # The call's card ends saying it was cancelled (its status left as the editor marks it), never completed.
+    assert (card[-1].status, [c.content.text for c in card[-1].content or ()]) == (None, ["Cancelled."])
+    assert "completed" not in [u.status for u in card]
+    assert not (project / "ran.txt").exists()  # the command never ran
+    assert len(script.requests) == 1  # and the model was not asked to go on
 
 
 async def test_unknown_session_and_bad_params_are_errors(start: Start) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from acp import PROTOCOL_VERSION, helpers
 from acp.schema import FileEditToolCallContent
 
+from codling.acp.paths import ClientPaths
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
@@ -136,3 +137,19 @@ async def test_paths_are_named_as_the_editor_opened_them(home: Path, project: Pa
     edited = card(client, "e1")[-1]
     assert [c.path for c in edited.content] == [str(linked / "src/app.py")]
     assert [loc.path for loc in edited.locations] == [str(linked / "src/app.py")]
+
+
+def test_a_path_in_a_sibling_whose_name_extends_the_opened_directory_s_keeps_its_own_form(tmp_path: Path) -> None:
+    """The editor opened tmp/ws through the link tmp/linked-ws: a path in tmp/ws-secrets is not under it."""
+    ws, secrets, linked = tmp_path / "ws", tmp_path / "ws-secrets", tmp_path / "linked-ws"
+    ws.mkdir()
+    secrets.mkdir()
+    linked.symlink_to(ws)
+    for directories in ([str(linked)], [str(linked), str(secrets)]):
+        paths = ClientPaths(directories)
+        assert [paths(p) for p in (ws / "a.py", ws, secrets / "key.txt", secrets)] == [
+            str(linked / "a.py"),
+            str(linked),
+            str(secrets / "key.txt"),
+            str(secrets),
+        ]

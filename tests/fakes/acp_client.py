@@ -57,6 +57,8 @@ class RecordingClient:
     updates: list[tuple[str, Any]] = field(default_factory=list)
     permissions: list[PermissionCall] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    asked: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once a permission request has arrived (a test waits on it instead of polling ``permissions``)."""
     update_seen: asyncio.Event = field(default_factory=asyncio.Event)
     editor: FakeEditor | None = None
     """Serves fs/* and terminal/* when set (the client must also say so in its capabilities)."""
@@ -114,6 +116,7 @@ class RecordingClient:
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
     ) -> RequestPermissionResponse:
         self.permissions.append(PermissionCall(session_id, tool_call, options, len(self.updates)))
+        self.asked.set()
         answer = self.answers.pop(0) if self.answers else "reject"
         if answer is None:
             await self.release.wait()

@@ -19,6 +19,7 @@ from codling.cli.chat import (
     ChatCommand,
     Prompt,
     UnknownCommand,
+    _home_relative,
     describe_chat,
     parse_line,
 )
@@ -194,3 +195,12 @@ async def test_resume_of_an_unknown_session_says_so_and_stays(settings: Settings
     assert await chat.run() == 0
     assert "Not resumed: " in out.getvalue()
     assert len(SessionStore(settings.home).list()) == 1
+
+
+def test_the_cwd_is_shown_from_home_only_when_it_is_under_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, sibling = tmp_path / "me", tmp_path / "me-secrets"
+    (home / "proj").mkdir(parents=True)
+    sibling.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    shown = [_home_relative(p) for p in (home / "proj", home, sibling, sibling / "proj")]
+    assert shown == ["~/proj", str(home), str(sibling), str(sibling / "proj")]

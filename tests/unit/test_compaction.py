@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -342,3 +343,54 @@ async def test_no_orphan_tool_calls_in_any_request(project: Path, settings: Sett
     # Across turns the history is text: the second turn's request has no tool parts at all.
     assert all(isinstance(m, ModelRequest | ModelResponse) for m in script.requests[3])
     assert not any(p.part_kind in ("tool-call", "tool-return") for m in script.requests[3][:-1] for p in m.parts)
+
+
+# -- the compaction point before a turn ----------------------------------------------------------------------
+
+BOUNDARY_MODEL = ModelInfo("test:boundary", context_limit=100_000, max_output_tokens=10_000)
+BOUNDARY_THRESHOLD = 0.5
+COMPACT_AT = 42_500
+"""The compaction point of BOUNDARY_MODEL at BOUNDARY_THRESHOLD, worked out by hand: the input limit is the window
+less the answer's room (10,000) and the 5% safety margin (5,000), 85,000 tokens; half of that is 42,500."""
+
+
+def test_the_compaction_point_is_the_threshold_share_of_the_input_limit() -> None:
+    budget = Budget.of(BOUNDARY_MODEL, BOUNDARY_THRESHOLD)
+    assert (budget.input_limit, budget.compact_at) == (85_000, COMPACT_AT)
+
+
+@pytest.mark.parametrize(
+    ("next_request", "compacts"),
+    [(COMPACT_AT - 1, False), (COMPACT_AT, False), (COMPACT_AT + 1, True)],
+    ids=["just-below", "exactly-at", "just-above"],
+)
+async def test_a_turn_compacts_first_only_once_its_request_passes_the_session_s_threshold(
+    project: Path, settings: Settings, next_request: int, compacts: bool
+) -> None:
+    """The session's own ``compact_threshold`` (not the default 0.7) sets the point; a request exactly at it
+    still fits, one token more compacts first."""
+    script = Script([], fallback=responder(lambda _m: [Say(SUMMARY)]))
+    session = small_session(
+        script, project, replace(settings, compact_threshold=BOUNDARY_THRESHOLD), model=BOUNDARY_MODEL
+    )
+    await session.run("Notes on the parser:\n" + "the parser keeps its state in one table. " * 2_500)
+    state = session.state
+    budget = session.context.budget
+    # Compacting would leave much less than there is, so only the compaction point decides.
+    assert state.history_tokens > (budget.kept_user + budget.summary) * 1.25
+    prompt = "go on"
+    pending = count_tokens(prompt)
+    # The provider's count of the context (as a turn's end records it) puts the next request at next_request;
+    # codling's own estimate is below it, so the provider's count is what is compared.
+    assert session.context.overhead() + state.history_tokens + pending < COMPACT_AT - 1
+    state.reported_input_tokens = next_request - pending
+    events = await events_of(session, prompt)
+    (turn,) = [e.turn_id for e in events if isinstance(e, TurnEnded)]
+    started = [replace(e, call_id="") for e in events if isinstance(e, CompactionStarted)]
+    if compacts:
+        assert started == [CompactionStarted(turn, "", next_request, "threshold")]
+        assert [e.role for e in state.entries] == ["user", "summary", "user", "assistant"]
+    else:
+        assert started == []
+        assert [e.role for e in state.entries] == ["user", "assistant", "user", "assistant"]
+    assert isinstance(events[-1], TurnEnded) and not events[-1].error

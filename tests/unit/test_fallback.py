@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest
 
@@ -16,9 +17,13 @@ from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
 from codling.tools.ports import PlanStep
-from tests.fakes.scenarios import Fail, Response, Say, Script
+from tests.fakes.scenarios import Call, Fail, Response, Say, Script
 
 P = Path("/p")
+NOTE_TEXT = (
+    "## Note\nThis summary was assembled without the model (the summarizer was unavailable): the user's pinned "
+    "instructions, what each turn did, the plan and the latest exchange."
+)
 
 
 def test_a_small_session_gives_every_section_whole() -> None:
@@ -47,6 +52,46 @@ def test_a_small_session_gives_every_section_whole() -> None:
             "## End of the latest reply\nFixed; the suite passes.",
         ]
     )
+
+
+@pytest.mark.parametrize(
+    ("source", "section"),
+    [
+        (
+            FallbackInput(pins=["Never touch migrations/.", "Use tabs."]),
+            "## Pinned instructions\n- Never touch migrations/.\n- Use tabs.",
+        ),
+        (FallbackInput(first_request="Port the lexer."), "## First request\nPort the lexer."),
+        (FallbackInput(last_request="fix the test"), "## Latest request\nfix the test"),
+        (
+            FallbackInput(
+                turns_recent=["Turn 2 — request: fix the test\nReply: Fixed."], turns_older=["Turn 1: look."]
+            ),
+            "## What each turn did\nTurn 1: look.\nTurn 2 — request: fix the test\nReply: Fixed.",
+        ),
+        (
+            FallbackInput(plan=(PlanStep("Fix the parser", "completed"), PlanStep("Update the docs", "pending"))),
+            "## Plan (open steps)\n- [pending] Update the docs",
+        ),
+        (
+            FallbackInput(recent_files=(P / "src/parser.py", Path("/elsewhere/x.py")), cwd=P),
+            "## Files recently changed\n- src/parser.py\n- /elsewhere/x.py",
+        ),
+        (
+            FallbackInput(delegate_notes={"reviewer": "Line 3\n  divides by zero.", "planner": "1. Read 2. Fix"}),
+            "## Delegates' latest answers\n- reviewer: Line 3 divides by zero.\n- planner: 1. Read 2. Fix",
+        ),
+        (FallbackInput(last_reply="Fixed; the suite passes."), "## End of the latest reply\nFixed; the suite passes."),
+    ],
+    ids=["pins", "first", "last", "turns", "plan", "files", "delegates", "reply"],
+)
+def test_each_section_alone_is_the_note_then_its_heading_and_content(source: FallbackInput, section: str) -> None:
+    blocks = fallback_summary(source, 2_000).split("\n\n")
+    assert blocks == [NOTE_TEXT, section]
+
+
+def test_with_nothing_kept_the_summary_is_the_note_alone() -> None:
+    assert fallback_summary(FallbackInput(), 2_000) == NOTE_TEXT
 
 
 def test_it_stays_within_its_budget_however_much_there_is() -> None:
@@ -152,3 +197,50 @@ async def test_compacting_again_and_again_never_nests_or_grows(project: Path, se
     assert all(count_tokens(s) <= budget for s in summaries)
     assert not any("Summary of the conversation so far" in s for s in summaries)  # never an earlier summary
     assert summaries[-1].count("## Note") == 1
+
+
+FULL_MODEL = ModelInfo("test:fallback", context_limit=100_000)
+"""A window large enough for the full tool set (plan and delegates), so every section has something to show."""
+
+
+async def test_a_fallback_compaction_summarises_every_part_of_the_session(project: Path, settings: Settings) -> None:
+    """The summary a failed summarizer leaves is built from everything the session keeps beside its history: a
+    pin, the turn ledger (the oldest turn as one line), the open plan, the edited file, the delegate's answer,
+    the first and the latest request and the latest reply."""
+    plan = [{"step": "Read the lexer", "status": "completed"}, {"step": "Write lexer.rs", "status": "in_progress"}]
+    script = Script(
+        [
+            [
+                Call("update_plan", {"steps": plan}, "p1"),
+                Call("write_file", {"path": "src/lexer.rs", "content": "fn lex() {}\n"}, "w1"),
+            ],
+            [Say("Wrote src/lexer.rs.")],
+            [Call("delegate", {"agent": "reviewer", "task": "Review src/lexer.rs"}, "d1")],
+            [Say("Line 3 divides by zero.")],  # the reviewer
+            [Say("Reviewed.")],
+            [Say("Fixed the division; the suite passes.")],
+        ],
+        fallback=failing,
+    )
+    session = open_session(settings, FULL_MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
+    for prompt in ("Port the lexer to Rust. Never touch migrations/.", "review it", "fix the division"):
+        assert (await session.run(prompt)).error is None
+    (done,) = [e async for e in session.stream("/compact") if isinstance(e, ContextCompacted)]
+    assert done.fallback
+    assert done.summary == "\n\n".join(
+        [
+            NOTE_TEXT,
+            "## Pinned instructions\n- Never touch migrations/.",
+            "## First request\nPort the lexer to Rust. Never touch migrations/.",
+            "## Latest request\nfix the division",
+            "## What each turn did\n"
+            "Turn 1: Port the lexer to Rust. — changed src/lexer.rs — Wrote src/lexer.rs.\n"
+            "Turn 2 — request: review it\nSteps:\n- Delegate to the reviewer: Review src/lexer.rs (done)\n"
+            "    Line 3 divides by zero.\nReply: Reviewed.\n"
+            "Turn 3 — request: fix the division\nReply: Fixed the division; the suite passes.",
+            "## Plan (open steps)\n- [in_progress] Write lexer.rs",
+            "## Files recently changed\n- src/lexer.rs",
+            "## Delegates' latest answers\n- reviewer: Line 3 divides by zero.",
+            "## End of the latest reply\nFixed the division; the suite passes.",
+        ]
+    )

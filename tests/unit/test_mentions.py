@@ -72,3 +72,28 @@ async def test_what_cannot_be_attached_is_passed_on_by_name_with_the_reason(proj
     assert outside.startswith("@../secret.txt: not attached: ") and "outside" in outside
     assert [note.split(":")[0] for note in rest] == ["@src", "@blob.bin", "@huge.log"]
     assert "outside" not in str(result.blocks)  # nothing from outside the workspace was read
+
+
+async def test_a_mention_of_a_sibling_whose_name_extends_the_cwd_s_is_refused_unless_granted(tmp_path: Path) -> None:
+    ws, secrets = tmp_path / "ws", tmp_path / "ws-secrets"
+    ws.mkdir()
+    secrets.mkdir()
+    (secrets / "key.txt").write_text("sk-live-0123456789\n")
+    (ws / "key-link.txt").symlink_to(secrets / "key.txt")
+    text = "read @../ws-secrets/key.txt and @key-link.txt"
+    refused = await attach(text, Workspace(ws), LocalFileSystem())
+    assert refused == Attached(
+        (TextBlock(text),),
+        (
+            f"@../ws-secrets/key.txt: not attached: path '{ws / '../ws-secrets/key.txt'}' is outside the workspace "
+            f"({ws}); use a path inside it",
+            f"@key-link.txt: not attached: path '{ws / 'key-link.txt'}' leads outside the workspace through a "
+            f"symbolic link (to {secrets / 'key.txt'}); use a path inside the workspace",
+        ),
+    )
+    # Granted, the sibling is attached (once) and named by its absolute path: it is not under the cwd.
+    granted = await attach(text, Workspace(ws, [secrets]), LocalFileSystem())
+    assert granted == Attached(
+        (TextBlock(text), ResourceBlock((secrets / "key.txt").as_uri(), text="sk-live-0123456789\n")),
+        (f"attached {secrets / 'key.txt'} (1 line)",),
+    )

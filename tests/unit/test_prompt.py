@@ -177,3 +177,12 @@ def test_instructions_may_link_within_the_repository_but_not_through_a_hard_link
     outside.write_text("from outside\n")
     os.link(outside, tree / "pkg" / "AGENTS.md")
     assert find_project_instructions(tree / "pkg") == [(tree / "AGENTS.md", "Use tabs.\n")]
+
+
+def test_instructions_linked_into_a_sibling_whose_name_extends_the_repository_s_are_not_read(tmp_path: Path) -> None:
+    repo, secrets = tmp_path / "ws", tmp_path / "ws-secrets"
+    (repo / ".git").mkdir(parents=True)
+    secrets.mkdir()
+    (secrets / "AGENTS.md").write_text("OPENAI_API_KEY=sk-live-0123456789\n")
+    (repo / "AGENTS.md").symlink_to(secrets / "AGENTS.md")
+    assert find_project_instructions(repo) == []

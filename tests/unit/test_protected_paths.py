@@ -54,6 +54,11 @@ def test_protected_paths(path: str) -> None:
         "tasks.json",
         "repo.git/config",
         "Makefile",
+        # names that merely end or start like a protected one
+        "my.envrc",
+        "backup.vscode/settings.json",
+        "old.zed/tasks.json",
+        ".git-secrets/config",
     ],
 )
 def test_ordinary_paths(path: str) -> None:

@@ -263,3 +263,25 @@ async def test_a_gitignore_link_or_pipe_is_not_read(proj: Path, tmp_path: Path, 
 async def test_a_plain_gitignore_still_counts(proj: Path) -> None:
     write(proj, {"keep.py": "x\n", "skip.log": "y\n", ".gitignore": "*.log\n"})
     assert [f.name for f in walk_files(proj, proj).files] == [".gitignore", "keep.py"]
+
+
+# -- a granted directory beside the cwd whose name starts with the cwd's (ws and ws-secrets) ---------------------
+
+
+async def test_a_granted_sibling_whose_name_extends_the_cwd_s_keeps_its_own_gitignore_rules(tmp_path: Path) -> None:
+    ws, secrets = tmp_path / "ws", tmp_path / "ws-secrets"
+    write(ws, {"a.py": "a\n"})
+    write(secrets, {".gitignore": "*.log\n", "sub/debug.log": "noise\n", "sub/keep.py": "k\n"})
+    listing = await collect_files(secrets, Workspace(ws, [secrets]), git=None)
+    # ws-secrets is its own root, so its .gitignore counts in its subdirectories too.
+    assert listing.files == [secrets / ".gitignore", secrets / "sub" / "keep.py"]
+
+
+def test_walking_a_directory_beside_top_takes_no_rules_from_above_top(tmp_path: Path) -> None:
+    """Ignore files count from ``top`` down: a directory beside it whose name starts with top's is not below it,
+    and the .gitignore above both (tmp_path's) never counts."""
+    ws, secrets = tmp_path / "ws", tmp_path / "ws-secrets"
+    write(tmp_path, {".gitignore": "*.pem\n"})
+    write(ws, {".gitignore": "*.txt\n"})
+    write(secrets, {"key.pem": "k\n", "notes.txt": "n\n"})
+    assert walk_files(secrets, ws).files == [secrets / "key.pem", secrets / "notes.txt"]

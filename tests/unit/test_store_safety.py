@@ -19,6 +19,7 @@ from codling.brain.events import (
     ContextCompacted,
     Event,
     PlanUpdated,
+    SessionTitled,
     SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
@@ -31,6 +32,8 @@ from codling.brain.events import (
 )
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import ImageBlock, ResourceBlock, TextBlock, prompt_summary
+from codling.cli.home import open_store
+from codling.config import Settings
 from codling.errors import InvalidSessionIdError, SessionError, UnknownSessionError
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from codling.store.ids import new_session_id
@@ -250,6 +253,40 @@ def test_damaged_meta_is_rebuilt_and_writes_leave_no_temporary_files(store: Sess
     assert summary.title == "kept title"
     assert json.loads(meta.read_text())["title"] == "kept title"
     assert sorted(p.name for p in (store.root / sid).iterdir()) == ["history.jsonl", "meta.json"]
+
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+async def test_secrets_in_a_title_never_reach_meta_json(home: Path) -> None:
+    """The environment's secrets are redacted from meta.json as from history.jsonl: in the title taken from the
+    first request, and in one the model gives later."""
+    settings = Settings(home=home, env={"CODLING_HOME": str(home), "OPENAI_API_KEY": SECRET})
+    store = open_store(settings)
+    sid = new_session_id()
+    header = make_header(sid)
+    file = store.create(header)
+    recorder = store.recorder(header, file)
+    meta = store.root / sid / "meta.json"
+    expected = {
+        "session_id": sid,
+        "cwd": "/p",
+        "title": None,
+        "created_at": "2026-11-22T10:00:00.000Z",
+        "parent": None,
+        "model": "openai-chat:m",
+    }
+    await recorder(TurnStarted("t1", f"deploy with {SECRET} now", False, STARTED))
+    assert json.loads(meta.read_text()) == {**expected, "title": "deploy with [redacted] now"}
+    await recorder(SessionTitled(f"Deploy using key {SECRET}", "model"))
+    assert json.loads(meta.read_text()) == {**expected, "title": "Deploy using key [redacted]"}
+    file.close()
+    assert SECRET not in meta.read_text() and SECRET not in store.history_path(sid).read_text()
+    # Rebuilt from the history (say after damage), it still holds only the redacted form.
+    meta.write_text("{garbage")
+    (summary,) = store.list()
+    assert summary.title == "Deploy using key [redacted]"
+    assert json.loads(meta.read_text()) == {**expected, "title": "Deploy using key [redacted]"}
 
 
 # -- one writer, no descriptor held ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
 from codling.brain.context.ledger import build_turn_summary, render_ledger, render_turn_summary
-from codling.brain.context.summaries import summarize_tool_call, update_recent_files
+from codling.brain.context.summaries import display_path, summarize_tool_call, update_recent_files
 from codling.brain.context.turns import TurnExecutionSummary, TurnStep
 from codling.brain.events import (
     Event,
@@ -446,3 +446,9 @@ def test_update_recent_files() -> None:
     for i in range(15):
         many = update_recent_files(many, edited(f"/p/{i}.py"))
     assert many == tuple(Path(f"/p/{i}.py") for i in range(5, 15))
+
+
+def test_a_file_in_a_sibling_whose_name_extends_the_cwd_s_is_shown_absolute() -> None:
+    cwd = Path("/ws")
+    shown = [display_path(p, cwd) for p in (Path("/ws/src/a.py"), Path("/ws-secrets/key.txt"), Path("/ws"))]
+    assert shown == ["src/a.py", "/ws-secrets/key.txt", "/ws"]

@@ -189,12 +189,23 @@ async def test_no_approver_means_no_one_can_be_asked() -> None:
 
 async def test_cancellation_while_asking_propagates() -> None:
     class Hanging:
+        """Never answers; says when it was asked."""
+
+        def __init__(self) -> None:
+            self.asked = asyncio.Event()
+            self.requests: list[PermissionRequest] = []
+
         async def ask(self, request: PermissionRequest) -> Decision:
-            await asyncio.sleep(60)
+            self.requests.append(request)
+            self.asked.set()
+            await asyncio.Event().wait()
             return "allow_once"
 
-    task = asyncio.create_task(Permissions("ask", Hanging()).check(edit()))
-    await asyncio.sleep(0)
+    approver = Hanging()
+    task = asyncio.create_task(Permissions("ask", approver).check(edit()))
+    await asyncio.wait_for(approver.asked.wait(), 5)
+    assert approver.requests == [replace(edit(), always="every edit")]
+    assert not task.done()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from codling.errors import PathError
-from codling.tools.workspace import Workspace
+from codling.tools.workspace import Workspace, read_plain_file
 
 
 @pytest.fixture
@@ -101,3 +101,77 @@ def test_display(tree: Path) -> None:
     assert ws.display(tree / "proj") == "."
     assert ws.display(tree / "proj" / "src" / "a.py") == "src/a.py"
     assert ws.display(tree / "other" / "notes.md") == str(tree / "other" / "notes.md")
+
+
+# -- a sibling whose name starts with the workspace's (ws and ws-secrets) ----------------------------------------
+
+
+@pytest.fixture
+def siblings(tmp_path: Path) -> tuple[Path, Path]:
+    """tmp/ws (the workspace, with links into its sibling) and tmp/ws-secrets (whose name starts with "ws")."""
+    ws, secrets = tmp_path / "ws", tmp_path / "ws-secrets"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "a.py").write_text("a\n")
+    secrets.mkdir()
+    (secrets / "key.txt").write_text("sk-live-0123456789\n")
+    (ws / "key-link.txt").symlink_to(secrets / "key.txt")
+    (ws / "secrets-dir").symlink_to(secrets)
+    return ws, secrets
+
+
+def test_a_sibling_whose_name_extends_the_workspace_s_is_not_inside_it(siblings: tuple[Path, Path]) -> None:
+    ws, secrets = siblings
+    workspace = Workspace(ws)
+    assert [workspace.contains(p) for p in (ws / "a.py", ws, secrets, secrets / "key.txt")] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+
+
+@pytest.mark.parametrize(
+    "typed", ["../ws-secrets/key.txt", "sub/../../ws-secrets/key.txt", "../ws-secrets", "{secrets}/key.txt"]
+)
+def test_a_path_into_a_sibling_whose_name_extends_the_workspace_s_is_refused(
+    siblings: tuple[Path, Path], typed: str
+) -> None:
+    ws, secrets = siblings
+    typed = typed.format(secrets=secrets)  # (the absolute form)
+    with pytest.raises(PathError) as e:
+        Workspace(ws).resolve(typed)
+    assert str(e.value) == f"path '{typed}' is outside the workspace ({ws}); use a path inside it"
+
+
+@pytest.mark.parametrize("typed", ["key-link.txt", "secrets-dir/key.txt"])
+def test_a_symlink_into_a_sibling_whose_name_extends_the_workspace_s_is_refused(
+    siblings: tuple[Path, Path], typed: str
+) -> None:
+    ws, secrets = siblings
+    with pytest.raises(PathError) as e:
+        Workspace(ws).resolve(typed)
+    assert str(e.value) == (
+        f"path '{typed}' leads outside the workspace through a symbolic link (to {secrets / 'key.txt'}); "
+        "use a path inside the workspace"
+    )
+
+
+def test_a_granted_sibling_is_inside_and_displayed_absolute(siblings: tuple[Path, Path]) -> None:
+    ws, secrets = siblings
+    workspace = Workspace(ws, [secrets])
+    assert workspace.resolve("../ws-secrets/key.txt") == secrets / "key.txt"
+    assert [workspace.display(p) for p in (ws / "a.py", secrets, secrets / "key.txt")] == [
+        "a.py",
+        str(secrets),
+        str(secrets / "key.txt"),
+    ]
+
+
+def test_a_plain_file_linked_into_a_sibling_whose_name_extends_the_top_s_is_not_read(
+    siblings: tuple[Path, Path],
+) -> None:
+    ws, secrets = siblings
+    (ws / "inside.md").write_text("inside\n")
+    (ws / "AGENTS.md").symlink_to(ws / "inside.md")
+    (ws / "LINKED.md").symlink_to(secrets / "key.txt")
+    assert [read_plain_file(ws / name, 100, inside=ws) for name in ("AGENTS.md", "LINKED.md")] == [b"inside\n", None]

@@ -189,7 +189,7 @@ def _turns(source: FallbackInput, tokens: int) -> str:
     not fit), then as many earlier one-liners as fit, newest first, and how many were left out."""
     heading = "## What each turn did"
     room = tokens - count_tokens(heading) - 14  # (the heading's line break and the note)
-    if room < MIN_SECTION_TOKENS:
+    if room < MIN_SECTION_TOKENS or not (source.turns_recent or source.turns_older):
         return ""
     recent, used = newest_that_fit(reversed(source.turns_recent), room)
     if not recent and source.turns_recent:
