@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from acp import PROTOCOL_VERSION, helpers
 from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, FileSystemCapabilities, ToolCallProgress, ToolCallStart
@@ -204,16 +205,27 @@ async def test_a_terminal_is_shown_before_it_is_released_even_when_delivery_lags
     assert h.client.shown_before_release == {"term-1": True}
 
 
-async def test_cancelling_while_the_terminal_is_created_still_kills_and_releases_it(home: Path, project: Path) -> None:
-    script = Script([[Call("run_command", {"command": "sleep 30"}, "c1")], [Say("never")]])
+async def test_cancelling_while_the_terminal_is_created_still_kills_and_releases_it(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = Script([[Call("run_command", {"command": "sleep 300"}, "c1")], [Say("never")]])
     async with harness(home, project, script) as h:
-        h.editor.create_delay = 0.5
+        h.editor.create_gate = answer_create = asyncio.Event()
+        brain = h.agent._sessions[h.session_id].brain
+        cancel, cancelled = brain.cancel, asyncio.Event()
+
+        def cancel_and_tell() -> None:
+            cancel()
+            cancelled.set()
+
+        monkeypatch.setattr(brain, "cancel", cancel_and_tell)
         prompt = asyncio.create_task(h.say("run it"))
-        await h.client.wait_for("tool_call")
-        await asyncio.sleep(0.1)  # terminal/create is on its way
+        await h.editor.called("terminal/create")  # the editor has the request, and holds its answer
         await h.conn.cancel(session_id=h.session_id)
+        await asyncio.wait_for(cancelled.wait(), 10)  # the turn is cancelled while the create is unanswered
+        answer_create.set()  # the editor answers the create late
         assert await asyncio.wait_for(prompt, 10) == "cancelled"
-        await asyncio.sleep(0.8)  # the editor answers the create late
+        await h.editor.called("terminal/release")
     assert h.editor.methods() == ["terminal/create", "terminal/kill", "terminal/release"]
     assert h.editor.terminals["term-1"].killed
 

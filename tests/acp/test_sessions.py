@@ -20,7 +20,7 @@ from codling.store.history import SessionHeader
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from tests.fakes.acp_client import RecordingClient, connected
-from tests.fakes.scenarios import Call, Say, Script, Wait
+from tests.fakes.scenarios import Call, Say, Script, Until
 
 MODEL_ID = "openai-chat:scripted"
 
@@ -154,7 +154,7 @@ async def test_fork_copies_history_and_leaves_the_original(agent: Agent, project
 
 
 async def test_close_cancels_the_running_turn_and_frees_the_session(agent: Agent, project: Path) -> None:
-    async with agent(Script([[Say("slow"), Wait(30)]])) as (conn, client):
+    async with agent(Script([[Say("slow"), Until(asyncio.Event())]])) as (conn, client):  # a reply that never ends
         session = await conn.new_session(cwd=str(project))
         prompt = asyncio.create_task(say(conn, session.session_id, "take your time"))
         await client.wait_for("agent_message_chunk")

@@ -150,15 +150,24 @@ async def test_no_greeting_unless_asked(home: Path, project: Path) -> None:
     assert len(script.requests) == 1 and "hi" in request_text(script.requests[0])
 
 
-async def test_a_prompt_waiting_for_the_greeting_can_be_cancelled_and_is_busy(home: Path, project: Path) -> None:
+async def test_a_prompt_waiting_for_the_greeting_can_be_cancelled_and_is_busy(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     release = asyncio.Event()
     script = Script([[Until(release), Say("Hello!")], [Say("Here.")]])
     async with harness(home, script, greeting=True) as h:
         sid = (await h.conn.new_session(cwd=str(project))).session_id
-        waiting = asyncio.create_task(h.say(sid, "first"))
         live = h.agent._sessions[sid]
-        while not live.preparing_prompt:
-            await asyncio.sleep(0.01)
+        greeted, greeting_awaited = live.greeted, asyncio.Event()
+
+        async def greeted_and_tell() -> None:
+            greeting_awaited.set()
+            await greeted()
+
+        monkeypatch.setattr(live, "greeted", greeted_and_tell)
+        waiting = asyncio.create_task(h.say(sid, "first"))
+        await asyncio.wait_for(greeting_awaited.wait(), 10)  # the prompt was accepted and waits for the greeting
+        assert live.preparing_prompt
         with pytest.raises(RequestError):  # a second prompt while the first waits is refused, not queued
             await h.say(sid, "second")
         await h.conn.cancel(session_id=sid)

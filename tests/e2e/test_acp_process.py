@@ -60,7 +60,7 @@ async def test_initialize_new_prompt_with_tool_call_then_cancel(
     server.enqueue(
         Reply(tool_calls=[ToolCall("run_command", {"command": "echo from-the-agent > out.txt"}, id="call_1")]),
         Reply(text=["The command ", "ran."], usage=Usage(120, 7)),
-        Reply(text=["slow "] * 200, delay=0.05),
+        Reply(text=["slow "] * 200, stall_after=3),  # two chunks of text, then nothing until the server stops
     )
     client = RecordingClient(answers=["allow_once"])
     async with spawned(client, home, server) as conn:
@@ -84,7 +84,7 @@ async def test_initialize_new_prompt_with_tool_call_then_cancel(
         assert updates[-1].status == "completed"
         assert "exit code 0" in updates[-1].content[0].content.text
 
-        # Cancel a slowly streaming reply: the prompt answers `cancelled` long before the stream would end.
+        # Cancel a reply that stalls mid-stream: the prompt answers `cancelled` although the stream never ends.
         chunks_before = len(client.of_kind("agent_message_chunk"))
         prompt = asyncio.create_task(
             conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("talk slowly")])

@@ -61,19 +61,31 @@ class FakeEditor:
     buffers: dict[Path, str] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     terminals: dict[str, Terminal] = field(default_factory=dict)
-    create_delay: float = 0.0
-    """Seconds terminal/create takes to answer (the command already runs meanwhile)."""
+    create_gate: asyncio.Event | None = None
+    """When given, terminal/create answers only once it is set (the command already runs meanwhile)."""
     byte_limit: int | None = None
     """Output bytes a terminal keeps at most, whatever the agent asked for."""
     environment: dict[str, str] | None = None
     """The editor's own environment, which its terminals inherit (None: this process's)."""
     read_only: set[Path] = field(default_factory=set)
     """Files whose fs/write_text_file the editor refuses (with an error whose data says why)."""
+    _called: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+
+    def _record(self, method: str, detail: str) -> None:
+        self.calls.append((method, detail))
+        self._called.set()
+
+    async def called(self, method: str, within: float = 10.0) -> None:
+        """Wait until ``method`` has been called (a liveness deadline: a test fails rather than hangs)."""
+        async with asyncio.timeout(within):
+            while method not in self.methods():
+                self._called.clear()
+                await self._called.wait()
 
     async def read_text_file(
         self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
     ) -> ReadTextFileResponse:
-        self.calls.append(("fs/read_text_file", path))
+        self._record("fs/read_text_file", path)
         if Path(path) in self.buffers:
             return ReadTextFileResponse(content=self.buffers[Path(path)])
         try:
@@ -82,7 +94,7 @@ class FakeEditor:
             raise RequestError.resource_not_found(path) from e
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> None:
-        self.calls.append(("fs/write_text_file", path))
+        self._record("fs/write_text_file", path)
         if Path(path) in self.read_only:
             raise RequestError.internal_error({"details": f"{Path(path).name} is read-only in this editor"})
         Path(path).write_text(content, encoding="utf-8")
@@ -101,7 +113,7 @@ class FakeEditor:
         argv = [command, *(args or [])]
         environment = dict(os.environ if self.environment is None else self.environment)
         environment.update({variable.name: variable.value for variable in env or []})
-        self.calls.append(("terminal/create", " ".join(argv)))
+        self._record("terminal/create", " ".join(argv))
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
@@ -116,7 +128,8 @@ class FakeEditor:
         terminal.reader = asyncio.create_task(self._read(terminal))
         terminal_id = f"term-{len(self.terminals) + 1}"
         self.terminals[terminal_id] = terminal
-        await asyncio.sleep(self.create_delay)
+        if self.create_gate is not None:
+            await self.create_gate.wait()
         return CreateTerminalResponse(terminal_id=terminal_id)
 
     @staticmethod
@@ -134,7 +147,7 @@ class FakeEditor:
     async def wait_for_terminal_exit(
         self, session_id: str, terminal_id: str, **kwargs: Any
     ) -> WaitForTerminalExitResponse:
-        self.calls.append(("terminal/wait_for_exit", terminal_id))
+        self._record("terminal/wait_for_exit", terminal_id)
         terminal = self._terminal(terminal_id)
         await terminal.process.wait()
         assert terminal.reader is not None
@@ -144,7 +157,7 @@ class FakeEditor:
         return WaitForTerminalExitResponse(exit_code=status.exit_code, signal=status.signal)
 
     async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> TerminalOutputResponse:
-        self.calls.append(("terminal/output", terminal_id))
+        self._record("terminal/output", terminal_id)
         terminal = self._terminal(terminal_id)
         if terminal.process.returncode is not None and terminal.reader is not None:
             await terminal.reader
@@ -152,11 +165,11 @@ class FakeEditor:
         return TerminalOutputResponse(output=text, truncated=truncated, exit_status=terminal.status())
 
     async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> None:
-        self.calls.append(("terminal/kill", terminal_id))
+        self._record("terminal/kill", terminal_id)
         self._kill(self._terminal(terminal_id))
 
     async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> None:
-        self.calls.append(("terminal/release", terminal_id))
+        self._record("terminal/release", terminal_id)
         terminal = self._terminal(terminal_id)
         self._kill(terminal)
         terminal.released = True

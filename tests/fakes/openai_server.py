@@ -500,6 +500,7 @@ class _Handler(BaseHTTPRequestHandler):
                 )
         except _CONNECTION_ERRORS:
             self.close_connection = True
+            owner._hung_up()
 
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
@@ -584,6 +585,7 @@ class OpenAIServer:
         self._condition = threading.Condition()
         self._queue: deque[ScriptedReply] = deque()
         self._recorded: list[RecordedRequest] = []
+        self._hangups = 0
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -691,6 +693,18 @@ class OpenAIServer:
                 raise TimeoutError(f"expected {count} chat-completion requests within {timeout}s, got {arrived()}")
         return self.requests
 
+    @property
+    def hangups(self) -> int:
+        """How many replies were cut short because the client hung up while they were being sent."""
+        with self._condition:
+            return self._hangups
+
+    def wait_for_hangups(self, count: int, timeout: float = 5.0) -> None:
+        """Wait until the client has hung up on at least ``count`` replies."""
+        with self._condition:
+            if not self._condition.wait_for(lambda: self._hangups >= count, timeout=timeout):
+                raise TimeoutError(f"expected {count} hang-ups within {timeout}s, got {self._hangups}")
+
     # -- used by the handler -----------------------------------------------------------------------------
 
     def _record(self, request: RecordedRequest) -> int:
@@ -698,6 +712,11 @@ class OpenAIServer:
             self._recorded.append(request)
             self._condition.notify_all()
             return len(self._recorded) - 1
+
+    def _hung_up(self) -> None:
+        with self._condition:
+            self._hangups += 1
+            self._condition.notify_all()
 
     def _next_reply(self, body: dict[str, Any], index: int) -> ScriptedReply:
         if is_title(body):

@@ -1,11 +1,15 @@
-"""Watching real processes from tests: whether one still runs, and waiting (with a liveness deadline) for one
-to be gone."""
+"""Watching real processes from tests: whether one still runs, waiting for one to be gone, and a named pipe
+another process writes to when something happened. Each wait is on an event (a pidfd, a pipe), bounded by a
+liveness deadline so that a test fails rather than hangs."""
 
 from __future__ import annotations
 
 import asyncio
-import time
+import os
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 
 def alive(pid: int) -> bool:
@@ -17,11 +21,81 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
-async def gone(pid: int, within: float = 5.0) -> bool:
-    """Whether ``pid`` is gone within ``within`` seconds (polled: another process decides when)."""
-    deadline = time.monotonic() + within
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.05)
+async def readable(fd: int) -> None:
+    """Wait until ``fd`` is readable, in the event loop."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+
+
+async def gone(pid: int, within: float = 10.0) -> bool:
+    """Whether ``pid`` is gone within ``within`` seconds (a liveness deadline). Waits on a pidfd, which becomes
+    readable once the process has ended: a zombie (ended, not yet reaped) counts as gone."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        async with asyncio.timeout(within):
+            await readable(pidfd)
+    except TimeoutError:
+        return False
+    finally:
+        os.close(pidfd)
     return True
+
+
+class Fifo:
+    """A named pipe at ``path`` on which another process says that something happened (``echo $$ > path``):
+    the test waits on the pipe, not on a file it polls.
+
+    The test holds it open for reading and writing, so a writer never blocks opening it and the test never
+    reads an end of file, however many writers come and go.
+    """
+
+    def __init__(self, path: Path) -> None:
+        os.mkfifo(path)
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+        self._received = ""
+
+    async def receive(self, until: Callable[[str], bool], within: float = 10.0) -> str:
+        """Everything written to the pipe so far, once ``until`` holds for it (within a liveness deadline)."""
+        async with asyncio.timeout(within):
+            while not until(self._received):
+                await readable(self._fd)
+                try:
+                    self._received += os.read(self._fd, 65536).decode()
+                except BlockingIOError:
+                    continue
+        return self._received
+
+    async def lines(self, count: int, within: float = 10.0) -> list[str]:
+        """The first ``count`` lines written to the pipe, once they are all there."""
+        text = await self.receive(lambda received: received.count("\n") >= count, within)
+        return text.splitlines()[:count]
+
+    async def pid(self, within: float = 10.0) -> int:
+        """The pid written as the pipe's first line."""
+        (line,) = await self.lines(1, within)
+        return int(line)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

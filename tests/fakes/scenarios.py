@@ -10,7 +10,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ThinkingPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
@@ -63,6 +63,24 @@ class Until:
     """Pause mid-response until the test sets this event (proves text is delivered before the reply ends)."""
 
     event: asyncio.Event
+
+
+class Gate(asyncio.Event):
+    """An event for ``Until`` that also tells the test when the script got there: ``reached`` is set once the
+    model waits on the gate, so the test knows the request is in progress without guessing how long it takes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached = asyncio.Event()
+
+    async def wait(self) -> Literal[True]:
+        self.reached.set()
+        return await super().wait()
+
+    async def arrival(self, within: float = 10.0) -> None:
+        """Wait until the model waits on the gate (a liveness deadline: a test fails rather than hangs)."""
+        async with asyncio.timeout(within):
+            await self.reached.wait()
 
 
 CONTEXT_CLOSE = "</session-context>"

@@ -6,7 +6,7 @@ import asyncio
 import gc
 import io
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -197,48 +197,61 @@ def tty() -> Iterator[tuple[TextIO, int]]:
         os.close(master)
 
 
-async def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.01)
+class Screen(io.StringIO):
+    """Output a test can wait on: ``shows(text)`` returns once what was written so far ends with ``text``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._written = asyncio.Event()
+
+    def write(self, text: str) -> int:
+        self._written.set()
+        return super().write(text)
+
+    async def shows(self, text: str, within: float = 5.0) -> None:
+        """Wait for ``text`` at the end of the output (a liveness deadline: a test fails, not hangs)."""
+        async with asyncio.timeout(within):
+            while not self.getvalue().endswith(text):
+                self._written.clear()
+                await self._written.wait()
 
 
 async def test_on_a_terminal_the_answer_is_read_without_blocking_the_loop(tty: tuple[TextIO, int]) -> None:
     stream, master = tty
-    output = io.StringIO()
+    output = Screen()
     approver = TerminalApprover(input=stream, output=output, color=False)
     task = asyncio.create_task(approver.ask(RUN))
-    await wait_for(lambda: output.getvalue().endswith(PROMPT))
+    await output.shows(PROMPT)
     os.write(master, b"a\n")
     assert await asyncio.wait_for(task, 5) == "allow_always"
 
 
 async def test_cancelling_a_question_leaves_no_reader_behind(tty: tuple[TextIO, int]) -> None:
     stream, master = tty
-    output = io.StringIO()
+    output = Screen()
     approver = TerminalApprover(input=stream, output=output, color=False)
     task = asyncio.create_task(approver.ask(RUN))
-    await wait_for(lambda: output.getvalue().endswith(PROMPT))
+    await output.shows(PROMPT)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert output.getvalue().endswith(f"{PROMPT}\n")
     # The next question gets the next line: nothing is still waiting on the terminal.
     task = asyncio.create_task(approver.ask(RUN))
-    await wait_for(lambda: output.getvalue().endswith(PROMPT))
+    await output.shows(PROMPT)
     os.write(master, b"y\n")
     assert await asyncio.wait_for(task, 5) == "allow_once"
 
 
 async def test_renderer_output_waits_until_the_question_is_answered(tty: tuple[TextIO, int]) -> None:
     stream, master = tty
-    shared = io.StringIO()  # stdout and stderr on one screen
+    shared = Screen()  # stdout and stderr on one screen
     renderer = TerminalRenderer(shared, color=False, interactive=False)
     await renderer(TurnStarted("t", "go", False, datetime.now(UTC)))
     await renderer(TextDelta("t", "Let me run it"))
     approver = TerminalApprover(input=stream, output=shared, color=False)
     task = asyncio.create_task(approver.ask(RUN))
-    await wait_for(lambda: shared.getvalue().endswith(PROMPT))
+    await shared.shows(PROMPT)
     await renderer(ToolCallStarted("t", "c1", "run_command", "Run `pytest -q`", "execute", {}))
     assert shared.getvalue().endswith(PROMPT)  # the tool line does not land on the prompt line
     os.write(master, b"y\n")

@@ -22,7 +22,7 @@ from codling.tools.ports import ShownCall
 from codling.tools.specs import role_tools
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.observer import observed
-from tests.fakes.scenarios import Call, Fail, Say, Script, Wait
+from tests.fakes.scenarios import Call, Fail, Gate, Say, Script, Until
 
 MODEL = ModelInfo("test:delegates", context_limit=100_000)
 PLAN_STEPS = [{"step": "Read parser.py", "status": "pending"}, {"step": "Fix the bug", "status": "pending"}]
@@ -99,6 +99,7 @@ async def test_carryover_brings_the_previous_run_and_survives_a_restore(
 
 
 async def test_a_coder_s_edits_ask_the_user_and_cancelling_the_turn_stops_it(project: Path, settings: Settings) -> None:
+    working = Gate()  # never opened: the second delegate's model is still answering when the turn is cancelled
     script = Script(
         [
             [Call("delegate", {"agent": "coder", "task": "Create notes.txt"}, "d1")],
@@ -106,7 +107,7 @@ async def test_a_coder_s_edits_ask_the_user_and_cancelling_the_turn_stops_it(pro
             [Say("Created notes.txt.")],
             [Say("Done.")],
             [Call("delegate", {"agent": "coder", "task": "Wait forever"}, "d2")],
-            [Wait(30), Say("never")],
+            [Until(working), Say("never")],
         ]
     )
     approver = ScriptedApprover("allow_once")
@@ -123,7 +124,7 @@ async def test_a_coder_s_edits_ask_the_user_and_cancelling_the_turn_stops_it(pro
         {"agent": "coder", "task": "Create notes.txt", "context": "", "carryover": False},
     )
     running = asyncio.create_task(session.run("wait"))
-    await asyncio.sleep(0.3)
+    await working.arrival()  # the delegate runs
     session.cancel()
     result = await asyncio.wait_for(running, 5)
     assert result.stop_reason == "cancelled"

@@ -18,7 +18,7 @@ from codling.tools.ports import Answer, Approver
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.mcp import http_server, pid_written, stdio_spec
 from tests.fakes.mcp_server import HOSTILE_NAME
-from tests.fakes.processes import gone
+from tests.fakes.processes import Fifo, gone
 from tests.fakes.scenarios import Call, Say, Script, Until
 from tests.unit.test_session import session_for
 
@@ -169,8 +169,8 @@ async def test_a_server_crashing_mid_call_fails_the_call_with_its_last_words_and
 async def test_cancelling_the_turn_cancels_the_running_mcp_call(
     project: Path, settings: Settings, tmp_path: Path
 ) -> None:
-    marker = tmp_path / "marker"
-    script = Script([[Call("mcp__fake__slow", {"seconds": 60, "marker": str(marker)}, "c1")]])
+    marker = Fifo(tmp_path / "marker")  # the server's tool says "started", then "cancelled", through a named pipe
+    script = Script([[Call("mcp__fake__slow", {"seconds": 60, "marker": str(marker.path)}, "c1")]])
     session = mcp_session(script, project, settings, stdio_spec("fake"))
     try:
         events: list[Event] = []
@@ -180,19 +180,14 @@ async def test_cancelling_the_turn_cancels_the_running_mcp_call(
                 events.append(event)
 
         task = asyncio.create_task(run())
-        for _ in range(1000):  # until the server has the call (a liveness bound of 20 s)
-            if marker.exists():
-                break
-            await asyncio.sleep(0.02)
+        await marker.receive(lambda said: said == "started", within=20)  # the server has the call
         session.cancel()
         await asyncio.wait_for(task, 10)
-        for _ in range(500):
-            if marker.read_text() == "cancelled":
-                break
-            await asyncio.sleep(0.02)
+        said = await marker.receive(lambda said: said.endswith("cancelled"))
     finally:
         await session.close()
-    assert marker.read_text() == "cancelled"
+        marker.close()
+    assert said == "startedcancelled"
     assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,7 +35,8 @@ from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import Approver, FileDiff
 from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
-from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Until, Wait
+from tests.fakes.processes import Fifo, gone
+from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Until
 
 MODEL = ModelInfo("test:scripted", context_limit=100_000)
 
@@ -235,7 +235,7 @@ async def test_rejected_permission_is_reported_and_model_carries_on(project: Pat
 
 
 async def test_cancel_stops_the_model_promptly(project: Path, settings: Settings) -> None:
-    script = Script([[Say("thinking about it"), Wait(30)]])
+    script = Script([[Say("thinking about it"), Until(asyncio.Event())]])  # a reply that never ends
     session = session_for(script, project, settings)
     events: list[Event] = []
 
@@ -251,53 +251,34 @@ async def test_cancel_stops_the_model_promptly(project: Path, settings: Settings
     assert not session.running
 
 
-async def test_cancel_kills_running_command(project: Path, settings: Settings) -> None:
-    pid_file = project / "pid"
-    command = f"sh -c 'echo $$ > {pid_file}; exec sleep 30'"
+async def test_cancel_kills_running_command(project: Path, settings: Settings, tmp_path: Path) -> None:
+    started = Fifo(tmp_path / "started")  # the command says it runs, with its pid, through a named pipe
+    command = f"sh -c 'echo $$ > {started.path}; exec sleep 300'"
     script = Script([[Call("run_command", {"command": command}, "c1")]])
     session = session_for(script, project, settings, mode="yolo")
+    pids: list[int] = []
 
     async def consume() -> list[Event]:
         seen: list[Event] = []
         async for event in session.stream("run it"):
             seen.append(event)
             if isinstance(event, ToolCallStarted):
-                for _ in range(200):
-                    if pid_file.exists() and pid_file.read_text().strip():
-                        break
-                    await asyncio.sleep(0.02)
+                pids.append(await started.pid())  # the command surely runs
                 session.cancel()
         return seen
 
-    events = await asyncio.wait_for(consume(), timeout=10)
+    with started:
+        events = await asyncio.wait_for(consume(), timeout=20)
     assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
     # The interrupted call is closed, so no client shows it running forever.
     assert isinstance(events[0], TurnStarted)
     assert events[-3] == ToolCallFinished(
         events[0].turn_id, "c1", "run_command", "failed", "aborted: the user cancelled the turn", ended_by="cancelled"
     )
-    pid = int(pid_file.read_text())
-    for _ in range(100):
-        if not _alive(pid):
-            break
-        await asyncio.sleep(0.02)
-    assert not _alive(pid)
+    assert await gone(pids[0])
     # The next turn still works.
     script.responses.append([Say("fine")])
     assert (await session.run("again")).text == "fine"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def test_second_prompt_while_running_is_refused(project: Path, settings: Settings) -> None:

@@ -40,7 +40,7 @@ from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from codling.tools.specs import ALL_TOOLS, NO_TOOLS, ToolFilter
 from tests.fakes.approver import ScriptedApprover
-from tests.fakes.scenarios import Call, Fail, Response, Say, Script, Think, Until, Wait, user_prompt
+from tests.fakes.scenarios import Call, Fail, Gate, Response, Say, Script, Think, Until, user_prompt
 
 MODEL = ModelInfo("test:special", context_limit=100_000)
 
@@ -54,11 +54,51 @@ def last_prompt(messages: list[ModelMessage]) -> str:
 
 def answer_by_prompt(messages: list[ModelMessage]) -> Response:
     prompt = last_prompt(messages)
-    if prompt.startswith("slow"):
-        return [Wait(float(prompt.split()[1])), Say(f"RESULT {prompt}")]
     if prompt == "fail":
         return [Fail(ModelHTTPError(500, "test:special", {"message": "down"}))]
     return [Say(f"RESULT {prompt}")]
+
+
+class Answers:
+    """A model that answers as ``answer_by_prompt`` does, but holds a prompt starting with "hold" until the test
+    releases it: the order in which special turns get their answers is the test's, not the machine's.
+
+    ``asked(prompt)`` waits until the model is holding that prompt. A config with ``accept=answers.took``
+    records its answer in ``answered`` as it comes; ``answer(output)`` waits for one.
+    """
+
+    def __init__(self) -> None:
+        self._gates: dict[str, Gate] = {}
+        self.answered: list[str] = []
+        self._took = asyncio.Event()
+
+    def __call__(self, messages: list[ModelMessage]) -> Response:
+        prompt = last_prompt(messages)
+        if prompt.startswith("hold"):
+            return [Until(self._gate(prompt)), Say(f"RESULT {prompt}")]
+        return answer_by_prompt(messages)
+
+    def _gate(self, prompt: str) -> Gate:
+        return self._gates.setdefault(prompt, Gate())
+
+    async def asked(self, prompt: str) -> None:
+        await self._gate(prompt).arrival()
+
+    def release(self, prompt: str) -> None:
+        self._gate(prompt).set()
+
+    def took(self, output: str) -> bool:
+        """An ``accept`` check that takes every answer, noting it."""
+        self.answered.append(output)
+        self._took.set()
+        return True
+
+    async def answer(self, output: str) -> None:
+        """Wait until the model has given ``output`` (a liveness deadline: a test fails, not hangs)."""
+        async with asyncio.timeout(10):
+            while output not in self.answered:
+                self._took.clear()
+                await self._took.wait()
 
 
 def session_with_history(project: Path, settings: Settings, script: Script) -> ConversationSession:
@@ -141,27 +181,28 @@ def test_filter_rules() -> None:
 
 
 async def test_observers_see_nothing_while_it_runs(project: Path, settings: Settings) -> None:
-    script = Script([], fallback=answer_by_prompt)
-    session = session_with_history(project, settings, script)
+    answers = Answers()
+    session = session_with_history(project, settings, Script([], fallback=answers))
     seen: list[Event] = []
 
     async def observer(event: Event) -> None:
         seen.append(event)
 
     session.subscribe(observer)
-    config = SpecialTurnConfig("slow 0.2", persistence="persist-result")
+    config = SpecialTurnConfig("hold", persistence="persist-result")
     task = asyncio.create_task(session.execute_special_turn(config))
-    await asyncio.sleep(0.1)
+    await answers.asked("hold")  # running: the model is answering
     assert seen == [] and history(session) == BEFORE
+    answers.release("hold")
     await task
     assert [type(e) for e in seen] == [SpecialTurnPersisted]
 
 
-@pytest.mark.parametrize(("prompt", "timeout", "status"), [("fail", 5.0, "error"), ("slow 5", 0.1, "timeout")])
+@pytest.mark.parametrize(("prompt", "timeout", "status"), [("fail", 5.0, "error"), ("hold", 0.1, "timeout")])
 async def test_failure_and_timeout_leave_the_history_byte_for_byte_unchanged(
     project: Path, settings: Settings, tmp_path: Path, prompt: str, timeout: float, status: str
 ) -> None:
-    script = Script([], fallback=answer_by_prompt)
+    script = Script([], fallback=Answers())  # "hold" is never released
     session = session_with_history(project, settings, script)
     path = tmp_path / "history.jsonl"
     file = recorded(session, path)
@@ -177,18 +218,25 @@ async def test_failure_and_timeout_leave_the_history_byte_for_byte_unchanged(
 
 
 async def test_parallel_special_turns_persist_in_start_order(project: Path, settings: Settings) -> None:
-    script = Script([], fallback=answer_by_prompt)
-    session = session_with_history(project, settings, script)
-    configs = [
-        SpecialTurnConfig("slow 0.3", persistence="persist-result"),
-        SpecialTurnConfig("slow 0.1", persistence="persist-result"),
-        SpecialTurnConfig("fast", persistence="persist-result"),
+    answers = Answers()
+    session = session_with_history(project, settings, Script([], fallback=answers))
+    prompts = ("hold first", "hold second", "fast")
+    turns = [
+        asyncio.create_task(
+            session.execute_special_turn(SpecialTurnConfig(p, persistence="persist-result", accept=answers.took))
+        )
+        for p in prompts
     ]
-    results = await asyncio.gather(*(session.execute_special_turn(c) for c in configs))
+    await answers.answer("RESULT fast")
+    answers.release("hold second")
+    await answers.answer("RESULT hold second")
+    answers.release("hold first")
+    results = await asyncio.wait_for(asyncio.gather(*turns), 5)
     assert all(r.ok for r in results)
+    assert answers.answered == ["RESULT fast", "RESULT hold second", "RESULT hold first"]  # answered last first
     assert history(session)[2:] == [
-        ("assistant", "RESULT slow 0.3"),
-        ("assistant", "RESULT slow 0.1"),
+        ("assistant", "RESULT hold first"),
+        ("assistant", "RESULT hold second"),
         ("assistant", "RESULT fast"),
     ]
 
@@ -217,14 +265,15 @@ async def test_overrides_and_restore(project: Path, settings: Settings, tmp_path
 
 
 async def test_a_cancelled_special_turn_does_not_hold_up_later_ones(project: Path, settings: Settings) -> None:
-    script = Script([], fallback=answer_by_prompt)
-    session = session_with_history(project, settings, script)
-    stuck = asyncio.create_task(
-        session.execute_special_turn(SpecialTurnConfig("slow 30", persistence="persist-result"))
+    answers = Answers()
+    session = session_with_history(project, settings, Script([], fallback=answers))
+    stuck = asyncio.create_task(session.execute_special_turn(SpecialTurnConfig("hold", persistence="persist-result")))
+    await answers.asked("hold")  # never released
+    later = asyncio.create_task(
+        session.execute_special_turn(SpecialTurnConfig("fast", persistence="persist-result", accept=answers.took))
     )
-    await asyncio.sleep(0.05)
-    later = asyncio.create_task(session.execute_special_turn(SpecialTurnConfig("fast", persistence="persist-result")))
-    await asyncio.sleep(0.05)
+    await answers.answer("RESULT fast")
+    assert not later.done()  # answered, and waiting for the turn started before it
     stuck.cancel()
     result = await asyncio.wait_for(later, 5)
     assert result.ok
@@ -358,21 +407,24 @@ async def test_a_special_turn_asks_nobody_so_gated_tools_need_a_mode_that_allows
 
 
 async def test_a_cancelled_turn_in_the_middle_keeps_the_start_order(project: Path, settings: Settings) -> None:
-    script = Script([], fallback=answer_by_prompt)
-    session = session_with_history(project, settings, script)
+    answers = Answers()
+    session = session_with_history(project, settings, Script([], fallback=answers))
     first = asyncio.create_task(
-        session.execute_special_turn(SpecialTurnConfig("slow 0.4", persistence="persist-result"))
+        session.execute_special_turn(SpecialTurnConfig("hold first", persistence="persist-result"))
     )
-    await asyncio.sleep(0.02)
+    await answers.asked("hold first")
     middle = asyncio.create_task(
-        session.execute_special_turn(SpecialTurnConfig("slow 30", persistence="persist-result"))
+        session.execute_special_turn(SpecialTurnConfig("hold middle", persistence="persist-result"))
     )
-    await asyncio.sleep(0.02)
-    last = asyncio.create_task(session.execute_special_turn(SpecialTurnConfig("fast", persistence="persist-result")))
-    await asyncio.sleep(0.05)
+    await answers.asked("hold middle")  # never released
+    last = asyncio.create_task(
+        session.execute_special_turn(SpecialTurnConfig("fast", persistence="persist-result", accept=answers.took))
+    )
+    await answers.answer("RESULT fast")
     middle.cancel()
+    answers.release("hold first")
     await asyncio.wait_for(asyncio.gather(first, last), 5)
-    assert history(session)[2:] == [("assistant", "RESULT slow 0.4"), ("assistant", "RESULT fast")]
+    assert history(session)[2:] == [("assistant", "RESULT hold first"), ("assistant", "RESULT fast")]
 
 
 async def test_a_special_turn_persists_after_the_user_turn_in_progress_and_restores_the_same(
@@ -395,8 +447,11 @@ async def test_a_special_turn_persists_after_the_user_turn_in_progress_and_resto
     session.subscribe(slow_at_the_end)
     turn = asyncio.create_task(session.run("do it"))
     await asyncio.wait_for(replying.wait(), 5)
-    special = asyncio.create_task(session.execute_special_turn(SpecialTurnConfig("note", persistence="persist-all")))
-    await asyncio.sleep(0.05)
+    answers = Answers()
+    special = asyncio.create_task(
+        session.execute_special_turn(SpecialTurnConfig("note", persistence="persist-all", accept=answers.took))
+    )
+    await answers.answer("RESULT note")
     assert not special.done() and history(session) == BEFORE  # answered, but waiting for the turn to end
     release.set()
     await asyncio.wait_for(asyncio.gather(turn, special), 5)
@@ -421,21 +476,23 @@ async def test_a_special_turn_persists_after_the_user_turn_in_progress_and_resto
 async def test_what_enters_while_a_summary_is_written_stays_after_it(
     project: Path, settings: Settings, tmp_path: Path
 ) -> None:
-    script = Script([], fallback=answer_by_prompt)
+    answers = Answers()
+    script = Script([], fallback=answers)
     session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
     path = tmp_path / "history.jsonl"
     file = recorded(session, path)
     await session.run("first")  # recorded, so the restored session starts from the same history
-    summary = SpecialTurnConfig("slow 0.3", persistence="replace-above", persistence_filter=ALLOW_ALL)
+    summary = SpecialTurnConfig("hold summary", persistence="replace-above", persistence_filter=ALLOW_ALL)
     summarizing = asyncio.create_task(session.execute_special_turn(summary))
-    await asyncio.sleep(0.05)
+    await answers.asked("hold summary")  # it read the history, and the summary is being written
     await session.run("meanwhile")  # a whole turn while the summary is written: the summary never saw it
+    answers.release("hold summary")
     result = await summarizing
     await session.settle()  # the title of the first turn
     file.close()
     assert result.ok
     expected = [
-        ("summary", SUMMARY_PREFIX + "RESULT slow 0.3"),
+        ("summary", SUMMARY_PREFIX + "RESULT hold summary"),
         ("user", "meanwhile"),
         ("assistant", "RESULT meanwhile"),
     ]
@@ -446,15 +503,16 @@ async def test_what_enters_while_a_summary_is_written_stays_after_it(
 
 
 async def test_a_summary_of_a_history_replaced_meanwhile_does_not_apply(project: Path, settings: Settings) -> None:
-    script = Script([], fallback=answer_by_prompt)
-    session = session_with_history(project, settings, script)
+    answers = Answers()
+    session = session_with_history(project, settings, Script([], fallback=answers))
     stale = asyncio.create_task(
         session.execute_special_turn(
-            SpecialTurnConfig("slow 0.3", persistence="replace-above", persistence_filter=ALLOW_ALL)
+            SpecialTurnConfig("hold summary", persistence="replace-above", persistence_filter=ALLOW_ALL)
         )
     )
-    await asyncio.sleep(0.05)
+    await answers.asked("hold summary")
     session.state.replace_history([HistoryEntry.of("user", "compacted elsewhere")])
+    answers.release("hold summary")
     result = await stale
     assert result.status == "error" and "replaced while this special turn ran" in (result.error or "")
     assert history(session) == [("user", "compacted elsewhere")]
@@ -530,28 +588,31 @@ async def test_a_failing_check_or_fallback_is_an_error_result(
 async def test_a_special_turn_cancelled_while_it_waits_keeps_its_place_in_the_order(
     project: Path, settings: Settings
 ) -> None:
-    script = Script([], fallback=answer_by_prompt)
-    session = session_with_history(project, settings, script)
+    answers = Answers()
+    session = session_with_history(project, settings, Script([], fallback=answers))
     first = asyncio.create_task(
-        session.execute_special_turn(SpecialTurnConfig("slow 0.3", persistence="persist-result"))
+        session.execute_special_turn(SpecialTurnConfig("hold first", persistence="persist-result"))
     )
     waiting = asyncio.create_task(
-        session.execute_special_turn(SpecialTurnConfig("quick", persistence="persist-result"))
+        session.execute_special_turn(SpecialTurnConfig("quick", persistence="persist-result", accept=answers.took))
     )
     last = asyncio.create_task(session.execute_special_turn(SpecialTurnConfig("fast", persistence="persist-result")))
-    await asyncio.sleep(0.1)  # "quick" answered and waits for "slow 0.3"
+    await answers.answer("RESULT quick")  # "quick" answered and waits for "hold first"
     waiting.cancel()
+    answers.release("hold first")
     await asyncio.wait_for(asyncio.gather(first, last), 5)
-    assert history(session)[2:] == [("assistant", "RESULT slow 0.3"), ("assistant", "RESULT fast")]
+    assert history(session)[2:] == [("assistant", "RESULT hold first"), ("assistant", "RESULT fast")]
 
 
 async def test_a_mode_change_reaches_a_special_turn_already_running(project: Path, settings: Settings) -> None:
-    script = Script([[Wait(0.2), Call("write_file", {"path": "x.txt", "content": "x"}, "w1")], [Say("done")]])
+    gate = Gate()
+    script = Script([[Until(gate), Call("write_file", {"path": "x.txt", "content": "x"}, "w1")], [Say("done")]])
     session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
     config = SpecialTurnConfig("write x.txt", run_tools=True, tool_filter=ToolFilter.only("write_file"))
     running = asyncio.create_task(session.execute_special_turn(config))
-    await asyncio.sleep(0.05)
+    await gate.arrival()  # running: the model is answering
     session.set_mode("read-only")
+    gate.set()
     result = await asyncio.wait_for(running, 5)
     assert "read-only mode" in result.interactions[1].text and not (project / "x.txt").exists()
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from codling.brain.events import TextDelta, ThoughtDelta
+
+_NOTHING = object()
+"""What ``_get_within`` returns when its time ran out before an item came."""
 
 
 class TextCoalescer:
@@ -19,7 +22,11 @@ class TextCoalescer:
     delivery, and everything that arrived meanwhile goes out as one delta (at most ``max_chars`` long, unless
     a single delta already is). A model streaming a token at a time therefore produces at most one notification
     per window, and a slow model (deltas further apart than the window) sees no delay at all. Deltas already
-    waiting are always merged.
+    waiting are always merged; any other item ends the wait at once.
+
+    The window is measured by ``clock`` (the time in seconds) and waited out with ``sleep(seconds)``, which
+    must follow that clock: by default ``time.monotonic`` and ``asyncio.sleep`` (the event loop's own clock);
+    a test passes a clock it moves by hand.
     """
 
     def __init__(
@@ -29,11 +36,13 @@ class TextCoalescer:
         window: float,
         max_chars: int,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self._queue = queue
         self._window = window
         self._max_chars = max_chars
         self._clock = clock
+        self._sleep = sleep
         self._pending: Any = None
         self._has_pending = False
         self._last_text: float | None = None
@@ -51,9 +60,8 @@ class TextCoalescer:
         if self._last_text is not None and self._window > 0 and kind is self._last_kind:
             deadline = self._last_text + self._window
             while size < self._max_chars and (remaining := deadline - self._clock()) > 0:
-                try:
-                    following = await asyncio.wait_for(self._queue.get(), remaining)
-                except TimeoutError:
+                following = await self._get_within(remaining)
+                if following is _NOTHING:
                     break
                 if not self._fits(following, kind, size):
                     self._hold(following)
@@ -73,6 +81,20 @@ class TextCoalescer:
         self._last_text = None if new_run else self._clock()
         self._last_kind = kind
         return item if len(parts) == 1 else kind(item.turn_id, "".join(parts))
+
+    async def _get_within(self, seconds: float) -> Any:
+        """The next item off the queue, or ``_NOTHING`` once ``sleep(seconds)`` is over and none came."""
+        if not self._queue.empty():
+            return self._queue.get_nowait()
+        getter = asyncio.ensure_future(self._queue.get())
+        timer = asyncio.ensure_future(self._sleep(seconds))
+        try:
+            await asyncio.wait((getter, timer), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if not getter.done():
+                getter.cancel()  # a get cancelled before it took its item leaves the item queued
+        return getter.result() if getter.done() and not getter.cancelled() else _NOTHING
 
     def _fits(self, item: Any, kind: type, size: int) -> bool:
         """Whether ``item`` can join a merged delta of ``kind`` that is ``size`` characters long so far."""
