@@ -217,17 +217,11 @@ class ConversationSession:
 
     def _mcp_notice(self, notice: McpNotice) -> None:
         """Show an MCP server's notice: within the running turn, or to the observers between turns."""
-        turn = self._turn
-        within = turn is not None and turn.notices is not None
-        event = McpServerNotice(
-            turn.id if turn is not None and within else "",
-            f"mcp-{uuid.uuid4().hex[:12]}",
-            notice.server,
-            notice.message,
-            notice.detail,
-        )
-        if turn is not None and turn.notices is not None:
-            turn.notices(event)
+        send = self._turn.notices if self._turn is not None else None
+        turn_id = self._turn.id if self._turn is not None and send is not None else ""
+        event = McpServerNotice(turn_id, f"mcp-{uuid.uuid4().hex[:12]}", notice.server, notice.message, notice.detail)
+        if send is not None:
+            send(event)
         else:
             self.start_background(self.notify(event))
 
