@@ -58,6 +58,21 @@ class RunningTurn:
         """Whether the turn runs, or its last events have not yet reached the observers."""
         return self.running or not self.delivered.is_set()
 
+    def cancel(self) -> None:
+        """Stop the turn if it runs; it ends with stop reason ``cancelled``."""
+        if self.task is None or self.task.done():
+            return
+        self.cancel_requested = True
+        # A turn that has not started yet sees the flag when it does; cancelling its task now would kill it
+        # before it could say that it ended.
+        if self.started:
+            self.task.cancel()
+
+    async def ended(self) -> None:
+        """Wait until the turn's task is over, however it ended (without cancelling it if the wait is)."""
+        if self.task is not None:
+            await asyncio.wait({self.task})
+
     def first_input_reported(self, tokens: int, replacements: int) -> None:
         """The provider's input tokens for the turn's first request, counted against the history as it is
         now (``replacements``)."""

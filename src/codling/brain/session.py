@@ -193,10 +193,9 @@ class ConversationSession:
         """Cancel the running turn, if any, and the session's background work; wait until the turn has ended,
         its last event was delivered and the background work is over."""
         turn = self._turn
-        if turn is not None and turn.task is not None and turn.running:
-            self.cancel()
-            await asyncio.gather(turn.task, return_exceptions=True)
         if turn is not None:
+            turn.cancel()
+            await turn.ended()
             # The stream's consumer still has to hand the turn's last events to the observers (the recorder).
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(turn.delivered.wait(), 10)
@@ -234,13 +233,8 @@ class ConversationSession:
 
     def cancel(self) -> None:
         """Stop the running turn (and its tools); it ends with stop reason ``cancelled``."""
-        turn = self._turn
-        if turn is not None and turn.task is not None and turn.running:
-            turn.cancel_requested = True
-            # A turn that has not started yet sees the flag when it does; cancelling its task now would
-            # kill it before it could say that it ended.
-            if turn.started:
-                turn.task.cancel()
+        if self._turn is not None:
+            self._turn.cancel()
 
     async def _delivered(self) -> None:
         """Wait until every event emitted so far has been handed to the observers (see ``brain/delivery.py``)."""
@@ -300,8 +294,8 @@ class ConversationSession:
         """Wait until no user turn is in progress: the last one added its prompt and reply to the history and
         its events reached every observer (so what persists now is recorded after the turn, not inside it)."""
         while (turn := self._turn) is not None and turn.in_progress:
-            if turn.task is not None and turn.running:
-                await asyncio.wait({turn.task})
+            if turn.running:
+                await turn.ended()
             else:
                 await turn.delivered.wait()
 
