@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 from acp import PROTOCOL_VERSION, helpers
 from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, FileSystemCapabilities, ToolCallProgress, ToolCallStart
@@ -17,7 +16,7 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart
 from codling.acp.server import CodlingAgent
 from codling.brain.events import Event, ToolCallStarted
 from codling.config import Settings
-from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.acp_client import Arrivals, RecordingClient, connected
 from tests.fakes.editor import FakeEditor
 from tests.fakes.scenarios import Call, Say, Script
 
@@ -45,6 +44,7 @@ async def harness(
     script: Script,
     capabilities: ClientCapabilities | None = EVERYTHING,
     cwd: Path | None = None,
+    arrivals: Arrivals | None = None,
 ) -> AsyncIterator[Harness]:
     settings = Settings(
         home=home, mode="yolo", titles=False, env={"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID}
@@ -53,7 +53,7 @@ async def harness(
     editor = FakeEditor()
     client = RecordingClient(editor=editor)
     try:
-        async with connected(agent, client) as conn:
+        async with connected(agent, client, arrivals) as conn:
             await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
             session = await conn.new_session(cwd=str(cwd or project))
             yield Harness(conn, client, editor, session.session_id, agent)
@@ -205,24 +205,15 @@ async def test_a_terminal_is_shown_before_it_is_released_even_when_delivery_lags
     assert h.client.shown_before_release == {"term-1": True}
 
 
-async def test_cancelling_while_the_terminal_is_created_still_kills_and_releases_it(
-    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_cancelling_while_the_terminal_is_created_still_kills_and_releases_it(home: Path, project: Path) -> None:
     script = Script([[Call("run_command", {"command": "sleep 300"}, "c1")], [Say("never")]])
-    async with harness(home, project, script) as h:
+    arrivals = Arrivals()
+    async with harness(home, project, script, arrivals=arrivals) as h:
         h.editor.create_gate = answer_create = asyncio.Event()
-        brain = h.agent._sessions[h.session_id].brain
-        cancel, cancelled = brain.cancel, asyncio.Event()
-
-        def cancel_and_tell() -> None:
-            cancel()
-            cancelled.set()
-
-        monkeypatch.setattr(brain, "cancel", cancel_and_tell)
         prompt = asyncio.create_task(h.say("run it"))
         await h.editor.called("terminal/create")  # the editor has the request, and holds its answer
         await h.conn.cancel(session_id=h.session_id)
-        await asyncio.wait_for(cancelled.wait(), 10)  # the turn is cancelled while the create is unanswered
+        await arrivals.received("session/cancel")  # the turn is cancelled before the create's answer arrives
         answer_create.set()  # the editor answers the create late
         assert await asyncio.wait_for(prompt, 10) == "cancelled"
         await h.editor.called("terminal/release")

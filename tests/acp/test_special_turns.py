@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
-from acp.schema import ContentToolCallContent, ToolCallStart
+from acp.schema import (
+    ClientCapabilities,
+    ContentToolCallContent,
+    FileSystemCapabilities,
+    ResourceContentBlock,
+    ToolCallStart,
+)
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
@@ -22,7 +28,8 @@ from codling.brain.events import SpecialTurnPersisted
 from codling.brain.interactions import Interaction
 from codling.brain.sanitize import SESSION_OPENED
 from codling.config import Settings
-from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.acp_client import Arrivals, RecordingClient, connected
+from tests.fakes.editor import FakeEditor
 from tests.fakes.scenarios import Fail, Say, Script, Until
 
 MODEL_ID = "openai-chat:scripted"
@@ -45,13 +52,22 @@ class Harness:
 
 
 @asynccontextmanager
-async def harness(home: Path, script: Script, *, greeting: bool = False) -> AsyncIterator[Harness]:
+async def harness(
+    home: Path,
+    script: Script,
+    *,
+    greeting: bool = False,
+    arrivals: Arrivals | None = None,
+    editor: FakeEditor | None = None,
+) -> AsyncIterator[Harness]:
     env = {"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID}
     settings = Settings(home=home, mode="yolo", greeting=greeting, env=env)
     agent = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
-    client = RecordingClient()
-    async with connected(agent, client) as conn:
-        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+    client = RecordingClient(editor=editor)
+    files = FileSystemCapabilities(read_text_file=True, write_text_file=True)
+    editing = ClientCapabilities(fs=files) if editor is not None else None
+    async with connected(agent, client, arrivals) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=editing)
         yield Harness(conn, client, agent)
 
 
@@ -150,24 +166,14 @@ async def test_no_greeting_unless_asked(home: Path, project: Path) -> None:
     assert len(script.requests) == 1 and "hi" in request_text(script.requests[0])
 
 
-async def test_a_prompt_waiting_for_the_greeting_can_be_cancelled_and_is_busy(
-    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_prompt_waiting_for_the_greeting_can_be_cancelled_and_is_busy(home: Path, project: Path) -> None:
     release = asyncio.Event()
     script = Script([[Until(release), Say("Hello!")], [Say("Here.")]])
-    async with harness(home, script, greeting=True) as h:
+    arrivals = Arrivals()
+    async with harness(home, script, greeting=True, arrivals=arrivals) as h:
         sid = (await h.conn.new_session(cwd=str(project))).session_id
-        live = h.agent._sessions[sid]
-        greeted, greeting_awaited = live.greeted, asyncio.Event()
-
-        async def greeted_and_tell() -> None:
-            greeting_awaited.set()
-            await greeted()
-
-        monkeypatch.setattr(live, "greeted", greeted_and_tell)
         waiting = asyncio.create_task(h.say(sid, "first"))
-        await asyncio.wait_for(greeting_awaited.wait(), 10)  # the prompt was accepted and waits for the greeting
-        assert live.preparing_prompt
+        await arrivals.received("session/prompt")  # the first prompt is taken before the second arrives
         with pytest.raises(RequestError):  # a second prompt while the first waits is refused, not queued
             await h.say(sid, "second")
         await h.conn.cancel(session_id=sid)
@@ -179,6 +185,31 @@ async def test_a_prompt_waiting_for_the_greeting_can_be_cancelled_and_is_busy(
         assert texts == ["Hello!", "Here."]
     assert SESSION_OPENED in request_text(script.requests[1])  # the greeting is not the first message sent
     assert "first" not in request_text(script.requests[1])  # the cancelled prompt never ran
+
+
+async def test_a_prompt_cancelled_while_its_attachment_is_read_does_not_wait_for_the_greeting(
+    home: Path, project: Path
+) -> None:
+    (project / "notes.md").write_text("# Notes\n")
+    release = asyncio.Event()
+    script = Script([[Until(release), Say("Hello!")], [Say("Here.")]])
+    answer_read = asyncio.Event()
+    editor = FakeEditor(read_gate=answer_read)
+    async with harness(home, script, greeting=True, editor=editor) as h:
+        sid = (await h.conn.new_session(cwd=str(project))).session_id
+        link = ResourceContentBlock(type="resource_link", uri=(project / "notes.md").as_uri(), name="notes.md")
+        waiting = asyncio.create_task(h.conn.prompt(session_id=sid, prompt=[helpers.text_block("read"), link]))
+        await editor.called("fs/read_text_file")  # the prompt is being prepared: its attachment is read
+        await h.conn.cancel(session_id=sid)
+        answer_read.set()
+        # Answered at once, while the greeting still runs: the cancel is not held until the greeting ends.
+        assert (await asyncio.wait_for(waiting, 5)).stop_reason == "cancelled"
+        release.set()
+        await h.client.wait_for("agent_message_chunk")
+        assert await h.say(sid, "again") == "end_turn"
+        texts = [u.content.text for u in h.client.conversation() if u.session_update == "agent_message_chunk"]
+        assert texts == ["Hello!", "Here."]
+    assert "# Notes" not in request_text(script.requests[1])  # the cancelled prompt never ran
 
 
 def test_a_persisted_special_turn_is_shown_as_a_turn_shows_it() -> None:

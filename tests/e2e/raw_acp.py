@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.openai_server import OpenAIServer
+from tests.fakes.processes import measured
 
 
 def check_json_rpc_line(raw: bytes) -> dict[str, Any]:
@@ -81,13 +82,15 @@ class RawAgent:
 
 def agent_env(home: Path, server: OpenAIServer, api_key: str = "sk-test-raw-123456") -> dict[str, str]:
     """A minimal environment for a spawned agent on the loopback model server (nothing from the machine's)."""
-    return {
-        "PATH": "/usr/bin:/bin",
-        "CODLING_HOME": str(home),
-        "CODLING_MODEL": "openai-chat:fake-model",
-        "OPENAI_BASE_URL": server.base_url,
-        "OPENAI_API_KEY": api_key,
-    }
+    return measured(
+        {
+            "PATH": "/usr/bin:/bin",
+            "CODLING_HOME": str(home),
+            "CODLING_MODEL": "openai-chat:fake-model",
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": api_key,
+        }
+    )
 
 
 @asynccontextmanager

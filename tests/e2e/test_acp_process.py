@@ -19,6 +19,7 @@ from acp.schema import ClientCapabilities, ContentToolCallContent, FileSystemCap
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.editor import FakeEditor
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage, running_server
+from tests.fakes.processes import measured
 
 API_KEY = "sk-test-secret-123456"
 
@@ -30,14 +31,16 @@ def server() -> Iterator[OpenAIServer]:
 
 
 def agent_env(home: Path, server: OpenAIServer) -> dict[str, str]:
-    return {
-        "CODLING_HOME": str(home),
-        "CODLING_MODEL": "openai-chat:fake-model",
-        "OPENAI_BASE_URL": server.base_url,
-        "OPENAI_API_KEY": API_KEY,
-        "CODLING_LOG_FILE": str(home / "codling.log"),
-        "CODLING_LOG_LEVEL": "DEBUG",
-    }
+    return measured(
+        {
+            "CODLING_HOME": str(home),
+            "CODLING_MODEL": "openai-chat:fake-model",
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": API_KEY,
+            "CODLING_LOG_FILE": str(home / "codling.log"),
+            "CODLING_LOG_LEVEL": "DEBUG",
+        }
+    )
 
 
 @asynccontextmanager

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage, running_server
+from tests.fakes.processes import measured
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def server() -> Iterator[OpenAIServer]:
 
 def base_env(home: Path) -> dict[str, str]:
     # A clean environment: no provider credentials leak in from the machine running the tests.
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODLING_HOME": str(home)}
+    return measured({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODLING_HOME": str(home)})
 
 
 def codling(

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
+from tests.fakes.processes import measured
 
 
 @pytest.fixture
@@ -22,15 +23,17 @@ def server() -> Iterator[OpenAIServer]:
 
 
 def env(home: Path, server: OpenAIServer, **extra: str) -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "CODLING_HOME": str(home),
-        "CODLING_MODEL": "openai-chat:fake-model",
-        "OPENAI_BASE_URL": server.base_url,
-        "OPENAI_API_KEY": "sk-cli-test",
-        **extra,
-    }
+    return measured(
+        {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "CODLING_HOME": str(home),
+            "CODLING_MODEL": "openai-chat:fake-model",
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "sk-cli-test",
+            **extra,
+        }
+    )
 
 
 def run(*args: str | bytes, env: dict[str, str], cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:

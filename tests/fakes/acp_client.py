@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp import CLIENT_METHODS, Agent, RequestError
-from acp._transport import memory_transport_pair
+from acp._transport import memory_transport_pair  # the SDK's own in-process pair (its HTTP server uses it)
 from acp.agent.connection import AgentSideConnection
 from acp.client.connection import ClientSideConnection
+from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AllowedOutcome,
     CreateElicitationResponse,
@@ -210,16 +211,45 @@ class RecordingClient:
         pass
 
 
+@dataclass
+class Arrivals:
+    """The JSON-RPC methods that reached the agent, in order, as the SDK's stream observer reports them.
+
+    The agent starts handling a message before anything that arrives after it, so once ``received`` returns, a
+    test knows that whatever it sends next reaches the agent later (a cancel before an editor's late answer, a
+    first prompt before a second).
+    """
+
+    methods: list[str] = field(default_factory=list)
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __call__(self, event: StreamEvent) -> None:
+        if event.direction is StreamDirection.INCOMING and "method" in event.message:
+            self.methods.append(event.message["method"])
+            self._arrived.set()
+
+    async def received(self, method: str, count: int = 1, within: float = 10.0) -> None:
+        """Wait until the agent has received ``method`` ``count`` times (within a liveness deadline)."""
+        async with asyncio.timeout(within):
+            while self.methods.count(method) < count:
+                self._arrived.clear()
+                await self._arrived.wait()
+
+
 @asynccontextmanager
-async def connected(agent: CodlingAgent, client: RecordingClient) -> AsyncIterator[ClientSideConnection]:
-    """The agent and the client joined by the SDK's own connections over an in-memory transport pair."""
+async def connected(
+    agent: CodlingAgent, client: RecordingClient, arrivals: Arrivals | None = None
+) -> AsyncIterator[ClientSideConnection]:
+    """The agent and the client joined by the SDK's own connections over its in-memory transport pair (messages
+    in order, as over `codling acp`'s stdio). ``arrivals`` observes what reaches the agent."""
     client_end, agent_end = memory_transport_pair()
-    agent_conn = AgentSideConnection(agent, agent_end, use_unstable_protocol=True)
+    observers = [arrivals] if arrivals is not None else []
+    agent_conn = AgentSideConnection(agent, agent_end, use_unstable_protocol=True, observers=observers)
     client_conn = ClientSideConnection(client, client_end, use_unstable_protocol=True)
     try:
         yield client_conn
     finally:
         await client_conn.close()
-        await agent_conn._conn.close()
+        await agent_conn.close()
         await agent.shutdown()  # as `codling acp` does when its client goes away
     assert client.problems == [], "the client saw updates an editor would reject"

@@ -33,6 +33,7 @@ from codling.brain.state import SUMMARY_PREFIX
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.long_session import SESSION, LongSessionModel, RequestLog, Summarizer, UserTurn, make_repo
 from tests.fakes.openai_server import OpenAIServer
+from tests.fakes.processes import measured
 
 __all__ = ["Fidelity", "RunResult", "RunSpec", "identical_turns", "measure", "run_session"]
 
@@ -162,7 +163,7 @@ class _agent:
             "-m",
             "codling",
             "acp",
-            env=self._env,
+            env=measured(self._env),
             cwd=self._project,
             transport_kwargs={"stderr": self._stderr, "limit": DEFAULT_STDIO_BUFFER_LIMIT_BYTES},
         )

@@ -63,6 +63,8 @@ class FakeEditor:
     terminals: dict[str, Terminal] = field(default_factory=dict)
     create_gate: asyncio.Event | None = None
     """When given, terminal/create answers only once it is set (the command already runs meanwhile)."""
+    read_gate: asyncio.Event | None = None
+    """When given, fs/read_text_file answers only once it is set."""
     byte_limit: int | None = None
     """Output bytes a terminal keeps at most, whatever the agent asked for."""
     environment: dict[str, str] | None = None
@@ -86,6 +88,8 @@ class FakeEditor:
         self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
     ) -> ReadTextFileResponse:
         self._record("fs/read_text_file", path)
+        if self.read_gate is not None:
+            await self.read_gate.wait()
         if Path(path) in self.buffers:
             return ReadTextFileResponse(content=self.buffers[Path(path)])
         try:

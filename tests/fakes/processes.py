@@ -1,15 +1,27 @@
-"""Watching real processes from tests: whether one still runs, waiting for one to be gone, and a named pipe
-another process writes to when something happened. Each wait is on an event (a pidfd, a pipe), bounded by a
-liveness deadline so that a test fails rather than hangs."""
+"""Real processes in tests: the environment a test starts codling with, whether a process still runs, waiting for
+one to be gone, and a named pipe another process writes to when something happened. Each wait is on an event (a
+pidfd, a pipe), bounded by a liveness deadline so that a test fails rather than hangs."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+COVERAGE_VARIABLES = ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START")
+"""What coverage's subprocess patch sets in the tests' environment so that the processes they start are measured."""
+
+
+def measured(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a codling process a test starts, with coverage's variables when `scripts/coverage` runs the tests.
+
+    The e2e tests give codling a minimal environment so that no credentials leak in from the machine; without
+    coverage's variables those processes would run unmeasured.
+    """
+    return {**env, **{name: os.environ[name] for name in COVERAGE_VARIABLES if name in os.environ}}
 
 
 def alive(pid: int) -> bool:

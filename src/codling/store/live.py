@@ -53,8 +53,9 @@ class LiveSession:
 
     async def greeted(self) -> None:
         """Wait until the greeting, if one was started, is over (shown, failed or cancelled), or until ``cancel``
-        cancels the prompt waiting for it (the greeting goes on)."""
-        if self.greeting is None:
+        cancels the prompt waiting for it (the greeting goes on). A prompt cancelled before it got here does not
+        wait at all."""
+        if self.greeting is None or self.cancel_pending:
             return
         # asyncio.wait never raises for the greeting's own failure, and cancelling it leaves the greeting alone.
         self._greeting_wait = waiter = asyncio.ensure_future(asyncio.wait([self.greeting]))
