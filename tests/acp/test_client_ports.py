@@ -8,14 +8,18 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from acp import PROTOCOL_VERSION, helpers
 from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, FileSystemCapabilities, ToolCallProgress, ToolCallStart
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
+from codling.acp.ports import AcpFileSystem
 from codling.acp.server import CodlingAgent
 from codling.brain.events import Event, ToolCallStarted
 from codling.config import Settings
+from codling.errors import PathError
+from codling.tools.local import LocalFileSystem
 from tests.fakes.acp_client import Arrivals, RecordingClient, connected
 from tests.fakes.editor import FakeEditor
 from tests.fakes.scenarios import Call, Say, Script
@@ -290,3 +294,65 @@ async def test_a_delegate_asks_and_runs_its_commands_under_its_own_call(home: Pa
     assert [c.content.text for c in updates[-1].content or []] == ["→ Run echo hi\n  exit code 0", "Said hi."]
     assert updates[-1].status == "completed"
     assert tool_results(script)[-1] == "Said hi."
+
+
+async def test_an_editor_that_cannot_start_the_command_tells_the_model_why(home: Path, project: Path) -> None:
+    script = Script([[Call("run_command", {"command": "make"}, "c1")], [Say("no shell")]])
+    async with harness(home, project, script) as h:
+        h.editor.refused["terminal/create"] = "no shell in this sandbox"
+        assert await h.say("build") == "end_turn"
+    assert tool_results(script) == [
+        f"Error: the editor could not start the command in {project}: Internal error: no shell in this sandbox"
+    ]
+    assert h.editor.methods() == ["terminal/create"]
+
+
+async def test_a_terminal_the_editor_loses_is_a_failed_command_and_is_still_released(home: Path, project: Path) -> None:
+    script = Script([[Call("run_command", {"command": "sleep 30"}, "c1")], [Say("it was closed")]])
+    async with harness(home, project, script) as h:
+        h.editor.refused["terminal/wait_for_exit"] = "the user closed the terminal"
+        assert await h.say("wait") == "end_turn"
+    assert tool_results(script) == ["Error: the editor's terminal failed: Internal error: the user closed the terminal"]
+    assert h.editor.methods() == ["terminal/create", "terminal/wait_for_exit", "terminal/release"]
+    assert h.editor.terminals["term-1"].killed  # released while it ran: the editor stopped it
+
+
+async def test_a_release_the_editor_refuses_leaves_the_command_s_result_alone(
+    home: Path, project: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    script = Script([[Call("run_command", {"command": "echo done"}, "c1")], [Say("ok")]])
+    async with harness(home, project, script) as h:
+        h.editor.refused["terminal/release"] = "no such terminal"
+        with caplog.at_level("INFO", logger="codling.acp.ports"):
+            assert await h.say("run") == "end_turn"
+    assert tool_results(script) == ["exit code 0\ndone\n"]
+    assert h.editor.methods()[-1] == "terminal/release"
+    assert "terminal clean-up failed: Internal error: no such terminal" in [r.getMessage() for r in caplog.records]
+
+
+async def test_a_command_killed_by_a_signal_says_so(home: Path, project: Path) -> None:
+    script = Script([[Call("run_command", {"command": "echo before; kill -9 $$"}, "c1")], [Say("killed")]])
+    async with harness(home, project, script) as h:
+        await h.say("run")
+    assert tool_results(script) == ["stopped before it exited (no exit code)\nbefore\n\n[stopped by signal SIGKILL]"]
+
+
+async def test_cancelling_while_the_command_runs_kills_and_releases_its_terminal(home: Path, project: Path) -> None:
+    script = Script([[Call("run_command", {"command": "sleep 300"}, "c1")], [Say("never")]])
+    async with harness(home, project, script) as h:
+        prompt = asyncio.create_task(h.say("run it"))
+        await h.editor.called("terminal/wait_for_exit")  # the command runs, and the agent waits for its end
+        await h.conn.cancel(session_id=h.session_id)
+        assert await asyncio.wait_for(prompt, 10) == "cancelled"
+    assert h.editor.methods() == ["terminal/create", "terminal/wait_for_exit", "terminal/kill", "terminal/release"]
+    assert h.editor.terminals["term-1"].killed
+
+
+async def test_the_editor_is_not_asked_to_write_a_file_whose_directory_cannot_be_made(project: Path) -> None:
+    editor = FakeEditor()
+    files = AcpFileSystem(RecordingClient(editor=editor), "s1", local=LocalFileSystem())
+    target = project / "README.md" / "notes.txt"  # README.md is a file
+    with pytest.raises(PathError) as refused:
+        await files.write_text(target, "x")
+    assert str(refused.value) == f"cannot create the directory for {target}: File exists"
+    assert editor.calls == []

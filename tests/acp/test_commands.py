@@ -153,3 +153,60 @@ async def test_init_writes_agents_md_once(home: Path, project: Path) -> None:
         assert len(script.requests) == requests  # answered by codling: the file is there
         assert "AGENTS.md already exists" in client.agent_text()
     assert (project / "AGENTS.md").read_text() == guide
+
+
+async def test_the_model_picker_switches_the_session_s_model(home: Path, project: Path) -> None:
+    client = RecordingClient()
+    async with connected(agent(home, Script([[Say("hi")]])), client) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        response = await conn.set_config_option(config_id="model", session_id=sid, value=OTHER)
+        assert {o.id: o.current_value for o in response.config_options} == {"model": OTHER, "mode": "ask"}
+        await say(conn, sid, "/usage")
+        assert f"with {OTHER}" in client.agent_text()
+    async with connected(agent(home, Script([])), RecordingClient()) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        loaded = await conn.load_session(cwd=str(project), session_id=sid)
+    assert {o.id: o.current_value for o in loaded.config_options or []}["model"] == OTHER
+
+
+async def test_pins_can_be_listed_and_dropped_by_number(home: Path, project: Path) -> None:
+    client = RecordingClient()
+
+    async def answer(text: str) -> str:
+        before = len(client.updates)
+        await say(conn, sid, text)
+        return "".join(u.content.text for _, u in client.updates[before:] if u.session_update == "agent_message_chunk")
+
+    async with connected(agent(home, Script([])), client) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        assert await answer("/pin use tabs") == "Pinned: use tabs"
+        assert await answer("/unpin") == "Say which pin to drop by its number: /unpin N (/pins lists them)."
+        assert await answer("/unpin first") == "Say which pin to drop by its number: /unpin N (/pins lists them)."
+        listed = await answer("/pins")
+        assert "use tabs" in listed
+        dropped = await answer("/unpin 1")
+        assert "use tabs" not in dropped and dropped == await answer("/pins")
+
+
+async def test_usage_tells_the_cost_of_a_model_with_a_known_price(home: Path, project: Path) -> None:
+    (home / "models.json").write_text(
+        '{"models": {"openai-chat:priced": {"context_limit": 32000, "max_output_tokens": 4000, "price": [3, 15]}}}'
+    )
+    settings = Settings(home=home, titles=False, env={"CODLING_HOME": str(home), "CODLING_MODEL": "openai-chat:priced"})
+    script = Script([[Say("hello")]])
+    codling = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
+    client = RecordingClient()
+    async with connected(codling, client) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        spent = (await conn.prompt(session_id=sid, prompt=[helpers.text_block("hi")])).usage
+        before = len(client.updates)
+        await say(conn, sid, "/usage")
+    assert spent is not None and spent.input_tokens > 0
+    cost = (spent.input_tokens * 3 + spent.output_tokens * 15) / 1_000_000
+    usage = "".join(u.content.text for _, u in client.updates[before:] if u.session_update == "agent_message_chunk")
+    lines = usage.splitlines()
+    assert lines[-2] == f"- Cost: about ${cost:,.4f} at list prices"
+    assert lines[-1] == "- openai-chat:priced costs $3 per million input tokens and $15 per million output"

@@ -13,6 +13,7 @@ import pytest
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
 
+from codling.acp.errors import client_error
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from codling.store.history import SessionHeader
@@ -175,3 +176,84 @@ async def test_protocol_version_is_the_client_s_if_supported_else_the_agent_s_la
     async with agent(home) as conn:
         response = await conn.initialize(protocol_version=asked)
     assert response.protocol_version == answered
+
+
+async def test_a_broken_configuration_is_an_internal_error_that_says_what_is_wrong(home: Path, project: Path) -> None:
+    (home / "models.json").write_text("{not json")
+    async with agent(home) as conn:
+        new = await error_of(conn.new_session(cwd=str(project)))
+        listed = await error_of(conn.list_sessions())
+    message = (
+        f"configuration error: {home / 'models.json'}: not valid JSON (Expecting property name enclosed in double "
+        "quotes: line 1 column 2 (char 1))"
+    )
+    assert (new.code, new.data) == (-32603, {"details": message})
+    assert (listed.code, listed.data) == (-32603, {"details": message})
+
+
+async def test_a_model_id_that_is_no_model_id_is_an_internal_error_naming_it(home: Path, project: Path) -> None:
+    settings = Settings(home=home, env={"CODLING_HOME": str(home), "CODLING_MODEL": "gpt4"})
+    codling = CodlingAgent(settings_loader=lambda: settings, model_factory=Script([]).factory(), warm_up=False)
+    async with connected(codling, RecordingClient()) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        error = await error_of(conn.new_session(cwd=str(project)))
+    assert (error.code, error.data) == (
+        -32603,
+        {"details": "model 'gpt4' (from CODLING_MODEL) must look like 'provider:model'"},
+    )
+
+
+async def test_a_stored_session_that_cannot_be_loaded_is_invalid_params_saying_why(home: Path, project: Path) -> None:
+    history = SessionStore(home).history_path(WELL_FORMED_UNKNOWN)
+    history.parent.mkdir(parents=True)
+    history.write_text('{"kind": "not a session record"}\n')
+    async with agent(home) as conn:
+        errors = [await error_of(SESSION_METHODS[m](conn, WELL_FORMED_UNKNOWN, project)) for m in ("load", "fork")]
+    for error in errors:
+        assert (error.code, error.data) == (
+            -32602,
+            {
+                "sessionId": WELL_FORMED_UNKNOWN,
+                "message": f"{history} does not start with a valid session record; it cannot be loaded",
+            },
+        )
+
+
+async def test_a_session_another_agent_has_open_cannot_be_loaded_here(home: Path, project: Path) -> None:
+    async with agent(home, Script([[Say("mine")]])) as first:
+        session = await first.new_session(cwd=str(project))
+        await first.prompt(session_id=session.session_id, prompt=[helpers.text_block("hi")])
+        async with agent(home) as second:
+            error = await error_of(second.load_session(cwd=str(project), session_id=session.session_id))
+        assert error.code == -32603 and error.data is not None
+        assert error.data["details"] == (
+            f"cannot open the session history: session {session.session_id} is open in another codling process "
+            "(this process); close it there first"
+        )
+        # The first agent keeps the session, and can go on with it.
+        assert (await first.list_sessions()).sessions[0].session_id == session.session_id
+
+
+async def test_a_cwd_that_cannot_be_resolved_is_invalid_params(home: Path, tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(tmp_path / "back")
+    (tmp_path / "back").symlink_to(loop)
+    async with agent(home) as conn:
+        error = await error_of(conn.list_sessions(cwd=str(loop)))
+    assert error.code == -32602 and error.data is not None
+    assert error.data["cwd"] == str(loop)
+    assert error.data["message"].startswith("cwd cannot be resolved: ")
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (RequestError(-32603, "Internal error", "the disk\n  is full"), "Internal error: the disk is full"),
+        (RequestError.internal_error({"reason": "locked"}), "Internal error: locked"),
+        (RequestError.internal_error({"path": "/a", "code": 5}), 'Internal error: {"path": "/a", "code": 5}'),
+        (RequestError.internal_error(), "Internal error"),
+        (RequestError(-32602, "Invalid params", "Invalid params"), "Invalid params"),  # data that says no more
+    ],
+)
+def test_a_client_error_is_one_readable_line_with_what_its_data_says(error: RequestError, said: str) -> None:
+    assert client_error(error) == said

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 from acp import PROTOCOL_VERSION, helpers
-from acp.schema import EnvVariable, McpServerStdio
+from acp.schema import AcpMcpServer, EnvVariable, HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 
+from codling.acp.mcp_specs import mcp_specs
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
+from codling.mcp_servers import McpServerSpec
 from tests.fakes.acp_client import RecordingClient, connected
 from tests.fakes.mcp import ROOT, SERVER_MODULE, pid_written
 from tests.fakes.processes import gone
@@ -74,3 +76,32 @@ async def test_session_new_does_not_wait_for_a_slow_server_and_close_stops_it_wh
         await conn.close_session(session_id=new.session_id)
         assert [s.status for s in mcp.servers] == ["stopped"]
     assert await gone(pid)
+
+
+def test_the_servers_an_editor_names_become_specs_and_an_unknown_transport_is_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    token = [HttpHeader(name="Authorization", value="Bearer t0ken")]
+    servers = [
+        HttpMcpServer(type="http", name="docs", url="https://mcp.example.com/mcp", headers=token),
+        AcpMcpServer(type="acp", name="inline", server_id="s1"),
+        SseMcpServer(type="sse", name="events", url="http://127.0.0.1:9/sse", headers=[]),
+        McpServerStdio(name="local", command="mcp-local", args=["--quiet"], env=[EnvVariable(name="A", value="1")]),
+    ]
+    with caplog.at_level("WARNING", logger="codling.acp.mcp_specs"):
+        specs = mcp_specs(servers)
+    assert specs == (
+        McpServerSpec(
+            "docs",
+            "http",
+            url="https://mcp.example.com/mcp",
+            headers=(("Authorization", "Bearer t0ken"),),
+            source="editor",
+        ),
+        McpServerSpec("events", "sse", url="http://127.0.0.1:9/sse", source="editor"),
+        McpServerSpec("local", "stdio", command="mcp-local", args=("--quiet",), env=(("A", "1"),), source="editor"),
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        "MCP server 'inline' uses a transport codling does not support; left out"
+    ]
+    assert mcp_specs(None) == ()

@@ -471,3 +471,56 @@ def test_always_is_not_offered_to_the_editor_where_it_would_not_be_remembered() 
 
     protected = PermissionRequest("e1", "edit_file", "edit", "Edit .git/config", "/p/.git/config", always=None)
     assert [o.option_id for o in options_for(protected)] == ["allow_once", "reject"]
+
+
+async def test_attachments_that_cannot_pass_as_they_are_are_named_with_the_reason(
+    start: Start, project: Path, make_settings: Callable[..., Settings]
+) -> None:
+    script = Script([[Say("noted")]])
+    missing = project / "missing.py"
+    page = helpers.resource_link_block("page", "https://example.com/page")
+    blocks: list[helpers.ContentBlock] = [
+        helpers.text_block("see these"),
+        page,
+        helpers.resource_link_block("missing.py", missing.as_uri()),
+        helpers.resource_link_block("README.md", "README.md"),  # a plain path, relative to the cwd
+        helpers.resource_block(helpers.embedded_blob_resource("file:///tmp/logo.bin", "AAEC")),
+        helpers.audio_block("AAAA", "audio/wav"),
+    ]
+    async with start(script) as h:
+        sid = await h.new()
+        response = await h.conn.prompt(session_id=sid, prompt=blocks)
+    assert response.stop_reason == "end_turn"
+    assert last_prompt(script.requests[0]).content == (
+        "see these\n\n"
+        "https://example.com/page (not a file; only its address was passed on)\n\n"
+        f"{missing.as_uri()} (could not be read: file {missing} does not exist; use list_files to find the right "
+        "path)\n\n"
+        "README.md\n```\n# demo\n```\n\n"
+        "file:///tmp/logo.bin (binary content is not supported; only its name was passed on)\n\n"
+        "[The user attached audio content that could not be passed on.]"
+    )
+    told = h.client.agent_text()
+    assert told.startswith(
+        "Note: file:///tmp/logo.bin: binary content is not supported; only its name was passed on.\n\n"
+    )
+    assert "Note: an audio attachment was not sent to the model: codling does not accept audio input yet.\n\n" in told
+    # Reloaded, the prompt shows each attachment again: a link with the reason it was not read, or the text read.
+    live = RecordingClient()
+    agent = CodlingAgent(settings_loader=make_settings, model_factory=script.factory(), warm_up=False)
+    async with connected(agent, live) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        await conn.load_session(session_id=sid, cwd=str(project))
+    shown = [u.content for u in live.of_kind("user_message_chunk")]
+    assert shown[:4] == [
+        helpers.text_block("see these"),
+        helpers.resource_link_block(
+            "page", "https://example.com/page", description="not a file; only its address was passed on"
+        ),
+        helpers.resource_link_block(
+            "missing.py",
+            missing.as_uri(),
+            description=f"could not be read: file {missing} does not exist; use list_files to find the right path",
+        ),
+        helpers.resource_block(helpers.embedded_text_resource("README.md", "# demo\n")),
+    ]

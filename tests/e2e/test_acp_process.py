@@ -196,6 +196,23 @@ def test_serves_from_and_to_regular_files(
     assert created["id"] == 2 and created["result"]["sessionId"]
 
 
+@pytest.mark.parametrize("command", [["acp"], ["run", "hi"]], ids=["acp", "run"])
+def test_a_log_file_that_cannot_be_written_is_a_usage_error_that_names_it(
+    home: Path, project: Path, server: OpenAIServer, command: list[str]
+) -> None:
+    env = {**agent_env(home, server), "PATH": "/usr/bin:/bin", "CODLING_LOG_FILE": str(home / "no" / "such.log")}
+    ran = subprocess.run(
+        [sys.executable, "-m", "codling", *command], env=env, cwd=project, capture_output=True, text=True, timeout=60
+    )
+    prefix = "codling acp" if command == ["acp"] else "codling"
+    assert (ran.returncode, ran.stdout, ran.stderr) == (
+        2,
+        "",
+        f"{prefix}: the log file CODLING_LOG_FILE={home}/no/such.log cannot be written: No such file or directory\n",
+    )
+    assert not (home / "sessions").exists()  # nothing was started
+
+
 async def test_greeting_and_title_over_the_real_provider_path(home: Path, project: Path, server: OpenAIServer) -> None:
     (home / "config.toml").write_text("greeting = true\n")
     server.title_reply = Reply(text=["Rename greet"])

@@ -71,11 +71,16 @@ class FakeEditor:
     """The editor's own environment, which its terminals inherit (None: this process's)."""
     read_only: set[Path] = field(default_factory=set)
     """Files whose fs/write_text_file the editor refuses (with an error whose data says why)."""
+    refused: dict[str, str] = field(default_factory=dict)
+    """Methods the editor answers with an internal error, by name (e.g. "terminal/create"), with its details (as
+    when the user closed the terminal, or the editor cannot start a process)."""
     _called: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
 
     def _record(self, method: str, detail: str) -> None:
         self.calls.append((method, detail))
         self._called.set()
+        if method in self.refused:
+            raise RequestError.internal_error({"details": self.refused[method]})
 
     async def called(self, method: str, within: float = 10.0) -> None:
         """Wait until ``method`` has been called (a liveness deadline: a test fails rather than hangs)."""

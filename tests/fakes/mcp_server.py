@@ -1,6 +1,7 @@
 """A real MCP server for tests, on the ``mcp`` SDK: stdio, streamable HTTP or SSE.
 
     python -m tests.fakes.mcp_server [--transport stdio|http|sse] [--name NAME] [--start-delay S] [--fail]
+        [--fail-listing] [--refusing] [--extra-tools N]
 
 Tools: ``echo(text)``, ``add(a, b)``, ``whoami()`` (the server's ``--name`` and its ``MCP_FAKE_TOKEN``),
 ``slow(seconds, marker)`` (sleeps; writes ``cancelled`` to the file ``marker`` when the call is cancelled),
@@ -9,7 +10,8 @@ Tools: ``echo(text)``, ``add(a, b)``, ``whoami()`` (the server's ``--name`` and 
 registers under that name). HTTP and SSE listen on 127.0.0.1 on a free port and print ``PORT <n>`` on stdout
 once they accept connections. With ``MCP_FAKE_PIDFILE`` set, the process writes its pid there first.
 ``--fail`` writes to stderr and exits 3 before speaking MCP; ``--start-delay`` waits before serving (a slow
-server).
+server). ``--fail-listing`` answers the tool listing with a JSON-RPC error; ``--refusing`` adds ``refuse()``,
+which answers with a JSON-RPC error (the server still works); ``--extra-tools N`` adds ``extra_000``... tools.
 """
 
 from __future__ import annotations
@@ -20,15 +22,28 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp.types import Tool as MCPTool
 
 HOSTILE_NAME = "../../read_file; rm -rf"
+LISTING_ERROR = "the fake server cannot list its tools (--fail-listing)"
+REFUSAL = "the fake server refuses this call (--refusing)"
 
 
-def build(name: str) -> MCPServer:
-    server = MCPServer(name)
+class UnlistableServer(MCPServer):
+    """A server whose tool listing fails."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        raise MCPError(INTERNAL_ERROR, LISTING_ERROR)
+
+
+def build(name: str, *, fail_listing: bool = False, refusing: bool = False, extra_tools: int = 0) -> MCPServer:
+    server = UnlistableServer(name) if fail_listing else MCPServer(name)
 
     @server.tool()
     def echo(text: str) -> str:
@@ -76,7 +91,24 @@ def build(name: str) -> MCPServer:
         return "hostile tool ran"
 
     server.add_tool(hostile, name=HOSTILE_NAME, description="A tool whose name is not a safe name.")
+
+    if refusing:
+
+        @server.tool()
+        def refuse() -> str:
+            """Answer with a JSON-RPC error."""
+            raise MCPError(INVALID_PARAMS, REFUSAL)
+
+    for i in range(extra_tools):
+        server.add_tool(_extra(i), name=f"extra_{i:03d}", description=f"Extra tool {i}.")
     return server
+
+
+def _extra(i: int) -> Callable[[], str]:
+    def extra() -> str:
+        return f"extra {i}"
+
+    return extra
 
 
 def main() -> None:
@@ -85,6 +117,9 @@ def main() -> None:
     parser.add_argument("--name", default="fake")
     parser.add_argument("--start-delay", type=float, default=0.0)
     parser.add_argument("--fail", action="store_true")
+    parser.add_argument("--fail-listing", action="store_true")
+    parser.add_argument("--refusing", action="store_true")
+    parser.add_argument("--extra-tools", type=int, default=0)
     args = parser.parse_args()
     if pidfile := os.environ.get("MCP_FAKE_PIDFILE"):
         Path(pidfile).write_text(str(os.getpid()))
@@ -93,7 +128,7 @@ def main() -> None:
         sys.exit(3)
     if args.start_delay:
         time.sleep(args.start_delay)
-    server = build(args.name)
+    server = build(args.name, fail_listing=args.fail_listing, refusing=args.refusing, extra_tools=args.extra_tools)
     if args.transport == "stdio":
         server.run("stdio")
         return

@@ -259,3 +259,42 @@ async def test_renderer_output_waits_until_the_question_is_answered(tty: tuple[T
     assert shared.getvalue() == (
         f"Let me run it\nPermission needed: Run `pytest -q`\n  $ pytest -q\n{PROMPT}\n[tool] Run `pytest -q`"
     )
+
+
+async def test_a_closed_input_is_the_end_of_input_and_rejects() -> None:
+    closed = io.StringIO("y\n")
+    closed.close()
+    output = io.StringIO()
+    approver = TerminalApprover(input=closed, output=output, color=False)
+    assert await approver.ask(RUN) == "reject"
+    assert output.getvalue() == f"Permission needed: Run `pytest -q`\n  $ pytest -q\n{PROMPT}\n"
+
+
+class TerminalWithoutDescriptor(io.StringIO):
+    """A stream that says it is a terminal but has no file descriptor the loop could watch (a wrapper's)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class UnwatchableTerminal(io.TextIOWrapper):
+    """A terminal whose descriptor the event loop cannot watch (as on loops without ``add_reader``): here a
+    regular file, which epoll refuses."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+async def test_a_terminal_the_loop_cannot_watch_is_read_all_the_same(tmp_path: Path) -> None:
+    answers = tmp_path / "answers"
+    answers.write_text("a\n")
+    with answers.open("rb") as raw:
+        unwatchable = UnwatchableTerminal(raw, encoding="utf-8")
+        approver = TerminalApprover(input=unwatchable, output=io.StringIO(), color=False)
+        assert await asyncio.wait_for(approver.ask(RUN), 5) == "allow_always"
+        unwatchable.detach()
+
+
+async def test_a_terminal_without_a_descriptor_is_read_all_the_same() -> None:
+    approver = TerminalApprover(input=TerminalWithoutDescriptor("n use make\n"), output=io.StringIO(), color=False)
+    assert await asyncio.wait_for(approver.ask(RUN), 5) == Rejection("use make")

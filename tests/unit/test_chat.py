@@ -4,7 +4,10 @@ FunctionModel; the sessions are real files under a private CODLING_HOME."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,18 +20,19 @@ from codling.cli.chat import (
     EXIT_HINT,
     Chat,
     ChatCommand,
+    ChatInput,
     Prompt,
     UnknownCommand,
     _home_relative,
     describe_chat,
     parse_line,
 )
-from codling.cli.plan import plan_session
+from codling.cli.plan import SessionPlan, open_live, plan_session
 from codling.cli.render import TerminalRenderer
 from codling.config import Settings
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.store.index import SessionStore
-from tests.fakes.scenarios import Say, Script, user_prompt
+from tests.fakes.scenarios import Gate, Say, Script, Until, user_prompt
 
 MODEL = ModelInfo("test:scripted", context_limit=100_000)
 
@@ -54,10 +58,12 @@ class Typed:
         self.items.clear()
 
 
-def chat_in(settings: Settings, project: Path, typed: Typed, script: Script) -> tuple[Chat, io.StringIO]:
+def chat_in(
+    settings: Settings, project: Path, typed: ChatInput, script: Script, plan: SessionPlan | None = None
+) -> tuple[Chat, io.StringIO]:
     out = io.StringIO()
     catalog = Catalog({MODEL.id: MODEL})
-    plan = plan_session(settings, catalog, MODEL.id, project, None, False, False)
+    plan = plan or plan_session(settings, catalog, MODEL.id, project, None, False, False)
     renderer = TerminalRenderer(out, color=False, interactive=False)
     chat = Chat(
         settings,
@@ -204,3 +210,112 @@ def test_the_cwd_is_shown_from_home_only_when_it_is_under_home(tmp_path: Path, m
     monkeypatch.setenv("HOME", str(home))
     shown = [_home_relative(p) for p in (home / "proj", home, sibling, sibling / "proj")]
     assert shown == ["~/proj", str(home), str(sibling), str(sibling / "proj")]
+
+
+def ctrl_c() -> None:
+    """Ctrl-C as the terminal sends it when no input line is reading the keys: SIGINT, to this thread."""
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+
+async def test_ctrl_c_twice_during_a_turn_cancels_it_and_leaves_once_it_ended(
+    settings: Settings, project: Path
+) -> None:
+    gate = Gate()
+    script = Script([[Say("Working on it"), Until(gate)]])
+    typed = Typed("go", "never read")
+    chat, out = chat_in(settings, project, typed, script)
+    running = asyncio.create_task(chat.run())
+    await gate.arrival()
+    ctrl_c()
+    ctrl_c()
+    assert await asyncio.wait_for(running, 10) == 0
+    assert typed.items == ["never read"]  # it left after the cancelled turn, without asking for more
+    shown = out.getvalue()
+    assert EXIT_HINT not in shown and "continue it with: codling chat --resume" in shown
+    [summary] = SessionStore(settings.home).list()
+    assert turns(SessionStore(settings.home)) == {summary.session_id: ["go"]}
+
+
+class InterruptedRead:
+    """An input read during which Ctrl-C arrives twice as a signal (not as a key of the line); the read ends
+    only when the chat aborts it."""
+
+    def __init__(self) -> None:
+        self.aborted = asyncio.Event()
+        self.reads = 0
+
+    async def read(self) -> str:
+        self.reads += 1
+        ctrl_c()
+        ctrl_c()
+        await asyncio.wait_for(self.aborted.wait(), 10)
+        raise EOFError
+
+    def abort(self) -> None:
+        self.aborted.set()
+
+
+async def test_ctrl_c_twice_with_no_turn_running_leaves(settings: Settings, project: Path) -> None:
+    typed = InterruptedRead()
+    chat, _ = chat_in(settings, project, typed, Script([]))
+    assert await asyncio.wait_for(chat.run(), 10) == 0
+    assert typed.aborted.is_set() and typed.reads == 1
+    assert SessionStore(settings.home).list() == []
+
+
+async def test_help_lists_the_commands_and_keys(settings: Settings, project: Path) -> None:
+    chat, out = chat_in(settings, project, Typed("/help"), Script([]))
+    assert await chat.run() == 0
+    shown = out.getvalue()
+    assert all(f"/{name}" in shown for name in [*CHAT_COMMANDS, *COMMANDS])
+    assert "Ctrl-C cancels a running turn" in shown
+    assert SessionStore(settings.home).list() == []  # /help is the chat's: no session, no turn
+
+
+async def test_resume_with_no_session_yet_says_how_to_start_one(settings: Settings, project: Path) -> None:
+    chat, out = chat_in(settings, project, Typed("/resume"), Script([]))
+    assert await chat.run() == 0
+    assert "there is no session to resume yet; start one with `codling run` or `codling chat`" in out.getvalue()
+
+
+async def test_resuming_the_session_the_chat_is_in_changes_nothing(settings: Settings, project: Path) -> None:
+    script = Script([[Say("One.")], [Say("Two.")]])
+    typed = Typed("first", "/resume", "/resume 1", "second")
+    chat, out = chat_in(settings, project, typed, script)
+    assert await chat.run() == 0
+    assert "That is this session." in out.getvalue()
+    assert list(turns(SessionStore(settings.home)).values()) == [["first", "second"]]
+    assert out.getvalue().count("continue it with: codling chat --resume") == 1  # it was never closed meanwhile
+
+
+async def test_an_image_for_a_model_that_cannot_see_is_named_and_the_user_told(
+    settings: Settings, project: Path
+) -> None:
+    (project / "shot.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
+    script = Script([[Say("I only know its name.")]])
+    chat, out = chat_in(settings, project, Typed("what is in @shot.png?"), script)
+    assert await chat.run() == 0
+    assert f"{MODEL.id} cannot see images; it is only told their names." in out.getvalue()
+    assert prompts(script)[0].startswith("what is in @shot.png?\n\n[image attached: shot.png (image/png)]")
+
+
+async def test_a_session_another_writer_holds_cannot_start_and_the_chat_says_so(
+    settings: Settings, project: Path
+) -> None:
+    catalog = Catalog({MODEL.id: MODEL})
+    first = plan_session(settings, catalog, MODEL.id, project, None, False, False)
+    holder = open_live(settings, first, "yolo", None, model_titles=False)  # e.g. another codling process
+    try:
+        resumed = plan_session(settings, catalog, None, project, holder.id, False, False)
+        script = Script([])
+        chat, out = chat_in(settings, project, Typed("hello", "/usage"), script, plan=resumed)
+        assert await chat.run() == 0
+    finally:
+        await holder.close()
+    said = (
+        f"The session cannot start: session {holder.id} is open in another codling process (this process); close "
+        "it there first"
+    )
+    assert out.getvalue().count(said) == 2
+    assert script.requests == [] and prompts(script) == []
+    assert turns(SessionStore(settings.home)) == {holder.id: []}

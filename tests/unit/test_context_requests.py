@@ -6,10 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    RetryFeedbackPart,
+    RetryInfo,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -17,15 +20,15 @@ from pydantic_ai.messages import (
 )
 
 from codling.brain.context.budget import Budget
-from codling.brain.context.requests import SUMMARISED, TokenCounter, TurnRequests, turn_start
-from codling.brain.events import ContextCompacted, ContextWarning, ToolCallFinished
+from codling.brain.context.requests import SUMMARISED, TokenCounter, TurnRequests, summarised, turn_start
+from codling.brain.events import ContextCompacted, ContextWarning, TextDelta, ToolCallFinished, TurnFailed
 from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
 from codling.tools.base import ToolOutput, ToolReport
-from tests.fakes.scenarios import Call, Response, Say, Script
+from tests.fakes.scenarios import Call, Fail, Response, Say, Script
 
 WINDOW = Budget(window=8_000, max_output=1_000, threshold=0.7)
 BIG = "\n".join(f"line {i}: " + "data " * 12 for i in range(400))  # ~6,000 tokens
@@ -114,6 +117,14 @@ def test_counting_each_part_once() -> None:
     # As a chat API carries it: the JSON around the message, the text as a quoted JSON string.
     assert counter.message(message) == counter.message(message) == 8 + count_tokens('"hello world"')
     assert list(counter._counts) == [id(part)]
+
+
+def test_feedback_asking_the_model_to_retry_counts_as_the_message_it_becomes() -> None:
+    # pydantic-ai's feedback on an unusable reply reaches the model as a message of its own.
+    counter = TokenCounter()
+    feedback = RetryFeedbackPart("Not valid: " + "the reply lacked a title. " * 40, retry=RetryInfo("model_retry"))
+    shown = counter.message(ModelRequest(parts=[UserPromptPart(feedback.model_response())]))
+    assert counter.message(ModelRequest(parts=[feedback])) >= shown > 200  # its own message: never fewer
 
 
 def test_a_sessions_parts_are_counted_once_across_turns_and_forgotten_once_dropped() -> None:
@@ -242,3 +253,67 @@ async def test_a_prompt_that_fits_is_sent_whole_without_a_warning(project: Path,
     session = session_for(script, project, settings, ModelInfo("test:m", context_limit=32_000))
     events = [e async for e in session.stream("short and sweet " * 200)]
     assert not [e for e in events if isinstance(e, ContextWarning)]
+
+
+# --- the pieces ------------------------------------------------------------------------------------------
+
+
+def test_a_history_with_no_user_prompt_starts_its_turn_at_the_beginning() -> None:
+    assert turn_start([ModelResponse(parts=[TextPart("hello")]), ModelRequest(parts=[result("a", "x", "a")])]) == 0
+
+
+def test_a_result_whose_tool_wrote_no_summary_keeps_its_start() -> None:
+    plain = ToolReturnPart("run_command", BIG, tool_call_id="c1")  # no ToolReport: no summary to give way to
+    short = summarised(plain)
+    assert short is not None and isinstance(short.content, str)
+    assert short.content.startswith(SUMMARISED + "line 0: data") and short.content.endswith("\n[… rest dropped]")
+    assert count_tokens(short.content) < 200
+    assert summarised(short) is None  # a summary is not summarised again
+
+
+async def test_results_give_way_in_a_request_only_until_it_fits() -> None:
+    small = "\n".join(f"line {i}" for i in range(300))  # ~1,100 tokens each
+    parallel = [result(f"c{i}", f"{i}:{small}", f"summary {i}") for i in range(4)]
+    messages: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart("read them")]),
+        ModelResponse(parts=[ToolCallPart("read_file", {"path": f"p{i}"}, tool_call_id=f"c{i}") for i in range(4)]),
+        ModelRequest(parts=parallel),  # four results of parallel calls in one request
+        ModelResponse(parts=[ToolCallPart("read_file", {"path": "last"}, tool_call_id="c9")]),
+        ModelRequest(parts=[result("c9", "short", "c9")]),
+    ]
+    fitted = await TurnRequests(WINDOW, lambda: 1_000, no_compaction).fit(messages, 1_000)
+    assert contents(fitted) == [SUMMARISED + "summary 0", SUMMARISED + "summary 1", f"2:{small}", f"3:{small}", "short"]
+
+
+async def test_a_turn_that_is_itself_too_big_leaves_old_history_out_rather_than_compact_it() -> None:
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart("the task")]),
+        ModelResponse(parts=[TextPart("ok")]),
+        ModelRequest(parts=[UserPromptPart("and then")]),
+        ModelResponse(parts=[TextPart("sure")]),
+    ]
+    pasted = ModelRequest(parts=[UserPromptPart("data " * 6_000)])  # the turn's own prompt overflows
+    fitted = await TurnRequests(WINDOW, lambda: 1_000, no_compaction).fit([*history, pasted], 1_000)
+    assert fitted == [history[0], pasted]  # the first request stays; compacting the rest would not have helped
+
+
+# --- a provider that still finds the request too long -------------------------------------------------------
+
+TOO_LONG = "This model's maximum context length is 8192 tokens. However, your messages resulted in 9500 tokens."
+
+
+async def test_an_overflow_the_provider_reports_makes_the_turn_s_results_give_way_and_the_request_go_again(
+    project: Path, settings: Settings
+) -> None:
+    (project / "big.txt").write_text(BIG)
+    too_long = ModelHTTPError(400, "scripted", {"message": TOO_LONG})
+    script = Script([[Call("read_file", {"path": "big.txt"}, "r1")], [Fail(too_long)], [Say("Read it.")]])
+    session = session_for(script, project, settings, ModelInfo("test:m", context_limit=32_000))
+    events = [e async for e in session.stream("Read big.txt.")]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Read it."
+    assert [e for e in events if isinstance(e, ContextCompacted | TurnFailed)] == []
+    _, refused, retried = script.requests
+    [whole] = [c for c in contents(refused) if isinstance(c, str)]
+    [shrunk] = [c for c in contents(retried) if isinstance(c, str)]
+    assert "line 0: data" in whole and not whole.startswith(SUMMARISED)
+    assert shrunk.startswith(SUMMARISED) and len(shrunk) < len(whole) // 10

@@ -8,6 +8,7 @@ import pytest
 
 from codling.brain.prompt import ImageBlock, ResourceBlock, TextBlock
 from codling.cli.mentions import MAX_MENTION_BYTES, Attached, attach, mentioned
+from codling.cli.plan import MAX_IMAGE_BYTES
 from codling.tools.local import LocalFileSystem
 from codling.tools.workspace import Workspace
 
@@ -97,3 +98,28 @@ async def test_a_mention_of_a_sibling_whose_name_extends_the_cwd_s_is_refused_un
         (TextBlock(text), ResourceBlock((secrets / "key.txt").as_uri(), text="sk-live-0123456789\n")),
         (f"attached {secrets / 'key.txt'} (1 line)",),
     )
+
+
+async def test_a_mention_no_file_could_have_is_sent_as_typed(project: Path) -> None:
+    overlong, nul, dots = "n" * 300, "a\0b", "!?"
+    text = f"see @{overlong}, @{nul} and @{dots}"
+    result = await attached(project, text)
+    assert result == Attached(
+        (TextBlock(text),),
+        tuple(
+            f"@{typed}: no such file or directory in {project}; sent as typed" for typed in (f"{overlong},", nul, dots)
+        ),
+    )
+
+
+async def test_an_image_too_large_to_attach_is_passed_on_by_name(project: Path) -> None:
+    big = project / "huge.png"
+    with big.open("wb") as f:
+        f.truncate(MAX_IMAGE_BYTES + 1)
+    result = await attached(project, "what is @huge.png?")
+    text, image = result.blocks
+    (note,) = result.notes
+    assert text == TextBlock("what is @huge.png?")
+    assert isinstance(image, ResourceBlock) and (image.uri, image.text) == (big.as_uri(), None)
+    assert note == "@huge.png: not attached: 20,971,521 bytes is more than the 20,971,520 allowed"
+    assert image.note == "20,971,521 bytes is more than the 20,971,520 allowed"

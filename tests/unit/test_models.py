@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import httpx2
 import pytest
+from anthropic import AsyncAnthropic
+from pydantic_ai.models.anthropic import AnthropicModel
 
 from codling import config
 from codling.config import KNOWN_KEYS, Settings, load_settings
 from codling.errors import ConfigError, NoModelError, UnknownProviderError
 from codling.llm.catalog import DEFAULT_CONTEXT_LIMIT, ModelInfo, bundled_catalog_text, load_catalog
-from codling.llm.providers import ModelChoice, build_model, has_credentials, select_model
+from codling.llm.providers import (
+    CONNECT_TIMEOUT,
+    Endpoint,
+    ModelChoice,
+    build_model,
+    has_credentials,
+    select_model,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -190,3 +203,96 @@ def test_credentials() -> None:
 def test_build_model_errors_are_config_errors() -> None:
     with pytest.raises(UnknownProviderError):
         build_model("no-such-provider:model")
+
+
+def test_a_models_own_compaction_threshold_is_read(tmp_path: Path) -> None:
+    user = tmp_path / "models.json"
+    user.write_text(json.dumps({"models": {"openai-chat:a": {"compact_threshold": 0.6}, "openai-chat:b": {}}}))
+    catalog = load_catalog(user)
+    assert catalog.get("openai-chat:a") == ModelInfo("openai-chat:a", compact_threshold=0.6)
+    assert catalog.get("openai-chat:b").compact_threshold is None
+
+
+@pytest.mark.parametrize("threshold", ["0", "1.5", "-0.5", "true", '"half"', "[0.5]"])
+def test_a_compaction_threshold_outside_0_to_1_is_a_config_error(tmp_path: Path, threshold: str) -> None:
+    user = tmp_path / "models.json"
+    user.write_text(f'{{"models": {{"openai-chat:a": {{"compact_threshold": {threshold}}}}}}}')
+    with pytest.raises(ConfigError) as info:
+        load_catalog(user)
+    assert str(info.value) == f"{user}: openai-chat:a: compact_threshold must be a number between 0 and 1"
+
+
+def test_a_user_catalog_that_cannot_be_read_is_a_config_error(tmp_path: Path) -> None:
+    user = tmp_path / "models.json"
+    user.mkdir()
+    with pytest.raises(ConfigError) as info:
+        load_catalog(user)
+    assert str(info.value) == f"{user}: cannot be read ([Errno 21] Is a directory: '{user}')"
+
+
+@pytest.mark.parametrize(
+    ("model_id", "base_url", "status", "advice"),
+    [
+        (
+            "ollama:qwen",
+            "http://127.0.0.1:11434/v1",
+            401,
+            "http://127.0.0.1:11434/v1 refused the request: check its credentials",
+        ),
+        (
+            "ollama:qwen",
+            None,
+            None,
+            "check that the ollama API is reachable from here, or set OLLAMA_BASE_URL if the server is elsewhere",
+        ),
+        (
+            "groq:llama",
+            None,
+            403,
+            "the groq API refused the key in GROQ_API_KEY: check that it is valid for this server",
+        ),
+        ("groq:llama", None, None, "check that the groq API is reachable from here"),
+        (
+            "groq:llama",
+            None,
+            404,
+            "the groq API may not serve a model named 'llama': check the model name (see `codling models`)",
+        ),
+        ("groq:llama", None, 500, ""),
+    ],
+)
+def test_a_failed_requests_advice_names_what_this_provider_reads(
+    model_id: str, base_url: str | None, status: int | None, advice: str
+) -> None:
+    assert Endpoint(model_id, base_url).advice(status) == advice
+
+
+def test_anthropic_models_are_built_on_a_client_of_codling_s_own() -> None:
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/"}
+    model = build_model("anthropic:claude-test", idle_timeout=30, env=env)
+    assert isinstance(model, AnthropicModel) and model.model_name == "claude-test"
+    client = model.client
+    assert isinstance(client, AsyncAnthropic)  # the plain client, not a cloud vendor's
+    assert (client.api_key, str(client.base_url), client.max_retries) == ("sk-ant-test", "http://127.0.0.1:9/", 0)
+    assert isinstance(client.timeout, httpx2.Timeout)
+    assert (client.timeout.read, client.timeout.connect) == (30, CONNECT_TIMEOUT)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("groq") is not None, reason="the groq SDK is installed here")
+def test_a_provider_whose_sdk_is_missing_says_what_to_install() -> None:
+    with pytest.raises(UnknownProviderError) as info:
+        build_model("groq:llama", env={"GROQ_API_KEY": "k"})
+    message = str(info.value)
+    assert message.startswith("model 'groq:llama' needs an optional package that is not installed (")
+    assert message.endswith("); install pydantic-ai-slim[groq] into codling's environment")
+
+
+def test_warming_up_a_provider_imports_its_sdk_and_not_another() -> None:
+    code = (
+        "import sys; from codling.llm.providers import warm_up_provider; warm_up_provider(sys.argv[1]); "
+        "print(' '.join(m for m in ('anthropic', 'pydantic_ai.models.anthropic', 'openai') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "anthropic:claude-test"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["anthropic", "pydantic_ai.models.anthropic"]

@@ -146,3 +146,12 @@ async def test_a_pydantic_class_as_response_format_is_refused_as_by_the_stock_cl
             # A wrong response_format on purpose: the call must refuse it.
             await client.chat.completions.create(model="m", messages=[], response_format=Answer)  # type: ignore[call-overload]
     assert server.recorded == []
+
+
+async def test_a_local_server_without_a_key_gets_a_placeholder_key(server: OpenAIServer) -> None:
+    # OPENAI_BASE_URL alone is enough for openai-chat: local servers often need no key, but the SDK wants one.
+    model = build_model("openai-chat:fake-model", env={"OPENAI_BASE_URL": server.base_url})
+    server.enqueue(Reply(text=["hello"]))
+    reply = await model_request(model, [ModelRequest(parts=[UserPromptPart("hi")])])
+    assert reply.parts == [TextPart("hello")]
+    assert server.authorizations == ["Bearer api-key-not-set"]

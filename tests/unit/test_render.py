@@ -13,7 +13,11 @@ import pytest
 from rich.spinner import Spinner as RichSpinner
 
 from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
+    ContextWarning,
     Event,
+    McpServerNotice,
     StopReason,
     TextDelta,
     ThoughtDelta,
@@ -683,3 +687,82 @@ async def test_a_delegate_shows_its_steps_and_its_report() -> None:
         "    ✓ Read a.py\n    ✓ Run pytest — exit code 0\n"
         "    The tests pass; a.py is fine.\n"
     )
+
+
+# -- context, compaction and MCP notes ----------------------------------------------------------------------
+
+
+async def test_context_and_server_notes_and_a_compaction_get_lines_of_their_own() -> None:
+    events: list[Event] = [
+        started(),
+        TextDelta(T, "Reading"),
+        ContextWarning(T, "w1", "The context is fuller than the window."),
+        McpServerNotice(T, "m1", "docs", "MCP server docs stopped working", "Traceback: boom"),
+        McpServerNotice(T, "m2", "web", "MCP server web offers 80 tools; the model gets 40"),
+        CompactionStarted(T, "k1", 12_000, "threshold"),
+        ContextCompacted(T, "k1", "summary", (), 12_000, 3_000, fallback=True, note="The summarizer failed"),
+        TextDelta(T, "Done."),
+        TurnEnded(T, "end_turn"),
+    ]
+    assert await render_plain(events) == (
+        "Reading\n"
+        "The context is fuller than the window.\n"
+        "MCP server docs stopped working\nTraceback: boom\n"
+        "MCP server web offers 80 tools; the model gets 40\n"
+        "[tool] Compacted context: 12,000 → 3,000 tokens (fallback summary). The summarizer failed\n"
+        "Done.\n"
+    )
+
+
+async def test_a_note_on_stderr_leaves_the_reply_on_a_terminal_at_a_fresh_line() -> None:
+    out, err = FakeTTY(), io.StringIO()
+    renderer = TerminalRenderer(out, err=err, color=False, interactive=False)
+    await feed(renderer, [started(), TextDelta(T, "Half a line"), ContextWarning(T, "w1", "Nearly full.")])
+    await feed(renderer, [TextDelta(T, "and more."), TurnEnded(T, "end_turn")])
+    assert (out.getvalue(), err.getvalue()) == ("Half a line\nand more.\n", "Nearly full.\n")
+
+
+async def test_text_while_a_tool_runs_starts_below_its_line() -> None:
+    events: list[Event] = [
+        started(),
+        call("c1", "Run `make`"),
+        TextDelta(T, "While it builds: "),
+        TextDelta(T, "nothing else to do."),
+        done("c1"),
+        TurnEnded(T, "end_turn"),
+    ]
+    assert await render_plain(events) == (
+        "[tool] Run `make`\nWhile it builds: nothing else to do.\n[tool] Run `make` -> completed\n"
+    )
+
+
+async def test_styled_text_while_a_tool_runs_starts_below_its_line() -> None:
+    out = FakeTTY()
+    renderer = TerminalRenderer(out, color=True, interactive=False)
+    await feed(renderer, [started(), call("c1", "Run `make`"), TextDelta(T, "It builds.\n\n")])
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()).splitlines()
+    assert lines[0].endswith("Run `make`") and lines[1].strip() == "It builds."
+
+
+async def test_a_blocks_call_that_ends_after_the_block_closed_is_drawn_only_if_it_failed() -> None:
+    events: list[Event] = [
+        thinking_started(),
+        ThoughtDelta(T, "Read both, in parallel."),
+        call("c1", "Read a.py", "read_file", "read"),
+        TextDelta(T, "Reading."),
+        done("c1", "read_file"),  # its block was drawn when the text began: nothing more to say
+        TurnEnded(T, "end_turn"),
+    ]
+    assert await render_plain(events) == "reasoning (1 tool call)\nReading.\n"
+
+
+async def test_a_result_whose_call_was_never_seen_counts_in_its_block() -> None:
+    events: list[Event] = [
+        thinking_started(),
+        ThoughtDelta(T, "Where was I?"),
+        failed("lost", "interrupted"),  # e.g. the call started before this renderer was subscribed
+        ThoughtDelta(T, "Again."),
+        TextDelta(T, "Done."),
+        TurnEnded(T, "end_turn"),
+    ]
+    assert await render_plain(events) == "reasoning (1 tool call, 1 failed)\nDone.\n"

@@ -18,8 +18,9 @@ from codling.errors import PathError, ToolError
 from codling.tools.git import SAFE_CONFIG
 from codling.tools.grep import SearchResult, find_matches, find_rg
 from codling.tools.listing import Glob, collect_files, walk_files
+from codling.tools.matcher import Request, run
 from codling.tools.search import list_files, search
-from codling.tools.workspace import Workspace
+from codling.tools.workspace import Workspace, read_plain_file
 from tests.unit.test_tools_files import ctx_in, write
 
 GIT = shutil.which("git")
@@ -285,3 +286,85 @@ def test_walking_a_directory_beside_top_takes_no_rules_from_above_top(tmp_path: 
     write(ws, {".gitignore": "*.txt\n"})
     write(secrets, {"key.pem": "k\n", "notes.txt": "n\n"})
     assert walk_files(secrets, ws).files == [secrets / "key.pem", secrets / "notes.txt"]
+
+
+# --- the Python matcher checks each file again on the open file ----------------------------------------------
+
+
+def test_the_matcher_reads_no_link_no_second_name_no_oversized_and_no_missing_file(linked: Path) -> None:
+    (linked / "big.txt").write_text("SECRET but too big to read\n" + "x" * 100)
+    request: Request = {
+        "pattern": "SECRET",
+        "ignore_case": False,
+        "files": [
+            str(linked / name) for name in ("to_file", "alias.txt", "hard.txt", "big.txt", "gone.txt", "inside.txt")
+        ],
+        "max_matches": 10,
+        "max_file_bytes": 100,
+        "line_chars": 300,
+    }
+    assert run(request) == {"matches": [(5, 1, "SECRET inside")], "more": False}
+
+
+# --- files codling reads on its own accord (AGENTS.md, .gitignore) ---------------------------------------------
+
+
+def test_a_plain_file_behind_a_link_loop_is_not_read(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").symlink_to(tmp_path / "loop")
+    (tmp_path / "loop").symlink_to(tmp_path / "AGENTS.md")
+    (tmp_path / "real.md").write_text("# rules\n")
+    (tmp_path / "link.md").symlink_to("real.md")
+    assert read_plain_file(tmp_path / "AGENTS.md", 1000, inside=tmp_path) is None
+    assert read_plain_file(tmp_path / "link.md", 1000, inside=tmp_path) == b"# rules\n"
+    assert read_plain_file(tmp_path / "link.md", 1000) is None  # without ``inside`` no link is followed
+
+
+def test_a_workspace_shows_its_roots() -> None:
+    workspace = Workspace(Path("/tmp/ws"), [Path("/tmp/extra"), Path("/tmp/ws")])
+    assert repr(workspace) == "Workspace(cwd=/tmp/ws, roots=['/tmp/ws', '/tmp/extra'])"
+
+
+# --- search's own failures, said so the model can act on them -------------------------------------------------
+
+
+@pytest.mark.parametrize("rg", [pytest.param(RG, id="ripgrep"), pytest.param(None, id="python")])
+async def test_an_empty_pattern_is_refused(proj: Path, rg: str | None) -> None:
+    with pytest.raises(ToolError) as e:
+        await find_matches("", proj, _ws(proj), rg=rg, git=None)
+    assert str(e.value) == "the search pattern is empty; give a regular expression to look for"
+
+
+async def test_a_ripgrep_that_cannot_run_leaves_the_search_to_python(proj: Path, tmp_path: Path) -> None:
+    write(proj, {"a.py": "def hit():\n", "b.txt": "no\n"})
+    missing = str(tmp_path / "no-such-rg")
+    assert await find_matches("hit", proj, _ws(proj), rg=missing, git=None) == SearchResult(("a.py:1: def hit():",))
+
+
+@pytest.mark.parametrize("rg", [pytest.param(RG, id="ripgrep"), pytest.param(None, id="python")])
+async def test_a_pattern_nested_too_deep_for_every_engine_fails_with_the_matchers_last_words(
+    proj: Path, rg: str | None
+) -> None:
+    # ripgrep and PCRE2 refuse the nesting; Python's parser recurses until it gives up.
+    write(proj, {"a.txt": "a\n"})
+    with pytest.raises(ToolError) as e:
+        await find_matches("(" * 1000 + "a" + ")" * 1000, proj, _ws(proj), rg=rg, git=None)
+    assert str(e.value).startswith(
+        "search failed: the matcher process ended with 1 (RecursionError: maximum recursion depth exceeded"
+    )
+
+
+async def test_a_glob_ripgrep_cannot_parse_is_its_error(proj: Path) -> None:
+    write(proj, {"a.txt": "hit\n"})
+    with pytest.raises(ToolError) as e:
+        await find_matches("hit", proj, _ws(proj), rg=RG, git=None, glob="{a")
+    assert str(e.value) == (
+        "search failed: rg: error parsing glob '{a': unclosed alternate group; missing '}' "
+        "(maybe escape '{' with '[{]'?)"
+    )
+
+
+async def test_a_git_that_cannot_run_leaves_the_listing_to_the_walk(proj: Path, tmp_path: Path) -> None:
+    write(proj, {"a.py": "a\n", "b.log": "b\n", ".gitignore": "*.log\n"})
+    listing = await collect_files(proj, _ws(proj), git=str(tmp_path / "no-such-git"))
+    assert listing == walk_files(proj, proj)
+    assert [f.name for f in listing.files] == [".gitignore", "a.py"]

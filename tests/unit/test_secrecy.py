@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
+import os
 from pathlib import Path
 
 import pytest
 
 from codling.config import Settings, load_settings
 from codling.errors import ConfigError
+from codling.seal import seal
 from codling.secrecy import RedactingFormatter, Redactor, is_secret_name, scrubbed, secret_names
 
 SECRET = [
@@ -134,3 +137,38 @@ def test_codling_s_log_redacts_the_environment_s_secrets(tmp_path: Path) -> None
         root.handlers[:] = handlers
         root.setLevel(level)
     assert log_file.read_text().endswith("INFO codling.test: connecting to [redacted] with [redacted]\n")
+
+
+# -- sealing: when codling cannot restart itself without its secrets, it goes on and says so -------------------
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_secrets_too_large_for_the_pipe_are_not_sealed_and_stderr_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    restarts: list[list[str]] = []
+    seal(
+        (), {"PATH": "/bin", "HUGE_TOKEN": "t" * 70_000}, ["codling", "acp"], lambda _, argv, __: restarts.append(argv)
+    )
+    assert restarts == []
+    assert capsys.readouterr() == (
+        "",
+        "codling: warning: its secret variables are too large to hand over, so commands could read its secret "
+        "variables from /proc\n",
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
+def test_a_restart_that_fails_goes_on_unsealed_says_why_and_leaks_no_pipe(capsys: pytest.CaptureFixture[str]) -> None:
+    def execve(path: str, argv: list[str], env: dict[str, str]) -> None:
+        raise OSError(errno.E2BIG, os.strerror(errno.E2BIG))
+
+    before = _open_fds()
+    seal((), {"PATH": "/bin", "GITHUB_TOKEN": "ghp_0123456789"}, ["codling", "acp"], execve)
+    assert _open_fds() == before
+    assert capsys.readouterr() == (
+        "",
+        "codling: warning: it could not restart itself (Argument list too long), so commands could read its "
+        "secret variables from /proc\n",
+    )

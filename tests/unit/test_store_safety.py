@@ -255,6 +255,38 @@ def test_damaged_meta_is_rebuilt_and_writes_leave_no_temporary_files(store: Sess
     assert sorted(p.name for p in (store.root / sid).iterdir()) == ["history.jsonl", "meta.json"]
 
 
+def test_a_meta_json_that_cannot_be_replaced_still_lists_the_session(
+    store: SessionStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    sid = new_session_id()
+    file = store.create(make_header(sid))
+    file.append({"kind": "settings", "title": "kept title"})
+    file.close()
+    meta = store.root / sid / "meta.json"
+    meta.unlink()
+    meta.mkdir()  # neither readable as meta.json nor replaceable by a file
+    with caplog.at_level(logging.WARNING, logger="codling.store.index"):
+        (summary,) = store.list()
+    assert summary == SessionSummary(
+        sid, Path("/p"), "kept title", "2026-11-22T10:00:00.000Z", summary.updated_at, None, "openai-chat:m"
+    )
+    assert "cannot rewrite meta.json ([Errno 21] Is a directory" in caplog.text
+    assert sorted(p.name for p in (store.root / sid).iterdir()) == ["history.jsonl", "meta.json"]  # no temporary file
+
+
+def test_a_session_whose_history_cannot_be_read_is_left_out_of_the_list(
+    store: SessionStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    good, bad = new_session_id(), new_session_id()
+    store.create(make_header(good)).close()
+    (store.root / bad).mkdir()
+    (store.root / bad / "history.jsonl").write_text('{"kind": "message", "text": "no session record"}\n')
+    with caplog.at_level(logging.WARNING, logger="codling.store.index"):
+        listed = store.list()
+    assert [s.session_id for s in listed] == [good]
+    assert f"{store.root / bad}: not a readable session" in caplog.text
+
+
 SECRET = "sk-live-0123456789abcdef"
 
 

@@ -392,10 +392,31 @@ async def test_search_tool_note_when_capped(proj: Path) -> None:
         ("!*.md", "a.py", True),
         ("[ab].txt", "b.txt", True),
         ("[!ab].txt", "b.txt", False),
+        ("[z-a].txt", "[z-a].txt", True),  # not a valid class: "[" is an ordinary character
+        ("[z-a].txt", "z.txt", False),
+        ("?.py", "a.py", True),
+        ("?.py", "ab.py", False),
+        ("src/?.py", "src//.py", False),  # "?" never matches a slash
+        ("\\*.py", "*.py", True),  # a backslash escapes
+        ("\\*.py", "a.py", False),
+        ("src/**", "src/a/b/c.py", True),
+        ("src/**", "lib/a.py", False),
+        ("*.*c", "a.b.c", True),  # two wildcards: matched by the position simulation
+        ("*.*c", "a.bcd", False),
+        ("*.*c", "abc", False),
+        ("src/**/*_test.*", "src/a/b/x_test.py", True),
+        ("src/**/*_test.*", "src/a/b/x_test", False),
+        ("***.log", "a/b.log", True),  # "**" then "*": still anything, across directories
+        ("***.log", "a/b.txt", False),
     ],
 )
 def test_glob_matches(glob: str, path: str, expected: bool) -> None:
     assert glob_matches(glob, Path(path)) is expected
+
+
+def test_walk_reads_escaped_trailing_spaces_and_skips_empty_patterns(proj: Path) -> None:
+    write(proj, {".gitignore": "trail\\ \n/\n!/\nplain   \n", "trail ": "", "trail": "", "plain": "", "plain ": ""})
+    assert names(walk_files(proj, proj), proj) == [".gitignore", "plain ", "trail"]
 
 
 # --- edit_file ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 from codling.errors import CommandError, PathError
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import CommandResult
+from codling.tools.processes import COMMAND_ID_VARIABLE, can_find_strays, members, signal_all
 from tests.fakes.processes import Fifo, gone
 
 # --- LocalFileSystem ---------------------------------------------------------------------------------------
@@ -94,6 +95,26 @@ async def test_write_onto_a_directory_fails(tmp_path: Path) -> None:
         await LocalFileSystem().write_text(tmp_path, "y")
 
 
+async def test_a_symbolic_link_loop_cannot_be_read(tmp_path: Path) -> None:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(PathError) as e:
+        await LocalFileSystem().read_text(tmp_path / "a")
+    assert str(e.value) == f"{tmp_path / 'a'} cannot be read: Too many levels of symbolic links"
+
+
+async def test_a_name_longer_than_the_file_system_allows_is_neither_read_nor_written(tmp_path: Path) -> None:
+    path = tmp_path / ("x" * 300)
+    fs = LocalFileSystem()
+    with pytest.raises(PathError) as read:
+        await fs.read_text(path)
+    assert str(read.value) == f"{path} cannot be read: File name too long"
+    with pytest.raises(PathError) as written:
+        await fs.write_text(path, "hi\n")
+    assert str(written.value) == f"{path} cannot be written: File name too long; the file was not changed"
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+
+
 # --- LocalTerminal -----------------------------------------------------------------------------------------
 
 
@@ -130,6 +151,12 @@ async def test_output_just_over_the_cap_keeps_the_true_tail(tmp_path: Path) -> N
     assert result.output.endswith("0028\n0029\n")
     head, _, _ = result.output.partition("\n[...")
     assert text.startswith(head)
+
+
+async def test_a_cap_smaller_than_the_omission_note_keeps_only_the_head(tmp_path: Path) -> None:
+    assert await _run("seq 1 100", tmp_path, limit=10) == CommandResult(
+        exit_code=0, output="1\n2\n3\n4\n5\n", truncated=True
+    )
 
 
 async def test_huge_output_is_drained_without_blocking(tmp_path: Path) -> None:
@@ -337,3 +364,97 @@ async def test_killing_its_own_process_group_lets_nothing_escape(tmp_path: Path)
     finally:
         for pid in pids:
             _kill(pid)
+
+
+# --- without the subreaper (where there is none, or it is turned off) ----------------------------------------
+
+
+async def _run_plain(command: str, cwd: Path, timeout: float = 10.0, kill_grace: float = 2.0) -> CommandResult:
+    terminal = LocalTerminal(kill_grace=kill_grace, reaper=False)
+    return await asyncio.wait_for(terminal.run(command, cwd=cwd, timeout=timeout, output_limit=10_000), 30)
+
+
+async def test_without_a_subreaper_commands_run_as_ever(tmp_path: Path) -> None:
+    assert await _run_plain("pwd; echo err >&2; exit 3", tmp_path) == CommandResult(3, f"{tmp_path}\nerr\n")
+    assert (await _run_plain("kill -TERM $$", tmp_path)).exit_code == -signal.SIGTERM
+
+
+async def test_without_a_subreaper_what_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    # Shell and child ignore SIGTERM: only the SIGKILL after the grace ends them (300 s: past the deadline).
+    command = "trap '' TERM; sleep 300 & echo $! > child.pid; echo started; wait"
+    result = await _run_plain(command, tmp_path, timeout=0.5, kill_grace=0.3)
+    assert result == CommandResult(exit_code=None, output="started\n", timed_out=True)
+    assert await gone(int((tmp_path / "child.pid").read_text()))
+
+
+@pytest.mark.skipif(not can_find_strays(), reason="needs /proc")
+@pytest.mark.parametrize("kind", ["setsid", "nohup", "double-fork"])
+async def test_without_a_subreaper_what_keeps_the_command_id_goes_with_the_command(tmp_path: Path, kind: str) -> None:
+    # Outside the process group, these are found by the CODLING_COMMAND_ID they inherited.
+    result = await _run_plain(STRAYS[kind] + WAIT_FOR_PID, tmp_path)
+    pids = await _pids_written(tmp_path / "pids.txt", 1)
+    try:
+        assert result.exit_code == 0
+        assert [await gone(pid) for pid in pids] == [True] * len(pids)
+    finally:
+        for pid in pids:
+            _kill(pid)
+
+
+# --- finding a command's processes (tools/processes.py) ------------------------------------------------------
+
+
+def _fake_process(proc: Path, pid: int | str, stat: str, environ: dict[str, str] | None = None) -> Path:
+    entry = proc / str(pid)
+    entry.mkdir(parents=True)
+    (entry / "stat").write_text(stat)
+    if environ is not None:
+        (entry / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in environ.items()))
+    return entry
+
+
+def test_a_commands_processes_are_found_by_group_id_and_descent(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    marked = {"PATH": "/bin", COMMAND_ID_VARIABLE: "c0ffee"}
+    other = {"PATH": "/bin", COMMAND_ID_VARIABLE: "other"}
+    _fake_process(proc, 100, "100 (odd) name (x)) S 1 100 100 0", marked)  # the name holds spaces and parentheses
+    _fake_process(proc, 101, "101 (child) S 100 101 101 0", {})  # cleared its environment: found by descent
+    _fake_process(proc, 102, "102 (grandchild) S 101 102 102 0", {})
+    _fake_process(proc, 103, "103 (zombie) Z 1 103 103 0", marked)  # exited: nothing to stop
+    _fake_process(proc, 104, "104 (in group) S 1 555 555 0", other)  # in the command's process group
+    _fake_process(proc, 105, "105 (stranger) S 1 105 105 0", other)
+    _fake_process(proc, 106, "106 (torn", marked)  # a stat without its fields: gone meanwhile
+    _fake_process(proc, 107, "107 (no environ) S 1 107 107 0")  # its environment cannot be read
+    _fake_process(proc, os.getpid(), f"{os.getpid()} (me) S 1 1 1 0", marked)  # never codling itself
+    _fake_process(proc, "self", "1 (self) S 0 1 1 0", marked)
+    assert members("c0ffee", 555, proc=proc) == {100, 101, 102, 104}
+    assert members("c0ffee", None, proc=proc) == {100, 101, 102}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+def test_processes_of_other_users_are_not_the_commands(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    entry = _fake_process(proc, 100, "100 (theirs) S 1 100 100 0", {COMMAND_ID_VARIABLE: "c0ffee"})
+    os.chown(entry, 12345, 12345)
+    assert members("c0ffee", 100, proc=proc) == set()
+
+
+def test_without_proc_no_process_is_found(tmp_path: Path) -> None:
+    assert can_find_strays(tmp_path / "proc") is False
+    assert members("c0ffee", 100, proc=tmp_path / "proc") == set()
+
+
+async def test_signal_all_reaches_the_group_and_each_process_and_skips_the_gone(tmp_path: Path) -> None:
+    group = await asyncio.create_subprocess_exec("sleep", "300", start_new_session=True)
+    loner = await asyncio.create_subprocess_exec("sleep", "300", start_new_session=True)
+    ended = await asyncio.create_subprocess_exec("true", start_new_session=True)
+    await ended.wait()  # reaped: its pid and group are gone
+    try:
+        signal_all(ended.pid, {ended.pid}, signal.SIGKILL)  # nothing to reach: no error
+        signal_all(group.pid, {loner.pid}, signal.SIGKILL)
+        assert await asyncio.wait_for(asyncio.gather(group.wait(), loner.wait()), 10) == [-9, -9]
+    finally:
+        for process in (group, loner):
+            if process.returncode is None:
+                process.kill()
+                await process.wait()

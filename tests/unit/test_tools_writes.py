@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 
 from codling.errors import PathError
+from codling.tools.atomic import put_back, set_aside
 from codling.tools.local import LocalFileSystem
 from codling.tools.patch import apply_patch
 from tests.unit.test_tools_files import ctx_in
 
 FSIZE_LIMIT = 4096
 
-# The child imports everything first, then lowers its file-size limit, so the write itself gets EFBIG (with
-# SIGXFSZ ignored), just as a full disk gives ENOSPC part-way through a write.
+# The child imports everything first, then lowers its (soft) file-size limit, so the write itself gets EFBIG (with
+# SIGXFSZ ignored), just as a full disk gives ENOSPC part-way through a write; it lifts the limit again before it
+# exits, or coverage (under scripts/coverage) could not save what it measured there.
 CHILD = f"""
 import asyncio, resource, signal, sys
 from pathlib import Path
@@ -27,11 +29,14 @@ from codling.errors import ToolError
 from codling.tools.local import LocalFileSystem
 from tests.unit.test_tools_writes import run_in_child
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-resource.setrlimit(resource.RLIMIT_FSIZE, ({FSIZE_LIMIT}, {FSIZE_LIMIT}))
+_, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, ({FSIZE_LIMIT}, hard))
 try:
     print(asyncio.run(run_in_child(sys.argv[1], sys.argv[2])))
 except ToolError as e:
     print("error:", e)
+finally:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # coverage, when it measures, saves its data at exit
 """
 
 
@@ -156,3 +161,22 @@ async def test_text_that_has_no_utf8_form_is_refused_before_anything_is_written(
     with pytest.raises(PathError, match=r"cannot be written as UTF-8 \('\\ud800' at index 1\)"):
         await LocalFileSystem().write_text(target, "x\ud800")
     assert target.read_text() == "ok\n"
+
+
+def test_a_deletion_set_aside_is_undone_but_never_over_what_is_there_now(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("old\n")
+    aside = set_aside(path)
+    assert (os.path.lexists(path), aside.parent, aside.read_text()) == (False, tmp_path, "old\n")
+    path.write_text("new\n")  # a file came back meanwhile
+    with pytest.raises(FileExistsError):
+        put_back(aside, path)
+    assert (path.read_text(), aside.read_text()) == ("new\n", "old\n")  # both kept
+    path.unlink()
+    path.symlink_to(tmp_path / "nowhere")  # a dangling link counts too
+    with pytest.raises(FileExistsError):
+        put_back(aside, path)
+    assert path.is_symlink() and aside.read_text() == "old\n"
+    path.unlink()
+    put_back(aside, path)
+    assert os.listdir(tmp_path) == ["a.txt"] and path.read_text() == "old\n"

@@ -68,9 +68,11 @@ async def to_prompt(
                 notes.append(f"Note: {res.uri}: {note}.\n\n")
         else:
             kind = block.type
+            article = "an" if kind[:1] in "aeiou" else "a"
             out.append(TextBlock(f"[The user attached {kind} content that could not be passed on.]"))
             notes.append(
-                f"Note: a {kind} attachment was not sent to the model: codling does not accept {kind} input yet.\n\n"
+                f"Note: {article} {kind} attachment was not sent to the model: codling does not accept {kind} input "
+                "yet.\n\n"
             )
     return tuple(out), notes
 

@@ -19,7 +19,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -34,8 +33,6 @@ SESSION_OPENED = "(The user opened this session.)"
 
 def _result_id(part: Any) -> str | None:
     if isinstance(part, ToolReturnPart):
-        return part.tool_call_id
-    if isinstance(part, RetryPromptPart) and part.tool_name is not None:
         return part.tool_call_id
     return None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.builtin_turns import prompt_text
 from codling.brain.context.summaries import summarize_tool_call
@@ -20,6 +20,9 @@ from codling.brain.events import (
 from codling.brain.prompt import PromptBlock, TextBlock, render_prompt
 from codling.llm.providers import Endpoint
 from codling.tools.base import PlanStep, ToolReport
+
+if TYPE_CHECKING:  # pydantic-ai is imported only once a turn runs (the chat imports this module)
+    from pydantic_ai.messages import ToolReturnPart
 
 COMMAND_PREFIX = "/"
 
@@ -138,8 +141,9 @@ def args_dict(part: Any) -> dict[str, Any]:
     return args if isinstance(args, dict) else {"_raw": args}
 
 
-def tool_finished(turn_id: str, part: Any) -> ToolCallFinished:
-    """A ToolCallFinished for pydantic-ai's result part (a ToolReturnPart, or a RetryPromptPart for bad args)."""
+def tool_finished(turn_id: str, part: ToolReturnPart) -> ToolCallFinished:
+    """A ToolCallFinished for pydantic-ai's result part (``outcome="retried"`` for arguments that did not
+    validate, failed)."""
     report = getattr(part, "metadata", None)
     if isinstance(report, ToolReport):
         output = report.output
@@ -159,7 +163,7 @@ def tool_finished(turn_id: str, part: Any) -> ToolCallFinished:
             shown=output.shown if output and not report.failed else None,
         )
     content = part.content if isinstance(part.content, str) else part.model_response_str()
-    failed = getattr(part, "outcome", "success") != "success"
+    failed = part.outcome != "success"
     return ToolCallFinished(turn_id, part.tool_call_id, part.tool_name, "failed" if failed else "completed", content)
 
 

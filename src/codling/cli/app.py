@@ -15,7 +15,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from codling import __version__
-from codling.brain.prompt import PromptBlock, TextBlock
+from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
 from codling.cli import complete
 from codling.cli.acp_main import run_acp, setup_logging
 from codling.cli.home import open_store
@@ -29,7 +29,7 @@ from codling.cli.plan import (
     load,
     pick,
     plan_session,
-    read_images,
+    read_image,
 )
 from codling.cli.sessions import sessions_app
 from codling.config import PermissionMode, Settings, parse_mode
@@ -97,6 +97,13 @@ def _main(
 def _fail_config(e: ConfigError) -> typer.Exit:
     typer.echo(f"codling: {e}", err=True)
     return typer.Exit(EXIT_USAGE)
+
+
+def _start_logging() -> None:
+    try:
+        setup_logging()
+    except ConfigError as e:
+        raise _fail_config(e) from e
 
 
 @app.command()
@@ -226,18 +233,20 @@ def run(
 
     When stdout is not a terminal it gets the answer only (the turn's last message, at its end); what the
     turn does and any error go to stderr."""
-    setup_logging()
+    _start_logging()
     if resume is not None and prompt is None and not could_be_id(resume):
         prompt, resume = resume, PICK  # `codling run --resume "go on"`: the prompt, and a session to choose
     text, from_stdin = _read_prompt(prompt)
     if not text.strip():
         typer.echo("codling: the prompt is empty", err=True)
         raise typer.Exit(EXIT_USAGE)
-    try:
-        images = read_images(image or [])
-    except CodlingError as e:
-        typer.echo(f"codling: {e}", err=True)
-        raise typer.Exit(EXIT_USAGE) from e
+    images: list[ImageBlock] = []
+    for path in image or []:
+        try:
+            images.append(read_image(path))
+        except ConfigError as e:
+            typer.echo(f"codling: --image {path}: {e}", err=True)
+            raise typer.Exit(EXIT_USAGE) from e
     settings, _, plan, chosen_mode = _prepare(model, cwd, mode, resume, continue_, from_stdin)
     interactive = sys.stdin.isatty() and not from_stdin
     if not interactive and chosen_mode is None:
@@ -273,7 +282,7 @@ def chat(
     """Talk with codling in this terminal: a multi-turn session with input history, multi-line editing, slash
     commands (/help lists them) and @path mentions that attach files. Ctrl-C cancels a turn; Ctrl-D leaves.
     Plain `codling` on a terminal opens it too."""
-    setup_logging()
+    _start_logging()
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         typer.echo(
             "codling: chat needs a terminal for its input and output; for a prompt from a pipe or a script, use "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codling.brain.prompt import PromptBlock, ResourceBlock, TextBlock
-from codling.cli.plan import IMAGE_TYPES, read_images
+from codling.cli.plan import IMAGE_TYPES, read_image
 from codling.errors import CodlingError
 from codling.tools.ports import FileSystem
 from codling.tools.workspace import Workspace
@@ -92,7 +92,7 @@ async def _attach_one(path: Path, shown: str, fs: FileSystem) -> tuple[PromptBlo
         return ResourceBlock(uri, note=note), f"@{shown}: {note}"
     if path.suffix.lower() in IMAGE_TYPES:
         try:
-            (image,) = read_images([path])
+            image = read_image(path)
         except CodlingError as e:
             return ResourceBlock(uri, note=str(e)), f"@{shown}: not attached: {e}"
         return image, f"attached {shown} (image)"

@@ -181,20 +181,16 @@ IMAGE_TYPES = {
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 
 
-def read_images(paths: list[Path]) -> tuple[ImageBlock, ...]:
-    """Image files as prompt blocks; a missing, unreadable, too large or non-image file is a ``ConfigError``
-    naming it (nothing runs)."""
-    images: list[ImageBlock] = []
-    for path in paths:
-        mime = IMAGE_TYPES.get(path.suffix.lower())
-        if mime is None:
-            kinds = ", ".join(sorted(IMAGE_TYPES))
-            raise ConfigError(f"--image {path}: not an image codling can attach (use {kinds})")
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise ConfigError(f"--image {path}: cannot be read: {e.strerror or e}") from e
-        if len(data) > MAX_IMAGE_BYTES:
-            raise ConfigError(f"--image {path}: {len(data):,} bytes is more than the {MAX_IMAGE_BYTES:,} allowed")
-        images.append(ImageBlock(base64.b64encode(data).decode("ascii"), mime, path.resolve().as_uri()))
-    return tuple(images)
+def read_image(path: Path) -> ImageBlock:
+    """An image file as a prompt block. A missing, unreadable, too large or non-image file is a ``ConfigError``
+    saying why; the caller names the file as its user gave it (``--image x.png``, ``@x.png``)."""
+    mime = IMAGE_TYPES.get(path.suffix.lower())
+    if mime is None:
+        raise ConfigError(f"not an image codling can attach (use {', '.join(sorted(IMAGE_TYPES))})")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"cannot be read: {e.strerror or e}") from e
+    if len(data) > MAX_IMAGE_BYTES:
+        raise ConfigError(f"{len(data):,} bytes is more than the {MAX_IMAGE_BYTES:,} allowed")
+    return ImageBlock(base64.b64encode(data).decode("ascii"), mime, path.resolve().as_uri())

@@ -29,7 +29,7 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
+    RetryFeedbackPart,
     SystemPromptPart,
     TextPart,
     ThinkingPart,
@@ -70,7 +70,7 @@ def part_tokens(part: Any) -> int:
         return count_wire_tokens(part.tool_name) + count_wire_tokens(part.args_as_json_str()) + MESSAGE_OVERHEAD_TOKENS
     if isinstance(part, ToolReturnPart):
         return count_wire_tokens(part.model_response_str()) + MESSAGE_OVERHEAD_TOKENS
-    if isinstance(part, RetryPromptPart):
+    if isinstance(part, RetryFeedbackPart):  # reaches the model as a user or system message with this text
         return count_wire_tokens(part.model_response()) + MESSAGE_OVERHEAD_TOKENS
     return 0
 

@@ -1,0 +1,144 @@
+"""MCP tools and results as codling shows them: the MCP SDK's own types (and v1-shaped ones) in, text out."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import pytest
+from mcp.types import (
+    AudioContent,
+    BlobResourceContents,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    Tool,
+    ToolAnnotations,
+)
+
+from codling.tools.mcp.results import MAX_DESCRIPTION_CHARS, McpTool, describe_exception, result_text, tool_of
+from codling.tools.ports import ToolKind
+
+SCHEMA = {"type": "object", "properties": {"url": {"type": "string"}}}
+
+
+def test_a_tool_becomes_what_the_model_and_the_editor_see() -> None:
+    raw = Tool(
+        name="fetch",
+        title="Fetch   a\npage",
+        description="Fetch  a URL\n\nand return it.",
+        input_schema=SCHEMA,
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True),
+    )
+    assert tool_of("web", raw, "mcp__web__fetch") == McpTool(
+        name="mcp__web__fetch",
+        server="web",
+        tool="fetch",
+        title="Fetch a page",
+        description="[MCP server web] Fetch a URL and return it.",
+        parameters=SCHEMA,
+        kind="fetch",
+    )
+
+
+@pytest.mark.parametrize(
+    ("annotations", "kind"),
+    [
+        (None, "other"),
+        (ToolAnnotations(), "other"),
+        (ToolAnnotations(read_only_hint=False, open_world_hint=True), "other"),
+        (ToolAnnotations(read_only_hint=True), "read"),
+        (ToolAnnotations(read_only_hint=True, open_world_hint=False), "read"),
+        (ToolAnnotations(read_only_hint=True, open_world_hint=True), "fetch"),
+    ],
+)
+def test_a_tools_kind_follows_the_servers_hints(annotations: ToolAnnotations | None, kind: ToolKind) -> None:
+    raw = Tool(name="t", input_schema={"type": "object"}, annotations=annotations)
+    assert tool_of("s", raw, "mcp__s__t").kind == kind
+
+
+@dataclass
+class V1Annotations:
+    """Annotations as the MCP SDK's v1 spelled them (camelCase), which a duck-typed reader still understands."""
+
+    title: str | None = None
+    readOnlyHint: bool | None = None
+    openWorldHint: bool | None = None
+
+
+@dataclass
+class V1Tool:
+    name: str
+    description: str | None
+    inputSchema: object
+    annotations: V1Annotations | None = None
+
+
+def test_a_v1_shaped_tool_is_read_by_its_camel_case_names() -> None:
+    raw = V1Tool("grep", None, "not a schema", V1Annotations("Search files", readOnlyHint=True, openWorldHint=False))
+    assert tool_of("fs", raw, "mcp__fs__grep") == McpTool(
+        name="mcp__fs__grep",
+        server="fs",
+        tool="grep",
+        title="Search files",
+        description="[MCP server fs]",
+        parameters={"type": "object"},
+        kind="read",
+    )
+
+
+def test_a_long_description_and_title_are_cut() -> None:
+    raw = Tool(name="t", title="T" * 100, description="word " * 1000, input_schema={"type": "object"})
+    tool = tool_of("s", raw, "mcp__s__t")
+    assert tool.title == "T" * 79 + "…"
+    assert tool.description == "[MCP server s] " + ("word " * 400)[: MAX_DESCRIPTION_CHARS - 1] + "…"
+
+
+def test_every_kind_of_content_block_is_text_for_the_model() -> None:
+    png = base64.b64encode(b"\x89PNG" + b"\0" * 296).decode()  # 300 bytes
+    content = [
+        TextContent(type="text", text="plain text"),
+        ImageContent(type="image", data=png, mime_type="image/png"),
+        AudioContent(type="audio", data=base64.b64encode(b"a" * 3000).decode(), mime_type="audio/wav"),
+        EmbeddedResource(type="resource", resource=TextResourceContents(uri="file:///notes.md", text="# Notes")),
+        EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(uri="file:///logo.png", blob=png, mime_type="image/png"),
+        ),
+        ResourceLink(type="resource_link", name="spec", uri="https://example.com/spec"),
+    ]
+    assert result_text(content).split("\n") == [
+        "plain text",
+        "[image (image/png, about 300 bytes): not shown to the model]",
+        "[audio (audio/wav, about 3,000 bytes): not shown to the model]",
+        "# Notes",
+        "[binary resource file:///logo.png]",
+        "[resource https://example.com/spec]",
+    ]
+
+
+@dataclass
+class FutureBlock:
+    """A block of a type this codling does not know yet."""
+
+    type: str
+
+
+def test_an_unknown_block_is_named_not_dropped() -> None:
+    assert result_text([FutureBlock("video"), FutureBlock("")]) == "[video content]\n[unknown content]"
+
+
+def test_a_structured_result_without_content_is_shown_as_json() -> None:
+    assert result_text([], {"temperature": 21.5, "city": "Zürich"}) == '{\n "temperature": 21.5,\n "city": "Zürich"\n}'
+    assert result_text([TextContent(type="text", text="21.5")], {"temperature": 21.5}) == "21.5"
+    assert result_text([]) == ""
+
+
+def test_an_exception_group_is_described_by_its_innermost_error() -> None:
+    group = BaseExceptionGroup(
+        "unhandled errors in a TaskGroup", [ExceptionGroup("inner", [ConnectionError("  reset\n by peer ")])]
+    )
+    assert describe_exception(group) == "ConnectionError: reset by peer"
+    assert describe_exception(ExceptionGroup("wrapped", [TimeoutError()])) == "TimeoutError"
