@@ -132,4 +132,6 @@ async def test_servers_stopped_before_they_start_never_start(tmp_path: Path) -> 
     pidfile = tmp_path / "pid"
     servers = McpServers((stdio_spec("idle", MCP_FAKE_PIDFILE=str(pidfile)),), tmp_path)
     await servers.stop()
+    await servers.ready()  # a stopped session's first turn: nothing starts, nothing waits
     assert servers.tools() == () and not pidfile.exists()
+    assert [server.status for server in servers.servers] == ["stopped"]

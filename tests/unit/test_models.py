@@ -278,13 +278,19 @@ def test_anthropic_models_are_built_on_a_client_of_codling_s_own() -> None:
     assert (client.timeout.read, client.timeout.connect) == (30, CONNECT_TIMEOUT)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("groq") is not None, reason="the groq SDK is installed here")
-def test_a_provider_whose_sdk_is_missing_says_what_to_install() -> None:
+@pytest.mark.parametrize(
+    ("model_id", "variable", "sdk", "extra"),
+    [("groq:llama", "GROQ_API_KEY", "groq", "groq"), ("google-gla:gemini-x", "GOOGLE_API_KEY", "google", "google")],
+)
+def test_a_provider_whose_sdk_is_missing_says_what_to_install(
+    model_id: str, variable: str, sdk: str, extra: str
+) -> None:
+    assert importlib.util.find_spec(sdk) is None  # codling does not ship these SDKs
     with pytest.raises(UnknownProviderError) as info:
-        build_model("groq:llama", env={"GROQ_API_KEY": "k"})
+        build_model(model_id, env={variable: "k"})
     message = str(info.value)
-    assert message.startswith("model 'groq:llama' needs an optional package that is not installed (")
-    assert message.endswith("); install pydantic-ai-slim[groq] into codling's environment")
+    assert message.startswith(f"model {model_id!r} needs an optional package that is not installed (")
+    assert message.endswith(f"); install pydantic-ai-slim[{extra}] into codling's environment")
 
 
 def test_warming_up_a_provider_imports_its_sdk_and_not_another() -> None:

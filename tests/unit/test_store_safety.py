@@ -363,6 +363,7 @@ def test_stale_locks_are_taken_over(store: SessionStore) -> None:
         f"{dead_pid()} 12345\n",  # the owner died
         f"{os.getpid()} 1\n",  # the pid now belongs to another process (this one): a different start time
         "",  # the owner died between creating the lock and writing its name
+        "9" * 300 + " 1\n",  # damaged: no process has such a pid
     ]
     for text in stale:
         lock.write_text(text)

@@ -38,6 +38,15 @@ async def test_read_directory(tmp_path: Path) -> None:
     assert str(e.value) == f"{tmp_path} is a directory, not a file; use list_files to see what it contains"
 
 
+async def test_refused_reads_leave_no_descriptor_open(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    before = set(os.listdir("/proc/self/fd"))
+    for path in (tmp_path, tmp_path / "pipe") * 5:  # a directory, and what is not a regular file
+        with pytest.raises(PathError):
+            await LocalFileSystem().read_text(path)
+    assert set(os.listdir("/proc/self/fd")) == before
+
+
 async def test_read_binary(tmp_path: Path) -> None:
     (tmp_path / "x.bin").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00")
     with pytest.raises(PathError) as e:

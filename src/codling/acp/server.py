@@ -166,15 +166,11 @@ class CodlingAgent:
             raise invalid_session_id(session_id, e) from e
         _, _, store = self._config()
         try:
-            return store.read(session_id)
-        except InvalidSessionIdError as e:
-            raise invalid_session_id(session_id, e) from e
+            return store.read(session_id)  # an unreadable history is a SessionError too
         except UnknownSessionError as e:
             raise not_found(session_id, str(e)) from e
         except SessionError as e:
             raise RequestError.invalid_params({"sessionId": session_id, "message": str(e)}) from e
-        except OSError as e:
-            raise RequestError.internal_error({"details": f"cannot read session {session_id}: {e}"}) from e
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
@@ -333,7 +329,7 @@ class CodlingAgent:
             forked = store.fork(source.header.session_id, new_session_id(), directory(cwd, "cwd"))
         except SessionError as e:
             raise RequestError.invalid_params({"sessionId": session_id, "message": str(e)}) from e
-        except OSError as e:
+        except (OSError, ConfigError) as e:  # ConfigError: a store that cannot be written (StoreError)
             raise RequestError.internal_error({"details": f"cannot fork session {session_id}: {e}"}) from e
         await self._warmed()  # restoring builds the model's messages
         session = await self._reopen(forked, cwd, additional_directories, mcp_servers)

@@ -217,10 +217,15 @@ def build_model(
     except ImportError as e:
         raise UnknownProviderError(
             f"model {model_id!r} needs an optional package that is not installed ({e.name or e}); "
-            f"install pydantic-ai-slim[{provider}] into codling's environment"
+            f"install pydantic-ai-slim[{_sdk_extra(canonical_provider)}] into codling's environment"
         ) from e
     except (UserError, ValueError) as e:
         raise UnknownProviderError(f"cannot use model {model_id!r}: {e}") from e
+
+
+def _sdk_extra(provider: str) -> str:
+    """The pydantic-ai-slim extra that brings ``provider``'s SDK (``google-vertex``: ``google``)."""
+    return next((family for family in ("google", "openai", "bedrock") if provider.startswith(family)), provider)
 
 
 def agent_class() -> type[Agent[Any, Any]]:

@@ -25,6 +25,8 @@ GUARD_TIMEOUT = 2.0
 """Seconds to wait for another process's check-and-take on the same session (it takes milliseconds)."""
 
 _PROC = Path("/proc")
+PID_LIMIT = 4_194_304
+"""The largest pid Linux can give (``PID_MAX_LIMIT``); other systems stay below it too."""
 
 
 def _start_time(pid: int) -> str | None:
@@ -71,8 +73,8 @@ class Owner:
     def parse(cls, text: str) -> Owner | None:
         """The owner a lock file names, or None when it names none (a write cut short by a crash)."""
         parts = text.split()
-        if len(parts) not in (1, 2) or not parts[0].isdigit():
-            return None
+        if len(parts) not in (1, 2) or not parts[0].isdigit() or len(parts[0]) > len(str(PID_LIMIT)):
+            return None  # a pid no process can have: a damaged file
         return cls(int(parts[0]), parts[1] if len(parts) == 2 else "")
 
     def text(self) -> str:

@@ -58,13 +58,16 @@ def _read_text(path: Path) -> str:
     try:
         # Non-blocking, then checked: opening a named pipe to read would wait for a writer that never comes.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with open(fd, "rb") as f:
+        try:
             mode = os.fstat(fd).st_mode
             if stat.S_ISDIR(mode):
                 raise IsADirectoryError(path)
             if not stat.S_ISREG(mode):
                 raise PathError(f"{path} is not a regular file (a named pipe, socket or device), so it is not read")
-            data = f.read()
+            with open(fd, "rb", closefd=False) as f:
+                data = f.read()
+        finally:
+            os.close(fd)
     except FileNotFoundError as e:
         raise MissingPathError(f"file {path} does not exist; use list_files to find the right path") from e
     except IsADirectoryError as e:

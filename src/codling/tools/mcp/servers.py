@@ -76,8 +76,9 @@ class McpServer:
         """The server's tools as it lists them (MCP SDK ``Tool``s), once it is ready."""
 
     def start(self) -> None:
-        """Start connecting in the background."""
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"mcp-{self.spec.name}")
+        """Start connecting in the background (once, and never after ``stop``)."""
+        if self._task is None and not self._stop.is_set():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"mcp-{self.spec.name}")
 
     async def settled(self) -> None:
         """Wait until the server is ready or failed (bounded by its startup timeout)."""
@@ -199,7 +200,8 @@ class McpServer:
     async def stop(self) -> None:
         """Disconnect (a stdio server's process tree ends); wait until it has."""
         self._stop.set()
-        if self._task is None:
+        if self._task is None:  # never started: it never will
+            self._settle("stopped")
             return
         if not self._settled.is_set():
             self._task.cancel()
