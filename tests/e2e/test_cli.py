@@ -183,13 +183,14 @@ def test_run_json_prints_event_lines(home: Path, project: Path, server: OpenAISe
 
 
 def test_a_failed_turn_s_json_result_says_error(home: Path, project: Path, server: OpenAIServer) -> None:
-    server.enqueue(ErrorReply(500, "upstream exploded"))
-    server.enqueue(ErrorReply(500, "upstream exploded"), ErrorReply(500, "upstream exploded"))
+    exploded = ErrorReply(500, "upstream exploded", headers={"retry-after": "0"})  # retried at once
+    server.enqueue(exploded, exploded, exploded)
     result = codling("run", "--json", "hi", env=model_env(home, server), cwd=project)
     assert result.returncode == 1
     outcome = json.loads(result.stdout.splitlines()[-1])
     assert outcome["type"] == "result" and outcome["stop_reason"] == "error"
     assert "upstream exploded" in outcome["error"]
+    assert len(server.requests) == 3  # tried three times
 
 
 def test_run_with_yolo_edits_and_shows_diff(home: Path, project: Path, server: OpenAIServer) -> None:

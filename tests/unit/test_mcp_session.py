@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,14 @@ from tests.fakes.scenarios import Call, Say, Script, Until
 from tests.unit.test_session import session_for
 
 pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[McpServerSpec]:
+    """The fake server over HTTP, one for the tests that need only its tools (starting one takes most of a
+    second; the tests of starting, stopping and crashing run servers of their own)."""
+    with http_server("http", "fake") as url:
+        yield McpServerSpec("fake", "http", url=url)
 
 
 def mcp_session(
@@ -211,11 +220,17 @@ async def test_closing_the_session_ends_the_server_process(project: Path, settin
     ],
 )
 async def test_mcp_calls_are_gated_like_commands(
-    project: Path, settings: Settings, mode: PermissionMode, answers: tuple[Answer, ...], runs: bool, asked: int
+    project: Path,
+    settings: Settings,
+    shared: McpServerSpec,
+    mode: PermissionMode,
+    answers: tuple[Answer, ...],
+    runs: bool,
+    asked: int,
 ) -> None:
     approver = ScriptedApprover(*answers)
     script = Script([[Call("mcp__fake__add", {"a": 1, "b": 2}, "c1")], [Say("ok")]])
-    session = mcp_session(script, project, settings, stdio_spec("fake"), mode=mode, approver=approver)
+    session = mcp_session(script, project, settings, shared, mode=mode, approver=approver)
     try:
         await turn(session, "add")
     finally:
@@ -232,7 +247,9 @@ async def test_mcp_calls_are_gated_like_commands(
         )
 
 
-async def test_always_allowing_one_mcp_tool_allows_that_tool_only(project: Path, settings: Settings) -> None:
+async def test_always_allowing_one_mcp_tool_allows_that_tool_only(
+    project: Path, settings: Settings, shared: McpServerSpec
+) -> None:
     approver = ScriptedApprover("allow_always", "allow_once")
     script = Script(
         [
@@ -242,7 +259,7 @@ async def test_always_allowing_one_mcp_tool_allows_that_tool_only(project: Path,
             [Say("ok")],
         ]
     )
-    session = mcp_session(script, project, settings, stdio_spec("fake"), mode="ask", approver=approver)
+    session = mcp_session(script, project, settings, shared, mode="ask", approver=approver)
     try:
         await turn(session, "go")
     finally:
@@ -250,10 +267,12 @@ async def test_always_allowing_one_mcp_tool_allows_that_tool_only(project: Path,
     assert [r.mcp_tool for r in approver.asked] == ["mcp__fake__add", "mcp__fake__echo"]
 
 
-async def test_a_huge_result_is_capped_and_a_hostile_tool_name_is_made_safe(project: Path, settings: Settings) -> None:
+async def test_a_huge_result_is_capped_and_a_hostile_tool_name_is_made_safe(
+    project: Path, settings: Settings, shared: McpServerSpec
+) -> None:
     hostile = tool_name("fake", HOSTILE_NAME, set())
     script = Script([[Call("mcp__fake__huge", {"chars": 2_000_000}, "c1"), Call(hostile, {}, "c2")], [Say("ok")]])
-    session = mcp_session(script, project, settings, stdio_spec("fake"))
+    session = mcp_session(script, project, settings, shared)
     try:
         await turn(session, "go")
     finally:
@@ -267,9 +286,11 @@ async def test_a_huge_result_is_capped_and_a_hostile_tool_name_is_made_safe(proj
     assert returned[hostile] == "hostile tool ran"
 
 
-async def test_the_context_counts_the_mcp_tool_definitions(project: Path, settings: Settings) -> None:
+async def test_the_context_counts_the_mcp_tool_definitions(
+    project: Path, settings: Settings, shared: McpServerSpec
+) -> None:
     plain = mcp_session(Script([[Say("ok")]]), project, settings)
-    with_mcp = mcp_session(Script([[Say("ok")]]), project, settings, stdio_spec("fake"))
+    with_mcp = mcp_session(Script([[Say("ok")]]), project, settings, shared)
     try:
         assert with_mcp.deps.mcp is not None
         await with_mcp.deps.mcp.ready()
@@ -297,7 +318,7 @@ async def test_a_server_that_fails_between_turns_is_shown_to_the_observers(proje
     assert isinstance(notice, McpServerNotice) and notice.turn_id == "" and notice.server == "broken"
 
 
-async def test_delegates_get_no_mcp_tools(project: Path, settings: Settings) -> None:
+async def test_delegates_get_no_mcp_tools(project: Path, settings: Settings, shared: McpServerSpec) -> None:
     gate = asyncio.Event()
     gate.set()
     script = Script(
@@ -307,7 +328,7 @@ async def test_delegates_get_no_mcp_tools(project: Path, settings: Settings) -> 
             [Say("done")],
         ]
     )
-    session = mcp_session(script, project, settings, stdio_spec("fake"))
+    session = mcp_session(script, project, settings, shared)
     try:
         await turn(session, "plan")
     finally:
