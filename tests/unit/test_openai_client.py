@@ -144,7 +144,7 @@ async def test_a_pydantic_class_as_response_format_is_refused_as_by_the_stock_cl
     for client in clients(server):
         with pytest.raises(TypeError, match=r"chat\.completions\.parse"):
             # A wrong response_format on purpose: the call must refuse it.
-            await client.chat.completions.create(model="m", messages=[], response_format=Answer)  # type: ignore[call-overload]
+            await client.chat.completions.create(model="m", messages=[], response_format=Answer)
     assert server.recorded == []
 
 

@@ -24,7 +24,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 class _Completions(AsyncCompletions):
     """Chat completions that send the caller's parameters as they are."""
 
-    async def create(  # type: ignore[override]
+    async def create(
         self,
         *,
         extra_headers: Any = None,
