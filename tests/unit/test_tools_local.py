@@ -253,9 +253,18 @@ STRAYS = {
 WAIT_FOR_PID = "\nuntil [ -s pids.txt ]; do sleep 0.01; done"
 
 
-@pytest.mark.parametrize("kind", sorted(STRAYS))
-async def test_what_a_command_started_in_a_new_session_goes_when_it_exits(tmp_path: Path, kind: str) -> None:
-    result = await _run(STRAYS[kind] + WAIT_FOR_PID, tmp_path)
+@pytest.mark.parametrize(
+    ("kind", "reaper"),
+    [(kind, True) for kind in sorted(STRAYS)]
+    # Without the subreaper, those outside the process group that keep CODLING_COMMAND_ID are found by it.
+    + [(kind, False) for kind in ("setsid", "nohup", "double-fork")],
+)
+async def test_what_a_command_started_in_a_new_session_goes_when_it_exits(
+    tmp_path: Path, kind: str, reaper: bool
+) -> None:
+    terminal = LocalTerminal(reaper=reaper)
+    run = terminal.run(STRAYS[kind] + WAIT_FOR_PID, cwd=tmp_path, timeout=10.0, output_limit=10_000)
+    result = await asyncio.wait_for(run, 30)
     pids = await _pids_written(tmp_path / "pids.txt", 1)
     try:
         assert result.exit_code == 0
@@ -394,20 +403,6 @@ async def test_without_a_subreaper_what_ignores_sigterm_is_killed_after_the_grac
     result = await _run_plain(command, tmp_path, timeout=0.5, kill_grace=0.3)
     assert result == CommandResult(exit_code=None, output="started\n", timed_out=True)
     assert await gone(int((tmp_path / "child.pid").read_text()))
-
-
-@pytest.mark.skipif(not can_find_strays(), reason="needs /proc")
-@pytest.mark.parametrize("kind", ["setsid", "nohup", "double-fork"])
-async def test_without_a_subreaper_what_keeps_the_command_id_goes_with_the_command(tmp_path: Path, kind: str) -> None:
-    # Outside the process group, these are found by the CODLING_COMMAND_ID they inherited.
-    result = await _run_plain(STRAYS[kind] + WAIT_FOR_PID, tmp_path)
-    pids = await _pids_written(tmp_path / "pids.txt", 1)
-    try:
-        assert result.exit_code == 0
-        assert [await gone(pid) for pid in pids] == [True] * len(pids)
-    finally:
-        for pid in pids:
-            _kill(pid)
 
 
 # --- finding a command's processes (tools/processes.py) ------------------------------------------------------
