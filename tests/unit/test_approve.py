@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import io
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -17,7 +17,8 @@ import pytest
 from codling.brain.events import TextDelta, ToolCallFinished, ToolCallStarted, TurnStarted
 from codling.cli.approve import APPROVAL_DIFF_LINES, TerminalApprover, prompt_for
 from codling.cli.approve import PROMPT as PLAIN_PROMPT
-from codling.cli.render import TerminalRenderer
+from codling.cli.oneshot import terminal_views
+from codling.cli.render import PromptGate, TerminalRenderer
 from codling.tools.ports import Answer, Decision, FileDiff, PermissionRequest, Rejection
 
 RUN = PermissionRequest("c1", "run_command", "execute", "Run `pytest -q`", "pytest -q", always="every `pytest` command")
@@ -31,12 +32,6 @@ EDIT = PermissionRequest(
     always="every edit",
 )
 PROMPT = prompt_for(RUN, 0)
-
-
-@pytest.fixture(autouse=True)
-def _no_stray_renderers() -> None:
-    # Renderers left over by other tests would make the approver start on a fresh line.
-    gc.collect()
 
 
 async def ask(
@@ -246,10 +241,11 @@ async def test_cancelling_a_question_leaves_no_reader_behind(tty: tuple[TextIO, 
 async def test_renderer_output_waits_until_the_question_is_answered(tty: tuple[TextIO, int]) -> None:
     stream, master = tty
     shared = Screen()  # stdout and stderr on one screen
-    renderer = TerminalRenderer(shared, color=False, interactive=False)
+    gate = PromptGate()
+    renderer = TerminalRenderer(shared, color=False, interactive=False, gate=gate)
     await renderer(TurnStarted("t", "go", False, datetime.now(UTC)))
     await renderer(TextDelta("t", "Let me run it"))
-    approver = TerminalApprover(input=stream, output=shared, color=False)
+    approver = TerminalApprover(input=stream, output=shared, color=False, gate=gate)
     task = asyncio.create_task(approver.ask(RUN))
     await shared.shows(PROMPT)
     await renderer(ToolCallStarted("t", "c1", "run_command", "Run `pytest -q`", "execute", {}))
@@ -259,6 +255,19 @@ async def test_renderer_output_waits_until_the_question_is_answered(tty: tuple[T
     assert shared.getvalue() == (
         f"Let me run it\nPermission needed: Run `pytest -q`\n  $ pytest -q\n{PROMPT}\n[tool] Run `pytest -q`"
     )
+
+
+async def test_a_terminal_s_renderer_and_approver_share_its_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    screen = io.StringIO()  # stdout and stderr on one screen, as on a terminal
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
+    monkeypatch.setattr(sys, "stderr", screen)
+    renderer, approver = terminal_views(screen, err=None, approve=True, verbose=False)
+    assert approver is not None
+    await renderer(TurnStarted("t", "go", False, datetime.now(UTC)))
+    await renderer(TextDelta("t", "Let me run it"))
+    assert await approver.ask(RUN) == "allow_once"
+    # The approver knows the renderer stopped mid-line, so the question starts on a line of its own.
+    assert screen.getvalue() == f"Let me run it\nPermission needed: Run `pytest -q`\n  $ pytest -q\n{PROMPT}y\n"
 
 
 async def test_a_closed_input_is_the_end_of_input_and_rejects() -> None:

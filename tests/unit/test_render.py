@@ -31,7 +31,7 @@ from codling.brain.events import (
 )
 from codling.brain.prompt import ImageBlock, TextBlock
 from codling.cli.draw import format_diff, printable, use_color
-from codling.cli.render import JsonLinesRenderer, TerminalRenderer, event_to_json, prompting
+from codling.cli.render import JsonLinesRenderer, PromptGate, TerminalRenderer, event_to_json
 from codling.cli.spinner import Spinner, waited
 from codling.tools.base import ShownResult
 from codling.tools.ports import FileDiff, Location
@@ -348,10 +348,11 @@ async def test_interactive_block_is_the_spinner_label_until_it_closes() -> None:
 
 
 async def test_a_question_inside_a_block_pauses_its_line_and_shows_it_again() -> None:
-    renderer = TerminalRenderer(io.StringIO(), err=FakeTTY(), color=True, interactive=True)
+    gate = PromptGate()
+    renderer = TerminalRenderer(io.StringIO(), err=FakeTTY(), color=True, interactive=True, gate=gate)
     try:
         await feed(renderer, [thinking_started(), ThoughtDelta(T, "hm")])
-        with prompting():
+        with gate.prompting():
             assert not spinning(renderer)
             await renderer(call("c1", "Run `rm x`"))
             assert not spinning(renderer)  # never over the question
@@ -455,18 +456,22 @@ def test_the_spinner_counts_the_wait_from_when_it_appeared() -> None:
 
 async def test_a_prompt_stops_the_spinner_and_holds_output_until_it_closes() -> None:
     out = io.StringIO()
-    renderer = TerminalRenderer(out, err=FakeTTY(), color=False, interactive=False)
+    gate = PromptGate()
+    renderer = TerminalRenderer(out, err=FakeTTY(), color=False, interactive=False, gate=gate)
     await feed(renderer, [started(), TextDelta(T, "Let me run it")])
-    with prompting() as mid_line:
+    with gate.prompting() as mid_line:
         assert mid_line
         await renderer(call("c1", "Run `make`"))
         assert out.getvalue() == "Let me run it"
     assert out.getvalue() == "Let me run it\n[tool] Run `make`"
 
-    colored = TerminalRenderer(io.StringIO(), err=FakeTTY(), color=True, interactive=True)
+    other = PromptGate()
+    colored = TerminalRenderer(io.StringIO(), err=FakeTTY(), color=True, interactive=True, gate=other)
     try:
         await colored(started())
-        with prompting():
+        with gate.prompting():  # another terminal's question: this one goes on drawing
+            assert spinning(colored)
+        with other.prompting():
             assert not spinning(colored)
             await colored(done("x"))
             assert not spinning(colored)  # never restarted over the question

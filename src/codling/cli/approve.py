@@ -7,7 +7,7 @@ import re
 from typing import TextIO
 
 from codling.cli.draw import StyledWriter, diff_line_style, diff_lines, is_terminal, one_line
-from codling.cli.render import prompting
+from codling.cli.render import PromptGate
 from codling.tools.ports import Answer, Decision, PermissionRequest, Rejection
 
 APPROVAL_DIFF_LINES = 80
@@ -54,11 +54,21 @@ class TerminalApprover:
     there is one); n/no, an empty line or end of input reject, and "n" followed by words rejects with those
     words as the reason the model is told; v shows the rest of a long diff. Anything else asks again, up to
     :data:`MAX_ATTEMPTS` times, then rejects. The ids of calls allowed after their diff was shown go into
-    ``shown_diffs``, so the renderer does not draw the same diff again.
+    ``shown_diffs``, so the renderer does not draw the same diff again. While it asks, the renderers of ``gate``
+    (the terminal's :class:`~codling.cli.render.PromptGate`; none if None) hold their output.
     """
 
-    def __init__(self, *, input: TextIO, output: TextIO, color: bool, shown_diffs: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        input: TextIO,
+        output: TextIO,
+        color: bool,
+        shown_diffs: set[str] | None = None,
+        gate: PromptGate | None = None,
+    ) -> None:
         self._input = input
+        self._gate = gate if gate is not None else PromptGate()
         self._out = StyledWriter(output, color=color)
         self._color = color
         self._shown_diffs = shown_diffs if shown_diffs is not None else set()
@@ -67,7 +77,7 @@ class TerminalApprover:
     async def ask(self, request: PermissionRequest) -> Answer:
         """Show ``request`` and return the user's answer; raises ``asyncio.CancelledError`` with the turn."""
         async with self._lock:
-            with prompting() as mid_line:
+            with self._gate.prompting() as mid_line:
                 if mid_line:
                     self._out.write("\n")
                 rest = self._show(request)

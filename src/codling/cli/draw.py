@@ -81,7 +81,7 @@ def diff_line_style(line: str) -> str | None:
 class StyledWriter:
     """Writes text to one stream: styled through rich when ``color``, verbatim otherwise (so plain output
     never holds an escape code). Flushes every write, knows whether the cursor is mid-line, and can hold its
-    output back for a while (see :func:`prompting`)."""
+    output back for a while (see :class:`~codling.cli.render.PromptGate`)."""
 
     def __init__(self, stream: TextIO, *, color: bool) -> None:
         self.stream = stream

@@ -45,19 +45,23 @@ def terminal_views(
     screen: TextIO, *, err: TextIO | None, approve: bool, verbose: bool
 ) -> tuple[TerminalRenderer, TerminalApprover | None]:
     """The renderer drawing turns on ``screen`` (notes and the spinner on ``err`` when it is a terminal) and, if
-    ``approve``, the approver asking on the terminal; they share the diffs already shown."""
+    ``approve``, the approver asking on the terminal; they share the diffs already shown and the
+    :class:`~codling.cli.render.PromptGate`."""
     from codling.cli.approve import TerminalApprover
     from codling.cli.draw import can_animate, use_color
-    from codling.cli.render import TerminalRenderer
+    from codling.cli.render import PromptGate, TerminalRenderer
 
     color = use_color(screen, os.environ)
     shown_diffs: set[str] = set()  # an edit's diff, shown when the user allowed it, is not drawn again
+    gate = PromptGate()  # a question is never drawn over
     approver = (
-        TerminalApprover(input=sys.stdin, output=sys.stderr, color=color, shown_diffs=shown_diffs) if approve else None
+        TerminalApprover(input=sys.stdin, output=sys.stderr, color=color, shown_diffs=shown_diffs, gate=gate)
+        if approve
+        else None
     )
     animate = can_animate(sys.stderr, os.environ) or (err is not None and can_animate(screen, os.environ))
     renderer = TerminalRenderer(
-        screen, err=err, color=color, interactive=animate, verbose=verbose, shown_diffs=shown_diffs
+        screen, err=err, color=color, interactive=animate, verbose=verbose, shown_diffs=shown_diffs, gate=gate
     )
     return renderer, approver
 

@@ -2,16 +2,16 @@
 
 :class:`TerminalRenderer` draws a turn for people (streamed text, thoughts, one line per tool call, diffs,
 errors, a spinner while the model is thinking, reasoning blocks collapsed); :class:`JsonLinesRenderer` prints one
-JSON object per event for scripts. The approver (``cli/approve.py``) uses :func:`prompting` so that a permission
-question is never overdrawn by a spinner or by a tool line. The drawing itself (styled writer, diffs, the pieces
-of a turn) is in ``cli/draw.py``, shared with ``codling sessions show`` and the approver.
+JSON object per event for scripts. The approver (``cli/approve.py``) shares a :class:`PromptGate` with the
+renderer so that a permission question is never overdrawn by a spinner or by a tool line. The drawing itself
+(styled writer, diffs, the pieces of a turn) is in ``cli/draw.py``, shared with ``codling sessions show`` and
+the approver.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -65,40 +65,46 @@ from codling.cli.spinner import WORKING, Spinner
 # -- live rendering ----------------------------------------------------------------------------------------------
 
 
-class _PromptGate:
-    """Lets a question to the user (the approver) pause every terminal renderer.
+class PromptGate:
+    """Lets a question to the user (the approver) pause the terminal renderers drawing on the same terminal.
 
-    Events reach the renderer through the session's queue, so a tool line or a parallel tool's result may be
+    Events reach a renderer through the session's queue, so a tool line or a parallel tool's result may be
     drawn while the user is typing an answer, and a spinner may be running when the question appears. While a
-    prompt is open every renderer's spinner is stopped and its output is held, then written when it closes.
+    prompt is open every renderer of the gate has its spinner stopped and its output held, written when it
+    closes. One gate serves one terminal: ``cli/oneshot.terminal_views`` gives its renderer and its approver the
+    same one.
     """
 
     def __init__(self) -> None:
-        self.open_prompts = 0
-        self.renderers: weakref.WeakSet[TerminalRenderer] = weakref.WeakSet()
+        self._open_prompts = 0
+        self._renderers: list[TerminalRenderer] = []
 
+    @property
+    def is_open(self) -> bool:
+        """Whether a question is being asked."""
+        return self._open_prompts > 0
 
-_GATE = _PromptGate()
+    def add(self, renderer: TerminalRenderer) -> None:
+        """Let the gate's questions pause ``renderer``."""
+        self._renderers.append(renderer)
 
+    @contextmanager
+    def prompting(self) -> Iterator[bool]:
+        """Hold the renderers' output and stop their spinners while the user is asked something.
 
-@contextmanager
-def prompting() -> Iterator[bool]:
-    """Hold every :class:`TerminalRenderer`'s output and stop its spinner while the user is asked something.
-
-    Yields whether some renderer's output stopped mid-line, so the question can start on a fresh line.
-    """
-    renderers = list(_GATE.renderers)
-    mid_line = any(not r.at_line_start for r in renderers)
-    _GATE.open_prompts += 1
-    for renderer in renderers:
-        renderer._pause()
-    try:
-        yield mid_line
-    finally:
-        _GATE.open_prompts -= 1
-        if _GATE.open_prompts == 0:
-            for renderer in list(_GATE.renderers):
-                renderer._resume()
+        Yields whether some renderer's output stopped mid-line, so the question can start on a fresh line.
+        """
+        mid_line = any(not r.at_line_start for r in self._renderers)
+        self._open_prompts += 1
+        for renderer in self._renderers:
+            renderer._pause()
+        try:
+            yield mid_line
+        finally:
+            self._open_prompts -= 1
+            if self._open_prompts == 0:
+                for renderer in self._renderers:
+                    renderer._resume()
 
 
 @dataclasses.dataclass
@@ -122,6 +128,8 @@ class TerminalRenderer:
     in colour with ``color``, plain without it (``NO_COLOR`` still shows progress).
     A finished command shows its exit status and its last output lines (all of them if ``verbose``), a
     delegate its steps and report.
+    ``gate`` is the :class:`PromptGate` of the terminal (the approver asking on it holds the same one), so no
+    tool line or spinner is drawn over a question; without one, the renderer has a gate of its own.
 
     In a thinking turn (``TurnStarted.thinking``) each reasoning block (see :mod:`codling.brain.reasoning`) is
     collapsed into one ``reasoning (N tool calls)`` line: the thoughts and the tool lines inside the block are
@@ -143,6 +151,7 @@ class TerminalRenderer:
         verbose: bool = False,
         shown_diffs: set[str] | None = None,
         markdown: bool = True,
+        gate: PromptGate | None = None,
     ) -> None:
         self._out = StyledWriter(out, color=color)
         self._verbose = verbose
@@ -166,7 +175,8 @@ class TerminalRenderer:
         self._tracker = BlockTracker()
         self._block: _OpenBlock | None = None
         self._collapsed: dict[str, str] = {}  # call id -> title, for calls of blocks already closed
-        _GATE.renderers.add(self)
+        self._gate = gate if gate is not None else PromptGate()
+        self._gate.add(self)
 
     @property
     def at_line_start(self) -> bool:
@@ -356,7 +366,7 @@ class TerminalRenderer:
         title = one_line(event.title) or event.tool_name
         self._titles[event.call_id] = title
         self._fresh_line()
-        if self._spinner is not None and _GATE.open_prompts == 0:
+        if self._spinner is not None and not self._gate.is_open:
             # Live, a running call is the spinner's label, with the time it has taken (a 30 s command is not a
             # still screen); its line, with the outcome, is drawn when it ends.
             self._open_tool = None
@@ -419,7 +429,7 @@ class TerminalRenderer:
     def _start_spinner(self) -> None:
         # Only at the start of a line (the spinner line is erased and the cursor returns there) and never
         # over a question the approver is asking.
-        if self._spinner is not None and self._out.at_line_start and _GATE.open_prompts == 0:
+        if self._spinner is not None and self._out.at_line_start and not self._gate.is_open:
             block = self._block
             if block is not None:
                 self._spinner.start(reasoning_label(block.tool_calls, block.failed))
