@@ -125,7 +125,7 @@ def test_ctrl_c_cancels_the_running_turn_and_a_second_ctrl_c_leaves(
 def test_chat_resume_with_no_id_offers_the_sessions_then_shows_where_it_left_off(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:
-    from tests.e2e.test_cli_sessions import GOLDEN_ID, install_golden
+    from tests.fakes.cli_runner import GOLDEN_ID, install_golden
 
     install_golden(home)
     stored = SessionStore(home).read(GOLDEN_ID).events

@@ -89,7 +89,7 @@ def test_a_running_command_shows_a_spinner_with_its_time_even_without_colour(
 def test_resume_without_an_id_offers_the_newest_sessions_to_choose_from(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:
-    from tests.e2e.test_cli_sessions import GOLDEN_ID, install_golden
+    from tests.fakes.cli_runner import GOLDEN_ID, install_golden
 
     install_golden(home)  # a session recorded in another directory
     server.enqueue(Reply(text=["Picked up where we left off."]))

@@ -1,46 +1,33 @@
 """The `codling` command line in process (typer's runner): usage errors and the answers of `run`, `models` and
 `sessions` that need no model, shell completion, and `run`'s turns against the loopback OpenAI-compatible server
 over real HTTP (the real provider path). The sessions are real files under a private CODLING_HOME; the runner keeps
-stdout and stderr apart, as pipes do. `tests/e2e/test_cli*.py` run what only a real process shows (stdin, pipes,
-terminals, exit status) as real processes."""
+stdout and stderr apart, as pipes do. Conversations carried across runs and the `sessions` commands on a recorded
+session are in `test_cli_sessions.py`; `tests/e2e/test_cli*.py` run what only a real process shows (stdin, pipes,
+terminals, exit status, locks held by another process) as real processes."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
 import json
-import logging
 import os
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
 
 from codling.brain.events import TurnStarted
 from codling.cli import complete
-from codling.cli.app import app
 from codling.cli.plan import MAX_IMAGE_BYTES
 from codling.cli.sessions import list_sessions
 from codling.store.history import SessionHeader
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
-from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage, running_server
+from tests.fakes.cli_runner import MODEL, clean_env, codling
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage
 
-MODEL = "openai-chat:fake-model"
 OTHER = "openai-chat:other-model"
-
-
-@pytest.fixture(autouse=True)
-def _logging_restored() -> Iterator[None]:
-    # `codling run` points the root logger at its stderr, which the runner closes when the command returns.
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture
@@ -54,10 +41,6 @@ def env(home: Path) -> dict[str, str | None]:
         "ANTHROPIC_API_KEY": None,
         "CODLING_LOG_FILE": None,
     }
-
-
-def codling(env: dict[str, str | None], *args: str, stdin: str | None = None) -> Result:
-    return CliRunner().invoke(app, list(args), input=stdin, env=env, catch_exceptions=False)
 
 
 def stored_session(home: Path, project: Path, title: str | None = None) -> str:
@@ -249,33 +232,6 @@ def test_codling_acp_with_a_closed_stdin_or_stdout_says_so_and_exits_2(
 
 
 # -- turns against the loopback server ------------------------------------------------------------------------
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with running_server() as s:
-        yield s
-
-
-def clean_env(home: Path, **variables: str) -> dict[str, str | None]:
-    """The environment `tests/e2e/test_cli.py` starts a real codling with, for a run in process: none of this
-    machine's variables (no credentials, proxies or terminal settings leak in), a private home, the 80 columns a
-    process writing to a pipe gets, and ``variables``."""
-    return {
-        **dict.fromkeys(os.environ),
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "CODLING_HOME": str(home),
-        "COLUMNS": "80",
-        **variables,
-    }
-
-
-@pytest.fixture
-def served(home: Path, project: Path, server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> dict[str, str | None]:
-    """codling's environment for turns against the loopback server, run from the project's directory."""
-    monkeypatch.chdir(project)
-    return clean_env(home, CODLING_MODEL=MODEL, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="sk-cli-test")
 
 
 def test_models_table_shows_limits_and_credentials(home: Path) -> None:
