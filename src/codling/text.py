@@ -33,3 +33,100 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
         return f" (known: {', '.join(choices)})"
     close = [choice for score, choice in sorted(scored, reverse=True) if score >= best - 0.1]
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)"
+
+
+# Terminal control sequences, as ECMA-48 frames them: CSI (ESC [ … final byte: colours, cursor moves, erasing),
+# OSC (ESC ] … BEL or ST: titles, hyperlinks), DCS/SOS/PM/APC strings (… ST), the short escapes (ESC ( B, ESC 7,
+# ESC =, ESC M) and the 8-bit C1 forms of the openers.
+_CONTROL_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+    r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)"
+    r"|\x1b[ -/]*[0-~]"
+)
+_CONTROL = re.compile(r"[\x00-\x07\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+"""Control characters left once the sequences are gone (a lone ESC, BEL, NUL…): dropped. Newline and tab stay;
+carriage return and backspace are applied first."""
+_PENDING_CHARS = 8_192
+"""Most characters of an unfinished line ``TerminalText`` holds back (a line longer than that is let through)."""
+
+
+def plain_terminal_text(text: str) -> str:
+    """``text`` as a terminal would leave it on screen, in plain characters: colours, cursor moves and other
+    control sequences removed, a line rewritten with carriage returns (a progress bar) reduced to what was
+    written last, backspaces applied (``_\\bX`` is ``X``), other control characters dropped. The same string
+    when there is nothing to clean, and cleaning twice changes nothing."""
+    cleaner = TerminalText()
+    return cleaner.feed(text) + cleaner.finish()
+
+
+class TerminalText:
+    """``plain_terminal_text`` fed piece by piece (a command's output as it arrives): ``feed`` returns what is
+    final so far — whole lines, since a carriage return can still rewrite the unfinished one — and ``finish``
+    the rest. A progress bar's rewrites are dropped as they come, so what is held stays small; an unfinished
+    line past ``_PENDING_CHARS`` is let through (a 4 MB line of base64 is not held whole)."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+
+    def feed(self, text: str) -> str:
+        """The cleaned text that ``text`` completes (possibly ""), holding back the unfinished line."""
+        pending = self._pending + text
+        cut = pending.rfind("\n") + 1
+        done, line = pending[:cut], pending[cut:]
+        line = _last_rewrite(line)
+        if len(line) > _PENDING_CHARS:
+            # Keep only what could be the start of a control sequence split by the chunk boundary.
+            escape = line.rfind("\x1b", len(line) - 64)
+            keep = escape if escape >= 0 else len(line)
+            done, line = done + line[:keep], line[keep:]
+        self._pending = line
+        return _clean(done) if done else ""
+
+    def finish(self) -> str:
+        """The cleaned rest, once the output has ended."""
+        rest, self._pending = self._pending, ""
+        return _clean(rest)
+
+
+_NEEDS_CLEANING = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _last_rewrite(line: str) -> str:
+    """An unfinished line without what a carriage return has already rewritten (a trailing one is kept, since
+    it may be the first half of a CRLF)."""
+    body = line[:-1] if line.endswith("\r") else line
+    if (cut := body.rfind("\r")) >= 0:
+        return line[cut + 1 :]
+    return line
+
+
+def _clean(text: str) -> str:
+    if not _NEEDS_CLEANING.search(text):
+        return text
+    text = _CONTROL_SEQUENCE.sub("", text)
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        if "\r" in line:
+            line = line.rstrip("\r").rsplit("\r", 1)[-1]
+        if "\b" in line:
+            line = _backspaced(line)
+        lines[index] = line
+    return _CONTROL.sub("", "\n".join(lines))
+
+
+def _backspaced(line: str) -> str:
+    """``line`` with its backspaces applied as a terminal does: the cursor steps back and the next character
+    overwrites (``_\\bX`` underlines X on a printer, shows X on a screen)."""
+    cells: list[str] = []
+    at = 0
+    for char in line:
+        if char == "\b":
+            at = max(0, at - 1)
+        elif at < len(cells):
+            cells[at] = char
+            at += 1
+        else:
+            cells.append(char)
+            at += 1
+    return "".join(cells)

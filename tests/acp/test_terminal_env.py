@@ -88,3 +88,14 @@ async def test_what_a_command_started_in_a_new_session_goes_with_it(home: Path, 
     finally:
         if alive(pid):
             os.kill(pid, 9)
+
+
+async def test_the_editor_s_terminal_output_reaches_the_model_plain(home: Path, project: Path) -> None:
+    # The editor's terminal is a real terminal: programs colour their output and draw progress bars there.
+    # The command is asked for plain output, and what it prints anyway is cleaned before the model reads it.
+    command = (
+        "echo \"$NO_COLOR $TERM $PAGER $GIT_PAGER\"; printf '\\033[31m1 failed\\033[0m\\n'; "
+        "printf 'get 10%%\\rget 100%%\\n'"
+    )
+    told, _ = await run_in_editor(home, project, command)
+    assert told == "exit code 0\n1 dumb cat cat\n1 failed\nget 100%\n"

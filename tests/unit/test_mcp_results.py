@@ -142,3 +142,9 @@ def test_an_exception_group_is_described_by_its_innermost_error() -> None:
     )
     assert describe_exception(group) == "ConnectionError: reset by peer"
     assert describe_exception(ExceptionGroup("wrapped", [TimeoutError()])) == "TimeoutError"
+
+
+def test_colours_and_progress_in_a_result_are_removed() -> None:
+    # A server that runs a build passes its terminal output on.
+    content = [TextContent(type="text", text="\x1b[32mok\x1b[0m\n10%\r100%"), TextContent(type="text", text="a\x07b")]
+    assert result_text(content) == "ok\n100%\nab"

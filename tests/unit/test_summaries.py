@@ -82,9 +82,17 @@ async def test_run_command_summary_without_output(proj: Path) -> None:
 
 async def test_run_command_summary_keeps_head_and_tail_of_long_output(proj: Path) -> None:
     result = await asyncio.wait_for(run_command(ctx_in(proj), "seq 1 2000"), 30)
-    # 8,892 characters of output: about 750 from each end are kept, cut at line breaks.
+    # 8,892 characters of output, no line that matters more than another: its first and last lines, whole.
     assert result.summary == (
-        f"`seq 1 2000` in {proj} → exit code 0\n{numbers(1, 214)}\n[… 7396 characters trimmed …]\n{numbers(1851, 2000)}"
+        f"`seq 1 2000` in {proj} → exit code 0\n[2,000 lines of output; its first lines:]\n{numbers(1, 102)}\n"
+        f"[… its last lines:]\n{numbers(1774, 2000)}"
+    )
+
+
+async def test_run_command_summary_of_lines_too_long_to_keep_whole(proj: Path) -> None:
+    result = await asyncio.wait_for(run_command(ctx_in(proj), "head -c 3000 /dev/zero | tr '\\0' x"), 30)
+    assert result.summary == f"`head -c 3000 /dev/zero | tr '\\0' x` in {proj} → exit code 0\n" + trim_middle(
+        "x" * 3000, 1_500
     )
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import signal
@@ -359,9 +360,11 @@ async def test_the_environment_is_the_one_given(tmp_path: Path) -> None:
     # Python coerces a C locale by setting LC_CTYPE at start-up; the command must not see the reaper's.
     env = {k: v for k, v in os.environ.items() if not k.startswith("LC_") and k != "LANG"}
     terminal = LocalTerminal(env=env)
-    run = terminal.run("cat /proc/$$/environ", cwd=tmp_path, timeout=10, output_limit=1_000_000)
+    # As base64: the model never gets a NUL (control characters are dropped from output).
+    run = terminal.run("base64 -w0 /proc/$$/environ", cwd=tmp_path, timeout=10, output_limit=1_000_000)
     result = await asyncio.wait_for(run, 30)
-    seen = dict(item.split("=", 1) for item in result.output.split("\0") if item)
+    environ = base64.b64decode(result.output).decode()
+    seen = dict(item.split("=", 1) for item in environ.split("\0") if item)
     assert seen == terminal.environment(seen["CODLING_COMMAND_ID"])
 
 

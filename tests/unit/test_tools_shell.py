@@ -122,3 +122,52 @@ async def test_a_small_windows_token_cap_bounds_the_output_captured(tmp_path: Pa
     assert result.text.startswith("exit code 0\n1\n2\n")
     assert result.text.rstrip().endswith("== 3 failed, 97 passed ==")
     assert len(result.text) <= len("exit code 0\n") + 8_000
+
+
+async def test_colours_and_progress_never_reach_the_model(tmp_path: Path) -> None:
+    # What pytest prints with --color=yes (or under FORCE_COLOR), and a download's progress bar.
+    script = tmp_path / "noisy.sh"
+    script.write_text(
+        "printf '\\033[32m.\\033[0m\\033[31mF\\033[0m  [100%%]\\n'\n"
+        "printf 'get  10%%\\rget  70%%\\rget 100%%\\n'\n"
+        "printf '\\033[31m1 failed\\033[0m, \\033[32m1 passed\\033[0m\\n'\n"
+    )
+    result = await bounded(run_command(ctx(tmp_path), "sh noisy.sh"))
+    assert result == ToolOutput(
+        text="exit code 0\n.F  [100%]\nget 100%\n1 failed, 1 passed\n",
+        summary=f"`sh noisy.sh` in {tmp_path} → exit code 0\n.F  [100%]\nget 100%\n1 failed, 1 passed",
+        shown=ShownResult(exit_code=0),
+    )
+
+
+async def test_commands_are_asked_for_plain_output(tmp_path: Path) -> None:
+    result = await bounded(run_command(ctx(tmp_path), 'echo "$NO_COLOR $TERM $PAGER $GIT_PAGER"'))
+    assert result.text == "exit code 0\n1 dumb cat cat\n"
+
+
+async def test_a_long_outputs_summary_keeps_the_lines_that_matter_and_its_end(tmp_path: Path) -> None:
+    # A test run's progress dots fill the head; the failure and the verdict are what a later turn needs.
+    script = tmp_path / "suite.sh"
+    script.write_text(
+        "i=0; while [ $i -lt 60 ]; do echo 'tests/test_mod.py ........................................'; "
+        "i=$((i+1)); done\n"
+        "echo 'FAILED tests/test_mod.py::test_parse - ValueError: bad header'\n"
+        "echo 'E   ValueError: bad header'\n"
+        "i=0; while [ $i -lt 20 ]; do echo 'tests/test_more.py ........................................'; "
+        "i=$((i+1)); done\n"
+        "echo '=== 1 failed, 479 passed in 3.20s ==='\n"
+        "exit 1\n"
+    )
+    result = await bounded(run_command(ctx(tmp_path), "sh suite.sh"))
+    expected = [
+        "[83 lines of output; its first lines:]",
+        *["tests/test_mod.py ........................................"] * 5,
+        "[… the lines that matter:]",
+        "FAILED tests/test_mod.py::test_parse - ValueError: bad header",
+        "E   ValueError: bad header",
+        "[… its last lines:]",  # the verdict is among them, so it is not said twice
+        *["tests/test_more.py ........................................"] * 16,
+        "=== 1 failed, 479 passed in 3.20s ===",
+    ]
+    assert result.summary == f"`sh suite.sh` in {tmp_path} → exit code 1\n" + "\n".join(expected)
+    assert len(result.summary) < 1_600

@@ -27,7 +27,7 @@ from codling.acp.translate import locations
 from codling.errors import CommandError, PathError
 from codling.secrecy import secret_names
 from codling.tools.ports import CommandResult, Decision, FileSystem, Location, PermissionRequest
-from codling.tools.processes import COMMAND_ID_VARIABLE, new_command_id, stop_command
+from codling.tools.processes import COMMAND_ID_VARIABLE, PLAIN_OUTPUT_VARIABLES, new_command_id, stop_command
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,10 @@ class AcpTerminal:
                 command=(argv := self.argv(command))[0],
                 args=argv[1:],
                 cwd=str(cwd),
-                env=[EnvVariable(name=COMMAND_ID_VARIABLE, value=command_id)],
+                env=[
+                    *(EnvVariable(name=name, value=value) for name, value in PLAIN_OUTPUT_VARIABLES.items()),
+                    EnvVariable(name=COMMAND_ID_VARIABLE, value=command_id),
+                ],
                 output_byte_limit=output_limit * OUTPUT_BYTES_PER_CHAR,
             )
         )

@@ -11,12 +11,14 @@ from pathlib import Path
 
 from codling.errors import CommandError, MissingPathError, PathError
 from codling.secrecy import scrubbed
+from codling.text import TerminalText
 from codling.tools.atomic import replace_file
 from codling.tools.encoding import decode, encode
 from codling.tools.ports import CommandResult
 from codling.tools.processes import (
     CANNOT_FIND_STRAYS,
     COMMAND_ID_VARIABLE,
+    PLAIN_OUTPUT_VARIABLES,
     can_find_strays,
     new_command_id,
     stop_command,
@@ -108,14 +110,14 @@ def _write_text(path: Path, content: str) -> None:
 class LocalTerminal:
     """Runs commands with ``/bin/sh -c`` in their own process group, without the secrets of the environment.
 
-    The command's environment is this process's (or ``env``) without its secret variables
-    (``codling.secrecy``; the providers' credentials included), except those in ``allow``, plus
-    ``CODLING_COMMAND_ID`` (see ``tools/processes.py``). stdin is ``/dev/null`` and stdout and stderr share one
-    pipe. Output beyond ``output_limit`` characters is dropped from the middle (the head and the tail are
-    kept) while the pipe is still drained, so a chatty command never blocks. On timeout or cancellation, and
-    when the command exits, everything it started still running (its process group, and where /proc exists
-    what it started in new sessions: setsid, nohup, daemons) gets SIGTERM and, after a short grace, SIGKILL.
-    """
+    The command's environment is this process's (or ``env``) without its secret variables (``codling.secrecy``; the
+    providers' credentials included), except those in ``allow``, plus ``CODLING_COMMAND_ID`` and the plain-output hints
+    (``NO_COLOR``, ``TERM=dumb``, no pager: see ``tools/processes.py``). Output is cleaned as it arrives
+    (``text.TerminalText``). stdin is ``/dev/null`` and stdout and stderr share one pipe. Output beyond ``output_limit``
+    characters is dropped from the middle (the head and the tail are kept) while the pipe is still drained, so a chatty
+    command never blocks. On timeout or cancellation, and when the command exits, everything it started still running
+    (its process group, and where /proc exists what it started in new sessions: setsid, nohup, daemons) gets SIGTERM
+    and, after a short grace, SIGKILL."""
 
     def __init__(
         self,
@@ -139,7 +141,11 @@ class LocalTerminal:
         from codling.llm.providers import credential_names
 
         base = os.environ if self._env is None else self._env
-        return {**scrubbed(base, self.allow, credential_names()), COMMAND_ID_VARIABLE: command_id}
+        return {
+            **scrubbed(base, self.allow, credential_names()),
+            **PLAIN_OUTPUT_VARIABLES,
+            COMMAND_ID_VARIABLE: command_id,
+        }
 
     async def run(
         self,
@@ -303,20 +309,23 @@ async def _drain(reader: asyncio.StreamReader, capture: _Capture) -> None:
 
 
 class _Capture:
-    """Decodes output incrementally, keeping the first and last parts once it exceeds the limit."""
+    """Decodes output incrementally as plain text (``TerminalText``: no colours or progress-bar rewrites, which
+    would cost the model tokens and show as escapes), keeping the first and last parts once it exceeds the
+    limit."""
 
     def __init__(self, limit: int) -> None:
         self.limit = max(limit, 0)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._plain = TerminalText()
         self._head = ""
         self._tail = ""
         self._total = 0
 
     def feed(self, data: bytes) -> None:
-        self._add(self._decoder.decode(data))
+        self._add(self._plain.feed(self._decoder.decode(data)))
 
     def finish(self) -> None:
-        self._add(self._decoder.decode(b"", final=True))
+        self._add(self._plain.feed(self._decoder.decode(b"", final=True)) + self._plain.finish())
 
     def _add(self, text: str) -> None:
         if not text:

@@ -24,6 +24,11 @@ from pathlib import Path
 COMMAND_ID_VARIABLE = "CODLING_COMMAND_ID"
 """The environment variable that marks every process of one command."""
 
+PLAIN_OUTPUT_VARIABLES = {"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
+"""Set for every command: programs that honour them print no colours or cursor moves and start no pager (which
+would wait for a key nobody presses). Output is cleaned in any case (``text.plain_terminal_text``); these save
+the program the work and the user the wait."""
+
 CANNOT_FIND_STRAYS = (
     "[note: this system has no /proc, so processes the command started in a new session (setsid, nohup, "
     "daemons) could not be found and may still run]"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 
+from codling.text import plain_terminal_text
+
 LINE_CHARS = 200
 """Most characters of one kept line."""
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 _SUMMARY = re.compile(
     "|".join(
@@ -107,8 +107,7 @@ def salient_lines(output: str, max_lines: int = 8, max_chars: int = 600) -> tupl
 def _lines(output: str) -> list[str]:
     """The output's lines as a terminal would show them: colours removed, and of a line rewritten with
     carriage returns (a progress bar), only what was written last."""
-    plain = _ANSI.sub("", output)
-    return [line.rstrip("\r").rsplit("\r", 1)[-1] for line in plain.split("\n")]
+    return plain_terminal_text(output).split("\n")
 
 
 def _within(lines: list[str], max_chars: int) -> tuple[str, ...]:

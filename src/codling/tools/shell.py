@@ -5,15 +5,21 @@ from __future__ import annotations
 from pydantic_ai import RunContext
 
 from codling.errors import ToolError
+from codling.text import plain_terminal_text
 from codling.tools.base import ShownResult, ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.ports import PermissionRequest
+from codling.tools.salient import salient_lines
 from codling.tools.specs import describe_call
 
 MIN_TIMEOUT_SECONDS = 1.0
 MAX_TIMEOUT_SECONDS = 600.0
 SUMMARY_OUTPUT_CHARS = 1_500
-"""Most characters of a command's output kept in its summary (its head and its tail)."""
+"""Most characters of a command's output kept in its summary."""
+SUMMARY_HEAD_CHARS = 300
+"""Of those, most characters of the output's first lines."""
+SUMMARY_KEY_CHARS = 600
+"""Of those, most characters of the lines that matter (``salient_lines``); the rest is the output's end."""
 
 
 async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: float | None = None) -> ToolOutput:
@@ -66,19 +72,62 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
         status, detail = "stopped before it exited (no exit code)", ""
     else:
         status, detail = f"exit code {result.exit_code}", ""
-    output = result.output if result.output.strip() else "(no output)"
+    # A local command's output is clean already; the editor's terminal hands over what the program printed.
+    output = plain_terminal_text(result.output)
+    output = output if output.strip() else "(no output)"
     if result.terminal_id is not None:  # the editor's terminal: its own limits, its own way of cutting
         if result.truncated:
             output = "[the editor kept only part of this command's output]\n" + output
         output = trim_middle(output, deps.output_limit)
-    shown = trim_middle(output.rstrip().lstrip("\n"), SUMMARY_OUTPUT_CHARS)
-    summary = f"`{command}` in {cwd} → {status}\n{shown}"
+    summary = f"`{command}` in {cwd} → {status}\n{output_summary(output.strip(chr(10)).rstrip())}"
     return ToolOutput(
         text=f"{status}{detail}\n{output}",
         summary=summary,
         terminal_id=result.terminal_id,
         shown=ShownResult(exit_code=result.exit_code),
     )
+
+
+def output_summary(output: str) -> str:
+    """A command's output as its summary keeps it: whole when short; else its first lines, the lines that
+    matter (failures, errors, a traceback's exception, a test run's summary line: ``salient_lines``) and its
+    last lines, each part headed, within ``SUMMARY_OUTPUT_CHARS`` — never just the head, which for a test run
+    is progress dots."""
+    if len(output) <= SUMMARY_OUTPUT_CHARS:
+        return output
+    lines = output.split("\n")
+    head = _fitting(lines, SUMMARY_HEAD_CHARS)
+    rest = lines[len(head) :]
+    key = list(salient_lines("\n".join(rest), max_lines=12, max_chars=SUMMARY_KEY_CHARS))
+    headings = [
+        f"[{len(lines):,} lines of output; its first lines:]",
+        "[… the lines that matter:]",
+        "[… its last lines:]",
+    ]
+    tail: list[str] = []
+    for _ in range(2):  # a key line the end shows is said there, once; its room goes to the end
+        said = (*head, *key, *headings) if key else (*head, headings[0], headings[2])
+        room = SUMMARY_OUTPUT_CHARS - sum(len(line) + 1 for line in said)
+        tail = _fitting(rest[::-1], room)[::-1]
+        shown = {line.strip() for line in tail}
+        key = [line for line in key if line not in shown]
+    if not tail:  # lines too long to keep whole (a minified file, one line of JSON): cut in the middle
+        return trim_middle(output, SUMMARY_OUTPUT_CHARS)
+    parts = [headings[0], *head]
+    if key:
+        parts += [headings[1], *key]
+    return "\n".join([*parts, headings[2], *tail])
+
+
+def _fitting(lines: list[str], room: int) -> list[str]:
+    """The first of ``lines`` that fit ``room`` characters (one more each for its newline)."""
+    kept: list[str] = []
+    for line in lines:
+        room -= len(line) + 1
+        if room < 0:
+            break
+        kept.append(line)
+    return kept
 
 
 def trim_middle(text: str, limit: int) -> str:

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from codling.text import plain_terminal_text
 from codling.tools.ports import ToolKind
 
 MAX_DESCRIPTION_CHARS = 2_000
@@ -69,12 +70,14 @@ def _oneline(text: str, limit: int) -> str:
 
 
 def result_text(content: list[Any], structured: Any = None) -> str:
-    """A call's content blocks as text: text as it is, an embedded text resource's text, what any other block
-    is (an image, audio, a binary resource, a link); the structured result when there is no content."""
+    """A call's content blocks as plain text (``plain_terminal_text``): text as it is, an embedded text resource's text,
+    what any other block is (an image, audio, a binary resource, a link); the structured result when there is no
+    content."""
     parts = [_block_text(block) for block in content]
     if not parts and structured is not None:
         return json.dumps(structured, ensure_ascii=False, indent=1)
-    return "\n".join(parts)
+    # A server that runs commands passes their colours and progress bars on: the model reads plain text.
+    return plain_terminal_text("\n".join(parts))
 
 
 def _block_text(block: Any) -> str:
