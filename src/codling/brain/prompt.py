@@ -1,9 +1,10 @@
 """Prompt assembly: the system prompt and the user's content blocks as the model sees them.
 
-The system prompt (``system_prompt``) is static for a session: brain/prompts/system.md, the project's
-instructions (AGENTS.md files from the repository root down to the cwd) and a short environment block. What
-changes from turn to turn (``turn_context``: recently edited files and the last turn summaries) is given to each
-model request as extra instructions, so the history itself stays plain conversation.
+The system prompt (``system_prompt``) is static for a session: brain/prompts/system.md, the instruction files
+(``find_project_instructions``: the user's $CODLING_HOME/AGENTS.md, then AGENTS.md, CLAUDE.md or GEMINI.md from
+the repository root down to the cwd) and a short environment block. What changes from turn to turn
+(``turn_context``: recently edited files and the last turn summaries) is given to each model request as extra
+instructions, so the history itself stays plain conversation.
 """
 
 from __future__ import annotations
@@ -20,12 +21,20 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from codling.paths import codling_home
 from codling.tools.git import git_command, git_env
 from codling.tools.workspace import read_plain_file
 
-INSTRUCTIONS_FILE = "AGENTS.md"
+INSTRUCTION_NAMES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md")
+"""The instruction files looked for in each directory, in order: the first found is the directory's."""
+_COPILOT = Path(".github/copilot-instructions.md")
+"""Looked for at the repository root only, after ``INSTRUCTION_NAMES``."""
+USER_INSTRUCTIONS_FILE = "AGENTS.md"
+"""The user's own instructions for every project, in ``$CODLING_HOME``."""
 INSTRUCTIONS_MAX_BYTES = 20_000
-"""Most bytes of one AGENTS.md put in the system prompt."""
+"""Most bytes of one instruction file put in the system prompt."""
+INSTRUCTIONS_TOTAL_MAX_BYTES = 32_000
+"""Most bytes of all instruction files together; the nearest directories' files are kept first."""
 
 
 @dataclass(frozen=True)
@@ -143,35 +152,107 @@ def _git_branch(cwd: Path) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def find_project_instructions(cwd: Path) -> list[tuple[Path, str]]:
-    """The AGENTS.md files that apply in ``cwd``, outermost first, with their text.
+@dataclass(frozen=True)
+class InstructionFile:
+    """An instruction file that goes in the system prompt: where it was found and its text (capped).
 
-    They are looked for in ``cwd`` and each parent up to the repository root (the nearest directory holding a
-    ``.git`` file or directory); outside a repository only ``cwd`` itself counts. Each text is capped at
-    ``INSTRUCTIONS_MAX_BYTES``, with a note when cut. Empty and unreadable files are skipped, and so is anything
-    but a plain file inside the repository (see ``read_plain_file``).
+    ``path`` is the name looked for (``AGENTS.md`` even when it is a link to ``CLAUDE.md``); ``user`` marks the
+    user's own file in ``$CODLING_HOME``, which applies to every project.
     """
-    cwd = Path(cwd).resolve()
+
+    path: Path
+    text: str
+    user: bool = False
+
+    @property
+    def kind(self) -> str:
+        """Which kind of file it is, as the prompt's heading names it: ``AGENTS.md``, ``CLAUDE.md``…"""
+        if self.path.name == _COPILOT.name and self.path.parent.name == _COPILOT.parent.name:
+            return str(_COPILOT)
+        return self.path.name
+
+    @property
+    def size(self) -> int:
+        """Its text's size in bytes (UTF-8), as the total cap counts it."""
+        return len(self.text.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class Instructions:
+    """The instruction files for a session, outermost first (the order of the system prompt), and those found
+    but left out because all of them together would pass ``INSTRUCTIONS_TOTAL_MAX_BYTES``."""
+
+    files: tuple[InstructionFile, ...] = ()
+    left_out: tuple[InstructionFile, ...] = ()
+
+
+def find_project_instructions(cwd: Path, home: Path | None = None) -> Instructions:
+    """The instruction files that apply in ``cwd``: the user's ``AGENTS.md`` in ``home`` (``$CODLING_HOME`` when
+    None), then one file per directory from the repository root down to ``cwd``.
+
+    The repository root is the nearest directory holding a ``.git`` file or directory; outside a repository
+    only ``cwd`` itself counts (and is the root). In each directory the first of ``INSTRUCTION_NAMES`` that is
+    a readable plain file with some text wins; at the root ``.github/copilot-instructions.md`` comes last. A
+    file that is the same file as one already taken (``AGENTS.md`` linking to ``CLAUDE.md`` one directory up)
+    is not taken twice. Each text is capped at ``INSTRUCTIONS_MAX_BYTES``, with a note when cut, and all of them
+    together at ``INSTRUCTIONS_TOTAL_MAX_BYTES``: the nearest directories' files are kept first, and what does
+    not fit is returned as ``left_out``. Anything but a plain file (see ``read_plain_file``) inside the
+    repository (for the user's file: inside ``home``) is skipped.
+    """
+    chain = _directories(Path(cwd).resolve())
+    top = chain[0]
+    home = (codling_home() if home is None else Path(home)).absolute()
+    # Outermost first, one group of candidates per place: the first readable one of a group is its file.
+    groups: list[tuple[tuple[Path, ...], Path, bool]] = [((home / USER_INSTRUCTIONS_FILE,), home, True)]
+    for directory in chain:
+        names = (*INSTRUCTION_NAMES, _COPILOT) if directory == top else INSTRUCTION_NAMES
+        groups.append((tuple(directory / name for name in names), top, False))
+    found: list[InstructionFile] = []
+    seen: set[Path] = set()
+    for candidates, inside, user in groups:
+        for path in candidates:
+            # A link (AGENTS.md -> CLAUDE.md is common) is followed only within the repository (or home):
+            # never to /proc/self/environ, a device or a file elsewhere that would then be sent to the provider.
+            data = read_plain_file(path, INSTRUCTIONS_MAX_BYTES, inside=inside)
+            if data is None or not (text := _capped(data)).strip():
+                continue
+            if (real := _real(path)) not in seen:
+                seen.add(real)
+                found.append(InstructionFile(path, text, user))
+            break
+    return _within_total(found)
+
+
+def _directories(cwd: Path) -> list[Path]:
+    """The repository root down to ``cwd`` (only ``cwd`` outside a repository)."""
     chain: list[Path] = []
     for directory in (cwd, *cwd.parents):
         chain.append(directory)
         if (directory / ".git").exists():
-            break
-    else:
-        chain = [cwd]
-    found: list[tuple[Path, str]] = []
-    top = chain[-1]
-    for directory in reversed(chain):
-        file = directory / INSTRUCTIONS_FILE
-        # A link (AGENTS.md -> CLAUDE.md is common) is followed only within the repository: never to
-        # /proc/self/environ, a device or a file elsewhere that would then be sent to the provider.
-        data = read_plain_file(file, INSTRUCTIONS_MAX_BYTES, inside=top)
-        if data is None:
-            continue
-        text = _capped(data)
-        if text.strip():
-            found.append((file, text))
-    return found
+            return chain[::-1]
+    return [cwd]
+
+
+def _real(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # it was read a moment ago; a link changed since is its own file
+        return path
+
+
+def _within_total(found: list[InstructionFile]) -> Instructions:
+    # The nearest directory's instructions matter most (they are the most specific, and take precedence in the
+    # prompt): fill the budget from the innermost file outwards, keeping any outer file that still fits.
+    kept: list[InstructionFile] = []
+    left_out: list[InstructionFile] = []
+    total = 0
+    for file in reversed(found):
+        if total + file.size <= INSTRUCTIONS_TOTAL_MAX_BYTES:
+            kept.append(file)
+            total += file.size
+        else:
+            left_out.append(file)
+    return Instructions(tuple(reversed(kept)), tuple(reversed(left_out)))
 
 
 def _capped(data: bytes) -> str:
@@ -184,18 +265,43 @@ def _capped(data: bytes) -> str:
     return f"{text}\n[… cut: only the first {len(cut):,} bytes are shown]"
 
 
-def system_prompt(cwd: Path, additional_dirs: tuple[Path, ...] = ()) -> str:
-    """The system prompt: brain/prompts/system.md, the project's AGENTS.md instructions and a short
-    environment block."""
+def instructions_section(instructions: Instructions) -> str | None:
+    """The system prompt's section of instructions (None without any): a heading naming the kinds of file
+    used, a line on their order, each file under its path, and a note naming the files left out."""
+    files = instructions.files
+    if not files:
+        return None
+    kinds = ", ".join(dict.fromkeys(f.kind for f in files))
+    user = any(f.user for f in files)
+    project = any(not f.user for f in files)
+    if user and project:
+        order = (
+            "The user's own instructions for every project first, then the project's, outermost directory first "
+            "(nearer ones take precedence)."
+        )
+    elif user:
+        order = "The user's own instructions for agents, for every project."
+    else:
+        order = "The project's own instructions for agents, outermost directory first (nearer ones take precedence)."
+    sections = [f"## {f.path}\n\n{f.text.strip()}" for f in files]
+    if instructions.left_out:
+        sections.append(
+            f"[Left out, to keep all instructions under {INSTRUCTIONS_TOTAL_MAX_BYTES:,} bytes (the nearest "
+            "directories' files come first): " + ", ".join(str(f.path) for f in instructions.left_out) + "]"
+        )
+    head = f"# Project instructions ({kinds})\n{order} Follow them unless the user says otherwise."
+    return "\n\n".join((head, *sections))
+
+
+def system_prompt(cwd: Path, additional_dirs: tuple[Path, ...] = (), home: Path | None = None) -> str:
+    """The system prompt: brain/prompts/system.md, the instruction files (``find_project_instructions``; the
+    user's own in ``home``, ``$CODLING_HOME`` when None) and a short environment block.
+
+    The same inputs give the same bytes: the prompt is the start of every request's cached prefix."""
     base = resources.files("codling.brain").joinpath("prompts/system.md").read_text(encoding="utf-8")
     parts = [base.rstrip()]
-    if instructions := find_project_instructions(cwd):
-        sections = [f"## {path}\n\n{text.strip()}" for path, text in instructions]
-        parts.append(
-            "# Project instructions (AGENTS.md)\n"
-            "The project's own instructions for agents, outermost directory first (nearer ones take precedence). "
-            "Follow them unless the user says otherwise.\n\n" + "\n\n".join(sections)
-        )
+    if section := instructions_section(find_project_instructions(cwd, home)):
+        parts.append(section)
     lines = [
         f"- Working directory: {cwd}",
         f"- Platform: {platform.system()} {platform.release()}",
