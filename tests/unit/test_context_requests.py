@@ -58,19 +58,45 @@ def contents(messages: list[ModelMessage]) -> list[str]:
     return [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]  # type: ignore[misc]
 
 
-async def test_older_results_of_the_turn_give_way_to_their_summaries_first() -> None:
-    small = "\n".join(f"line {i}" for i in range(300))  # ~1,100 tokens each
+async def test_a_request_that_fits_goes_as_it_is_past_the_compaction_point() -> None:
+    small = "\n".join(f"line {i}" for i in range(300))  # ~1,200 tokens each
     messages = turn(*(result(f"c{i}", f"{i}:{small}", f"summary {i}") for i in range(4)))
     requests = TurnRequests(WINDOW, lambda: 1_000, no_compaction)
+    assert WINDOW.compact_at - 1_000 < requests.counter.messages(messages) <= WINDOW.input_limit - 1_000
+    assert await requests.fit(messages, 1_000) is messages  # nothing the model would read is squashed
+
+
+async def test_older_results_of_the_turn_give_way_to_their_summaries_first() -> None:
+    small = "\n".join(f"line {i}" for i in range(300))  # ~1,200 tokens each
+    messages = turn(*(result(f"c{i}", f"{i}:{small}", f"summary {i}") for i in range(5)))
+    requests = TurnRequests(WINDOW, lambda: 1_000, no_compaction)
     fitted = await requests.fit(messages, 1_000)
-    assert contents(fitted) == [
-        SUMMARISED + "summary 0",
-        SUMMARISED + "summary 1",
-        f"2:{small}",
-        f"3:{small}",
-    ]
-    assert requests.counter.messages(fitted) <= WINDOW.compact_at - 1_000
+    assert contents(fitted) == [SUMMARISED + "summary 0", f"1:{small}", f"2:{small}", f"3:{small}", f"4:{small}"]
+    assert requests.counter.messages(fitted) <= WINDOW.input_limit - 1_000
     assert await requests.fit(fitted, 1_000) is fitted  # within budget now: nothing more happens
+
+
+async def test_history_that_compaction_can_fold_goes_before_a_result_the_model_has_not_read() -> None:
+    # The played model's case: old turns' text in the history, a fresh read over the limit. The history is
+    # compacted; the read the model asked for arrives whole.
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart("first task")]),
+        ModelResponse(parts=[TextPart("old notes " * 1_500)]),
+    ]
+    fresh = "\n".join(f"line {i}" for i in range(700))  # ~2,800 tokens, never read before
+    messages = [*history, *turn(result("a", fresh, "a: 700 lines"))]
+    calls: list[int] = []
+
+    async def compact() -> list[ModelMessage]:
+        calls.append(1)
+        return [ModelRequest(parts=[UserPromptPart("[Summary] first task done")])]
+
+    requests = TurnRequests(WINDOW, lambda: 1_000, compact)
+    assert requests.counter.messages(messages) > WINDOW.input_limit - 1_000
+    fitted = await requests.fit(messages, 1_000)
+    assert calls == [1]
+    assert contents(fitted) == [fresh]
+    assert fitted[1:] == messages[2:]
 
 
 async def test_the_newest_result_goes_too_when_it_alone_is_too_big() -> None:
@@ -281,7 +307,7 @@ async def test_results_give_way_in_a_request_only_until_it_fits() -> None:
         ModelResponse(parts=[ToolCallPart("read_file", {"path": "last"}, tool_call_id="c9")]),
         ModelRequest(parts=[result("c9", "short", "c9")]),
     ]
-    fitted = await TurnRequests(WINDOW, lambda: 1_000, no_compaction).fit(messages, 1_000)
+    fitted = await TurnRequests(WINDOW, lambda: 3_000, no_compaction).fit(messages, 3_000)
     assert contents(fitted) == [SUMMARISED + "summary 0", SUMMARISED + "summary 1", f"2:{small}", f"3:{small}", "short"]
 
 

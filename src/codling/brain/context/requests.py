@@ -1,11 +1,12 @@
 """Every model request of a turn fitted into the window: a pydantic-ai capability given to each user-turn run.
 
 Before each request (``before_model_request``) the turn's messages are measured (o200k, each part counted
-once per session). Past the budget's compaction point, the oldest tool results of this turn give way to their
-plain-text summaries (deterministic, no model call: the summary each tool wrote, ``ToolOutput.summary``),
-newest results last; if that is not enough, the history before the turn is compacted Codex-style, between two
-requests of the turn (``compact_history``). What is cut stays cut for the rest of the turn (the run's own
-messages are changed). ``max_tokens`` is set per request to the room the window has left.
+once per session). A request that fits the input limit goes as it is. Past it, the tool results of this turn
+the model has already read give way to their plain-text summaries, oldest first (deterministic, no model call:
+the summary each tool wrote, ``ToolOutput.summary``); if that is not enough, the history before the turn is
+compacted Codex-style, between two requests of the turn (``compact_history``); only then do the results the
+model has not seen yet give way. What is cut stays cut for the rest of the turn (the run's own messages are
+changed). ``max_tokens`` is set per request to the room the window has left.
 
 A provider that still answers "context too long" is handled here first (``on_model_request_error``): the
 turn's tool results all give way to their summaries and the request is made once more, before the turn
@@ -194,25 +195,28 @@ class TurnRequests(AbstractCapability[Any]):
         return request_context
 
     async def fit(self, messages: list[ModelMessage], fixed: int) -> list[ModelMessage]:
-        """``messages`` within the budget if it can be done: past the compaction point this turn's older tool
-        results are summarised, then its newest ones; past the input limit the history is compacted too, when
-        it holds more than a compaction would leave. ``fixed`` is what the request carries besides them."""
-        target = self.budget.compact_at - fixed
-        if self.counter.messages(messages) <= target:
+        """``messages`` within the input limit if it can be done, giving up as little as it takes, in this order:
+        this turn's tool results the model has already read give way to their summaries (oldest first), then
+        the history before the turn is compacted (when it holds more than a compaction would leave), and only
+        then do the results the model has not seen yet; the oldest history messages are left out last. A
+        request that fits is sent as it is: the compaction point is for the history between turns, and a
+        fresh result is never squashed while the request would have held it. ``fixed`` is what the request
+        carries besides the messages."""
+        limit = self.budget.input_limit - fixed
+        if self.counter.messages(messages) <= limit:
             return messages
         start = turn_start(messages)
-        messages, _ = self._summarise(messages, start, target, newest_too=False)
-        if self.counter.messages(messages) <= target:
-            return messages
-        messages, _ = self._summarise(messages, start, target, newest_too=True)
-        if self.counter.messages(messages) <= self.budget.input_limit - fixed:
+        messages, _ = self._summarise(messages, start, limit, newest_too=False)
+        if self.counter.messages(messages) <= limit:
             return messages
         leaves = self.budget.kept_user + self.budget.summary
-        if self.counter.messages(messages[:start]) <= leaves:
-            return self._drop_oldest(messages, fixed)  # compacting would not help: the turn itself is the bulk
-        history = await self.compact_history()
-        if history is not None:
-            messages = [*history, *messages[start:]]
+        if self.counter.messages(messages[:start]) > leaves:
+            history = await self.compact_history()
+            if history is not None:
+                messages = [*history, *messages[start:]]
+                if self.counter.messages(messages) <= limit:
+                    return messages
+        messages, _ = self._summarise(messages, turn_start(messages), limit, newest_too=True)
         return self._drop_oldest(messages, fixed)
 
     def _drop_oldest(self, messages: list[ModelMessage], fixed: int) -> list[ModelMessage]:
