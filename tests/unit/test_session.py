@@ -311,3 +311,18 @@ async def test_bad_tool_arguments_are_retried_and_failed_calls_are_closed(projec
     assert started.title == "read_file (no path given)"
     assert finished.status == "failed" and "path" in finished.text
     assert isinstance(events[-1], TurnEnded) and not events[-1].error
+
+
+async def test_what_the_model_said_at_each_step_stays_a_paragraph_of_its_own(project: Path, settings: Settings) -> None:
+    # Glued, the played model read "…yielded at all).Fixed." in its history, its ledger and its summaries.
+    script = Script(
+        [
+            [Say("The loop never yielded at all)."), Call("run_command", {"command": "true"}, "c1")],
+            [Say("Fixed.")],
+        ]
+    )
+    session = session_for(script, project, settings)
+    result = await session.run("fix the hang")
+    assert result.text == "The loop never yielded at all).\n\nFixed."
+    assert session.state.entries[1].text.startswith("The loop never yielded at all).\n\nFixed.\n\n[Tool calls")
+    assert session.state.turn_summaries[-1].reply == "Fixed."

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -460,3 +461,43 @@ def test_a_file_in_a_sibling_whose_name_extends_the_cwd_s_is_shown_absolute() ->
     cwd = Path("/ws")
     shown = [display_path(p, cwd) for p in (Path("/ws/src/a.py"), Path("/ws-secrets/key.txt"), Path("/ws"))]
     assert shown == ["src/a.py", "/ws-secrets/key.txt", "/ws"]
+
+
+def test_the_ledger_s_reply_is_what_the_model_said_last_not_its_first_narration() -> None:
+    # The played model's turn that added tests read like a refusal after compaction: its first words were
+    # "I can't run the suite yet; let me look first."
+    a = P / "tests" / "test_a.py"
+    events: list[Event] = [
+        TurnStarted(T, "add tests for the parser", False, datetime(2026, 1, 2)),
+        TextDelta(T, "I can't run the suite yet; let me look first."),
+        started("c1", "write_file", "Write tests/test_a.py", {"path": "tests/test_a.py"}, a),
+        ToolCallFinished(T, "c1", "write_file", "completed", "Wrote", FileDiff(a, None, "def test_x():\n    pass\n")),
+        TextDelta(T, "Added two tests "),
+        TextDelta(T, "for the parser; both pass.\n"),
+        TextDelta(T, "  "),
+    ]
+    assert build_turn_summary(1, events).reply == "Added two tests for the parser; both pass."
+
+
+def _an_edit_two_diff_algorithms_count_differently() -> tuple[str, str]:
+    """A file of repeated short lines (blank lines, ``pass``) and an edit in its middle: over 200 lines, difflib's
+    popular-line heuristic makes ndiff and unified_diff disagree (the ledger said +11 −0 where the tool said
+    +12 −1 before both used one counter)."""
+    rng = random.Random(1)
+    for _ in range(9):
+        n = rng.randint(150, 400)
+        lines = [rng.choice(["", "    pass", "x = 1", f"line {rng.randint(0, 50)}", "}"]) for _ in range(n)]
+        at = rng.randint(0, n - 1)
+        inserted = [rng.choice(["", "    pass", "y", f"line {rng.randint(0, 50)}"]) for _ in range(rng.randint(1, 12))]
+        new = lines[:at] + inserted + lines[at + rng.randint(0, 2) :]
+    return "\n".join(lines) + "\n", "\n".join(new) + "\n"
+
+
+async def test_an_edit_s_size_in_the_ledger_is_the_size_its_tool_said(proj: Path) -> None:
+    old, new = _an_edit_two_diff_algorithms_count_differently()
+    (proj / "f.txt").write_text(old)
+    result = await write_file(ctx_in(proj), "f.txt", new)
+    assert result.summary.startswith("Overwrote f.txt (+12 −1):")
+    call = started("c1", "write_file", "Write f.txt", {"path": "f.txt"}, proj / "f.txt")
+    done = ToolCallFinished(T, "c1", "write_file", "completed", result.text, result.diff, summary=result.summary)
+    assert build_turn_summary(1, [call, done]).steps[0].detail == "+12 −1 lines"

@@ -17,7 +17,8 @@ from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ToolOutput
 from codling.tools.deps import ToolDeps
-from codling.tools.files import edit_file, read_file, unified_diff, write_file
+from codling.tools.diffs import unified_diff
+from codling.tools.files import edit_file, read_file, write_file
 from codling.tools.grep import find_rg
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.patch import apply_patch

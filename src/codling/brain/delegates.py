@@ -28,6 +28,7 @@ from codling.brain.events import (
     TurnEnded,
     TurnFailed,
 )
+from codling.brain.reasoning import SegmentSplitter
 from codling.brain.state import SessionState
 from codling.tools.ports import (
     COMMAND_TOOL,
@@ -93,6 +94,7 @@ class SessionDelegator:
         progress = parent.deps.progress
         steps: list[str] = []
         reply: list[str] = []
+        splitter = SegmentSplitter()
         changed: dict[Path, None] = {}
         diffs: dict[Path, FileDiff] = {}
         outcome = DelegateOutcome("")
@@ -105,6 +107,7 @@ class SessionDelegator:
         # The delegate's commands are not embedded as terminals: each note replaces the card's content, and an
         # editor refuses a released terminal, so a command would vanish at the next step. Its outcome is a step.
         async for event in child.stream(self.prompt(role, task, context, carryover)):
+            starts = splitter.feed(event)
             match event:
                 case ToolCallStarted():
                     steps.append(f"→ {event.title}")
@@ -120,6 +123,8 @@ class SessionDelegator:
                 case PlanUpdated():
                     progress.plan(event.steps)
                 case TextDelta():
+                    if starts == "text" and reply:
+                        reply.append("\n\n")  # what it said at each step, a paragraph of its own
                     reply.append(event.text)
                 case TurnFailed():
                     outcome = replace(outcome, error=event.message)

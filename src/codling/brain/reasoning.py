@@ -172,6 +172,16 @@ def group_blocks(segments: Sequence[Segment]) -> list[TimelineItem]:
     return items
 
 
+def text_segments(events: Iterable[Event]) -> list[str]:
+    """The text of each text segment of a turn, in order: what the model said at each step."""
+    return [segment.text for segment in split_segments(events) if segment.kind == "text"]
+
+
+def join_segments(texts: Iterable[str]) -> str:
+    """Text segments as one text, each a paragraph of its own (blank ones left out)."""
+    return "\n\n".join(stripped for text in texts if (stripped := text.strip()))
+
+
 def segment_turn(events: Sequence[Event]) -> list[TimelineItem]:
     """One turn's timeline grouped into segments and reasoning blocks.
 

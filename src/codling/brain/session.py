@@ -417,9 +417,7 @@ class ConversationSession:
                 end = event
         assert end is not None, "every turn ends with TurnEnded"
         records = tuple(ToolCallRecord(s, log_.finished.get(cid)) for cid, s in log_.calls.items())
-        return TurnResult(
-            end.turn_id, "".join(log_.text), end.stop_reason, end.usage, log_.error, records, context, end.cost
-        )
+        return TurnResult(end.turn_id, log_.text, end.stop_reason, end.usage, log_.error, records, context, end.cost)
 
     async def stream(self, prompt: str | tuple[PromptBlock, ...]) -> AsyncIterator[Event]:
         """Run one turn, yielding its events as they happen (observers see each one first)."""
@@ -528,7 +526,7 @@ class ConversationSession:
             self.state.remember_turn(summary)
             if self._wants_title(log_, ending):
                 # The request as the user wrote it, attachments by name: their contents never name a session.
-                turn.title_due = (prompt_summary(blocks), "".join(log_.text))
+                turn.title_due = (prompt_summary(blocks), log_.text)
         usage += turn.delegated_usage  # what its delegates spent is the turn's too
         cost = self.state.model.cost(usage.input_tokens, usage.output_tokens)
         self.state.add_spend(usage, cost)

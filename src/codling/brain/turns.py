@@ -18,6 +18,7 @@ from codling.brain.events import (
     TurnFailed,
 )
 from codling.brain.prompt import PromptBlock, TextBlock, render_prompt
+from codling.brain.reasoning import SegmentSplitter, join_segments
 from codling.llm.providers import Endpoint
 from codling.tools.base import PlanStep, ToolReport
 
@@ -85,17 +86,23 @@ class TurnLog:
     turn_number: int
     user_text: str
     events: list[Event] = field(default_factory=list)
-    text: list[str] = field(default_factory=list)
+    segments: list[list[str]] = field(default_factory=list)
+    """The turn's text deltas, one list per segment: a run of text between thoughts and tool calls (what the
+    model said at one step)."""
     calls: dict[str, ToolCallStarted] = field(default_factory=dict)
     finished: dict[str, ToolCallFinished] = field(default_factory=dict)
     error: str | None = None
+    _splitter: SegmentSplitter = field(default_factory=SegmentSplitter, repr=False)
 
     def apply(self, event: Event) -> None:
         """Take note of one event of the turn."""
         self.events.append(event)
+        starts = self._splitter.feed(event)
         match event:
             case TextDelta():
-                self.text.append(event.text)
+                if starts == "text" or not self.segments:
+                    self.segments.append([])
+                self.segments[-1].append(event.text)
             case ToolCallStarted():
                 self.calls[event.call_id] = event
             case ToolCallFinished():
@@ -103,13 +110,19 @@ class TurnLog:
             case TurnFailed():
                 self.error = event.message
 
+    @property
+    def text(self) -> str:
+        """Everything the model said in the turn, each step's text a paragraph of its own (never glued to the
+        next: "…at all).Fixed.")."""
+        return join_segments("".join(segment) for segment in self.segments)
+
     def open_calls(self) -> list[ToolCallStarted]:
         """Tool calls that started and never finished."""
         return [s for cid, s in self.calls.items() if cid not in self.finished]
 
     def reply(self, ending: Ending | None = None) -> str:
         """The assistant's side of the turn as history text: reply, tool summaries, error, ending note."""
-        parts = ["".join(self.text).strip()]
+        parts = [self.text]
         if self.calls:
             lines = [summarize_tool_call(s, self.finished.get(cid)) for cid, s in self.calls.items()]
             parts.append("[Tool calls in this turn]\n" + "\n".join(lines))

@@ -8,7 +8,6 @@ names may be outside the workspace, where its content does not belong to the ses
 from __future__ import annotations
 
 import asyncio
-import difflib
 import os
 import re
 import stat
@@ -21,6 +20,7 @@ from codling.errors import EditError, MissingPathError, PathError, ToolError
 from codling.llm.tokens import count_tokens
 from codling.tools.base import ToolOutput
 from codling.tools.deps import ToolDeps
+from codling.tools.diffs import SUMMARY_LINE_CHARS, change_size, summary_diff, unified_diff
 from codling.tools.ports import FileDiff, Location, PermissionRequest
 from codling.tools.specs import describe_call
 from codling.tools.workspace import Workspace
@@ -28,15 +28,8 @@ from codling.tools.workspace import Workspace
 READ_MAX_LINES = 2000
 READ_MAX_CHARS = 100_000
 READ_MAX_LINE_CHARS = 2000
-DIFF_MAX_LINES = 80
 PAGING_NOTE_TOKENS = 60
 """What the note saying how to read on costs."""
-SUMMARY_DIFF_LINES = 40
-"""Most diff lines an edit's summary keeps."""
-SUMMARY_DIFF_CHARS = 800
-"""Most characters of diff an edit's summary keeps (the history keeps the summary across turns)."""
-_SUMMARY_LINE_CHARS = 160
-"""Longest line a summary keeps whole."""
 
 
 # --- reading a file for any tool ---------------------------------------------------------------------------
@@ -136,7 +129,7 @@ def key_lines(numbered: str, limit: int = SUMMARY_READ_CHARS, *, markdown: bool 
         content = line.split("\t", 1)[1]
         if not (_KEY_LINE.match(content) or (markdown and _HEADING.match(content))):
             continue
-        entry = line if len(line) <= _SUMMARY_LINE_CHARS else line[: _SUMMARY_LINE_CHARS - 1] + "…"
+        entry = line if len(line) <= SUMMARY_LINE_CHARS else line[: SUMMARY_LINE_CHARS - 1] + "…"
         if size + len(entry) + 1 > limit:
             kept.append("  …")
             break
@@ -310,44 +303,3 @@ async def _ask(ctx: RunContext[ToolDeps], tool_name: str, args: dict[str, str], 
         paths=tuple(dict.fromkeys((lexical_path(ctx.deps.workspace, args["path"]), target))),
     )
     await ctx.deps.permissions.check(request)
-
-
-def summary_diff(old: str, new: str, max_lines: int = SUMMARY_DIFF_LINES, max_chars: int = SUMMARY_DIFF_CHARS) -> str:
-    """The diff for an edit's summary: hunks only (the summary names the file), cut to ``max_lines`` lines
-    and about ``max_chars`` characters (long lines are clipped)."""
-    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm=""))[2:]  # no ---/+++ header
-    kept: list[str] = []
-    size = 0
-    for line in lines[:max_lines]:
-        entry = line if len(line) <= _SUMMARY_LINE_CHARS else line[: _SUMMARY_LINE_CHARS - 1] + "…"
-        if kept and size + len(entry) + 1 > max_chars:
-            break
-        kept.append(entry)
-        size += len(entry) + 1
-    if len(kept) < len(lines):
-        kept.append(f"[… {len(lines) - len(kept)} more diff lines cut]")
-    return "\n".join(kept)
-
-
-def change_size(old: str, new: str) -> str:
-    """``+3 −1``: the lines added and removed from ``old`` to ``new``."""
-    added = removed = 0
-    # The first two lines are the ---/+++ header; a removed "-- x" line would look like one.
-    for line in list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0))[2:]:
-        if line.startswith("+"):
-            added += 1
-        elif line.startswith("-"):
-            removed += 1
-    return f"+{added} −{removed}"
-
-
-def unified_diff(old: str, new: str, shown: str, max_lines: int = DIFF_MAX_LINES) -> str:
-    """A unified diff of two texts, cut to ``max_lines`` lines with a note saying how many were left out."""
-    lines = list(
-        difflib.unified_diff(
-            old.splitlines(), new.splitlines(), fromfile=f"a/{shown}", tofile=f"b/{shown}", lineterm=""
-        )
-    )
-    if len(lines) > max_lines:
-        lines = [*lines[:max_lines], f"[… {len(lines) - max_lines} more diff lines]"]
-    return "\n".join(lines)

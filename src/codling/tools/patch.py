@@ -34,7 +34,8 @@ from pydantic_ai import RunContext
 from codling.errors import EditError, MissingPathError, PathError
 from codling.tools.base import ShownResult, ToolOutput
 from codling.tools.deps import ToolDeps
-from codling.tools.files import SUMMARY_DIFF_CHARS, change_size, lexical_path, read_content, summary_diff
+from codling.tools.diffs import SUMMARY_DIFF_CHARS, change_size, summary_diff
+from codling.tools.files import lexical_path, read_content
 from codling.tools.ports import FileDiff, Location, PermissionRequest, ToolKind
 from codling.tools.rollback import ChangeGroup
 from codling.tools.workspace import Workspace

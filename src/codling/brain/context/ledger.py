@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,13 +13,14 @@ from codling.brain.context.turns import TurnExecutionSummary, TurnStep
 from codling.brain.events import (
     Event,
     PlanUpdated,
-    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     TurnFailed,
     TurnStarted,
 )
+from codling.brain.reasoning import text_segments
 from codling.llm.tokens import count_tokens, truncate_to_tokens
+from codling.tools.diffs import change_size
 from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, PlanStep
 from codling.tools.salient import salient_lines
 from codling.tools.specs import TOOL_SPECS
@@ -47,7 +47,6 @@ def build_turn_summary(turn_number: int, events: Sequence[Event], previous_goal:
     request = ""
     started: dict[str, ToolCallStarted] = {}
     finished: dict[str, ToolCallFinished] = {}
-    text: list[str] = []
     error: str | None = None
     plan: tuple[PlanStep, ...] | None = None
     for event in events:
@@ -58,8 +57,6 @@ def build_turn_summary(turn_number: int, events: Sequence[Event], previous_goal:
                 started[event.call_id] = event
             case ToolCallFinished():
                 finished[event.call_id] = event
-            case TextDelta():
-                text.append(event.text)
             case TurnFailed():
                 error = event.message
             case PlanUpdated():
@@ -85,10 +82,17 @@ def build_turn_summary(turn_number: int, events: Sequence[Event], previous_goal:
         steps=tuple(steps),
         files_changed=tuple(changed),
         commands=tuple(commands),
-        reply=_sentences("".join(text), REPLY_CHARS),
+        reply=_sentences(final_words(events), REPLY_CHARS),
         error=None if error is None else _clip(error.strip(), ERROR_CHARS),
         open_plan=tuple(s.step for s in plan if s.status != "completed") if plan is not None else (),
     )
+
+
+def final_words(events: Sequence[Event]) -> str:
+    """What the model said last in a turn: its last text segment that says anything. That is the turn's outcome
+    ("Fixed: …", "Added three tests"), where the first words are often narration ("Let me look at…")."""
+    said = [text for text in text_segments(events) if text.strip()]
+    return said[-1] if said else ""
 
 
 _FOLLOW_UP = re.compile(
@@ -114,26 +118,14 @@ def _detail(start: ToolCallStarted, end: ToolCallFinished | None) -> str:
     if start.tool_name == COMMAND_TOOL:
         body = end.text.split("\n", 1)[1] if "\n" in end.text else ""
         return "\n".join(salient_lines(body, max_lines=4, max_chars=DETAIL_CHARS))
-    if end.diff is not None:
-        added, removed = change_size(end.diff.old_text or "", end.diff.new_text)
-        return f"+{added} −{removed} lines"
+    if end.diff is not None:  # counted as the tool counted it, so the two never disagree
+        return f"{change_size(end.diff.old_text or '', end.diff.new_text)} lines"
     if start.tool_name in TOOL_SPECS and start.tool_kind in ("read", "search"):  # its summary's first lines
         lines = end.summary.strip().splitlines()
         return _clip(" | ".join(line.strip() for line in lines[1:4]), DETAIL_CHARS) if len(lines) > 1 else ""
     if start.tool_name == DELEGATE_TOOL:
         return _sentences(end.text, DETAIL_CHARS)
     return ""
-
-
-def change_size(old: str, new: str) -> tuple[int, int]:
-    """Lines added and removed from ``old`` to ``new``."""
-    added = removed = 0
-    for line in difflib.ndiff(old.splitlines(), new.splitlines()):
-        if line.startswith("+ "):
-            added += 1
-        elif line.startswith("- "):
-            removed += 1
-    return added, removed
 
 
 _STATUS = re.compile(r"exit code (-?\d+)|(timed out after [\d.]+s)|(stopped before it exited)")
