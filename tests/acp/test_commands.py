@@ -17,7 +17,7 @@ from codling.brain.builtin_turns import prompt_text
 from codling.brain.turns import COMMANDS
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
-from tests.fakes.scenarios import Call, Say, Script
+from tests.fakes.scenarios import Call, Say, Script, user_prompt
 
 MODEL = "openai-chat:scripted"
 OTHER = "anthropic:claude-haiku-4-5"
@@ -54,7 +54,7 @@ async def say(conn: Any, sid: str, text: str) -> str:
 def user_prompts(script: Script) -> list[str]:
     """The user prompt of each model request's last message."""
     return [
-        str(part.content)
+        user_prompt(str(part.content))
         for request in script.requests
         if isinstance(request[-1], ModelRequest)
         for part in request[-1].parts

@@ -19,7 +19,7 @@ from pydantic_ai.messages import BinaryContent, ModelMessage, UserPromptPart
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
-from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Wait
+from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Wait, user_prompt
 
 MODEL_ID = "openai-chat:scripted"
 
@@ -395,7 +395,8 @@ async def test_a_model_that_sees_images_gets_them_and_the_history_keeps_a_mentio
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("what is this?"), image])
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("and now?")])
     content = last_prompt(script.requests[0]).content
-    assert isinstance(content, list) and content[0] == "what is this?\n\n[image attached: shot.png (image/png)]"
+    assert isinstance(content, list) and isinstance(content[0], str)
+    assert user_prompt(content[0]) == "what is this?\n\n[image attached: shot.png (image/png)]"
     assert isinstance(content[1], BinaryContent) and content[1].data == base64.b64decode(PIXEL)
     assert content[1].media_type == "image/png" and "cannot see" not in client.agent_text()
     # The next request carries the mention, not the image.
@@ -491,7 +492,7 @@ async def test_attachments_that_cannot_pass_as_they_are_are_named_with_the_reaso
         sid = await h.new()
         response = await h.conn.prompt(session_id=sid, prompt=blocks)
     assert response.stop_reason == "end_turn"
-    assert last_prompt(script.requests[0]).content == (
+    assert user_prompt(str(last_prompt(script.requests[0]).content)) == (
         "see these\n\n"
         "https://example.com/page (not a file; only its address was passed on)\n\n"
         f"{missing.as_uri()} (could not be read: file {missing} does not exist; use list_files to find the right "

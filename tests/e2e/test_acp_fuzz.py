@@ -19,6 +19,7 @@ import pytest
 
 from tests.e2e.raw_acp import agent_env, raw_agent
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
+from tests.fakes.scenarios import user_prompt
 
 SEED = 20_240_611
 LINES = 3_000
@@ -217,4 +218,4 @@ async def test_fuzzed_json_rpc_never_breaks_the_agent(
     assert sorted(map(str, ids)) == sorted(map(str, set(ids))), "an id was answered twice"
     assert set(ids) - must - may == set(), "answers carried ids of lines that must not be answered by id"
     assert must - set(ids) == set()
-    assert server.requests[-1]["messages"][-1]["content"] == "are you there?"
+    assert user_prompt(server.requests[-1]["messages"][-1]["content"]) == "are you there?"

@@ -20,6 +20,7 @@ from tests.fakes.acp_client import RecordingClient
 from tests.fakes.editor import FakeEditor
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage, running_server
 from tests.fakes.processes import measured
+from tests.fakes.scenarios import user_prompt
 
 API_KEY = "sk-test-secret-123456"
 
@@ -292,6 +293,7 @@ async def test_an_image_reaches_the_provider_as_an_image_part(home: Path, projec
         ]
         await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=blocks), 30)
     content = server.requests[0]["messages"][-1]["content"]
-    assert content[0] == {"type": "text", "text": "what is this?\n\n[image attached: image (image/png)]"}
+    assert content[0]["type"] == "text"
+    assert user_prompt(content[0]["text"]) == "what is this?\n\n[image attached: image (image/png)]"
     assert content[1]["type"] == "image_url"
     assert content[1]["image_url"]["url"] == f"data:image/png;base64,{pixel}"

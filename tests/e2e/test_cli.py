@@ -15,6 +15,7 @@ import pytest
 
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, running_server
 from tests.fakes.processes import measured
+from tests.fakes.scenarios import user_prompt
 
 
 @pytest.fixture
@@ -86,7 +87,7 @@ def test_run_streams_reply_plain_when_piped(home: Path, project: Path, server: O
     meter = next(line for line in result.stderr.splitlines() if line.startswith("context: "))
     used = int(meter.split()[1].replace(",", ""))
     assert 0 < used < 32_000 and " / 32,000 tokens (" in meter  # fake-model is in no catalog: 32k assumed
-    assert server.requests[0]["messages"][-1]["content"] == "say hi"
+    assert user_prompt(server.requests[0]["messages"][-1]["content"]) == "say hi"
 
 
 def test_run_reads_prompt_from_stdin(home: Path, project: Path, server: OpenAIServer) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
 from tests.fakes.processes import measured
+from tests.fakes.scenarios import user_prompt
 
 
 @pytest.fixture
@@ -76,7 +77,7 @@ def test_a_utf8_prompt_beyond_ascii_runs_and_is_recorded_as_is(home: Path, proje
     server.enqueue(Reply(text=["ok"]))
     result = run("café ✓ 😀", env=env(home, server, LC_ALL="C"), cwd=project)
     assert result.returncode == 0, result.stderr
-    assert server.requests[0]["messages"][-1]["content"] == "café ✓ 😀"
+    assert user_prompt(server.requests[0]["messages"][-1]["content"]) == "café ✓ 😀"
     (history,) = (home / "sessions").glob("*/history.jsonl")
     assert "café ✓ 😀" in history.read_bytes().decode("utf-8")
 

@@ -26,6 +26,7 @@ from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from tests.fakes.cli_runner import MODEL, clean_env, codling
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage
+from tests.fakes.scenarios import user_prompt
 
 OTHER = "openai-chat:other-model"
 
@@ -429,7 +430,7 @@ def test_run_attaches_images(served: dict[str, str | None], home: Path, project:
     result = codling(served, "run", "--image", "shot.png", "what is this?")
     assert result.exit_code == 0, result.stderr
     content = server.requests[0]["messages"][-1]["content"]
-    assert content[0]["text"] == "what is this?\n\n[image attached: shot.png (image/png)]"
+    assert user_prompt(content[0]["text"]) == "what is this?\n\n[image attached: shot.png (image/png)]"
     assert content[1]["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(PIXEL).decode()
 
 

@@ -55,10 +55,12 @@ def test_rebuild_keeps_the_first_and_the_recent_user_messages_in_order_then_the_
     budget = 4 * entries[1].tokens + entries[5].tokens  # room for the first, "third" and a cut "second" would not fit
     rebuilt = compaction.rebuild(entries, "new summary", budget)
     assert [(e.role, e.text) for e in rebuilt] == [
-        ("user", "first request"),
-        ("user", "third"),
+        ("user", compaction.EARLIER_REQUEST + "first request"),
+        ("user", compaction.EARLIER_REQUEST + "third"),
         ("summary", SUMMARY_PREFIX + "new summary"),
     ]
+    # Compacted again, a kept request is labelled once.
+    assert compaction.rebuild(rebuilt, "newer", 10_000)[0].text == compaction.EARLIER_REQUEST + "first request"
 
 
 def test_a_pasted_log_is_skipped_and_older_short_messages_are_still_kept() -> None:
@@ -292,7 +294,8 @@ async def test_compact_command_uses_instructions_and_stays_out_of_the_history(
     ]
     assert "keep the API notes verbatim" in user_texts(script.requests[-1])[0]
     assert [e.role for e in session.state.entries] == ["user", "summary"]
-    assert session.state.entries[0].text == "remember the API notes"
+    # Kept, and labelled as what it is: not an order given now.
+    assert session.state.entries[0].text == compaction.EARLIER_REQUEST + "remember the API notes"
 
 
 async def test_compact_with_nothing_to_compact_says_so(project: Path, settings: Settings) -> None:

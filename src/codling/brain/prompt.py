@@ -16,7 +16,6 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -305,7 +304,6 @@ def system_prompt(cwd: Path, additional_dirs: tuple[Path, ...] = (), home: Path 
     lines = [
         f"- Working directory: {cwd}",
         f"- Platform: {platform.system()} {platform.release()}",
-        f"- Date: {date.today().isoformat()}",
     ]
     if additional_dirs:
         lines.append("- Additional directories: " + ", ".join(str(d) for d in additional_dirs))

@@ -7,8 +7,8 @@
 3. If that reply is empty, failed or clearly unusable, ``fallback.fallback_summary`` builds one without the
    model (bounded, never from an earlier summary).
 4. ``rebuild`` keeps the first request and the most recent real user messages within a token budget
-   (``kept_user_messages``; earlier summaries are never counted as user messages) and appends one entry
-   holding the summary behind ``SUMMARY_PREFIX``.
+   (``kept_user_messages``; earlier summaries are never counted as user messages), each labelled as an earlier
+   request (``EARLIER_REQUEST``), and appends one entry holding the summary behind ``SUMMARY_PREFIX``.
 """
 
 from __future__ import annotations
@@ -171,9 +171,21 @@ def _cut(entry: HistoryEntry, tokens: int) -> HistoryEntry:
 
 def rebuild(entries: Sequence[HistoryEntry], summary: str, user_budget: int) -> list[HistoryEntry]:
     """Recent real user messages within ``user_budget`` tokens (chronological), then the summary."""
-    return [*kept_user_messages(entries, user_budget), summary_entry(summary)]
+    return rebuilt_history([entry.text for entry in kept_user_messages(entries, user_budget)], summary)
+
+
+EARLIER_REQUEST = "[An earlier request of this session, kept word for word by compaction; not the current one]\n"
+"""Starts each user message a compaction kept, so the model does not read "fix the failure" or "don't change
+anything" as orders given now (the kept messages, the summary and the new prompt reach it as one message)."""
+
+
+def earlier_request(text: str) -> str:
+    """``text`` labelled as an earlier request (once, however many compactions keep it)."""
+    return EARLIER_REQUEST + text.removeprefix(EARLIER_REQUEST)
 
 
 def rebuilt_history(kept_user_messages: Sequence[str], summary: str) -> list[HistoryEntry]:
-    """The history a recorded compaction left (for restoring a session from disk)."""
-    return [*(HistoryEntry.of("user", text) for text in kept_user_messages), summary_entry(summary)]
+    """The history a compaction leaves: the kept user messages, each labelled as an earlier request, then the
+    summary. The live compaction and restoring one from disk both build it here."""
+    kept = (HistoryEntry.of("user", earlier_request(text)) for text in kept_user_messages)
+    return [*kept, summary_entry(summary)]

@@ -142,7 +142,7 @@ async def compact(
         compaction.compaction_input(entries, budget),
         instructions=instructions,
         length=budget_of.summary,
-        keep=[Interaction("user", e.text) for e in kept],
+        keep=[Interaction("user", compaction.earlier_request(e.text)) for e in kept],
         max_tokens=budget_of.summary,
         fallback=fallback,
         metadata={"reason": reason},

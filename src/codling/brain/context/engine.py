@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from codling.brain.context import compactor, tools
@@ -116,20 +117,24 @@ class ContextEngine:
         return self.system_tokens() + self.tool_tokens()
 
     def turn_block(self) -> str:
-        """The context the next turn carries with the user's message: the pinned instructions, recently edited
-        files and the turn ledger, within their budgets ("" when there is nothing to say)."""
+        """The context the next turn carries with the user's message: today's date, the pinned instructions,
+        recently edited files and the turn ledger, within their budgets. The date is here, not in the system
+        prompt, so the system prompt stays one cacheable prefix across midnight and across days a session is
+        resumed on."""
         state = self.state
         budget = self.budget
+        today = date.today().isoformat()
         # Rendered once per change of what it shows: the turn loop asks for it several times a turn.
-        key = (state.pins, state.recent_files, state.turn_summaries, budget.pins, budget.ledger)
+        key = (today, state.pins, state.recent_files, state.turn_summaries, budget.pins, budget.ledger)
         if self._block is not None and self._block[0] == key:
             return self._block[1]
         parts = [
+            f"Today's date: {today}",
             render_pins(state.pins, budget.pins),
             turn_context(state.recent_files, state.turn_summaries, state.cwd, budget.ledger),
         ]
         body = "\n\n".join(p for p in parts if p)
-        block = f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n{body}\n{CONTEXT_CLOSE}" if body else ""
+        block = f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n{body}\n{CONTEXT_CLOSE}"
         self._block = (key, block, count_wire_tokens(block))
         return block
 
