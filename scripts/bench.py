@@ -36,6 +36,8 @@ What it measures (see DESIGN.md §13):
    (a new session restored from history.jsonl) before every turn. Targets: no request over the window minus
    the maximum output, at most one rejected, facts kept ≥ 95% (working) / ≥ 80% (failing), pins 100%, the
    restarted run's requests identical to the live run's. ``--quick`` runs 12 turns.
+10. pins: precision and recall of pinning (standing rules and durable facts, not one-offs nor the code's
+   current state) on the labelled corpus ``tests/unit/data/pins_corpus.jsonl``. Targets: ≥ 95% / ≥ 90%.
 
 Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this.
 """
@@ -1425,6 +1427,37 @@ async def bench_fidelity(config: Config) -> list[Row]:
     return rows
 
 
+# --- 10: pins ---------------------------------------------------------------------------------------------
+
+PINS_CORPUS = REPO / "tests" / "unit" / "data" / "pins_corpus.jsonl"
+
+
+async def bench_pins(config: Config) -> list[Row]:
+    """Precision and recall of capture_pins and capture_facts on the labelled corpus (the same in --quick)."""
+    from codling.brain.context.pin_score import label_counts, load_corpus, score_pins
+
+    corpus = load_corpus(PINS_CORPUS)
+    progress(f"pins: {sum(label_counts(corpus).values())} labelled sentences in {len(corpus)} prompts")
+    score = score_pins(corpus)
+    counts = ", ".join(f"{n} {label}" for label, n in label_counts(corpus).items())
+    return [
+        Row("pins: precision / recall on the labelled corpus", ""),
+        Row(
+            f"  precision ({score.correct} right of {score.pins_made} pins made)",
+            f"{score.precision:.1%}",
+            "≥ 95%",
+            score.precision >= 0.95,
+        ),
+        Row(
+            f"  recall ({score.recalled} of {score.expected} rules and facts)",
+            f"{score.recall:.1%}",
+            "≥ 90%",
+            score.recall >= 0.90,
+        ),
+        Row("  corpus", counts),
+    ]
+
+
 # --- driver ------------------------------------------------------------------------------------------------
 
 
@@ -1464,6 +1497,7 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("token accounting", lambda: bench_accounting(config))
         rows += await guarded("compaction", lambda: bench_compaction(config))
         rows += await guarded("context fidelity", lambda: bench_fidelity(config))
+        rows += await guarded("pins", lambda: bench_pins(config))
     return rows
 
 

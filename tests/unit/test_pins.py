@@ -10,6 +10,7 @@ import pytest
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
+from codling.brain.context.pin_score import LABELS, LabelledPrompt, PinScore, label_counts, load_corpus, score_pins
 from codling.brain.context.pins import (
     FACTS_HEADING,
     MAX_PINS,
@@ -246,3 +247,164 @@ def test_facts_go_under_their_own_heading_after_the_rules_and_go_first_for_room(
     pins = (Pin("never push", "prompt", 1), Pin("The staging port of the billing service is 8431.", "fact", 2))
     squeezed = f"{PINS_HEADING}\n- never push\n(… 1 left out for room; /pins lists them all)"
     assert render_pins(pins, count_tokens(squeezed)) == squeezed
+
+
+# --- precision: scopes, one-offs and the code's current state (issue 28) -----------------------------------
+
+CORPUS = Path(__file__).parent / "data" / "pins_corpus.jsonl"
+
+SCOPED_RULES = [
+    "Ground rules for this whole session: never modify anything under tests/, and always run ruff first.",
+    "Throughout this project, use pathlib instead of os.path.",
+    "In this project we always write docstrings in the imperative mood.",
+    "every time you edit a python file, run ruff format on it",
+    "Whenever a test is flaky, mark it with @pytest.mark.flaky instead of deleting it.",
+    "for the whole session, answer in French",
+    "As a rule, keep functions under 40 lines.",
+    "In general, prefer small pure functions over classes.",
+    "ok so ground rules: no force pushes, no merge commits",
+    "In this repo we use double quotes for strings.",
+    "When you write tests, always use the tmp_path fixture.",
+    "We never catch KeyboardInterrupt.",
+    "Keep error messages lowercase, that's our style.",
+    "no print statements, ever",
+]
+ONE_OFFS = [
+    "don't fix anything yet",
+    "just report",
+    "Don't change anything, just tell me what's wrong.",
+    "don't run the tests this time",
+    "do not commit yet",
+    "Don't edit yet, first explain what you'd change.",
+    "Don't change anything.",
+    "don't commit until I say so",
+    "Don't touch the parser in this turn.",
+    "Please don't push before you've shown me the log.",
+    "prefer the smaller fix here",
+    "use pytest -x to run it",
+    "Whenever you're ready, push it.",
+]
+NOT_RULES_EITHER = [
+    "Add a README for this project.",
+    "Throughout the module the naming is inconsistent.",
+    "Every time I run it, it hangs.",
+    "The docs say you should never call close() twice.",
+    'Marc said in review: "always use the factory".',
+    "Error: never call run() twice",
+    "We always run into this timeout.",
+]
+STATES = [
+    "Current version is 1.2.3, bump it to 1.3.0.",
+    "The bug is in src/app.py, line 42 returns None.",
+    "The test fails with KeyError: 'id'.",
+    "parse_config currently returns None for an empty file.",
+    "it's failing at line 3",
+    "The error is `ModuleNotFoundError: No module named 'yaml'`.",
+    "The current value of MAX_RETRIES is 3 (change it to 4).",
+    "The version in pyproject.toml is 0.4.1. Bump it to 0.5.0.",
+    "It's 3 now, it should be 4.",
+    "MAX_WORKERS is 4 in config.py.",
+    "The query takes 4 seconds on staging.",
+]
+DURABLE_FACTS = [
+    "the staging port is 8431",
+    "The owner of the parser is Dana Whitfield.",
+    "our CI runs on Python 3.11",
+    "The API key variable is ACME_TOKEN.",
+    "prod DB host is db-7.internal",
+    "The design doc lives at docs/design/lexer.md.",
+    "the on-call channel is #parser-oncall",
+    "We're on Django 4.2 LTS.",
+]
+
+
+def test_the_three_frictions_played_by_hand() -> None:
+    ground = (
+        "Ground rules for this whole session: never modify anything under tests/, and always run ruff before you "
+        "say you're done."
+    )
+    assert capture_pins(ground) == (ground,)
+    assert capture_pins("Have a look at the retry logic in src/net/retry.py. Don't change anything, just report.") == ()
+    assert capture_facts("Current version is 1.2.3, bump it to 1.3.0") == ()
+    assert capture_facts("The bug is in src/app.py, line 42 returns None") == ()
+
+
+def test_a_one_off_is_gone_once_the_user_asks_for_a_change() -> None:
+    pins = pins_after((), "Look at src/net/retry.py. Don't change anything, just report.", None, 1)
+    pins = pins_after(pins, "OK, fix it. Never touch migrations/.", None, 2)
+    assert pins == (Pin("Never touch migrations/.", "prompt", 2),)
+
+
+def test_state_and_facts_in_one_prompt() -> None:
+    text = "Current version is 1.2.3, bump it to 1.3.0. The staging port is 8431. It's failing at line 3."
+    assert pins_after((), text, None, 1) == (Pin("The staging port is 8431.", "fact", 1),)
+
+
+@pytest.mark.parametrize("text", SCOPED_RULES, ids=[t[:30] for t in SCOPED_RULES])
+def test_rules_with_a_scope_anywhere_are_pinned(text: str) -> None:
+    assert capture_pins(text) == (text,)
+    assert capture_facts(text) == ()
+
+
+@pytest.mark.parametrize("text", ONE_OFFS + NOT_RULES_EITHER, ids=[t[:30] for t in ONE_OFFS + NOT_RULES_EITHER])
+def test_one_offs_requests_and_reported_rules_are_not_pinned(text: str) -> None:
+    assert (capture_pins(text), capture_facts(text)) == ((), ())
+
+
+@pytest.mark.parametrize("text", STATES, ids=[t[:30] for t in STATES])
+def test_the_codes_current_state_is_not_a_fact(text: str) -> None:
+    assert (capture_pins(text), capture_facts(text)) == ((), ())
+
+
+@pytest.mark.parametrize("text", DURABLE_FACTS, ids=[t[:30] for t in DURABLE_FACTS])
+def test_durable_facts_are_kept(text: str) -> None:
+    assert (capture_pins(text), capture_facts(text)) == ((), (text,))
+
+
+def test_the_labelled_corpus_is_large_and_has_every_label() -> None:
+    counts = label_counts(load_corpus(CORPUS))
+    assert sum(counts.values()) >= 300
+    assert all(counts[label] >= 50 for label in LABELS), counts
+
+
+def test_pinning_is_precise_and_complete_on_the_labelled_corpus() -> None:
+    score = score_pins(load_corpus(CORPUS))
+    assert score.precision >= 0.95, "\n".join(score.wrong)
+    assert score.recall >= 0.90, "\n".join(score.missed)
+
+
+def test_the_score_matches_pins_to_the_parts_they_overlap() -> None:
+    corpus: list[LabelledPrompt] = [
+        (("other", "Fix the parser,"), ("rule", "and never touch migrations/.")),
+        (("fact", "The port is 8431."), ("state", "It fails.")),
+        (("one-off", "Don't push yet."),),
+        (("rule", "Use tabs."),),
+    ]
+    pinned = {"Fix the parser, and never touch migrations/.", "Don't push yet."}
+    facts = {"The port is 8431.", "It fails."}
+
+    def rules(text: str) -> tuple[str, ...]:
+        return tuple(p for p in sorted(pinned) if p in text)
+
+    def stated(text: str) -> tuple[str, ...]:
+        return tuple(f for f in sorted(facts) if f in text)
+
+    assert score_pins(corpus, rules, stated) == PinScore(
+        pins_made=4,
+        correct=2,
+        expected=3,
+        recalled=2,
+        wrong=("fact: It fails.", "rule: Don't push yet."),
+        missed=("rule: Use tabs.",),
+    )
+    assert score_pins([], rules, stated).precision == score_pins([], rules, stated).recall == 1.0
+
+
+def test_a_malformed_corpus_line_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('[["rule", "Never push."]]\n\n[["fact", "The port is 8431."], ["other", "Go."]]\n')
+    assert load_corpus(path) == [(("rule", "Never push."),), (("fact", "The port is 8431."), ("other", "Go."))]
+    for bad in ('[["maybe", "Never push."]]', '[["rule", ""]]', "[]", '{"rule": "x"}'):
+        path.write_text(bad + "\n")
+        with pytest.raises(ValueError, match=r"corpus\.jsonl:1"):
+            load_corpus(path)
