@@ -98,7 +98,7 @@ async def test_compaction_runs_through_the_summarize_special_turn(project: Path,
     (done,) = [e for e in seen if isinstance(e, ContextCompacted)]
     assert (done.summary, done.kept_user_messages, done.fallback) == (SUMMARY, ("where is the parser?",), False)
     assert session.state.entries == [
-        HistoryEntry.of("user", "where is the parser?"),
+        HistoryEntry.of("user", compaction.EARLIER_REQUEST + "where is the parser?"),
         HistoryEntry.of("summary", SUMMARY_PREFIX + SUMMARY),
     ]
     await session.run("go on")

@@ -150,7 +150,10 @@ async def compact(
     )
 
     async def announce(result: SpecialTurnResult) -> None:
-        kept_texts = tuple(i.text for i in result.persisted if i.kind == "user")
+        # Recorded as the user wrote them: the label is the history's (``rebuilt_history`` adds it on restore).
+        kept_texts = tuple(
+            i.text.removeprefix(compaction.EARLIER_REQUEST) for i in result.persisted if i.kind == "user"
+        )
         finish(result.output, kept_texts, result.fallback, False)
 
     try:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from codling.brain.context import compactor, tools
 from codling.brain.context.budget import MESSAGE_OVERHEAD_TOKENS, Budget, image_tokens
-from codling.brain.context.layout import turn_context
+from codling.brain.context.layout import recent_files_note
 from codling.brain.context.pins import render_pins
 from codling.brain.events import ContextWarning, Event, UsageUpdated
 from codling.brain.prompt import ImageBlock
@@ -117,21 +117,21 @@ class ContextEngine:
         return self.system_tokens() + self.tool_tokens()
 
     def turn_block(self) -> str:
-        """The context the next turn carries with the user's message: today's date, the pinned instructions,
-        recently edited files and the turn ledger, within their budgets. The date is here, not in the system
-        prompt, so the system prompt stays one cacheable prefix across midnight and across days a session is
-        resumed on."""
+        """The context the next turn carries with the user's message: today's date, the pinned instructions
+        (within their budget) and the recently edited files. The date is here, not in the system prompt, so
+        the system prompt stays one cacheable prefix across midnight and across days a session is resumed on;
+        the turn ledger is not (see ``layout.py``)."""
         state = self.state
         budget = self.budget
         today = date.today().isoformat()
         # Rendered once per change of what it shows: the turn loop asks for it several times a turn.
-        key = (today, state.pins, state.recent_files, state.turn_summaries, budget.pins, budget.ledger)
+        key = (today, state.pins, state.recent_files, budget.pins)
         if self._block is not None and self._block[0] == key:
             return self._block[1]
         parts = [
             f"Today's date: {today}",
             render_pins(state.pins, budget.pins),
-            turn_context(state.recent_files, state.turn_summaries, state.cwd, budget.ledger),
+            recent_files_note(state.recent_files, state.cwd),
         ]
         body = "\n\n".join(p for p in parts if p)
         block = f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n{body}\n{CONTEXT_CLOSE}"
