@@ -10,6 +10,7 @@ from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from codling.brain.builtin_turns import (
+    SUMMARY_IDLE_TIMEOUT,
     clean_title,
     fallback_title,
     greeting_turn,
@@ -78,7 +79,11 @@ def test_summarize_turn_replaces_the_history_with_the_system_context_preserved()
     assert config.instructions == compaction.compaction_prompt()
     assert config.prompt.endswith("The user asked that the summary also: keep the API notes")
     assert config.keep == tuple(keep)
-    assert config.accept is compaction.usable
+    # It streams and gives up on a silent summarizer sooner than a user turn would.
+    assert (config.force_non_streaming, config.idle_timeout) == (False, SUMMARY_IDLE_TIMEOUT)
+    assert config.accept is not None
+    good = "## Goal\nRename greet everywhere; the user wants the API notes kept.\n## Next\n- rename greet in app.py"
+    assert config.accept(good) and not config.accept("Lorem ipsum dolor sit amet, consectetur adipiscing elit sed.")
 
 
 async def test_compaction_runs_through_the_summarize_special_turn(project: Path, settings: Settings) -> None:

@@ -195,6 +195,27 @@ def test_usable(summary: str | None, ok: bool) -> None:
     assert compaction.usable(summary) is ok
 
 
+TRANSCRIPT = (
+    "### User\nPort the lexer in src/lexer.py to a table.\n### Assistant\nRead src/lexer.py; TOKENS has NUM, ID."
+)
+
+
+@pytest.mark.parametrize(
+    ("summary", "ok"),
+    [
+        (
+            "## Goal\nPort the lexer (src/lexer.py) to a table-driven design.\n## State\n- TOKENS holds NUM and ID.",
+            True,
+        ),
+        ("asdf qwer zxcv " * 20, False),  # one phrase repeated
+        ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt.", False),
+        ("#### ---- 1234 5678 !!!! ???? .... ,,,, ;;;; ::::", False),  # no words at all
+    ],
+)
+def test_garbage_is_not_a_summary(summary: str, ok: bool) -> None:
+    assert compaction.usable(summary, TRANSCRIPT) is ok
+
+
 # -- scripted sessions ---------------------------------------------------------------------------------------
 
 

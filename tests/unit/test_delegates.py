@@ -12,6 +12,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from codling.acp.translate import translate
 from codling.brain.builtin_turns import prompt_text
+from codling.brain.context.pins import render_pins
 from codling.brain.events import ContextCompacted, PlanUpdated, ToolCallNote
 from codling.brain.factory import open_session
 from codling.config import Settings
@@ -47,7 +48,7 @@ async def test_a_planner_works_alone_with_its_tools_and_its_plan_becomes_the_ses
         ]
     )
     session = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())
-    await session.run("look around")
+    await session.run("look around. Never touch migrations/.")
     seen = observed(session)
     result = await session.run("plan the fix")
     assert result.text == "The plan is ready."
@@ -58,6 +59,8 @@ async def test_a_planner_works_alone_with_its_tools_and_its_plan_becomes_the_ses
     asked = prompt_of(planner_request)
     assert "# Task\nPlan the parser fix" in asked and "# Context from the lead agent\nsee parser.py" in asked
     assert "# Prior context" in asked and "look around" in asked  # the parent's last turn summary
+    assert render_pins(session.state.pins, 10_000) in asked  # the user's rules bind the delegate too
+    assert "Never touch migrations/." in asked
     assert len(planner_request) == 1  # a fresh session: no conversation, only its task
     # Its steps showed under the parent call; its plan became the session's; its answer is the call's result.
     notes = [e for e in seen if isinstance(e, ToolCallNote)]

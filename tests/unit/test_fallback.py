@@ -22,7 +22,8 @@ from tests.fakes.scenarios import Call, Fail, Response, Say, Script
 P = Path("/p")
 NOTE_TEXT = (
     "## Note\nThis summary was assembled without the model (the summarizer was unavailable): the user's pinned "
-    "instructions, what each turn did, the plan and the latest exchange."
+    "instructions, the facts and decisions of the conversation, what each turn did, the plan and the latest "
+    "exchange."
 )
 
 

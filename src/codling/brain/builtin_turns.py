@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from typing import Any
 
@@ -26,7 +26,11 @@ from codling.brain.special_config import SpecialTurnConfig
 from codling.llm.tokens import truncate_to_tokens
 
 SUMMARY_TIMEOUT = 180.0
-"""Seconds the summarizer may take before the deterministic fallback is used."""
+"""Seconds the summarizer may take in all before the deterministic fallback is used."""
+SUMMARY_IDLE_TIMEOUT = 30.0
+"""Seconds the summarizer may stay silent (before its first byte or between two) before the fallback is used:
+its answer streams, so a long summary has time, and a hung summarizer costs this, not the 120 s a user turn
+waits."""
 
 TITLE_TIMEOUT = 30.0
 TITLE_MAX_TOKENS = 1_000
@@ -66,11 +70,13 @@ def summarize_turn(
         messages=(),  # the transcript is the whole input: no history, no tools
         instructions=compaction.compaction_prompt(),
         timeout=SUMMARY_TIMEOUT,
+        idle_timeout=SUMMARY_IDLE_TIMEOUT,
+        force_non_streaming=False,
         max_tokens=max_tokens,
         persistence="replace-above",
         persistence_filter=PRESERVE_SYSTEM_CONTEXT,
         keep=tuple(keep),
-        accept=compaction.usable,
+        accept=partial(compaction.usable, transcript=transcript),
         fallback=fallback,
         metadata=metadata or {},
         shrink=shrink,

@@ -19,6 +19,7 @@ from codling.brain.builtin_turns import prompt_text
 from codling.brain.context.budget import Budget
 from codling.brain.context.compaction import DEFAULT_THRESHOLD
 from codling.brain.context.layout import turn_context
+from codling.brain.context.pins import render_pins
 from codling.brain.context.summaries import changed_files
 from codling.brain.events import (
     PlanUpdated,
@@ -140,13 +141,18 @@ class SessionDelegator:
         )
 
     def prompt(self, role: DelegateRole, task: str, context: str, carryover: bool) -> str:
-        """What the delegate is told: the task, the model's context, the last turns, and its previous run."""
+        """What the delegate is told: the task, the model's context, the user's pinned instructions and facts,
+        the last turns, and its previous run."""
         state = self._parent.state
         parts = [f"# Task\n{task}"]
         if context:
             parts.append(f"# Context from the lead agent\n{context}")
+        budget = Budget.of(state.model, DEFAULT_THRESHOLD)
+        # The user's standing rules bind the delegate too ("never touch migrations/" is not the lead's alone).
+        if pins := render_pins(state.pins, budget.pins):
+            parts.append(pins)
         # What the lead's own requests get each turn (recent files, the turn ledger), DESIGN §6.
-        ledger = Budget.of(state.model, DEFAULT_THRESHOLD).ledger
+        ledger = budget.ledger
         if prior := turn_context(state.recent_files, state.turn_summaries, state.cwd, ledger):
             parts.append(f"# Prior context (what the lead agent's last turns did)\n{prior}")
         if carryover and (note := state.delegate_notes.get(role)):

@@ -35,6 +35,9 @@ class SpecialTurnConfig:
     run_tools: bool = False
     force_non_streaming: bool = True
     timeout: float = 120.0
+    idle_timeout: float | None = None
+    """Seconds without a byte from the provider before the turn fails (its requests' read timeout, and between
+    streamed events); None: the client's own (``stream_idle_timeout``)."""
     max_tokens: int | None = None
     """A cap on the answer's length (None: the model's default)."""
     persistence: Persistence = "ephemeral"

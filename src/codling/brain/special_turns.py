@@ -149,7 +149,6 @@ class SpecialTurns:
         """One attempt through the turn loop user turns use (``drive``), on ``history`` (a copy), its events
         kept to itself: the output and what the model did (thoughts, tool calls and results, text)."""
         from pydantic_ai.capabilities import ProcessHistory
-        from pydantic_ai.settings import ModelSettings
         from pydantic_ai.usage import UsageLimits
 
         from codling.brain.sanitize import sanitize_messages
@@ -179,10 +178,12 @@ class SpecialTurns:
             config.prompt,
             message_history=history,
             deps=deps,
-            model_settings=ModelSettings(max_tokens=config.max_tokens) if config.max_tokens is not None else None,
+            model_settings=_settings(config),
             usage_limits=UsageLimits(request_limit=session.options.max_requests_per_turn),
         ) as run:
-            stop, _usage = await drive(run, "", events.append, deps, stream=not config.force_non_streaming)
+            stop, _usage = await drive(
+                run, "", events.append, deps, stream=not config.force_non_streaming, idle_timeout=config.idle_timeout
+            )
             if run.result is None:
                 raise SpecialTurnError(f"the special turn stopped before it answered ({stop})")
             return run.result.output, interactions_of(events)
@@ -228,6 +229,17 @@ class SpecialTurns:
                 )
             )
         return persisted
+
+
+def _settings(config: SpecialTurnConfig) -> Any:
+    """The request settings a special turn asks for (pydantic-ai's ``ModelSettings``): its answer's cap and its
+    read timeout, if it has them; None without either."""
+    settings: dict[str, Any] = {}
+    if config.max_tokens is not None:
+        settings["max_tokens"] = config.max_tokens
+    if config.idle_timeout is not None:
+        settings["timeout"] = config.idle_timeout
+    return settings or None
 
 
 def _failed(config: SpecialTurnConfig, status: Literal["error", "timeout"], error: str) -> SpecialTurnResult:

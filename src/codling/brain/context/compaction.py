@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from importlib import resources
 
@@ -107,15 +108,44 @@ def _dropped_note(count: int) -> str:
     return f"[{count} older messages were left out to fit.]"
 
 
-def usable(summary: str | None) -> bool:
-    """Whether a model-written summary can replace the history (non-empty, not a refusal or an echo)."""
+def usable(summary: str | None, transcript: str = "") -> bool:
+    """Whether a model-written summary can replace the history: not empty, not a refusal, not garbage (too few
+    words, one phrase repeated, or — given the ``transcript`` it summarises — words that are mostly not the
+    conversation's: a summary names the files, commands and values it was given)."""
     if summary is None:
         return False
     text = summary.strip()
     if len(text) < MIN_SUMMARY_CHARS:
         return False
     lowered = text.lower()
-    return not lowered.startswith(("i'm sorry", "i am sorry", "i cannot", "i can't", "error", "as an ai"))
+    if lowered.startswith(("i'm sorry", "i am sorry", "i cannot", "i can't", "error", "as an ai")):
+        return False
+    words = _WORD.findall(lowered)
+    if len(words) < MIN_SUMMARY_WORDS or len(set(words)) < len(words) * MIN_DISTINCT_SHARE:
+        return False
+    if not transcript:
+        return True
+    known = set(_WORD.findall(transcript.lower())) | _SUMMARY_WORDS
+    distinct = set(words)
+    return len(distinct & known) >= len(distinct) * MIN_KNOWN_SHARE
+
+
+_WORD = re.compile(r"[a-z][a-z0-9_]{3,}")
+MIN_SUMMARY_WORDS = 5
+MIN_DISTINCT_SHARE = 0.2
+"""Below this share of distinct words (of four letters or more), a summary is one phrase repeated."""
+MIN_KNOWN_SHARE = 0.3
+"""At least this share of a summary's distinct words must occur in what it summarises (or be the words any
+summary uses): a real summary reuses the conversation's names; garbage does not."""
+_SUMMARY_WORDS = frozenset(
+    {
+        *("goal", "goals", "state", "status", "progress", "next", "steps", "step", "done", "todo", "open"),
+        *("decisions", "decided", "files", "changed", "constraints", "user", "user's", "assistant", "summary"),
+        *("context", "task", "tasks", "remaining", "current", "notes", "pending", "tests", "test", "passed"),
+        *("failed", "with", "that", "this", "from", "have", "will", "were", "been", "they", "them", "what", "when"),
+        "which",
+    }
+)
 
 
 MIN_CUT_TOKENS = 64

@@ -19,6 +19,7 @@ from codling.brain.builtin_turns import summarize_turn
 from codling.brain.context import compaction
 from codling.brain.context.budget import Budget
 from codling.brain.context.compaction import DEFAULT_THRESHOLD
+from codling.brain.context.facts import carried_facts, history_facts
 from codling.brain.context.fallback import FallbackInput, fallback_summary
 from codling.brain.context.ledger import FULL_TURNS, one_line, render_turn_summary
 from codling.brain.events import (
@@ -66,8 +67,12 @@ def fallback_input(state: SessionState) -> FallbackInput:
     """What the session keeps outside its history, for a summary built without the model."""
     summaries = state.turn_summaries
     last_user = next((e.text for e in reversed(state.entries) if e.role == "user"), "")
+    found = history_facts(state.entries)
     return FallbackInput(
         pins=[p.text for p in state.pins],
+        # Least important first (the budget keeps the end): what tools showed, what earlier summaries kept,
+        # what the assistant said, what the user said.
+        facts=list(dict.fromkeys([*found.tools, *carried_facts(state.entries), *found.assistant, *found.user])),
         turns_recent=[render_turn_summary(s, state.cwd) for s in summaries[-FULL_TURNS:]],
         turns_older=[one_line(s, state.cwd) for s in summaries[:-FULL_TURNS]],
         plan=state.plan,

@@ -1,10 +1,14 @@
 """The summary compaction uses when the summarizer cannot help: built without the model, bounded, never nested.
 
-It is assembled only from what the session keeps outside its history (the pinned instructions, the turn
-ledger, the plan, recent files, delegates' answers) and from the first and the latest request and the end of
-the latest reply; never from an earlier summary, so compacting again and again cannot nest summaries or grow
-them. Each section has its share of the budget (``SHARES``; the caller passes ``Budget.fallback``); what a
-section does not need goes to the sections that need more (``share_out``), and the whole is measured with
+It is assembled from what the session keeps outside its history (the pinned instructions, the turn ledger,
+the plan, recent files, delegates' answers), the facts and decisions the history holds (``context/facts.py``:
+values the user gave anywhere in a message, what the assistant decided, values tools showed), the first and
+the latest request and the end of the latest reply. Of an earlier summary it takes only fact lines (its facts
+section, or a model summary's lines with concrete values), so one failed summarizer call does not erase what
+the summaries before it kept, and compacting again and again cannot nest summaries or grow them.
+
+Each section has its share of the budget (``SHARES``; the caller passes ``Budget.fallback``); what a section
+does not need goes to the sections that need more (``share_out``), and the whole is measured with
 ``count_tokens``: it is never longer than the budget.
 
 Usage: ``fallback_summary(FallbackInput(pins=..., turns_recent=..., ...), budget_tokens)``; every field is
@@ -18,24 +22,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codling.brain.context.budget import newest_that_fit
+from codling.brain.context.facts import FACTS_HEADING
 from codling.brain.context.summaries import display_path
 from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
 from codling.tools.ports import PlanStep
 
 NOTE = (
     "## Note\nThis summary was assembled without the model (the summarizer was unavailable): the user's pinned "
-    "instructions, what each turn did, the plan and the latest exchange."
+    "instructions, the facts and decisions of the conversation, what each turn did, the plan and the latest "
+    "exchange."
 )
 
 SHARES = {
-    "pins": 0.15,
-    "first": 0.10,
-    "last": 0.12,
-    "turns": 0.33,
-    "plan": 0.08,
-    "files": 0.05,
-    "delegates": 0.07,
-    "reply": 0.10,
+    "pins": 0.14,
+    "facts": 0.24,
+    "first": 0.08,
+    "last": 0.09,
+    "turns": 0.22,
+    "plan": 0.07,
+    "files": 0.04,
+    "delegates": 0.05,
+    "reply": 0.07,
 }
 """Each section's share of the budget (after the note), in the order they appear; a section that needs less
 leaves the rest to the others."""
@@ -50,6 +57,9 @@ class FallbackInput:
 
     pins: Sequence[str] = ()
     """The pinned instructions' texts, oldest first (the newest are kept when they do not all fit)."""
+    facts: Sequence[str] = ()
+    """Facts and decisions found in the history and carried from an earlier summary (``context/facts.py``),
+    least important first: those at the end are kept when they do not all fit."""
     turns_recent: Sequence[str] = ()
     """The last turns' ledger entries in full, oldest first."""
     turns_older: Sequence[str] = ()
@@ -92,6 +102,7 @@ Builder = Callable[[int], str]
 def _builders(source: FallbackInput) -> dict[str, Builder]:
     return {
         "pins": lambda n: _lines("## Pinned instructions", [f"- {p}" for p in source.pins], n, newest_first=True),
+        "facts": lambda n: _lines(FACTS_HEADING, [f"- {f}" for f in source.facts], n, newest_first=True),
         "first": lambda n: _text("## First request", source.first_request, n),
         "last": lambda n: (
             _text("## Latest request", source.last_request, n) if source.last_request != source.first_request else ""

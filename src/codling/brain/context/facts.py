@@ -1,0 +1,184 @@
+"""The concrete facts a session depends on, found in its history without a model: what a summary assembled
+without the summarizer keeps, so a failing summarizer does not lose them.
+
+Three kinds, each a short line:
+
+- what the user said that holds a concrete value, wherever it stands in the message ("…the retry budget turned
+  out to be 17 attempts, which…", "Staging DB: pg-stage-4.internal:6432");
+- what the assistant decided or established ("We'll use orjson", "I chose port 9317", "the checksum is
+  0x5A3F");
+- the values a tool call showed: ``NAME = value`` and ``key: value`` lines of what was read, and lines of a
+  command's output that name a port, an address, a version or an id.
+
+``history_facts`` finds them, by kind, each once (a later value of the same name replaces an earlier one);
+``carried_facts`` takes the fact lines of an earlier summary, so compacting again without the summarizer keeps
+what the last summary kept (its lines, never the summary itself: nothing nests or grows). The fallback summary
+spends its facts share on them newest first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+
+FACT_CHARS = 220
+"""The longest line a fact keeps (a longer sentence is cut)."""
+
+TOOL_CALLS_HEADING = "[Tool calls in this turn]"
+"""Where an assistant entry's reply ends and its tool calls' summaries begin (see ``brain/turns.py``)."""
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=\S)|\n+")
+_CONCRETE = re.compile(
+    r"\d"  # a number, a version, a port, a date
+    r"|\b[A-Z][A-Z0-9]*[_-][A-Z0-9_-]+\b|\b[A-Z]{3,}\b"  # a code or a constant: PROJ-4411, MAX_WORKERS
+    r"|\b[\w-]+\.(?:internal|local|com|org|net|io|dev)\b"  # a host
+    r"|`[^`]+`"  # something quoted as code
+)
+_DECISION = re.compile(
+    r"\b(?:we(?:'ll| will| should)? (?:use|go with|keep|switch to|pick|stick with)|i(?:'ll| will)? (?:use|go with|"
+    r"chose|picked|decided|settled on|switched to)|(?:we|i) (?:chose|picked|decided|settled on|switched to|went with)"
+    r"|decided to|decision:|from here on)\b",
+    re.IGNORECASE,
+)
+_STATEMENT = re.compile(r"\b(?:is|are|was|were|=|equals)\b", re.IGNORECASE)
+_OUTPUT_VALUE = re.compile(
+    r"\b(?:port|listening|address|url|host|version|id|token|key|hash|checksum|commit|revision|build)\b", re.I
+)
+_KEY_VALUE = re.compile(r"^\s*(?:\d+\t)?\s*(?P<name>[A-Za-z_][\w.\-]*)\s*(?::|=|:=)\s*(?P<value>\S.*)$")
+_INDENTED = re.compile(r"^ {4}")
+
+
+@dataclass(frozen=True)
+class HistoryFacts:
+    """The facts of a history by where they come from, each group oldest first."""
+
+    tools: tuple[str, ...] = ()
+    assistant: tuple[str, ...] = ()
+    user: tuple[str, ...] = ()
+
+
+def history_facts(entries: Sequence[HistoryEntry]) -> HistoryFacts:
+    """The facts of ``entries`` (see the module's docstring), each once (of two values of one ``NAME =``, only
+    the later; a restated fact counts where it was last said)."""
+    groups: tuple[dict[str, str], dict[str, str], dict[str, str]] = ({}, {}, {})
+    for entry in entries:
+        found: list[tuple[int, str]] = []
+        if entry.role == "user":
+            found = [(2, f"User: {s}") for s in _sentences(entry.text) if _user_fact(s)]
+        elif entry.role == "assistant":
+            reply, _, calls = entry.text.partition(TOOL_CALLS_HEADING)
+            found = [(1, f"Assistant: {s}") for s in _sentences(reply) if _assistant_fact(s)]
+            found += [(0, line) for line in _tool_facts(calls)]
+        for group, line in found:  # (an earlier summary's facts: see carried_facts)
+            key = _key(line)
+            groups[group].pop(key, None)  # the newer statement of the same thing goes last
+            groups[group][key] = _clip(line)
+    tools, assistant, user = (tuple(group.values()) for group in groups)
+    return HistoryFacts(tools, assistant, user)
+
+
+FACTS_HEADING = "## Facts and decisions"
+"""The fallback summary's section of facts: all that a later fallback carries of it."""
+FALLBACK_MARK = "assembled without the model"
+"""Words only a fallback summary's note holds."""
+
+
+def carried_facts(entries: Sequence[HistoryEntry]) -> list[str]:
+    """The fact lines of the summaries in ``entries``, oldest first, each once: of a model's summary every line
+    that holds a concrete value; of a fallback summary its facts section only (the rest of it is rebuilt from
+    the session's state anyway, and carrying it would nest)."""
+    found: dict[str, None] = {}
+    for entry in entries:
+        if entry.role != "summary":
+            continue
+        text = entry.text.removeprefix(SUMMARY_PREFIX)
+        fallback = FALLBACK_MARK in text.split("\n\n", 1)[0]
+        section = ""
+        for raw in text.splitlines():
+            if raw.startswith("#"):
+                section = raw.strip()
+                continue
+            line = raw.strip().lstrip("-*• ").strip()
+            if fallback and section != FACTS_HEADING:
+                continue
+            if line and not line.startswith("(…") and _CONCRETE.search(line):
+                found.setdefault(_clip(line), None)
+    return list(found)
+
+
+def _sentences(text: str) -> Iterable[str]:
+    fenced = False
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        if fenced or len(line) > 1_000:
+            continue  # code or a pasted log: its lines are not statements
+        for sentence in _SENTENCE.split(line):
+            if (sentence := " ".join(sentence.split())) and len(sentence) > 8:
+                yield sentence
+
+
+def _user_fact(sentence: str) -> bool:
+    return not sentence.endswith("?") and bool(_CONCRETE.search(sentence))
+
+
+def _assistant_fact(sentence: str) -> bool:
+    """A decision, or a statement of a concrete value ("the checksum is 0x5A3F")."""
+    if sentence.endswith("?"):
+        return False
+    return bool(_DECISION.search(sentence) or (_CONCRETE.search(sentence) and _STATEMENT.search(sentence)))
+
+
+TOOL_FACTS_PER_CALL = 6
+"""Most facts one tool call gives (a read of a long table of constants is not a list of facts)."""
+
+
+def _tool_facts(calls: str) -> list[str]:
+    """``NAME = value`` and ``key: value`` lines of what tool calls showed, and output lines naming a port, an
+    address, a version or an id (a tool's summary lines are indented under its title); at most
+    ``TOOL_FACTS_PER_CALL`` of one call, and none of a series (``RULE_1 = 1``, ``RULE_2 = 2``, …)."""
+    facts: list[str] = []
+    call: list[tuple[str, str]] = []  # (name or "", line) of the current call
+    title = ""
+
+    def close() -> None:
+        stems: dict[str, int] = {}
+        for name, _ in call:
+            stems[_stem(name)] = stems.get(_stem(name), 0) + 1
+        kept = [line for name, line in call if not name or stems[_stem(name)] < 3]
+        facts.extend(kept[:TOOL_FACTS_PER_CALL])
+        call.clear()
+
+    for line in calls.splitlines():
+        if not _INDENTED.match(line):
+            close()
+            title = line.strip().lstrip("- ").split(" (", 1)[0]
+            continue
+        content = line.strip()
+        found = _KEY_VALUE.match(content)
+        if found is not None and _CONCRETE.search(found.group("value")) and len(found.group("value")) < 120:
+            name = found.group("name")
+            call.append((name, f"{name} = {found.group('value').strip()} ({title})"))
+        elif _OUTPUT_VALUE.search(content) and _CONCRETE.search(content) and not content.startswith(("[", "`")):
+            call.append(("", f"{content} ({title})"))
+    close()
+    return facts
+
+
+def _stem(name: str) -> str:
+    """A name without its trailing number: what the members of a series share."""
+    return re.sub(r"[_-]?\d+$", "", name)
+
+
+def _key(line: str) -> str:
+    """What makes two fact lines the same fact: a ``NAME =`` line's name, else the line itself."""
+    found = re.match(r"^(?P<name>[A-Za-z_][\w.\-]*) = ", line)
+    return found.group("name") if found else " ".join(line.lower().split())
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= FACT_CHARS else line[: FACT_CHARS - 1].rstrip() + "…"

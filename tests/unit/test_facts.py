@@ -1,0 +1,72 @@
+"""The facts a summary assembled without the model keeps: found in the history, carried from earlier summaries."""
+
+from __future__ import annotations
+
+from codling.brain.context.facts import FACTS_HEADING, HistoryFacts, carried_facts, history_facts
+from codling.brain.context.fallback import FallbackInput, fallback_summary
+from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+
+E = HistoryEntry.of
+
+READ = (
+    "[Tool calls in this turn]\n"
+    "- Read src/settings.py (done):\n"
+    "    Read src/settings.py: lines 1-300 of 300\n"
+    + "".join(f"    {i + 1}\tRULE_{i} = {i}\n" for i in range(5))
+    + "    6\tMAX_WORKERS = 12\n"
+    "    7\tdef workers():\n"
+    "- Run `make serve` (done):\n"
+    "    `make serve` in /p → exit code 0\n"
+    "    Listening on port 8744\n"
+    "    ok\n"
+)
+
+
+def test_facts_are_found_wherever_they_stand_and_by_whom() -> None:
+    entries = [
+        E(
+            "user",
+            "I checked yesterday and the retry budget turned out to be 17 attempts, which explains the slowness. "
+            "Staging DB: pg-stage-4.internal:6432. Why does it time out? Please look.",
+        ),
+        E(
+            "assistant",
+            "Let me look at the settings. We'll use orjson for serialization from here on. The checksum of the "
+            "fixture is 0x5A3F, so the test pins it.\n\n" + READ,
+        ),
+    ]
+    assert history_facts(entries) == HistoryFacts(
+        tools=("MAX_WORKERS = 12 (Read src/settings.py)", "Listening on port 8744 (Run `make serve`)"),
+        assistant=(
+            "Assistant: We'll use orjson for serialization from here on.",
+            "Assistant: The checksum of the fixture is 0x5A3F, so the test pins it.",
+        ),
+        user=(
+            "User: I checked yesterday and the retry budget turned out to be 17 attempts, which explains the slowness.",
+            "User: Staging DB: pg-stage-4.internal:6432.",
+        ),
+    )
+
+
+def test_a_later_value_of_a_name_replaces_the_earlier_and_code_and_questions_are_not_facts() -> None:
+    entries = [
+        E("assistant", "Done.\n\n[Tool calls in this turn]\n- Read a.py (done):\n    1\tTIMEOUT = 30\n"),
+        E("user", "Is port 80 free?\n```\nPORT = 80\n```"),
+        E("assistant", "Done.\n\n[Tool calls in this turn]\n- Read a.py (done):\n    1\tTIMEOUT = 45\n"),
+    ]
+    assert history_facts(entries) == HistoryFacts(tools=("TIMEOUT = 45 (Read a.py)",))
+
+
+def test_an_earlier_summary_s_facts_are_carried_not_nested() -> None:
+    model_summary = SUMMARY_PREFIX + "## Goal\nPort the lexer.\n\n## State\n- The staging port is 8431.\n- Tests pass."
+    fallback = fallback_summary(FallbackInput(facts=["User: ticket PROJ-4411"], first_request="step 1 of 3"), 400)
+    entries = [E("summary", model_summary), E("summary", SUMMARY_PREFIX + fallback)]
+    # Of the fallback only its facts section: its first request's "step 1 of 3" is rebuilt from the state.
+    assert carried_facts(entries) == ["The staging port is 8431.", "User: ticket PROJ-4411"]
+    assert FACTS_HEADING in fallback and "step 1 of 3" in fallback
+
+
+def test_the_fallback_keeps_what_the_user_said_first_when_facts_do_not_all_fit() -> None:
+    facts = [f"NAME_{i}X = {i}0 (Read big.py)" for i in range(60)] + ["User: the release codename is BLUE-HERON"]
+    summary = fallback_summary(FallbackInput(facts=facts), 300)
+    assert "BLUE-HERON" in summary and "NAME_0X" not in summary
