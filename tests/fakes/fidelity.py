@@ -256,6 +256,9 @@ class Model:
     summarizer_works: bool
     script: list[Turn] = field(default_factory=turns)
     requests: list[Request] = field(default_factory=list)
+    truncates: bool = False
+    """Like Ollama with its default context: a request over the window is cut to it silently (the prompt
+    tokens reported are the window's), never rejected."""
 
     def __call__(self, body: dict[str, Any]) -> ScriptedReply:
         tokens = request_tokens(body)
@@ -263,13 +266,13 @@ class Model:
         kind = "summary" if "handoff summary" in system else "delegate" if "Your role:" in system else "turn"
         record = Request(kind, tokens, body)
         self.requests.append(record)
-        if tokens > self.window:
+        if tokens > self.window and not self.truncates:
             record.rejected = True
             return ErrorReply.context_length_exceeded(
                 f"This model's maximum context length is {self.window} tokens. However, your messages resulted "
                 f"in {tokens} tokens. Please reduce the length of the messages."
             )
-        usage = Usage(tokens, 30)
+        usage = Usage(min(tokens, self.window), 30)
         if kind == "summary":
             if not self.summarizer_works:
                 return ErrorReply.server_error("the summarizer is down")
@@ -342,6 +345,8 @@ class Result:
     constraints_kept: float
     turn_bodies: tuple[str, ...] = ()
     """The user-turn requests as JSON (to compare a restarted run with a live one)."""
+    truncated: int = 0
+    """Requests larger than the window that a truncating server cut silently."""
 
 
 def measure(
@@ -352,6 +357,7 @@ def measure(
     turn_requests = [r for r in model.requests if r.kind == "turn" and r.turn]
     over = sum(1 for r in turn_requests if r.tokens > window - MAX_OUTPUT)
     rejected = sum(1 for r in model.requests if r.rejected)
+    truncated = sum(1 for r in model.requests if model.truncates and r.tokens > window)
     after: list[int] = []
     for index, r in enumerate(model.requests):
         if r.kind == "summary" and index + 1 < len(model.requests):
@@ -379,15 +385,25 @@ def measure(
         facts_kept=sum(kept[False]) / len(kept[False]) if kept[False] else 1.0,
         constraints_kept=sum(kept[True]) / len(kept[True]) if kept[True] else 1.0,
         turn_bodies=bodies,
+        truncated=truncated,
     )
 
 
 async def run_session(
-    window: int, summarizer_works: bool, *, restarts: bool, turn_count: int = 30, root: Path | None = None
+    window: int,
+    summarizer_works: bool,
+    *,
+    restarts: bool,
+    turn_count: int = 30,
+    root: Path | None = None,
+    catalog: int | None = None,
+    truncates: bool = False,
 ) -> Result:
     """Run the scripted session on a ``window``-token model and measure it (see the module's docstring). It
     works in ``root`` (emptied first; a temporary directory if None): runs to be compared request by request
-    must use the same one, since paths are part of what the model is sent."""
+    must use the same one, since paths are part of what the model is sent. ``catalog`` is the window codling's
+    catalog gives the model (None: the real one); a server that ``truncates`` cuts a request over its window
+    silently instead of rejecting it."""
     from codling.brain.events import ContextCompacted
     from codling.config import Settings
     from codling.llm.catalog import ModelInfo
@@ -397,7 +413,7 @@ async def run_session(
     from codling.store.index import SessionStore
     from codling.store.live import start_session
 
-    model = Model(window, summarizer_works)
+    model = Model(window, summarizer_works, truncates=truncates)
     with tempfile.TemporaryDirectory() as tmp, OpenAIServer(responder=model, model=MODEL_NAME) as server:
         root = Path(tmp) if root is None else root
         shutil.rmtree(root, ignore_errors=True)
@@ -405,7 +421,7 @@ async def run_session(
         make_repo(project)
         settings = Settings(home=root / "home", mode="yolo", titles=False)
         store = SessionStore(settings.home)
-        info = ModelInfo(f"openai-chat:{MODEL_NAME}", context_limit=window, max_output_tokens=MAX_OUTPUT)
+        info = ModelInfo(f"openai-chat:{MODEL_NAME}", context_limit=catalog or window, max_output_tokens=MAX_OUTPUT)
         env = server.env()
 
         def factory(model_id: str) -> Any:

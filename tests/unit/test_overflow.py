@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
 
 from codling.brain.context.overflow import Overflow, is_context_overflow, overflow_numbers, overflow_of
 from codling.brain.events import CompactionStarted, TextDelta, TurnFailed
@@ -262,7 +262,51 @@ WORDINGS = [
             "n_prompt_tokens": 14429,
             "n_ctx": 8192,
         },
-        Overflow("llama.cpp"),
+        Overflow("llama.cpp", 14429, 8192),  # the body's own fields give the numbers the message does not
+    ),
+    (
+        "llama.cpp-n_ctx",
+        400,
+        {"error": {"code": 400, "message": "the request exceeds the available context size (n_ctx: 4096)"}},
+        Overflow("llama.cpp", None, 4096),
+    ),
+    (
+        "lm-studio-window-only",
+        400,
+        {"error": "The model is loaded with context length of only 4096 tokens, which is not enough."},
+        Overflow("lm-studio", None, 4096),
+    ),
+    (
+        "tgi-input-and-output",
+        422,
+        {
+            "error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 "
+            "`inputs` tokens and 500 `max_new_tokens`",
+            "error_type": "validation",
+        },
+        Overflow("tgi", 4500, 4096),  # input + max_new_tokens: what was compared with the window
+    ),
+    (
+        "tgi-input",
+        422,
+        {"error": "Input validation error: `inputs` must have less than 2048 tokens. Given: 2222"},
+        Overflow("tgi", 2222, 2048),
+    ),
+    (
+        "anthropic-413",
+        413,
+        {
+            "type": "error",
+            "error": {"type": "request_too_large", "message": "Request exceeds the maximum allowed number of bytes."},
+        },
+        Overflow("http-413"),
+    ),
+    (
+        "nginx-413",
+        413,
+        "<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request Entity Too "
+        "Large</h1></center><hr><center>nginx</center></body></html>",
+        Overflow("http-413"),
     ),
     (
         "proxy-code-only",
@@ -305,6 +349,55 @@ def test_other_errors_are_not_overflows(status: int, body: Any) -> None:
     assert overflow_of(e) is None
     assert not is_context_overflow(e)
     assert overflow_numbers(e) is None
+
+
+def test_pydantic_ais_own_overflow_error_still_gives_the_providers_numbers() -> None:
+    # pydantic-ai recognises OpenAI's context_length_exceeded code itself; the message still states the window.
+    message = "This model's maximum context length is 8192 tokens. However, your messages resulted in 9500 tokens."
+    e = ModelHTTPError.for_category(
+        ModelContextWindowExceededError, status_code=400, model_name="m", body=openai_body(message)
+    )
+    assert overflow_of(e) == Overflow("openai", 9500, 8192)
+    bare = ModelContextWindowExceededError("m", "the context window was exceeded")
+    assert overflow_of(bare) == Overflow("pydantic-ai")
+
+
+GUESSED = [
+    ("message-length", 400, openai_body("The message length exceeds the limit of this deployment")),
+    ("token-limit", 400, {"detail": "Token limit exceeded for this request"}),
+    ("input-too-large", 400, {"error": {"message": "Input too large, shorten it and try again"}}),
+    ("413-without-a-body", 413, None),
+    ("413-any-wording", 413, {"error": "Request rejected by the gateway"}),
+]
+
+
+@pytest.mark.parametrize(("status", "body"), [g[1:] for g in GUESSED], ids=[g[0] for g in GUESSED])
+def test_an_unknown_wording_that_speaks_of_a_size_passed_is_taken_for_an_overflow(status: int, body: Any) -> None:
+    e = error(status, body)
+    assert overflow_of(e) == Overflow("unrecognised", guessed=True)
+    assert overflow_numbers(e) is None
+    assert retry_reason(e) is None
+
+
+NOT_GUESSED = [
+    ("output-limit", 400, openai_body("max_tokens must be at most 4096 for this model")),
+    ("tpm", 400, openai_body("Rate limit exceeded: 30000 tokens per min")),
+    ("quota", 400, openai_body("You have exceeded your token quota for the month")),
+    ("validation-422", 422, {"error": "Input validation error: `temperature` must be strictly positive"}),
+    ("server-500", 500, {"error": "prompt too long for the buffer"}),  # 500: only known wordings
+    ("no-size-word", 400, openai_body("Invalid value for 'messages[2].role': expected one of system, user")),
+    ("no-subject", 400, openai_body("The maximum number of images was exceeded")),
+]
+
+
+@pytest.mark.parametrize(("status", "body"), [n[1:] for n in NOT_GUESSED], ids=[n[0] for n in NOT_GUESSED])
+def test_other_sizes_passed_are_not_taken_for_an_overflow(status: int, body: Any) -> None:
+    assert overflow_of(error(status, body)) is None
+
+
+def test_the_model_name_does_not_make_an_error_an_overflow() -> None:
+    e = ModelHTTPError(400, "long-context-prompt-8k", {"error": {"message": "Invalid request"}})
+    assert overflow_of(e) is None
 
 
 def test_numbers_with_thousands_separators_are_read_whole() -> None:
@@ -366,4 +459,55 @@ async def test_a_llama_cpp_overflow_compacts_the_history_and_the_turn_goes_on(
     assert "handoff summary" in summarizing["messages"][0]["content"]
     assert overflowing["messages"] != retried["messages"]
     assert "The codeword is heron." in json.dumps(retried["messages"])  # kept, or in the summary
+    assert len(server.requests) == 4
+
+
+UNKNOWN_WORDING = ErrorReply(400, "The prompt exceeds what this deployment accepts.", type="bad_request")
+
+
+def fresh_session(server: OpenAIServer, project: Path, settings: Settings) -> Any:
+    return open_session(
+        replace(settings, titles=False),
+        ModelInfo("openai-chat:fake-model", context_limit=100_000),
+        project,
+        approver=None,
+        mode="read-only",
+        model_factory=lambda model_id: build_model(model_id, env=server.env()),
+    )
+
+
+async def test_an_overflow_in_an_unknown_wording_compacts_and_retries_once(
+    server: OpenAIServer, project: Path, settings: Settings
+) -> None:
+    session = fresh_session(server, project, settings)
+    server.enqueue(
+        Reply(text=["Noted."]),
+        UNKNOWN_WORDING,
+        Reply(text=["## Goal\nShip the parser.\n## User constraints and preferences\nThe codeword is heron."]),
+        Reply(text=["The codeword is heron."]),
+    )
+    async with asyncio.timeout(20):  # liveness only
+        await session.run("The codeword is heron.")
+        events = [event async for event in session.stream("What is the codeword?")]
+
+    assert [e.reason for e in events if isinstance(e, CompactionStarted)] == ["overflow"]
+    assert [e for e in events if isinstance(e, TurnFailed)] == []
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "The codeword is heron."
+    assert len(server.requests) == 4
+    assert session.state.learned_window is None  # the error named no window
+
+
+async def test_an_unknown_wording_that_comes_again_fails_the_turn_with_the_providers_own_message(
+    server: OpenAIServer, project: Path, settings: Settings
+) -> None:
+    session = fresh_session(server, project, settings)
+    server.enqueue(Reply(text=["Noted."]), UNKNOWN_WORDING, Reply(text=["## Goal\nShip it."]), UNKNOWN_WORDING)
+    async with asyncio.timeout(20):  # liveness only
+        await session.run("The codeword is heron.")
+        events = [event async for event in session.stream("What is the codeword?")]
+
+    assert [e.reason for e in events if isinstance(e, CompactionStarted)] == ["overflow"]  # once: never a loop
+    [failed] = [e for e in events if isinstance(e, TurnFailed)]
+    assert "The prompt exceeds what this deployment accepts." in failed.message
+    assert "still too long" not in failed.message  # it may be no overflow at all: the provider's word stands
     assert len(server.requests) == 4

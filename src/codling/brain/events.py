@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from codling.brain.context.turns import TurnExecutionSummary
+from codling.brain.context.window import LearnedWindow
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock
 from codling.config import PermissionMode
@@ -331,6 +332,9 @@ class TurnEnded:
     turn (0: none reported); recorded, so a restored session budgets with the live one's numbers."""
     cost: float | None = None
     """What ``usage`` cost at the model's list price, in US dollars (None: the price is not known)."""
+    window: LearnedWindow | None = None
+    """The window learned from the model's server, in use when the turn ended (None: the catalog's); recorded,
+    so a restored session budgets with it too (see ``context/window.py``)."""
     kind: Literal["turn_ended"] = "turn_ended"
 
 

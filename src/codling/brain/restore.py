@@ -50,15 +50,16 @@ def follow(state: SessionState, log_: TurnLog | None, event: Event) -> None:
 def restore(state: SessionState, events: Iterable[Event]) -> None:
     """Replay recorded events into ``state``: each turn enters the history exactly as it did live; compactions
     and persisted special turns (recorded only between turns) change it as they did live; a turn whose end was
-    never recorded (the process died) enters it with a note that it was interrupted."""
-    budget = Budget.of(state.model, DEFAULT_THRESHOLD)  # (a prompt's cap does not depend on the threshold)
+    never recorded (the process died) enters it with a note that it was interrupted. A window learned from the
+    model's server is taken from each turn's end, so every prompt is cut to the window its turn started with."""
     log_: TurnLog | None = None  # the open turn, unless it is a slash command (not part of the text history)
     for event in events:
         if isinstance(event, TurnStarted):
             if log_ is not None:
                 record_turn(state, log_, "interrupted")
             blocks = event.blocks or (TextBlock(event.prompt),)
-            text = fit_prompt(turn_text(blocks), budget)
+            # (a prompt's cap does not depend on the threshold)
+            text = fit_prompt(turn_text(blocks), Budget.of(state.model, DEFAULT_THRESHOLD))
             command = command_of(blocks)
             state.pins = pins_after(state.pins, typed_text(blocks), command, state.turn_count + 1)
             answered = command is not None and command[0] not in PROMPT_COMMANDS  # not part of the text history
@@ -73,6 +74,7 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
             follow(state, log_, event)
         elif isinstance(event, TurnEnded):
             state.add_spend(event.usage, event.cost)
+            state.use_window(event.window)
             if event.summary is not None:
                 state.remember_turn(event.summary)
         if log_ is not None:

@@ -27,11 +27,13 @@ from codling.brain.builtin_turns import clean_title, fallback_title, title_turn
 from codling.brain.coalesce import TextCoalescer
 from codling.brain.commands import AGENTS_FILE, run_command
 from codling.brain.context import compactor, tools
+from codling.brain.context.budget import Budget
 from codling.brain.context.engine import ContextEngine
 from codling.brain.context.ledger import build_turn_summary
-from codling.brain.context.overflow import is_context_overflow, overflow_of
+from codling.brain.context.overflow import overflow_of
 from codling.brain.context.pins import pins_after
 from codling.brain.context.summaries import summarize_tool_call
+from codling.brain.context.window import may_cut_silently, stated_message, truncated_message, truncated_window
 from codling.brain.delegates import SessionDelegator
 from codling.brain.delivery import Barrier, DeliveredFirst, TurnProgress
 from codling.brain.drive import drive
@@ -170,8 +172,9 @@ class ConversationSession:
         self.deps.permissions.mode = mode
 
     def set_model(self, model: ModelInfo) -> None:
-        """Switch models; the next turn uses the new one with the same history."""
-        self.state.model = model
+        """Switch models; the next turn uses the new one with the same history (and the catalog's window:
+        one learned from the old model's server is forgotten)."""
+        self.state.use_model(model)
         self._agent = None
 
     @property
@@ -398,6 +401,10 @@ class ConversationSession:
         """Tokens the next request would start from (see ``ContextEngine.context_used``)."""
         return self.context.context_used()
 
+    def context_overhead(self) -> int:
+        """What the next request carries besides its history (see ``ContextEngine.overhead``)."""
+        return self.context.overhead()
+
     def usage_event(self, turn_id: str) -> UsageUpdated:
         """How full the context is now, as an event of turn ``turn_id``."""
         return self.context.usage_event(turn_id)
@@ -531,7 +538,16 @@ class ConversationSession:
         cost = self.state.model.cost(usage.input_tokens, usage.output_tokens)
         self.state.add_spend(usage, cost)
         send(self.context.usage_event(turn_id, send))
-        ended = TurnEnded(turn_id, stop, usage, log_.error is not None, summary, self.state.reported_input_tokens, cost)
+        ended = TurnEnded(
+            turn_id,
+            stop,
+            usage,
+            log_.error is not None,
+            summary,
+            self.state.reported_input_tokens,
+            cost,
+            self.state.learned_window,
+        )
         send(ended)
         emit(_DONE)
 
@@ -543,17 +559,26 @@ class ConversationSession:
         log_: TurnLog,
         images: tuple[ImageBlock, ...] = (),
     ) -> tuple[StopReason, Usage]:
-        """Run the prompt; compact first past the threshold, and once more (then retry) on a context overflow."""
+        """Run the prompt; compact first past the threshold, and once more (then retry) on a context overflow
+        (an error in no known wording that looks like one included; a window the provider revealed is used)."""
         turn_id = turn.id
         await self.context.before_turn(turn_id, send, user_text)
+        window = self.state.model.context_limit
         try:
             return await self._drive(turn, user_text, send, images)
         except Exception as e:
-            if not is_context_overflow(e) or not self.state.entries:
+            found = overflow_of(e)
+            learned = self.state.model.context_limit < window  # the provider revealed a smaller window
+            if found is None or not (self.state.entries or learned):
                 raise
-            log.info("context overflow reported by the provider; compacting and retrying once")
-        await compactor.compact(self, turn_id, send, "overflow")
-        retry_text = user_text
+            log.info(
+                "%s reported by the provider; compacting and retrying once",
+                "something like a context overflow" if found.guessed else "context overflow",
+            )
+        if self.state.entries:
+            await compactor.compact(self, turn_id, send, "overflow")
+        # The prompt was cut to the window the turn started with; a window learned since may take less.
+        retry_text = self.context.fit_prompt(user_text, turn_id, send) if learned else user_text
         if done := [summarize_tool_call(s, log_.finished.get(cid)) for cid, s in log_.calls.items()]:
             # Tools already ran in this turn: say so, so the retried request does not redo their side effects.
             retry_text += (
@@ -563,7 +588,8 @@ class ConversationSession:
         try:
             return await self._drive(turn, retry_text, send, images)
         except Exception as e:
-            if (found := overflow_of(e)) is not None:
+            # (an overflow only guessed at may be something else: then the provider's own message says more)
+            if (found := overflow_of(e)) is not None and not found.guessed:
                 budget = self.context.budget
                 if found.requested is not None and found.limit is not None:
                     size = f"{found.requested:,} tokens by the provider's count, of the {found.limit:,} it takes"
@@ -599,6 +625,10 @@ class ConversationSession:
         agent = self._get_agent()
         # (the agent's model is always a built Model here; a bare name would have no base URL)
         turn.endpoint = endpoint = Endpoint(model.id, getattr(agent.model, "base_url", None))
+        requests.learn = lambda error: self._learn_stated_window(turn_id, send, error)
+        if may_cut_silently(endpoint.model_id, endpoint.base_url) and not images:
+            # (images: each provider counts them its own way, so a count with them says nothing of a cut)
+            requests.reported = lambda tokens, estimate: self._learn_cut_window(turn_id, send, tokens, estimate)
         async with agent.iter(
             user_content(self.context.request_text(user_text), images, can_see=model.images),
             message_history=self.state.messages(),
@@ -619,6 +649,30 @@ class ConversationSession:
                 lambda tokens: turn.first_input_reported(tokens, self.state.replacements),
                 idle_timeout=self.options.stream_idle_timeout,
             )
+
+    def _learn_stated_window(self, turn_id: str, send: Callable[[Event], None], error: Exception) -> Budget | None:
+        """The budget of the window a provider's overflow error states, when it is smaller than the one in
+        use: the session uses it from now on, and says so (see ``context/window.py``); else None."""
+        found = overflow_of(error)
+        before, catalog = self.state.model.context_limit, self.state.catalog_model is None
+        if found is None or found.limit is None or not self.state.learn_window(found.limit):
+            return None
+        message = stated_message(self.state.model.id, found.limit, before, catalog)
+        self.context.warn_once(f"window-{found.limit}", turn_id, send, message)
+        return self.context.budget
+
+    def _learn_cut_window(
+        self, turn_id: str, send: Callable[[Event], None], reported: int, estimate: int
+    ) -> Budget | None:
+        """The budget of the window a server that cut a request silently has (it reported ``reported`` input
+        tokens of a request codling counts ``estimate``): the session uses it from now on, and says so (see
+        ``context/window.py``); else None."""
+        learned = truncated_window(reported, estimate, self.state.model.context_limit)
+        if learned is None or not self.state.learn_window(learned):
+            return None
+        message = truncated_message(self.state.model.id, learned, reported, estimate)
+        self.context.warn_once(f"window-{learned}", turn_id, send, message)
+        return self.context.budget
 
     async def _compact_mid_turn(self, turn_id: str, send: Callable[[Event], None]) -> list[Any] | None:
         """Compact the history between two requests of a turn (the turn's own messages stay); the new

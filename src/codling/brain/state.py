@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from codling.brain.context.window import LearnedWindow
 from codling.brain.events import Usage
 from codling.config import PermissionMode
 from codling.llm.catalog import ModelInfo
@@ -92,7 +93,39 @@ class SessionState:
     """What the session's turns spent (delegates included), summed from their ends."""
     cost: float | None = None
     """What they cost in US dollars at list prices (None: no turn had a known price)."""
+    catalog_model: ModelInfo | None = None
+    """The catalog's entry for ``model`` while a window learned from its server replaces the catalog's in
+    ``model`` (None: ``model`` is the catalog's). Every budget reads ``model``, so all of them follow."""
     _messages: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def learned_window(self) -> LearnedWindow | None:
+        """The window learned from the model's server this session (None: the catalog's is in use)."""
+        if self.catalog_model is None:
+            return None
+        return LearnedWindow(self.model.id, self.model.context_limit)
+
+    def learn_window(self, tokens: int) -> bool:
+        """Use ``tokens`` as the model's window from now on (its server revealed it: see ``context/window.py``);
+        False, and nothing changes, unless it is smaller than the window in use."""
+        if not 0 < tokens < self.model.context_limit:
+            return False
+        self.catalog_model = self.catalog_model or self.model
+        self.model = replace(self.model, context_limit=tokens)
+        return True
+
+    def use_window(self, learned: LearnedWindow | None) -> None:
+        """Use the window a turn's end recorded (None: the catalog's); one learned for another model than
+        the session's is ignored (the model was switched since)."""
+        if self.catalog_model is not None:
+            self.model, self.catalog_model = self.catalog_model, None
+        if learned is not None and learned.model == self.model.id:
+            self.learn_window(learned.tokens)
+
+    def use_model(self, model: ModelInfo) -> None:
+        """Switch to ``model`` (its catalog entry): a window learned for the previous model is forgotten, even
+        when it is the same model picked again (so the user can say the server now takes more)."""
+        self.model, self.catalog_model = model, None
 
     def add_spend(self, usage: Usage, cost: float | None) -> None:
         """Count a finished turn's tokens and cost (None: its price was not known) in the session's totals."""

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from codling.brain.context.turns import TurnExecutionSummary, TurnStep
+from codling.brain.context.window import LearnedWindow
 from codling.brain.interactions import InteractionKind
 from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock
 from codling.store.ids import is_session_id
@@ -178,6 +179,22 @@ class UsagePart(Part):
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     requests: int = Field(default=0, ge=0)
+
+
+class WindowPart(Part):
+    """The window learned from a model's server (see ``brain/context/window.py``)."""
+
+    model: str
+    tokens: int = Field(gt=0)
+
+    @classmethod
+    def of(cls, window: LearnedWindow) -> WindowPart:
+        """The part for a learned window."""
+        return cls(model=window.model, tokens=window.tokens)
+
+    def window(self) -> LearnedWindow:
+        """The learned window it stands for."""
+        return LearnedWindow(self.model, self.tokens)
 
 
 class TurnStepPart(Part):

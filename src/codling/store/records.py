@@ -45,6 +45,7 @@ from codling.store.parts import (
     SummaryPart,
     Timestamp,
     UsagePart,
+    WindowPart,
     block_to_wire,
     id_or_none,
     locations_of,
@@ -239,6 +240,7 @@ class TurnEndRecord(_TurnRecord):
     summary: SummaryPart | None = None
     context_tokens: int = Field(default=0, ge=0)
     cost: float | None = Field(default=None, ge=0)
+    window: WindowPart | None = Field(default=None, exclude_if=omit_none)
 
     def events(self) -> list[Event]:
         usage = Usage(self.usage.input_tokens, self.usage.output_tokens, self.usage.requests)
@@ -251,6 +253,7 @@ class TurnEndRecord(_TurnRecord):
             summary=summary,
             context_tokens=self.context_tokens,
             cost=self.cost,
+            window=self.window.window() if self.window is not None else None,
         )
         return [TurnFailed(self.turn_id, self.error), ended] if self.error is not None else [ended]
 
@@ -385,5 +388,6 @@ def event_record(event: Event, session_id: str, error: str | None = None) -> Rec
                 summary=SummaryPart.of(summary) if summary is not None else None,
                 context_tokens=event.context_tokens,
                 cost=event.cost,
+                window=WindowPart.of(event.window) if event.window is not None else None,
             )
     return None

@@ -2,6 +2,7 @@
 
 Budgets (``budget.py``), the turn ledger (``ledger.py``), plain-text tool summaries and recent files
 (``summaries.py``), request layout (``layout.py``), compaction and its fallback (``compaction.py``,
-``compactor.py``) and overflow recognition (``overflow.py``). The turn loop (``brain/session.py``) calls it;
+``compactor.py``), overflow recognition (``overflow.py``) and the window learned from a server that takes
+less than the catalog says (``window.py``). The turn loop (``brain/session.py``) calls it;
 nothing here imports the turn loop.
 """

@@ -4,12 +4,16 @@ Each wording below is one provider's (or local server's) answer to a request lar
 with the HTTP status it comes with. The status alone says nothing (llama.cpp answers 400 or 500), so the
 message decides; ``requested`` and ``limit`` name the groups holding the two numbers, when the message has them.
 Sources: each provider's documented error and the wording users report in its issue tracker (noted per row).
+
+A stated window (``Overflow.limit``) is what ``context/window.py`` learns from. An error in none of these
+wordings may still be an overflow: a 400 or 413 whose message speaks of a size passed (``guess_overflow``) is
+taken for one, conservatively (``Overflow.guessed``): the history is compacted and the turn retried once.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 OVERFLOW_STATUSES = frozenset({400, 413, 422, 500})
 """Statuses a context overflow comes with (llama.cpp uses 500 for some of its wordings)."""
@@ -82,6 +86,9 @@ WORDINGS: tuple[Wording, ...] = (
     # available context size. try increasing the context size or enable context shift", and the newer
     # "request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it".
     _w("llama.cpp", rf"request \({_N} tokens\) exceeds the available context size \({_MAX} tokens\)"),
+    # Some builds name the window in the message: "the request exceeds the available context size (n_ctx: 4096)".
+    # Without it, the body's n_ctx and n_prompt_tokens give the numbers (see ``_body_numbers``).
+    _w("llama.cpp", rf"the request exceeds the available context size \(n_ctx:? {_MAX}\)", None),
     _w("llama.cpp", r"the request exceeds the available context size", None, None),
     _w("llama.cpp", r"context size has been exceeded", None, None),
     # llama-cpp-python's server, 400 (abetlen/llama-cpp-python#416): "Requested tokens (2285) exceed context window
@@ -97,6 +104,9 @@ WORDINGS: tuple[Wording, ...] = (
     _w(
         "lm-studio", rf"trying to keep the first {_N} tokens when context the overflows.*?context length of only {_MAX}"
     ),
+    # LM Studio, the same answer's end alone (a proxy may pass on only part of it): "the model is loaded with
+    # context length of only 4096 tokens".
+    _w("lm-studio", rf"context length of only {_MAX} tokens", None),
     _w("lm-studio", r"tokens to keep from the initial prompt is greater than the context length", None, None),
     # Anthropic, 400 invalid_request_error: "prompt is too long: 215432 tokens > 200000 maximum"; before Claude
     # Sonnet 4.5, input plus max_tokens: "input length and `max_tokens` exceed context limit: 188240 + 21333 >
@@ -115,11 +125,39 @@ WORDINGS: tuple[Wording, ...] = (
     _w("xai", rf"maximum prompt length is {_MAX} but the request contains {_N} tokens"),
     # Kimi: "Your request exceeded model token limit: 262144 (requested: 300000)".
     _w("kimi", rf"exceeded model token limit: {_MAX} \(requested: {_N}\)"),
+    # Hugging Face text-generation-inference, 422 (huggingface/text-generation-inference#628, chat-ui#340): "Input
+    # validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 `inputs` tokens and 500
+    # `max_new_tokens`" (the window: max_total_tokens), and "`inputs` must have less than 2048 tokens. Given:
+    # 2222" (its max_input_tokens, which is less than the window: learning it as one errs on the safe side).
+    _w(
+        "tgi",
+        rf"`?inputs`? tokens \+ `?max_new_tokens`? must be <= {_MAX}\. Given: {_N} `?inputs`? tokens and {_OUT}",
+        plus="out",
+    ),
+    _w("tgi", rf"`?inputs`? must have less than {_MAX} tokens\. Given: {_N}"),
+    # HTTP 413 from a provider or a proxy in front of it: Anthropic's request_too_large ("Request exceeds the
+    # maximum allowed number of bytes"), nginx's "413 Request Entity Too Large", "Payload Too Large". Bytes, not
+    # tokens, but a shorter request is the cure all the same.
+    _w("http-413", r"request_too_large|request entity too large|payload too large", None, None),
     # Generic wordings and codes (proxies such as LiteLLM, other OpenAI-compatible servers).
     _w("generic", r"context_length_exceeded|exceed_context_size_error|model_context_window_exceeded", None, None),
     _w("generic", r"context (?:length|window) (?:exceeded|is exceeded)|exceeds? the (?:model's )?context", None, None),
     _w("generic", r"too many tokens|prompt is too long|input is too long|maximum context length", None, None),
 )
+
+
+GUESS_STATUSES = frozenset({400, 413})
+"""Statuses an error in no known wording may still be an overflow with (413 always is one: the request was
+too large for whoever refused it)."""
+
+_PASSED = re.compile(r"too long|too large|too big|exceed|maximum|\blimit", re.IGNORECASE)
+_SIZE_OF = re.compile(r"context|tokens?\b|length|prompt|input", re.IGNORECASE)
+_NOT_THE_INPUT = re.compile(
+    r"max_tokens|max_completion_tokens|max_new_tokens|max_output|output tokens|completion tokens|rate.?limit|"
+    r"per min|quota|tool calls?",
+    re.IGNORECASE,
+)
+"""What makes a size passed something else: the answer's own limit, a rate limit or a quota, tool calls."""
 
 
 @dataclass(frozen=True)
@@ -129,18 +167,42 @@ class Overflow:
     provider: str
     requested: int | None = None
     limit: int | None = None
+    guessed: bool = False
+    """No known wording matched: a 400 or 413 whose message speaks of a size passed (see ``guess_overflow``)."""
 
 
 def overflow_of(e: BaseException) -> Overflow | None:
     """The overflow ``e`` reports (a provider's HTTP error, or pydantic-ai's own overflow error); None if it
     is not one."""
-    from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
+    from pydantic_ai.exceptions import ModelAPIError, ModelContextWindowExceededError, ModelHTTPError
 
-    if isinstance(e, ModelContextWindowExceededError):
-        return Overflow("pydantic-ai")
-    if not isinstance(e, ModelHTTPError) or e.status_code not in OVERFLOW_STATUSES:
+    known = isinstance(e, ModelContextWindowExceededError)  # pydantic-ai knew it (OpenAI's code, say)
+    if not known and (not isinstance(e, ModelHTTPError) or e.status_code not in OVERFLOW_STATUSES):
         return None
-    return match_overflow(" ".join([*_strings(e.body), e.message]))
+    assert isinstance(e, ModelAPIError)
+    found = match_overflow(" ".join([*_strings(e.body), e.message]))
+    if found is None and known:
+        found = Overflow("pydantic-ai")
+    elif found is None:
+        assert isinstance(e, ModelHTTPError)
+        # (the model's name is left out: a name like "long-context-8k" says nothing about this error)
+        return guess_overflow(e.status_code, " ".join([*_strings(e.body), e.message.replace(e.model_name, "")]))
+    if found.limit is None or found.requested is None:
+        requested, limit = _body_numbers(e.body)
+        found = replace(found, requested=found.requested or requested, limit=found.limit or limit)
+    return found
+
+
+def guess_overflow(status: int, text: str) -> Overflow | None:
+    """An overflow in a wording the table does not know, conservatively: any 413, or a 400 whose message says
+    a size was passed (too long, too large, exceeds, maximum, limit) of the context, the tokens, the length,
+    the prompt or the input, and not of the answer (``max_tokens``), a rate or a quota. The turn loop compacts
+    and retries once on it (never more), and shows the provider's own message if the retry fails too."""
+    if status not in GUESS_STATUSES:
+        return None
+    if status == 413 or (_PASSED.search(text) and _SIZE_OF.search(text) and not _NOT_THE_INPUT.search(text)):
+        return Overflow("unrecognised", guessed=True)
+    return None
 
 
 def match_overflow(text: str) -> Overflow | None:
@@ -164,6 +226,26 @@ def _strings(value: object) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _strings(v)]
     return []
+
+
+def _body_numbers(body: object) -> tuple[int | None, int | None]:
+    """``(requested, limit)`` from a body's own fields, when its message has no numbers: llama.cpp's
+    ``exceed_context_size_error`` carries ``n_prompt_tokens`` and ``n_ctx``."""
+    fields = _ints(body)
+    return fields.get("n_prompt_tokens"), fields.get("n_ctx")
+
+
+def _ints(value: object) -> dict[str, int]:
+    """Every positive integer field of a JSON body, by name (the outermost wins)."""
+    if isinstance(value, list):
+        return {k: v for item in reversed(value) for k, v in _ints(item).items()}
+    if not isinstance(value, dict):
+        return {}
+    found = {k: v for item in reversed(list(value.values())) for k, v in _ints(item).items()}
+    found.update(
+        {k: v for k, v in value.items() if isinstance(k, str) and type(v) is int and v > 0}  # (no bools)
+    )
+    return found
 
 
 def _number(found: re.Match[str], group: str | None) -> int | None:

@@ -8,9 +8,15 @@ compacted Codex-style, between two requests of the turn (``compact_history``); o
 model has not seen yet give way. What is cut stays cut for the rest of the turn (the run's own messages are
 changed). ``max_tokens`` is set per request to the room the window has left.
 
-A provider that still answers "context too long" is handled here first (``on_model_request_error``): the
-turn's tool results all give way to their summaries and the request is made once more, before the turn
-loop falls back to compacting the history and retrying the turn.
+The input tokens the provider reports for each request are compared with codling's count of it
+(``reported``): a server that cut the request silently gives its window away, and the turn's next requests
+fit it.
+
+A provider that still answers "context too long" is handled here first (``on_model_request_error``): when
+its answer reveals a window smaller than the budget's (``learn``: see ``window.py``), the request is fitted to
+that window and made again, as the turn's next ones will be; otherwise the turn's tool results all give way
+to their summaries and the request is made once more, before the turn loop falls back to compacting the
+history and retrying the turn.
 
 The request is then sanitised (``brain/sanitize.py``) on its way out only, so the run's messages keep the
 turn's own shape (its user request is the last message holding the user's prompt).
@@ -156,6 +162,12 @@ class TurnRequests(AbstractCapability[Any]):
     """The estimated input tokens of the latest request."""
     summarised_results: int = 0
     """How many of the turn's tool results gave way to their summaries."""
+    learn: Callable[[Exception], Budget | None] | None = None
+    """Told of each overflow first: the budget of the smaller window the provider's answer revealed, now the
+    session's, or None (nothing learned)."""
+    reported: Callable[[int, int], Budget | None] | None = None
+    """Told the input tokens the provider reported for each request and codling's count of it: the budget of
+    the smaller window they reveal (a server that cut the request silently), now the session's, or None."""
     _retry: list[ModelMessage] | None = None
 
     def fixed_tokens(self, request_context: Any) -> int:
@@ -173,10 +185,27 @@ class TurnRequests(AbstractCapability[Any]):
         messages, self._retry = self._retry, None
         return self._outgoing(request_context, messages)
 
+    async def after_model_request(self, ctx: Any, *, request_context: Any, response: ModelResponse) -> ModelResponse:
+        tokens = response.usage.input_tokens
+        if self.reported is not None and tokens and (budget := self.reported(tokens, self.last_input)) is not None:
+            self.budget = budget  # the turn's next requests fit the window the server has
+        return response
+
     async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> ModelResponse:
         if not is_context_overflow(error):
             raise error
         messages = list(ctx.messages)
+        if self.learn is not None and (budget := self.learn(error)) is not None:
+            # The catalog overstated the window: this request and the rest of the turn's fit the real one (a
+            # window learned is smaller than the last, so this cannot repeat forever). The request is made
+            # again if that changes it: fewer messages, or less room asked for the answer.
+            answer = self.budget.answer_room(self.last_input)
+            self.budget = budget
+            fitted = await self.fit(messages, self.fixed_tokens(request_context))
+            if fitted != messages or budget.answer_room(self.last_input) < answer:
+                ctx.messages[:] = fitted
+                self._retry = fitted
+                raise RetryModelRequest()
         shrunk, saved = self._summarise(messages, turn_start(messages), target=0, newest_too=True)
         if not saved:
             raise error  # nothing of this turn's own is left to cut: the turn loop compacts the history
