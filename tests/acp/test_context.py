@@ -55,6 +55,7 @@ async def test_usage_commands_and_compaction_are_visible_and_survive_load(home: 
             ("model", True),
             ("mode", True),
             ("usage", False),
+            ("context", False),
             ("pin", True),
             ("pins", False),
             ("unpin", True),

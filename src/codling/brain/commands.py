@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from codling.brain.context import compactor
 from codling.brain.context.pins import describe_pins
+from codling.brain.context.report import describe_context
 from codling.brain.events import Event, SettingsChanged, TextDelta
 from codling.brain.turns import COMMAND_HINTS, COMMANDS
 from codling.config import MODE_DESCRIPTIONS, PERMISSION_MODES, parse_mode
@@ -47,6 +48,8 @@ async def run_command(
             say(_model(session, turn_id, send, argument))
         case "usage":
             say(describe_usage(session))
+        case "context":
+            say(describe_context(session))
         case "init":
             say(
                 f"{AGENTS_FILE} already exists in {session.state.cwd}, so /init leaves it alone. Ask me to "

@@ -50,6 +50,7 @@ COMMANDS = {
     "model": "List the models you can switch to, or switch to one.",
     "mode": "List the permission modes, or switch to one.",
     "usage": "Show how full the context is and what the session has spent.",
+    "context": "Show what the next request holds: system prompt, instructions, tools, history, pins, and the window.",
     "pin": "Pin a standing instruction: every request carries it, whatever compaction does.",
     "pins": "List the pinned instructions.",
     "unpin": "Drop a pinned instruction by its number in /pins.",
