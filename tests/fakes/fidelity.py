@@ -21,7 +21,7 @@ import shutil
 import statistics
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -346,6 +346,9 @@ class Result:
     turn_bodies: tuple[str, ...] = ()
     """The user-turn requests as JSON (to compare a restarted run with a live one)."""
     truncated: int = 0
+    compacted_to: tuple[int, ...] = ()
+    """Each compaction's next request as codling counts it (``ContextCompacted.tokens_after``: the kept
+    messages, the summary, the system prompt and tools, the pending prompt)."""
     """Requests larger than the window that a truncating server cut silently."""
 
 
@@ -429,6 +432,7 @@ async def run_session(
 
         header = SessionHeader(new_session_id(), project, info.id, "yolo")
         compactions = 0
+        compacted_to: list[int] = []
         live = None
         for index, turn in enumerate(model.script[:turn_count]):
             if live is None or restarts:
@@ -437,10 +441,13 @@ async def run_session(
                 stored = store.read(header.session_id) if index else None
                 live = start_session(store, settings, info, header, stored, approver=None, model_factory=factory)
             async for event in live.brain.stream(turn.prompt):
-                compactions += isinstance(event, ContextCompacted)
+                if isinstance(event, ContextCompacted):
+                    compactions += 1
+                    compacted_to.append(event.tokens_after)
         if live is not None:
             await live.close()
         result = measure(model, window, "working" if summarizer_works else "failing", restarts, compactions, root)
+        result = replace(result, compacted_to=tuple(compacted_to))
         shutil.rmtree(root, ignore_errors=True)
         return result
 

@@ -4,9 +4,12 @@ against a server that rejects any request larger than the window."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
-from tests.fakes.fidelity import run_session
+from codling.brain.context.budget import Budget
+from codling.llm.catalog import ModelInfo
+from tests.fakes.fidelity import MAX_OUTPUT, run_session
 
 TURNS = 12
 
@@ -20,3 +23,7 @@ async def test_a_small_window_and_a_failing_summarizer_hold(tmp_path: Path) -> N
     assert live.constraints_kept == 1.0
     assert live.facts_kept >= 0.8
     assert restarted.turn_bodies == live.turn_bodies
+    # A compaction frees room: the next request holds at most half of what a request may (the median: a turn
+    # whose own prompt is a pasted log starts larger, whatever a compaction leaves).
+    half = Budget.of(ModelInfo("m", context_limit=8_000, max_output_tokens=MAX_OUTPUT), 0.7).input_limit // 2
+    assert statistics.median(live.compacted_to) <= half

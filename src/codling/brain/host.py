@@ -78,6 +78,10 @@ class SessionHost(Protocol):
         """Tokens the next request would start from."""
         ...
 
+    def context_overhead(self) -> int:
+        """What the next request carries besides its history: system prompt, tools, the turn's context block."""
+        ...
+
     def usage_event(self, turn_id: str) -> UsageUpdated:
         """How full the context is now."""
         ...

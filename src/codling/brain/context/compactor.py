@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from codling.brain.builtin_turns import summarize_prompt as _prompt_for
@@ -45,6 +45,41 @@ BREAKER_SKIPS = 3
 
 SHRINK_TRIES = 2
 """How often a summarizer request the provider found too long is trimmed (oldest messages first) and sent again."""
+
+
+LEAVES_SHARE = 0.45
+"""What a compaction leaves — the next request with the kept messages and the summary — is at most this share of
+what a request may hold (issue 28 asks for half; the margin covers the provider counting a little more than
+codling), so the session has room to work before it compacts again."""
+KEPT_SHARE = 0.4
+"""Of the room a compaction leaves the conversation, the share of the user messages it keeps (the summary has
+the rest)."""
+MIN_KEPT_TOKENS = 128
+MIN_SUMMARY_TOKENS = 256
+"""Floors below which a window too small for codling gets them anyway (it was told it is too small)."""
+
+
+@dataclass(frozen=True)
+class Leaves:
+    """What one compaction may leave: the kept user messages' tokens and the summary's (model or fallback)."""
+
+    kept_user: int
+    summary: int
+    fallback: int
+
+
+def leaves(budget: Budget, overhead: int) -> Leaves:
+    """The compaction's shares of the room the next request has up to ``LEAVES_SHARE`` of the input limit, past
+    ``overhead`` (system prompt, tools, context block, the pending prompt); each at most the window's own share
+    (``Budget``), so a large window is not given more than before."""
+    room = int(budget.input_limit * LEAVES_SHARE) - overhead
+    kept = max(MIN_KEPT_TOKENS, min(budget.kept_user, int(room * KEPT_SHARE)))
+    rest = room - kept
+    return Leaves(
+        kept_user=kept,
+        summary=max(MIN_SUMMARY_TOKENS, min(budget.summary, rest)),
+        fallback=max(MIN_SUMMARY_TOKENS, min(budget.fallback, rest)),
+    )
 
 
 def summarizer_open(state: SessionState) -> bool:
@@ -106,10 +141,11 @@ async def compact(
     model = state.model
     entries = list(state.entries)
     budget_of = Budget.of(model, DEFAULT_THRESHOLD)
-    kept = compaction.kept_user_messages(entries, budget_of.kept_user)
+    shares = leaves(budget_of, session.context_overhead() + pending)
+    kept = compaction.kept_user_messages(entries, shares.kept_user)
 
     def fallback() -> str:
-        return fallback_summary(fallback_input(state), budget_of.fallback)
+        return fallback_summary(fallback_input(state), shares.fallback)
 
     def finish(summary: str, kept_texts: tuple[str, ...], fallback_used: bool, skipped: bool) -> None:
         note = ""
@@ -141,14 +177,14 @@ async def compact(
         if next(shrinks, None) is None:
             return None
         budget = compaction.shrink(budget)
-        return _prompt_for(compaction.compaction_input(entries, budget), instructions, budget_of.summary)
+        return _prompt_for(compaction.compaction_input(entries, budget), instructions, shares.summary)
 
     config = summarize_turn(
         compaction.compaction_input(entries, budget),
         instructions=instructions,
-        length=budget_of.summary,
+        length=shares.summary,
         keep=[Interaction("user", compaction.earlier_request(e.text)) for e in kept],
-        max_tokens=budget_of.summary,
+        max_tokens=shares.summary,
         fallback=fallback,
         metadata={"reason": reason},
         shrink=shrink,
