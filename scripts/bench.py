@@ -1427,6 +1427,63 @@ async def bench_fidelity(config: Config) -> list[Row]:
     return rows
 
 
+# --- 9b: what the model reads ------------------------------------------------------------------------------
+
+
+async def bench_model_reads(config: Config) -> list[Row]:
+    """The requests the scripted coding session of tests/fakes/fidelity.py sends (8k, 16k and 128k windows,
+    working and failing summarizer) as the model reads them: the share of input tokens an automatic prefix cache
+    serves, the input tokens in all, control characters, lines said twice in one request, fresh tool results
+    squashed while the request had room, and where compaction leaves the next request."""
+    from codling.brain.context.budget import Budget
+    from codling.llm.catalog import ModelInfo
+    from tests.fakes.fidelity import MAX_OUTPUT, run_session
+    from tests.fakes.model_reads import read_metrics
+
+    turns = config.fidelity_turns
+    rows: list[Row] = [Row(f"what the model reads ({turns}-turn scripted session)", "")]
+    for window in (8_000, 16_000, 128_000):
+        budget = Budget.of(ModelInfo("m", context_limit=window, max_output_tokens=MAX_OUTPUT), 0.7)
+        for works in (True, False):
+            if window == 128_000 and not works:
+                continue  # no compaction at 128k in 30 turns: the summarizer is never asked
+            progress(f"model reads: {window:,}-token window, {'working' if works else 'failing'} summarizer")
+            live = await run_session(window, works, restarts=False, turn_count=turns)
+            seen = read_metrics(live.bodies, budget.input_limit, budget.tool_output)
+            name = f"{window // 1000}k, {live.summarizer} summarizer"
+            cache_target = 0.93 if window >= 128_000 else 0.85
+            rows += [
+                Row(
+                    f"{name}: prefix cache serves",
+                    f"{seen.cache_share:.1%} of {seen.input_tokens:,} tokens",
+                    f"≥ {cache_target:.0%}",
+                    seen.cache_share >= cache_target,
+                ),
+                Row(
+                    "  control characters in requests", str(seen.control_characters), "0", seen.control_characters == 0
+                ),
+                Row(
+                    "  lines said twice in one request",
+                    f"{seen.repeated_share:.2%}",
+                    "≤ 1%",
+                    seen.repeated_share <= 0.01,
+                ),
+                Row("  fresh results squashed while they fit", str(seen.fresh_squashed), "0", seen.fresh_squashed == 0),
+            ]
+            if live.compacted_to:
+                after = int(statistics.median(live.compacted_to))
+                half = budget.input_limit // 2
+                rows.append(
+                    Row(
+                        f"  next request after a compaction (median of {len(live.compacted_to)})",
+                        f"{after:,} of {budget.input_limit:,}",
+                        f"≤ {half:,}",
+                        after <= half,
+                    )
+                )
+    return rows
+
+
 # --- 10: pins ---------------------------------------------------------------------------------------------
 
 PINS_CORPUS = REPO / "tests" / "unit" / "data" / "pins_corpus.jsonl"
@@ -1497,6 +1554,7 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("token accounting", lambda: bench_accounting(config))
         rows += await guarded("compaction", lambda: bench_compaction(config))
         rows += await guarded("context fidelity", lambda: bench_fidelity(config))
+        rows += await guarded("what the model reads", lambda: bench_model_reads(config))
         rows += await guarded("pins", lambda: bench_pins(config))
     return rows
 

@@ -346,6 +346,8 @@ class Result:
     turn_bodies: tuple[str, ...] = ()
     """The user-turn requests as JSON (to compare a restarted run with a live one)."""
     truncated: int = 0
+    bodies: tuple[dict[str, Any], ...] = ()
+    """Every request the model received, in order (user turns, summaries, delegates)."""
     compacted_to: tuple[int, ...] = ()
     """Each compaction's next request as codling counts it (``ContextCompacted.tokens_after``: the kept
     messages, the summary, the system prompt and tools, the pending prompt)."""
@@ -447,7 +449,7 @@ async def run_session(
         if live is not None:
             await live.close()
         result = measure(model, window, "working" if summarizer_works else "failing", restarts, compactions, root)
-        result = replace(result, compacted_to=tuple(compacted_to))
+        result = replace(result, compacted_to=tuple(compacted_to), bodies=tuple(r.body for r in model.requests))
         shutil.rmtree(root, ignore_errors=True)
         return result
 

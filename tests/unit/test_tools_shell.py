@@ -146,6 +146,7 @@ async def test_commands_are_asked_for_plain_output(tmp_path: Path) -> None:
 
 
 async def test_a_long_outputs_summary_keeps_the_lines_that_matter_and_its_end(tmp_path: Path) -> None:
+    # The progress lines at its head are not kept: the same run repeats them word for word each time.
     # A test run's progress dots fill the head; the failure and the verdict are what a later turn needs.
     script = tmp_path / "suite.sh"
     script.write_text(
@@ -160,14 +161,33 @@ async def test_a_long_outputs_summary_keeps_the_lines_that_matter_and_its_end(tm
     )
     result = await bounded(run_command(ctx(tmp_path), "sh suite.sh"))
     expected = [
-        "[83 lines of output; its first lines:]",
-        *["tests/test_mod.py ........................................"] * 5,
-        "[… the lines that matter:]",
+        "[83 lines of output; its last lines:]",  # the lines that matter are among them: nothing said twice
         "FAILED tests/test_mod.py::test_parse - ValueError: bad header",
         "E   ValueError: bad header",
-        "[… its last lines:]",  # the verdict is among them, so it is not said twice
-        *["tests/test_more.py ........................................"] * 16,
+        *["tests/test_more.py ........................................"] * 20,
         "=== 1 failed, 479 passed in 3.20s ===",
     ]
     assert result.summary == f"`sh suite.sh` in {tmp_path} → exit code 1\n" + "\n".join(expected)
     assert len(result.summary) < 1_600
+
+
+async def test_the_lines_that_matter_far_from_the_end_are_kept_before_it(tmp_path: Path) -> None:
+    script = tmp_path / "build.sh"
+    script.write_text(
+        "echo 'error: cannot find -lssl'\n"
+        'i=0; while [ $i -lt 80 ]; do echo "compiling unit $i of 80 ..................."; i=$((i+1)); done\n'
+    )
+    result = await bounded(run_command(ctx(tmp_path), "sh build.sh"))
+    lines = result.summary.split("\n")
+    assert lines[1:4] == [
+        "[81 lines of output; the lines that matter:]",
+        "error: cannot find -lssl",
+        "[… its last lines:]",
+    ]
+    assert lines[-1] == "compiling unit 79 of 80 ..................."
+
+
+async def test_a_long_command_is_one_clipped_line_in_its_summary(tmp_path: Path) -> None:
+    command = "true \\\n" + " ".join(["--flag"] * 60)
+    result = await bounded(run_command(ctx(tmp_path), command))
+    assert result.summary.split("\n")[0] == f"`{' '.join(command.split())[:199]}…` in {tmp_path} → exit code 0"

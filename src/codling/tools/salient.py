@@ -62,13 +62,14 @@ _DETAIL = re.compile(r"^(?:E {3}|Traceback \(most recent call last\)|-->\s)")
 _SUMMARY_RANK, _PROBLEM_RANK, _DETAIL_RANK = 0, 1, 2
 
 
-def salient_lines(output: str, max_lines: int = 8, max_chars: int = 600) -> tuple[str, ...]:
+def salient_lines(output: str, max_lines: int = 8, max_chars: int = 600, *, last_lines: bool = True) -> tuple[str, ...]:
     """The lines of ``output`` that matter, in output order, each once, each clipped to ``LINE_CHARS``, at most
     ``max_lines`` of them and ``max_chars`` characters in all.
 
     Test-run summary lines come first in priority, then errors and failures (with the exception line that
     ends a Python traceback), then detail lines (pytest ``E   `` lines, ``Traceback``, ``-->``); among equals,
-    earlier lines win. When no line matches, the last non-empty lines are kept instead.
+    earlier lines win. When no line matches, the last non-empty lines are kept instead (with ``last_lines``;
+    else nothing).
     """
     if max_lines <= 0 or max_chars <= 0:
         return ()
@@ -99,8 +100,10 @@ def salient_lines(output: str, max_lines: int = 8, max_chars: int = 600) -> tupl
     if ranked:
         chosen = sorted(ranked)[:max_lines]
         picked = [text for _, _, text in sorted(chosen, key=lambda item: item[1])]
-    else:
+    elif last_lines:
         picked = list(dict.fromkeys(t for line in reversed(lines) if (t := line.strip())))[:max_lines][::-1]
+    else:
+        return ()
     return _within(picked, max_chars)
 
 

@@ -17,7 +17,7 @@ MAX_TIMEOUT_SECONDS = 600.0
 SUMMARY_OUTPUT_CHARS = 1_500
 """Most characters of a command's output kept in its summary."""
 SUMMARY_HEAD_CHARS = 300
-"""Of those, most characters of the output's first lines."""
+"""Of those, most characters of the output's first lines (when no line stands out)."""
 SUMMARY_KEY_CHARS = 600
 """Of those, most characters of the lines that matter (``salient_lines``); the rest is the output's end."""
 
@@ -79,7 +79,7 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
         if result.truncated:
             output = "[the editor kept only part of this command's output]\n" + output
         output = trim_middle(output, deps.output_limit)
-    summary = f"`{command}` in {cwd} → {status}\n{output_summary(output.strip(chr(10)).rstrip())}"
+    summary = f"`{one_line(command)}` in {cwd} → {status}\n{output_summary(output.strip(chr(10)).rstrip())}"
     return ToolOutput(
         text=f"{status}{detail}\n{output}",
         summary=summary,
@@ -89,34 +89,45 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
 
 
 def output_summary(output: str) -> str:
-    """A command's output as its summary keeps it: whole when short; else its first lines, the lines that
-    matter (failures, errors, a traceback's exception, a test run's summary line: ``salient_lines``) and its
-    last lines, each part headed, within ``SUMMARY_OUTPUT_CHARS`` — never just the head, which for a test run
-    is progress dots."""
+    """A command's output as its summary keeps it: whole when short; else the lines that matter (failures,
+    errors, a traceback's exception, a test run's summary line: ``salient_lines``) and its last lines — or,
+    when no line stands out (a listing, a log), its first and last lines — each part headed, within
+    ``SUMMARY_OUTPUT_CHARS``. Never just the head, which for a test run is progress lines that the same run
+    repeats word for word each time."""
     if len(output) <= SUMMARY_OUTPUT_CHARS:
         return output
     lines = output.split("\n")
-    head = _fitting(lines, SUMMARY_HEAD_CHARS)
+    key = list(salient_lines(output, max_lines=12, max_chars=SUMMARY_KEY_CHARS, last_lines=False))
+    head = [] if key else _fitting(lines, SUMMARY_HEAD_CHARS)
     rest = lines[len(head) :]
-    key = list(salient_lines("\n".join(rest), max_lines=12, max_chars=SUMMARY_KEY_CHARS))
     headings = [
-        f"[{len(lines):,} lines of output; its first lines:]",
-        "[… the lines that matter:]",
+        f"[{len(lines):,} lines of output; the lines that matter:]"
+        if key
+        else f"[{len(lines):,} lines of output; its first lines:]",
         "[… its last lines:]",
     ]
     tail: list[str] = []
     for _ in range(2):  # a key line the end shows is said there, once; its room goes to the end
-        said = (*head, *key, *headings) if key else (*head, headings[0], headings[2])
-        room = SUMMARY_OUTPUT_CHARS - sum(len(line) + 1 for line in said)
+        room = SUMMARY_OUTPUT_CHARS - sum(len(line) + 1 for line in (*head, *key, *headings))
         tail = _fitting(rest[::-1], room)[::-1]
         shown = {line.strip() for line in tail}
         key = [line for line in key if line not in shown]
     if not tail:  # lines too long to keep whole (a minified file, one line of JSON): cut in the middle
         return trim_middle(output, SUMMARY_OUTPUT_CHARS)
-    parts = [headings[0], *head]
-    if key:
-        parts += [headings[1], *key]
-    return "\n".join([*parts, headings[2], *tail])
+    if not key and not head:  # every line that matters is among the last ones
+        return "\n".join([f"[{len(lines):,} lines of output; its last lines:]", *tail])
+    return "\n".join([headings[0], *head, *key, headings[1], *tail])
+
+
+SUMMARY_COMMAND_CHARS = 200
+"""Most characters of the command line a summary repeats (the model wrote it; the history need not keep a
+long script whole every time it ran)."""
+
+
+def one_line(command: str) -> str:
+    """``command`` on one line, clipped to ``SUMMARY_COMMAND_CHARS``."""
+    flat = " ".join(command.split())
+    return flat if len(flat) <= SUMMARY_COMMAND_CHARS else flat[: SUMMARY_COMMAND_CHARS - 1] + "…"
 
 
 def _fitting(lines: list[str], room: int) -> list[str]:

@@ -204,9 +204,10 @@ def rebuild(entries: Sequence[HistoryEntry], summary: str, user_budget: int) -> 
     return rebuilt_history([entry.text for entry in kept_user_messages(entries, user_budget)], summary)
 
 
-EARLIER_REQUEST = "[An earlier request of this session, kept word for word by compaction; not the current one]\n"
+EARLIER_REQUEST = "[Earlier request, kept by compaction]\n"
 """Starts each user message a compaction kept, so the model does not read "fix the failure" or "don't change
-anything" as orders given now (the kept messages, the summary and the new prompt reach it as one message)."""
+anything" as orders given now (the kept messages, the summary and the new prompt reach it as one message).
+Short: it is said once per kept message."""
 
 
 def earlier_request(text: str) -> str:
