@@ -10,6 +10,7 @@ import pytest
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
+from codling.brain.context.pin_capture import capture_facts, capture_pins
 from codling.brain.context.pin_score import LABELS, LabelledPrompt, PinScore, label_counts, load_corpus, score_pins
 from codling.brain.context.pins import (
     FACTS_HEADING,
@@ -17,8 +18,6 @@ from codling.brain.context.pins import (
     PINS_HEADING,
     Pin,
     add_pins,
-    capture_facts,
-    capture_pins,
     describe_pins,
     pins_after,
     render_pins,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
-from codling.brain.context.pins import capture_facts, capture_pins
+from codling.brain.context.pin_capture import capture_facts, capture_pins
 
 Label = Literal["rule", "fact", "one-off", "state", "other"]
 LABELS: tuple[Label, ...] = ("rule", "fact", "one-off", "state", "other")

@@ -28,21 +28,6 @@ from typing import Literal
 from codling.brain.context.pin_capture import capture_facts, capture_pins, pin_key
 from codling.llm.tokens import count_tokens
 
-__all__ = [
-    "FACTS_HEADING",
-    "MAX_PINS",
-    "PINS_HEADING",
-    "Pin",
-    "PinSource",
-    "add_pins",
-    "capture_facts",
-    "capture_pins",
-    "describe_pins",
-    "pins_after",
-    "remove_pin",
-    "render_pins",
-]
-
 MAX_PINS = 50
 """Pins kept; past this the oldest facts go first, then the oldest captured rules (``/pin`` ones last)."""
 PinSource = Literal["prompt", "command", "fact"]
