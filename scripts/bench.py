@@ -38,6 +38,12 @@ What it measures (see DESIGN.md §13):
    restarted run's requests identical to the live run's. ``--quick`` runs 12 turns.
 10. pins: precision and recall of pinning (standing rules and durable facts, not one-offs nor the code's
    current state) on the labelled corpus ``tests/unit/data/pins_corpus.jsonl``. Targets: ≥ 95% / ≥ 90%.
+11. facts over 100 turns: the scripted session of ``tests/fakes/facts_session.py`` (reads, commands printing
+   10–30 KB, edits, a pasted log, small talk) with 14 facts planted in prompts, tool results and replies, each
+   asked 71 turns later; kept when the asking turn's first request holds it. 8,000 and 16,000 tokens with a
+   working, failing, empty and garbage summarizer, 32,000 with a failing one; a hanging one once, on 40 turns
+   (each hang waits codling's 30 s). Targets: 100% (working), ≥ 90% (the others). ``--quick`` runs 40 turns,
+   working and failing only.
 
 Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this.
 """
@@ -1460,6 +1466,10 @@ async def bench_model_reads(config: Config) -> list[Row]:
                     seen.cache_share >= cache_target,
                 ),
                 Row(
+                    "  of what a cache could serve (all but fresh tool results)",
+                    f"{seen.cache_share_of_servable:.1%} ({seen.fresh_tokens / seen.input_tokens:.0%} were fresh)",
+                ),
+                Row(
                     "  control characters in requests", str(seen.control_characters), "0", seen.control_characters == 0
                 ),
                 Row(
@@ -1515,6 +1525,44 @@ async def bench_pins(config: Config) -> list[Row]:
     ]
 
 
+# --- 11: facts over 100 turns ------------------------------------------------------------------------------
+
+
+async def bench_facts(config: Config) -> list[Row]:
+    """The planted-facts session of tests/fakes/facts_session.py: the share of facts the asking turn's first
+    request still holds, and which were lost, per window and summarizer (issue 28)."""
+    from tests.fakes.facts_session import Mode, ask_gap, run_facts_session
+
+    turns = 40 if config.quick else 100
+    modes: tuple[Mode, ...] = ("working", "failing") if config.quick else ("working", "failing", "empty", "garbage")
+    runs = [(window, mode, turns) for window in (8_000, 16_000) for mode in modes]
+    if not config.quick:
+        runs += [(32_000, "failing", turns), (8_000, "hanging", 40)]
+    gap = ask_gap(turns)
+    asked = "60+" if gap >= 60 else str(gap)
+    rows = [Row(f"facts over {turns} turns (planted in prompts, tool results, replies; asked {asked} turns later)", "")]
+    for window, mode, count in runs:
+        progress(f"facts: {count} turns, {window:,}-token window, {mode} summarizer")
+        r = await run_facts_session(window, mode, count)
+        target = 1.0 if mode == "working" else 0.90
+        lost = ", ".join(r.lost) or "none"
+        rows += [
+            Row(
+                f"  {window // 1000}k, {mode} summarizer"
+                + (f" ({count} turns, asked {ask_gap(count)} later)" if count != turns else "")
+                + ": facts kept",
+                f"{len(r.kept)} of {r.facts} ({r.share:.0%})",
+                "100%" if target == 1 else f"≥ {target:.0%}",
+                r.share >= target,
+            ),
+            Row(
+                f"    lost ({r.compactions} compactions, {r.fallbacks} fallbacks, {r.rejected} rejected)",
+                lost if len(lost) <= 60 else lost[:59] + "…",
+            ),
+        ]
+    return rows
+
+
 # --- driver ------------------------------------------------------------------------------------------------
 
 
@@ -1556,6 +1604,7 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("context fidelity", lambda: bench_fidelity(config))
         rows += await guarded("what the model reads", lambda: bench_model_reads(config))
         rows += await guarded("pins", lambda: bench_pins(config))
+        rows += await guarded("facts over 100 turns", lambda: bench_facts(config))
     return rows
 
 

@@ -37,11 +37,20 @@ class ReadsMetrics:
     control_characters: int
     repeated_tokens: int
     fresh_squashed: int
+    fresh_tokens: int = 0
+    """Tokens of tool results the model had not seen yet (after its latest message): new input no cache can
+    serve, whatever the layout."""
 
     @property
     def cache_share(self) -> float:
         """The share of input tokens a prefix cache serves."""
         return self.cached_tokens / self.input_tokens if self.input_tokens else 1.0
+
+    @property
+    def cache_share_of_servable(self) -> float:
+        """The share a prefix cache serves of what it could: the input tokens less the fresh tool results."""
+        servable = self.input_tokens - self.fresh_tokens
+        return self.cached_tokens / servable if servable > 0 else 1.0
 
     @property
     def repeated_share(self) -> float:
@@ -53,24 +62,28 @@ def read_metrics(bodies: Sequence[dict[str, Any]], input_limit: int, tool_output
     """The metrics of requests ``bodies`` (in the order sent), for a model whose requests may hold
     ``input_limit`` tokens and one tool result ``tool_output`` tokens at most."""
     cached, total = cache_share(bodies)
-    control = repeated = fresh = 0
+    control = repeated = fresh = fresh_tokens = 0
     for body in bodies:
         messages = body.get("messages", [])
+        fresh_tokens += sum(count_tokens(json.dumps(m)) for m in _newest_results(messages))
         texts = [text_of(m.get("content")) for m in messages]
         control += sum(len(_CONTROL.findall(text)) for text in texts)
         lines = Counter(line.strip() for text in texts for line in text.splitlines() if len(line.strip()) >= 40)
         repeated += sum(count_tokens(line) * (n - 1) for line, n in lines.items() if n > 1)
         fresh += _fresh_squashed(messages, input_limit, tool_output)
-    return ReadsMetrics(len(bodies), total, cached, control, repeated, fresh)
+    return ReadsMetrics(len(bodies), total, cached, control, repeated, fresh, fresh_tokens)
+
+
+def _newest_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool results after the model's latest message: what it has not read yet."""
+    last_assistant = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return [m for m in messages[last_assistant + 1 :] if m.get("role") == "tool"]
 
 
 def _fresh_squashed(messages: list[dict[str, Any]], input_limit: int, tool_output: int) -> int:
     """Results of the newest tool calls (after the last assistant message) that came squashed, in a request
     that would have held them whole: its size with the largest result put back stays within the limit."""
-    last_assistant = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
-    squashed = [
-        m for m in messages[last_assistant + 1 :] if m.get("role") == "tool" and SUMMARISED in text_of(m["content"])
-    ]
+    squashed = [m for m in _newest_results(messages) if SUMMARISED in text_of(m["content"])]
     if not squashed:
         return 0
     size = count_tokens(json.dumps(messages))

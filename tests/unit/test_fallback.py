@@ -9,6 +9,7 @@ import pytest
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest
 
+from codling.brain.context import compaction
 from codling.brain.context.budget import Budget
 from codling.brain.context.fallback import NOTE, FallbackInput, fallback_summary, share_out
 from codling.brain.events import ContextCompacted
@@ -205,9 +206,9 @@ FULL_MODEL = ModelInfo("test:fallback", context_limit=100_000)
 
 
 async def test_a_fallback_compaction_summarises_every_part_of_the_session(project: Path, settings: Settings) -> None:
-    """The summary a failed summarizer leaves is built from everything the session keeps beside its history: a
-    pin, the turn ledger (the oldest turn as one line), the open plan, the edited file, the delegate's answer,
-    the first and the latest request and the latest reply."""
+    """The summary a failed summarizer leaves is built from everything the session keeps beside its history and
+    the next request does not say anyway: the turn ledger (the oldest turn as one line), the open plan, the
+    edited file, the delegate's answer and the latest reply."""
     plan = [{"step": "Read the lexer", "status": "completed"}, {"step": "Write lexer.rs", "status": "in_progress"}]
     script = Script(
         [
@@ -228,12 +229,16 @@ async def test_a_fallback_compaction_summarises_every_part_of_the_session(projec
         assert (await session.run(prompt)).error is None
     (done,) = [e async for e in session.stream("/compact") if isinstance(e, ContextCompacted)]
     assert done.fallback
+    # The pin (every request's context block shows it) and the requests the compaction keeps word for word are
+    # not said a second time.
+    assert [e.text for e in session.state.entries[:-1]] == [
+        compaction.EARLIER_REQUEST + "Port the lexer to Rust. Never touch migrations/.",
+        compaction.EARLIER_REQUEST + "review it",
+        compaction.EARLIER_REQUEST + "fix the division",
+    ]
     assert done.summary == "\n\n".join(
         [
             NOTE_TEXT,
-            "## Pinned instructions\n- Never touch migrations/.",
-            "## First request\nPort the lexer to Rust. Never touch migrations/.",
-            "## Latest request\nfix the division",
             "## What each turn did\n"
             "Turn 1: Port the lexer to Rust. — changed src/lexer.rs — Wrote src/lexer.rs.\n"
             "Turn 2 — request: review it\nSteps:\n- Delegate to the reviewer: Review src/lexer.rs (done)\n"

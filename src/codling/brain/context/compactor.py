@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,7 @@ from codling.brain.context.compaction import DEFAULT_THRESHOLD
 from codling.brain.context.facts import carried_facts, history_facts
 from codling.brain.context.fallback import FallbackInput, fallback_summary
 from codling.brain.context.ledger import FULL_TURNS, one_line, render_turn_summary
+from codling.brain.context.pins import render_pins
 from codling.brain.events import (
     CompactionReason,
     CompactionStarted,
@@ -98,26 +99,37 @@ def count_compaction(state: SessionState, event: ContextCompacted) -> None:
         state.summarizer_failures = state.summarizer_skips = 0
 
 
-def fallback_input(state: SessionState) -> FallbackInput:
-    """What the session keeps outside its history, for a summary built without the model."""
+def fallback_input(state: SessionState, kept: Sequence[str] = (), pins_shown: str = "") -> FallbackInput:
+    """What the session keeps outside its history, for a summary built without the model; nothing the next
+    request says anyway: not the user messages the compaction keeps (``kept``) or a fact quoted from them, not
+    the pins the context block shows (``pins_shown``, the rendered block: only those left out for room)."""
     summaries = state.turn_summaries
     last_user = next((e.text for e in reversed(state.entries) if e.role == "user"), "")
     found = history_facts(state.entries)
+    facts = dict.fromkeys([*found.tools, *carried_facts(state.entries), *found.assistant, *found.user])
+    first = state.first_request
+    last = summaries[-1].request if summaries else last_user
     return FallbackInput(
-        pins=[p.text for p in state.pins],
+        pins=[p.text for p in state.pins if f"- {p.text}" not in pins_shown],
         # Least important first (the budget keeps the end): what tools showed, what earlier summaries kept,
         # what the assistant said, what the user said.
-        facts=list(dict.fromkeys([*found.tools, *carried_facts(state.entries), *found.assistant, *found.user])),
+        facts=[f for f in facts if not any(f.removeprefix("User: ").rstrip("…") in text for text in kept)],
         turns_recent=[render_turn_summary(s, state.cwd) for s in summaries[-FULL_TURNS:]],
         turns_older=[one_line(s, state.cwd) for s in summaries[:-FULL_TURNS]],
         plan=state.plan,
         recent_files=state.recent_files,
         delegate_notes=state.delegate_notes,
-        first_request=state.first_request,
-        last_request=summaries[-1].request if summaries else last_user,
+        first_request="" if _said(first, kept) else first,
+        last_request="" if _said(last, kept) else last,
         last_reply=next((e.text for e in reversed(state.entries) if e.role == "assistant"), ""),
         cwd=state.cwd,
     )
+
+
+def _said(request: str, kept: Sequence[str]) -> bool:
+    """Whether a request (as the ledger flattened it) is one of the kept user messages."""
+    flat = " ".join(request.split())
+    return bool(flat) and any(flat == " ".join(text.split()) for text in kept)
 
 
 async def compact(
@@ -145,7 +157,9 @@ async def compact(
     kept = compaction.kept_user_messages(entries, shares.kept_user)
 
     def fallback() -> str:
-        return fallback_summary(fallback_input(state), shares.fallback)
+        kept_texts = [e.text for e in kept]
+        shown = render_pins(state.pins, budget_of.pins)
+        return fallback_summary(fallback_input(state, kept_texts, shown), shares.fallback)
 
     def finish(summary: str, kept_texts: tuple[str, ...], fallback_used: bool, skipped: bool) -> None:
         note = ""
