@@ -36,7 +36,7 @@ def test_facts_are_found_wherever_they_stand_and_by_whom() -> None:
         ),
     ]
     assert history_facts(entries) == HistoryFacts(
-        tools=("MAX_WORKERS = 12 (Read src/settings.py)", "Listening on port 8744 (Run `make serve`)"),
+        tools=("MAX_WORKERS = 12 (settings.py)", "Listening on port 8744 (Run `make serve`)"),
         assistant=(
             "Assistant: We'll use orjson for serialization from here on.",
             "Assistant: The checksum of the fixture is 0x5A3F, so the test pins it.",
@@ -54,7 +54,7 @@ def test_a_later_value_of_a_name_replaces_the_earlier_and_code_and_questions_are
         E("user", "Is port 80 free?\n```\nPORT = 80\n```"),
         E("assistant", "Done.\n\n[Tool calls in this turn]\n- Read a.py (done):\n    1\tTIMEOUT = 45\n"),
     ]
-    assert history_facts(entries) == HistoryFacts(tools=("TIMEOUT = 45 (Read a.py)",))
+    assert history_facts(entries) == HistoryFacts(tools=("TIMEOUT = 45 (a.py)",))
 
 
 def test_an_earlier_summary_s_facts_are_carried_not_nested() -> None:
@@ -70,3 +70,30 @@ def test_the_fallback_keeps_what_the_user_said_first_when_facts_do_not_all_fit()
     facts = [f"NAME_{i}X = {i}0 (Read big.py)" for i in range(60)] + ["User: the release codename is BLUE-HERON"]
     summary = fallback_summary(FallbackInput(facts=facts), 300)
     assert "BLUE-HERON" in summary and "NAME_0X" not in summary
+
+
+def test_sections_keep_their_keys_apart_and_search_matches_lose_their_location() -> None:
+    calls = (
+        "[Tool calls in this turn]\n"
+        "- Read config/quotas.toml (done):\n"
+        "    1\t[tenants.initech]\n"
+        "    2\texport_rows_per_day = 86000\n"
+        "    3\t[tenants.acme]\n"
+        "    4\texport_rows_per_day = 40000\n"
+        "- Search for /LEGACY_/ in src (done):\n"
+        '    src/billing/rates.py:12:LEGACY_RATE_TABLE = "rates-2019q3"\n'
+        "    src/billing/rates.py:13:LEGACY_TENANTS = {'a': LEGACY_RATE_TABLE}\n"
+    )
+    assert history_facts([E("assistant", "Done.\n\n" + calls)]).tools == (
+        "tenants.initech.export_rows_per_day = 86000 (quotas.toml)",
+        "tenants.acme.export_rows_per_day = 40000 (quotas.toml)",
+        'LEGACY_RATE_TABLE = "rates-2019q3" (Search for /LEGACY_/ in src)',
+    )
+
+
+def test_requests_are_not_facts_and_decisions_are_carried_without_a_number() -> None:
+    said = "In src/ingest/handlers.py, make handle_6 reject empty payloads. The batch window starts at 02:40 UTC."
+    assert history_facts([E("user", said)]).user == ("User: The batch window starts at 02:40 UTC.",)
+    decision = "Assistant: We'll use orjson for serialization from here on."
+    fallback = fallback_summary(FallbackInput(facts=[decision]), 400)
+    assert carried_facts([E("summary", SUMMARY_PREFIX + fallback)]) == [decision]

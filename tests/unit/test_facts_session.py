@@ -1,8 +1,8 @@
 """The planted-facts session (tests/fakes/facts_session.py; scripts/bench.py reports the 100-turn version): the
 script plants each value in one turn only, and the harness measures what it should. A short schedule on an
 8,000-token model: the facts are planted in turns 2–28 and each is asked 15 turns later, after several
-compactions. A working summarizer must keep every fact; what a failing one keeps is printed, not asserted
-(issue 28's target for it, ≥ 90%, is asserted once codling meets it)."""
+compactions. A working summarizer must keep every fact; a failing one nine in ten over 100 turns at 16k (issue
+28's target; the bench reports 8k too)."""
 
 from __future__ import annotations
 
@@ -68,3 +68,13 @@ async def test_a_short_session_runs_and_a_working_summarizer_keeps_every_fact() 
     assert working.fallbacks == 0
     assert working.lost == ()
     assert failing.fallbacks == failing.compactions
+
+
+@pytest.mark.timeout(240)  # about 10 s of CPU; a busy machine may stretch it
+async def test_a_failing_summarizer_keeps_nine_facts_in_ten_over_100_turns_at_16k() -> None:
+    # Issue 28's target for a summary assembled without the model: facts planted in prompts, tool results and
+    # replies, asked 71 turns later. (At 8k the fallback has about 550 tokens and keeps 11 of 14: the bench
+    # reports it.)
+    failing = await run_facts_session(16_000, "failing")
+    assert failing.fallbacks == failing.compactions >= 5
+    assert failing.share >= 0.9, failing.lost

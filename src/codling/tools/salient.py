@@ -1,5 +1,6 @@
 """The lines of a command's output that matter once the output itself is gone: errors, failures, the exception
-that ended a traceback, and the summary line of a test run (pytest, unittest, jest, cargo, go, mocha).
+that ended a traceback, the summary line of a test run (pytest, unittest, jest, cargo, go, mocha), and where a
+server listens.
 
 The turn ledger keeps these for each command, so a later turn knows *why* ``pytest`` exited 1 without the
 30 KB it printed.
@@ -59,6 +60,13 @@ _DETAIL = re.compile(r"^(?:E {3}|Traceback \(most recent call last\)|-->\s)")
 """Lines that say where or how, kept when there is room: pytest's ``E   `` lines, a traceback's start, rustc's
 ``--> file:line``."""
 
+_ADDRESS = re.compile(
+    r"\b(?:listening|serving|running|started|available|bound)\b.{0,40}(?:\bport\s*\d+|https?://\S+|:\d{2,5}\b)",
+    re.IGNORECASE,
+)
+"""Where a server says it can be reached ("Listening on port 8744", "Running on http://127.0.0.1:5000"): kept,
+since a later turn will want to talk to it."""
+
 _SUMMARY_RANK, _PROBLEM_RANK, _DETAIL_RANK = 0, 1, 2
 
 
@@ -92,7 +100,7 @@ def salient_lines(output: str, max_lines: int = 8, max_chars: int = 600, *, last
             rank = _SUMMARY_RANK
         elif rank is None and _PROBLEM.search(text):
             rank = _PROBLEM_RANK
-        elif rank is None and _DETAIL.search(text):
+        elif rank is None and (_DETAIL.search(text) or _ADDRESS.search(text)):
             rank = _DETAIL_RANK
         if rank is not None:
             seen.add(text)

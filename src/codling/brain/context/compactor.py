@@ -48,11 +48,12 @@ SHRINK_TRIES = 2
 """How often a summarizer request the provider found too long is trimmed (oldest messages first) and sent again."""
 
 
-LEAVES_SHARE = 0.45
+LEAVES_SHARE = 0.48
 """What a compaction leaves — the next request with the kept messages and the summary — is at most this share of
 what a request may hold (issue 28 asks for half; the margin covers the provider counting a little more than
-codling), so the session has room to work before it compacts again."""
-KEPT_SHARE = 0.4
+codling), so the session has room to work before it compacts again. The user's new prompt is not part of it
+(a pasted log is what it is): it only has to fit beside."""
+KEPT_SHARE = 0.25
 """Of the room a compaction leaves the conversation, the share of the user messages it keeps (the summary has
 the rest)."""
 MIN_KEPT_TOKENS = 128
@@ -69,17 +70,20 @@ class Leaves:
     fallback: int
 
 
-def leaves(budget: Budget, overhead: int) -> Leaves:
+def leaves(budget: Budget, overhead: int, pending: int = 0) -> Leaves:
     """The compaction's shares of the room the next request has up to ``LEAVES_SHARE`` of the input limit, past
-    ``overhead`` (system prompt, tools, context block, the pending prompt); each at most the window's own share
-    (``Budget``), so a large window is not given more than before."""
+    ``overhead`` (system prompt, tools, context block); each at most the window's own share (``Budget``), so a
+    large window is not given more than before. A ``pending`` prompt (the user's new input, a pasted log) is
+    not what the compaction leaves: it only has to fit beside it, so it can shrink the summary but never
+    starve it below what the room gives."""
     room = int(budget.input_limit * LEAVES_SHARE) - overhead
     kept = max(MIN_KEPT_TOKENS, min(budget.kept_user, int(room * KEPT_SHARE)))
     rest = room - kept
+    fits = budget.input_limit - overhead - pending - kept
     return Leaves(
         kept_user=kept,
-        summary=max(MIN_SUMMARY_TOKENS, min(budget.summary, rest)),
-        fallback=max(MIN_SUMMARY_TOKENS, min(budget.fallback, rest)),
+        summary=max(MIN_SUMMARY_TOKENS, min(budget.summary, rest, fits)),
+        fallback=max(MIN_SUMMARY_TOKENS, min(budget.fallback, rest, fits)),
     )
 
 
@@ -153,7 +157,7 @@ async def compact(
     model = state.model
     entries = list(state.entries)
     budget_of = Budget.of(model, DEFAULT_THRESHOLD)
-    shares = leaves(budget_of, session.context_overhead() + pending)
+    shares = leaves(budget_of, session.context_overhead(), pending)
     kept = compaction.kept_user_messages(entries, shares.kept_user)
 
     def fallback() -> str:

@@ -43,12 +43,37 @@ _DECISION = re.compile(
     r"|decided to|decision:|from here on)\b",
     re.IGNORECASE,
 )
-_STATEMENT = re.compile(r"\b(?:is|are|was|were|=|equals)\b", re.IGNORECASE)
+_STATEMENT = re.compile(
+    r"\b(?:is|are|was|were|equals|turned out to be|set to|lives (?:in|at)|runs on|starts at|uses?|"
+    r"(?:should|will|would|must) be)\b|\s=\s",
+    re.IGNORECASE,
+)
+_LABELLED = re.compile(r"^[\w .'/-]{2,40}:\s*\S")
+"""``Staging DB: pg-stage-4.internal:6432``: a label and its value."""
+_REQUEST = re.compile(
+    r"^(?:(?:ok(?:ay)?|so|now|then|also|and|please|pls|can you|could you|would you|let's|lets|go ahead and)[,:]?\s+)*"
+    r"(?:in [^,]{1,60},\s*)?"  # "In src/x.py, make …"
+    r"(?:add|make|fix|read|run|check|write|implement|refactor|update|rename|move|create|delete|remove|look|"
+    r"continue|open|show|change|use|try|start|stop|test|build|install|explain|tell|give|find|search|list|"
+    r"replace|set|bump|revert|commit|push|review|walk|rerun|re-run|port|split|merge|keep|drop|print)\b",
+    re.IGNORECASE,
+)
+"""A sentence that asks for work ("make handle_6 reject …", "please run the tests"): not a fact."""
 _OUTPUT_VALUE = re.compile(
     r"\b(?:port|listening|address|url|host|version|id|token|key|hash|checksum|commit|revision|build)\b", re.I
 )
 _KEY_VALUE = re.compile(r"^\s*(?:\d+\t)?\s*(?P<name>[A-Za-z_][\w.\-]*)\s*(?::|=|:=)\s*(?P<value>\S.*)$")
 _INDENTED = re.compile(r"^ {4}")
+_READS = ("Read ", "Search", "List")
+_MATCH_PREFIX = re.compile(r"^\S+?:\d+[:-]\s*")
+_SECTION = re.compile(r"^\s*\[([\w.\-\" ]+)\]\s*$")
+"""A TOML or INI section heading: the keys under it are its own."""
+"""Tool calls whose ``NAME = value`` lines are what a file holds (a command's ``x = y`` lines are its chatter)."""
+_LITERAL = re.compile(
+    r"""^(?:-?\d[\d_.,]*\s*[a-zA-Z%]{0,12}|"[^"]{1,80}"|'[^']{1,80}'|`[^`]{1,80}`|[\w.:/@+-]{1,80})[,;]?(?:\s*#.*)?$"""
+)
+"""A value as a file states it (``12``, ``"rates-2019q3"``, ``4500``, ``db-7.internal:5432``), not an expression
+(``os.environ.get(…)``, ``8 * 1024``): what a later turn may need to know without reading the file again."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +129,8 @@ def carried_facts(entries: Sequence[HistoryEntry]) -> list[str]:
             line = raw.strip().lstrip("-*• ").strip()
             if fallback and section != FACTS_HEADING:
                 continue
-            if line and not line.startswith("(…") and _CONCRETE.search(line):
+            # A fallback's facts were chosen as facts already (a decision need not hold a number).
+            if line and not line.startswith("(…") and (fallback or _CONCRETE.search(line)):
                 found.setdefault(_clip(line), None)
     return list(found)
 
@@ -123,7 +149,12 @@ def _sentences(text: str) -> Iterable[str]:
 
 
 def _user_fact(sentence: str) -> bool:
-    return not sentence.endswith("?") and bool(_CONCRETE.search(sentence))
+    """A statement that something is a concrete value ("the retry budget turned out to be 17 attempts",
+    "Staging DB: pg-stage-4.internal:6432"); not a question, and not a request ("make handle_6 reject …"),
+    which says what to do, not what is."""
+    if sentence.endswith("?") or not _CONCRETE.search(sentence) or _REQUEST.match(sentence):
+        return False
+    return bool(_STATEMENT.search(sentence) or _LABELLED.match(sentence))
 
 
 def _assistant_fact(sentence: str) -> bool:
@@ -143,7 +174,7 @@ def _tool_facts(calls: str) -> list[str]:
     ``TOOL_FACTS_PER_CALL`` of one call, and none of a series (``RULE_1 = 1``, ``RULE_2 = 2``, …)."""
     facts: list[str] = []
     call: list[tuple[str, str]] = []  # (name or "", line) of the current call
-    title = ""
+    title = source = section = ""
 
     def close() -> None:
         stems: dict[str, int] = {}
@@ -157,14 +188,23 @@ def _tool_facts(calls: str) -> list[str]:
         if not _INDENTED.match(line):
             close()
             title = line.strip().lstrip("- ").split(" (", 1)[0]
+            # The file it came from, by name (the path costs tokens in every fact of it; the ledger has it).
+            source = title.removeprefix("Read ").rsplit("/", 1)[-1] if title.startswith("Read ") else title
+            section = ""
             continue
         content = line.strip()
-        found = _KEY_VALUE.match(content)
-        if found is not None and _CONCRETE.search(found.group("value")) and len(found.group("value")) < 120:
-            name = found.group("name")
-            call.append((name, f"{name} = {found.group('value').strip()} ({title})"))
+        if title.startswith("Search"):
+            content = _MATCH_PREFIX.sub("", content)  # src/rates.py:12: RATE = "…" → RATE = "…"
+        if section_match := _SECTION.match(content.split("\t")[-1]):
+            section = section_match.group(1) + "."  # [tenants.initech]: its keys are tenants.initech.key
+            continue
+        found = _KEY_VALUE.match(content) if title.startswith(_READS) else None
+        value = found.group("value").strip() if found is not None else ""
+        if found is not None and _LITERAL.match(value) and _CONCRETE.search(value):
+            name = section + found.group("name")
+            call.append((name, f"{name} = {value} ({source})"))
         elif _OUTPUT_VALUE.search(content) and _CONCRETE.search(content) and not content.startswith(("[", "`")):
-            call.append(("", f"{content} ({title})"))
+            call.append(("", f"{content} ({source})"))
     close()
     return facts
 
