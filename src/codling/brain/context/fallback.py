@@ -34,11 +34,11 @@ NOTE = (
 )
 
 SHARES = {
-    "pins": 0.14,
-    "facts": 0.24,
-    "first": 0.08,
-    "last": 0.09,
-    "turns": 0.22,
+    "pins": 0.05,
+    "facts": 0.42,
+    "first": 0.05,
+    "last": 0.05,
+    "turns": 0.2,
     "plan": 0.07,
     "files": 0.04,
     "delegates": 0.05,
