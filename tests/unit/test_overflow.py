@@ -428,13 +428,11 @@ def server() -> Iterator[OpenAIServer]:
         yield s
 
 
-@pytest.mark.parametrize("overflow", LLAMA_CPP_OVERFLOWS, ids=["400-with-counts", "500-wording-only"])
-async def test_a_llama_cpp_overflow_compacts_the_history_and_the_turn_goes_on(
-    server: OpenAIServer, project: Path, settings: Settings, overflow: ErrorReply
-) -> None:
-    # Through the real OpenAI client (llm/providers.py) and pydantic-ai's error mapping, as a user's llama-server
-    # answers: the session recognises the wording, compacts once and retries the request.
-    session = open_session(
+UNKNOWN_WORDING = ErrorReply(400, "The prompt exceeds what this deployment accepts.", type="bad_request")
+
+
+def fresh_session(server: OpenAIServer, project: Path, settings: Settings) -> Any:
+    return open_session(
         replace(settings, titles=False),
         ModelInfo("openai-chat:fake-model", context_limit=100_000),
         project,
@@ -442,6 +440,15 @@ async def test_a_llama_cpp_overflow_compacts_the_history_and_the_turn_goes_on(
         mode="read-only",
         model_factory=lambda model_id: build_model(model_id, env=server.env()),
     )
+
+
+@pytest.mark.parametrize("overflow", LLAMA_CPP_OVERFLOWS, ids=["400-with-counts", "500-wording-only"])
+async def test_a_llama_cpp_overflow_compacts_the_history_and_the_turn_goes_on(
+    server: OpenAIServer, project: Path, settings: Settings, overflow: ErrorReply
+) -> None:
+    # Through the real OpenAI client (llm/providers.py) and pydantic-ai's error mapping, as a user's llama-server
+    # answers: the session recognises the wording, compacts once and retries the request.
+    session = fresh_session(server, project, settings)
     server.enqueue(
         Reply(text=["Noted."]),
         overflow,
@@ -460,20 +467,6 @@ async def test_a_llama_cpp_overflow_compacts_the_history_and_the_turn_goes_on(
     assert overflowing["messages"] != retried["messages"]
     assert "The codeword is heron." in json.dumps(retried["messages"])  # kept, or in the summary
     assert len(server.requests) == 4
-
-
-UNKNOWN_WORDING = ErrorReply(400, "The prompt exceeds what this deployment accepts.", type="bad_request")
-
-
-def fresh_session(server: OpenAIServer, project: Path, settings: Settings) -> Any:
-    return open_session(
-        replace(settings, titles=False),
-        ModelInfo("openai-chat:fake-model", context_limit=100_000),
-        project,
-        approver=None,
-        mode="read-only",
-        model_factory=lambda model_id: build_model(model_id, env=server.env()),
-    )
 
 
 async def test_an_overflow_in_an_unknown_wording_compacts_and_retries_once(
