@@ -34,7 +34,7 @@ from codling.brain.interactions import DEFAULT, PRESERVE_SYSTEM_CONTEXT, Interac
 from codling.brain.options import TOOLS_SPENT_NOTE, SessionOptions
 from codling.brain.prompt import ResourceBlock, TextBlock
 from codling.brain.session import ConversationSession
-from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+from codling.brain.state import SUMMARY_END, SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.tools.specs import NO_TOOLS, TOOL_NAMES
@@ -104,7 +104,7 @@ async def test_compaction_runs_through_the_summarize_special_turn(project: Path,
     assert (done.summary, done.kept_user_messages, done.fallback) == (SUMMARY, ("where is the parser?",), False)
     assert session.state.entries == [
         HistoryEntry.of("user", compaction.EARLIER_REQUEST + "where is the parser?"),
-        HistoryEntry.of("summary", SUMMARY_PREFIX + SUMMARY),
+        HistoryEntry.of("summary", SUMMARY_PREFIX + SUMMARY + SUMMARY_END),
     ]
     await session.run("go on")
     assert SUMMARY in all_text(script.requests[2])
@@ -120,7 +120,7 @@ async def test_a_failing_summarize_turn_persists_the_fallback(project: Path, set
     (done,) = [e for e in seen if isinstance(e, ContextCompacted)]
     assert done.fallback and "rename greet to welcome" in done.summary
     assert [e.role for e in session.state.entries] == ["user", "summary"]
-    assert session.state.entries[1] == HistoryEntry.of("summary", SUMMARY_PREFIX + done.summary)
+    assert session.state.entries[1] == HistoryEntry.of("summary", SUMMARY_PREFIX + done.summary + SUMMARY_END)
 
 
 # -- title -------------------------------------------------------------------------------------------------

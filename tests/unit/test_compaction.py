@@ -25,7 +25,7 @@ from codling.brain.events import (
 from codling.brain.factory import open_session
 from codling.brain.sanitize import orphans
 from codling.brain.session import ConversationSession
-from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+from codling.brain.state import SUMMARY_END, SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
@@ -57,7 +57,7 @@ def test_rebuild_keeps_the_first_and_the_recent_user_messages_in_order_then_the_
     assert [(e.role, e.text) for e in rebuilt] == [
         ("user", compaction.EARLIER_REQUEST + "first request"),
         ("user", compaction.EARLIER_REQUEST + "third"),
-        ("summary", SUMMARY_PREFIX + "new summary"),
+        ("summary", SUMMARY_PREFIX + "new summary" + SUMMARY_END),
     ]
     # Compacted again, a kept request is labelled once.
     assert compaction.rebuild(rebuilt, "newer", 10_000)[0].text == compaction.EARLIER_REQUEST + "first request"
@@ -130,7 +130,7 @@ def test_kept_user_messages_hold_their_rules_on_random_histories() -> None:
 def test_earlier_summaries_are_never_kept_as_user_messages() -> None:
     entries = [entry("summary", SUMMARY_PREFIX + "old"), entry("assistant", "a")]
     assert [e.role for e in compaction.rebuild(entries, "s", 10_000)] == ["summary"]
-    assert compaction.rebuild(entries, "s", 10_000)[0].text == SUMMARY_PREFIX + "s"
+    assert compaction.rebuild(entries, "s", 10_000)[0].text == SUMMARY_PREFIX + "s" + SUMMARY_END
 
 
 def test_kept_user_budget_scales_down_for_small_windows() -> None:

@@ -51,7 +51,7 @@ def test_a_small_session_gives_every_section_whole() -> None:
             "## Plan (open steps)\n- [in_progress] Update the docs",
             "## Files recently changed\n- src/parser.py",
             "## Delegates' latest answers\n- reviewer: Line 3 divides by zero.",
-            "## End of the latest reply\nFixed; the suite passes.",
+            # (no end of the latest reply: the ledger's latest entry says it)
         ]
     )
 
@@ -208,7 +208,7 @@ FULL_MODEL = ModelInfo("test:fallback", context_limit=100_000)
 async def test_a_fallback_compaction_summarises_every_part_of_the_session(project: Path, settings: Settings) -> None:
     """The summary a failed summarizer leaves is built from everything the session keeps beside its history and
     the next request does not say anyway: the turn ledger (the oldest turn as one line), the open plan, the
-    edited file, the delegate's answer and the latest reply."""
+    edited file and the delegate's answer (the latest reply is the ledger's latest entry)."""
     plan = [{"step": "Read the lexer", "status": "completed"}, {"step": "Write lexer.rs", "status": "in_progress"}]
     script = Script(
         [
@@ -247,6 +247,5 @@ async def test_a_fallback_compaction_summarises_every_part_of_the_session(projec
             "## Plan (open steps)\n- [in_progress] Write lexer.rs",
             "## Files recently changed\n- src/lexer.rs",
             "## Delegates' latest answers\n- reviewer: Line 3 divides by zero.",
-            "## End of the latest reply\nFixed the division; the suite passes.",
         ]
     )

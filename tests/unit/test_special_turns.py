@@ -33,7 +33,7 @@ from codling.brain.interactions import (
 )
 from codling.brain.session import ConversationSession
 from codling.brain.special_config import Persistence, SpecialTurnConfig
-from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+from codling.brain.state import SUMMARY_END, SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.errors import ConfigError, SpecialTurnError
 from codling.llm.catalog import ModelInfo
@@ -135,8 +135,8 @@ CASES = [
     ("persist-all", ALLOW_ALL, [*BEFORE, ("user", "ask"), ("assistant", "RESULT ask")]),
     ("persist-all", BLOCK_ASSISTANT, [*BEFORE, ("user", "ask")]),
     ("replace-above", DEFAULT, []),  # conversation only: a summary does not pass
-    ("replace-above", PRESERVE_SYSTEM_CONTEXT, [("summary", SUMMARY_PREFIX + "RESULT ask")]),
-    ("replace-above", ALLOW_ALL, [("summary", SUMMARY_PREFIX + "RESULT ask")]),
+    ("replace-above", PRESERVE_SYSTEM_CONTEXT, [("summary", SUMMARY_PREFIX + "RESULT ask" + SUMMARY_END)]),
+    ("replace-above", ALLOW_ALL, [("summary", SUMMARY_PREFIX + "RESULT ask" + SUMMARY_END)]),
 ]
 
 
@@ -492,7 +492,7 @@ async def test_what_enters_while_a_summary_is_written_stays_after_it(
     file.close()
     assert result.ok
     expected = [
-        ("summary", SUMMARY_PREFIX + "RESULT hold summary"),
+        ("summary", SUMMARY_PREFIX + "RESULT hold summary" + SUMMARY_END),
         ("user", "meanwhile"),
         ("assistant", "RESULT meanwhile"),
     ]

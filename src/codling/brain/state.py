@@ -48,9 +48,15 @@ class HistoryEntry:
         return ModelRequest(parts=[UserPromptPart(self.text)])
 
 
+SUMMARY_END = "\n\n[End of the summary.]"
+"""Ends every compaction summary in the history: after a compaction the kept messages, the summary and the next
+prompt reach the model as one message, and the prompt must not read as the summary's last section."""
+
+
 def summary_entry(summary: str) -> HistoryEntry:
-    """The history entry holding a summary behind the recognisable ``SUMMARY_PREFIX`` (added only once)."""
-    return HistoryEntry.of("summary", SUMMARY_PREFIX + summary.removeprefix(SUMMARY_PREFIX).strip())
+    """The history entry holding a summary between ``SUMMARY_PREFIX`` and ``SUMMARY_END`` (each added once)."""
+    body = summary.removeprefix(SUMMARY_PREFIX).strip().removesuffix(SUMMARY_END.strip()).strip()
+    return HistoryEntry.of("summary", SUMMARY_PREFIX + body + SUMMARY_END)
 
 
 @dataclass

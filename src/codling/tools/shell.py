@@ -110,8 +110,8 @@ def output_summary(output: str) -> str:
     for _ in range(2):  # a key line the end shows is said there, once; its room goes to the end
         room = SUMMARY_OUTPUT_CHARS - sum(len(line) + 1 for line in (*head, *key, *headings))
         tail = _fitting(rest[::-1], room)[::-1]
-        shown = {line.strip() for line in tail}
-        key = [line for line in key if line not in shown]
+        shown = [line.strip() for line in tail]
+        key = [line for line in key if not any(full.startswith(line.rstrip("…")) for full in shown)]
     if not tail:  # lines too long to keep whole (a minified file, one line of JSON): cut in the middle
         return trim_middle(output, SUMMARY_OUTPUT_CHARS)
     if not key and not head:  # every line that matters is among the last ones
@@ -125,9 +125,13 @@ long script whole every time it ran)."""
 
 
 def one_line(command: str) -> str:
-    """``command`` on one line, clipped to ``SUMMARY_COMMAND_CHARS``."""
-    flat = " ".join(command.split())
-    return flat if len(flat) <= SUMMARY_COMMAND_CHARS else flat[: SUMMARY_COMMAND_CHARS - 1] + "…"
+    """``command`` on one line, clipped to ``SUMMARY_COMMAND_CHARS``: a script of several lines shows its first
+    and how many follow (joined, it would read as a different, broken command)."""
+    lines = [line for line in command.strip().splitlines() if line.strip()] or [""]
+    first = " ".join(lines[0].split())
+    more = f" … (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+    room = SUMMARY_COMMAND_CHARS - len(more)
+    return (first if len(first) <= room else first[: room - 1] + "…") + more
 
 
 def _fitting(lines: list[str], room: int) -> list[str]:

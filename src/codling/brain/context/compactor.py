@@ -133,7 +133,7 @@ def fallback_input(state: SessionState, kept: Sequence[str] = (), pins_shown: st
 def _said(request: str, kept: Sequence[str]) -> bool:
     """Whether a request (as the ledger flattened it) is one of the kept user messages."""
     flat = " ".join(request.split())
-    return bool(flat) and any(flat == " ".join(text.split()) for text in kept)
+    return bool(flat) and any(flat == " ".join(text.removeprefix(compaction.EARLIER_REQUEST).split()) for text in kept)
 
 
 async def compact(

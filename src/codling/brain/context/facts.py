@@ -65,6 +65,7 @@ _OUTPUT_VALUE = re.compile(
 _KEY_VALUE = re.compile(r"^\s*(?:\d+\t)?\s*(?P<name>[A-Za-z_][\w.\-]*)\s*(?::|=|:=)\s*(?P<value>\S.*)$")
 _INDENTED = re.compile(r"^ {4}")
 _READS = ("Read ", "Search", "List")
+_NOT_OUTPUT = ("[", "`", "+", "-", "@@", "diff ", "index ")
 _MATCH_PREFIX = re.compile(r"^\S+?:\d+[:-]\s*")
 _SECTION = re.compile(r"^\s*\[([\w.\-\" ]+)\]\s*$")
 """A TOML or INI section heading: the keys under it are its own."""
@@ -108,13 +109,16 @@ def history_facts(entries: Sequence[HistoryEntry]) -> HistoryFacts:
 FACTS_HEADING = "## Facts and decisions"
 """The fallback summary's section of facts: all that a later fallback carries of it."""
 FALLBACK_MARK = "assembled without the model"
+_LASTING = re.compile(r"decision|constraint|preference|fact|files|commands|^$", re.IGNORECASE)
+"""The sections of a model's summary whose lines stay true (prompts/compact.md's headings)."""
 """Words only a fallback summary's note holds."""
 
 
 def carried_facts(entries: Sequence[HistoryEntry]) -> list[str]:
-    """The fact lines of the summaries in ``entries``, oldest first, each once: of a model's summary every line
-    that holds a concrete value; of a fallback summary its facts section only (the rest of it is rebuilt from
-    the session's state anyway, and carrying it would nest)."""
+    """The fact lines of the summaries in ``entries``, oldest first, each once: of a model's summary the lines
+    with a concrete value in its decisions, constraints and files sections (not its progress or next steps,
+    which the next turns make stale); of a fallback summary its facts section only (the rest of it is rebuilt
+    from the session's state anyway, and carrying it would nest)."""
     found: dict[str, None] = {}
     for entry in entries:
         if entry.role != "summary":
@@ -127,7 +131,7 @@ def carried_facts(entries: Sequence[HistoryEntry]) -> list[str]:
                 section = raw.strip()
                 continue
             line = raw.strip().lstrip("-*• ").strip()
-            if fallback and section != FACTS_HEADING:
+            if section != FACTS_HEADING if fallback else not _LASTING.search(section):
                 continue
             # A fallback's facts were chosen as facts already (a decision need not hold a number).
             if line and not line.startswith("(…") and (fallback or _CONCRETE.search(line)):
@@ -158,8 +162,9 @@ def _user_fact(sentence: str) -> bool:
 
 
 def _assistant_fact(sentence: str) -> bool:
-    """A decision, or a statement of a concrete value ("the checksum is 0x5A3F")."""
-    if sentence.endswith("?"):
+    """A decision, or a statement of a concrete value ("the checksum is 0x5A3F"); not a question, and not the
+    lead-in of a list ("The change touches 5 files:")."""
+    if sentence.endswith(("?", ":")) or len(sentence) < 20:
         return False
     return bool(_DECISION.search(sentence) or (_CONCRETE.search(sentence) and _STATEMENT.search(sentence)))
 
@@ -203,7 +208,12 @@ def _tool_facts(calls: str) -> list[str]:
         if found is not None and _LITERAL.match(value) and _CONCRETE.search(value):
             name = section + found.group("name")
             call.append((name, f"{name} = {value} ({source})"))
-        elif _OUTPUT_VALUE.search(content) and _CONCRETE.search(content) and not content.startswith(("[", "`")):
+        elif (
+            title.startswith("Run ")
+            and _OUTPUT_VALUE.search(content)
+            and _CONCRETE.search(content)
+            and not content.startswith(_NOT_OUTPUT)  # a diff's line, a heading, the command itself
+        ):
             call.append(("", f"{content} ({source})"))
     close()
     return facts

@@ -119,7 +119,10 @@ def _builders(source: FallbackInput) -> dict[str, Builder]:
             [f"- {role}: {' '.join(answer.split())}" for role, answer in (source.delegate_notes or {}).items()],
             n,
         ),
-        "reply": lambda n: _text("## End of the latest reply", source.last_reply, n, tail=True),
+        # The ledger's latest entry holds its reply's gist: the end of the reply only when there is no ledger.
+        "reply": lambda n: (
+            "" if source.turns_recent else _text("## End of the latest reply", source.last_reply, n, tail=True)
+        ),
     }
 
 
