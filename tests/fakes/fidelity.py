@@ -449,7 +449,13 @@ async def run_session(
         if live is not None:
             await live.close()
         result = measure(model, window, "working" if summarizer_works else "failing", restarts, compactions, root)
-        result = replace(result, compacted_to=tuple(compacted_to), bodies=tuple(r.body for r in model.requests))
+        result = replace(
+            result,
+            compacted_to=tuple(compacted_to),
+            bodies=tuple(r.body for r in model.requests),
+            # A saved prompt's path holds the session's id, which each run draws anew.
+            turn_bodies=tuple(body.replace(header.session_id, "<session>") for body in result.turn_bodies),
+        )
         shutil.rmtree(root, ignore_errors=True)
         return result
 

@@ -34,11 +34,14 @@ def open_session(
     terminal: Terminal | None = None,
     mcp_servers: tuple[McpServerSpec, ...] = (),
     catalog: Catalog | None = None,
+    prompts_dir: Path | None = None,
 ) -> ConversationSession:
     """A new session working in ``cwd``: on the local disk and in local subprocesses, unless ``fs`` and
     ``terminal`` say otherwise (an editor's, over ACP). Its MCP servers are ``mcp_servers`` (the editor's)
     and config.toml's, the editor's winning on a name clash; they start once the session's loop runs them
-    (``ConversationSession.start_servers``). ``/model`` may switch to ``catalog``'s models (None: to none)."""
+    (``ConversationSession.start_servers``). ``/model`` may switch to ``catalog``'s models (None: to none).
+    A prompt too long for the window is saved whole in ``prompts_dir`` (None: nowhere), which the tools may
+    read."""
     mode = mode or settings.mode
     state = SessionState(
         session_id=session_id or uuid.uuid4().hex,
@@ -46,6 +49,7 @@ def open_session(
         model=model,
         mode=mode,
         additional_dirs=additional_dirs,
+        prompts_dir=prompts_dir,
     )
     servers = merged(mcp_servers, settings.mcp_servers)
     mcp = None
@@ -54,7 +58,7 @@ def open_session(
             servers, cwd, startup_timeout=settings.mcp_startup_timeout, tool_timeout=settings.mcp_tool_timeout
         )
     deps = ToolDeps(
-        workspace=Workspace(cwd, additional_dirs),
+        workspace=Workspace(cwd, (*additional_dirs, *((prompts_dir,) if prompts_dir else ()))),
         fs=fs or LocalFileSystem(),
         terminal=terminal or LocalTerminal(allow=settings.command_env_allow),
         permissions=Permissions(mode, approver),

@@ -23,7 +23,7 @@ from codling.brain.events import (
 )
 from codling.brain.prompt import TextBlock
 from codling.brain.special_turns import persisted_entries
-from codling.brain.state import HistoryEntry, SessionState
+from codling.brain.state import HistoryEntry, SessionState, saved_prompt
 from codling.brain.turns import PROMPT_COMMANDS, Ending, TurnLog, command_of, turn_text, typed_text
 
 
@@ -59,7 +59,9 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
                 record_turn(state, log_, "interrupted")
             blocks = event.blocks or (TextBlock(event.prompt),)
             # (a prompt's cap does not depend on the threshold)
-            text = fit_prompt(turn_text(blocks), Budget.of(state.model, DEFAULT_THRESHOLD))
+            text = fit_prompt(
+                turn_text(blocks), Budget.of(state.model, DEFAULT_THRESHOLD), saved_prompt(state, state.turn_count + 1)
+            )
             command = command_of(blocks)
             state.pins = pins_after(state.pins, typed_text(blocks), command, state.turn_count + 1)
             answered = command is not None and command[0] not in PROMPT_COMMANDS  # not part of the text history

@@ -487,7 +487,7 @@ class ConversationSession:
             emit(event)
 
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
-        user_text = log_.user_text = self.context.fit_prompt(turn_text(blocks), turn_id, send)
+        user_text = log_.user_text = self.context.fit_prompt(turn_text(blocks), turn_id, send, log_.turn_number)
         self.deps.progress.listen(TurnProgress(turn_id, send, self._delivered))
         command = command_of(blocks)
         # /init: a model turn with codling's prompt, in the history as such (unless AGENTS.md exists already).
@@ -578,7 +578,7 @@ class ConversationSession:
         if self.state.entries:
             await compactor.compact(self, turn_id, send, "overflow")
         # The prompt was cut to the window the turn started with; a window learned since may take less.
-        retry_text = self.context.fit_prompt(user_text, turn_id, send) if learned else user_text
+        retry_text = self.context.fit_prompt(user_text, turn_id, send, log_.turn_number) if learned else user_text
         if done := [summarize_tool_call(s, log_.finished.get(cid)) for cid, s in log_.calls.items()]:
             # Tools already ran in this turn: say so, so the retried request does not redo their side effects.
             retry_text += (

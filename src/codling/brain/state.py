@@ -53,6 +53,12 @@ SUMMARY_END = "\n\n[End of the summary.]"
 prompt reach the model as one message, and the prompt must not read as the summary's last section."""
 
 
+def saved_prompt(state: SessionState, turn: int) -> Path | None:
+    """Where the ``turn``-th turn's prompt is saved if it is too long for the window (None: the session saves
+    none). Live, restore and a fork name the same file, so the cut prompt reads the same."""
+    return None if state.prompts_dir is None else state.prompts_dir / f"turn-{turn}.txt"
+
+
 def summary_entry(summary: str) -> HistoryEntry:
     """The history entry holding a summary between ``SUMMARY_PREFIX`` and ``SUMMARY_END`` (each added once)."""
     body = summary.removeprefix(SUMMARY_PREFIX).strip().removesuffix(SUMMARY_END.strip()).strip()
@@ -73,6 +79,9 @@ class SessionState:
     model: ModelInfo
     mode: PermissionMode = "ask"
     additional_dirs: tuple[Path, ...] = ()
+    prompts_dir: Path | None = None
+    """Where a prompt too long for the window is saved whole, for the model to read or search (the session's
+    own folder, one of the workspace's roots); None: nowhere, its middle is only cut."""
     entries: list[HistoryEntry] = field(default_factory=list)
     history_tokens: int = 0
     turn_count: int = 0

@@ -34,6 +34,8 @@ from codling.store.records import SettingsRecord, Timestamp
 log = logging.getLogger(__name__)
 
 HISTORY = "history.jsonl"
+PROMPTS = "prompts"
+"""A session's folder for prompts too long for its model's window, saved whole."""
 META = "meta.json"
 
 
@@ -83,6 +85,10 @@ class SessionStore:
     def history_path(self, session_id: str) -> Path:
         """Where a session's history.jsonl lives (``InvalidSessionIdError`` for a malformed id)."""
         return self._directory(session_id) / HISTORY
+
+    def prompts_dir(self, session_id: str) -> Path:
+        """Where a session keeps the prompts too long for its model's window, whole (created when one is)."""
+        return self._directory(session_id) / PROMPTS
 
     def _existing(self, session_id: str) -> Path:
         path = self.history_path(session_id)
@@ -296,6 +302,9 @@ class SessionStore:
                 file.write(SettingsRecord(session_id=new_id, title=title))
         finally:
             file.close()
+        # The copied history names its saved prompts by turn: the fork gets its own copies.
+        if (prompts := self.prompts_dir(session_id)).is_dir():
+            shutil.copytree(prompts, self.prompts_dir(new_id), dirs_exist_ok=True)
         self._write_meta(header, title)
         return self.read(new_id)
 

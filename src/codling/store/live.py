@@ -133,6 +133,7 @@ def start_session(
         terminal=terminal,
         mcp_servers=mcp_servers,
         catalog=catalog,
+        prompts_dir=store.prompts_dir(header.session_id),
     )
     if stored is not None:
         brain.restore(stored.events)

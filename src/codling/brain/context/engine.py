@@ -12,6 +12,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from datetime import date
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codling.brain.context import compactor, tools
@@ -20,7 +21,9 @@ from codling.brain.context.layout import recent_files_note
 from codling.brain.context.pins import render_pins
 from codling.brain.events import ContextWarning, Event, UsageUpdated
 from codling.brain.prompt import ImageBlock
+from codling.brain.state import saved_prompt
 from codling.llm.tokens import count_tokens, count_wire_tokens, tail_tokens, truncate_to_tokens
+from codling.tools.atomic import replace_file
 
 if TYPE_CHECKING:
     from codling.brain.context.requests import TokenCounter, TurnRequests
@@ -37,9 +40,10 @@ CONTEXT_CLOSE = "</session-context>"
 CONTEXT_NOTE = "What codling keeps track of in this session (not written by the user):"
 
 
-def fit_prompt(text: str, budget: Budget) -> str:
+def fit_prompt(text: str, budget: Budget, saved: Path | None = None) -> str:
     """The user's prompt as the model gets it: whole, or, past the budget's share of the window for one
-    prompt, its head and tail around a note saying how much was cut (so a pasted log cannot overflow)."""
+    prompt, its head and tail around a note saying how much was cut (so a pasted log cannot overflow) and,
+    given ``saved``, where the whole message is for the model to read or search."""
     limit = budget.prompt
     if len(text) <= limit:  # a token is at least one character
         return text
@@ -47,9 +51,10 @@ def fit_prompt(text: str, budget: Budget) -> str:
     if tokens <= limit:
         return text
     half = limit // 2
+    where = f"; the whole message is saved in {saved}: read or search it for the rest" if saved else ""
     return (
         f"{truncate_to_tokens(text, half)}\n[… {tokens - 2 * half:,} tokens of this message were cut to fit "
-        f"the model's window …]\n{tail_tokens(text, half)}"
+        f"the model's window{where} …]\n{tail_tokens(text, half)}"
     )
 
 
@@ -181,17 +186,26 @@ class ContextEngine:
 
     # -- a turn --------------------------------------------------------------------------------------------
 
-    def fit_prompt(self, text: str, turn_id: str, send: Callable[[Event], None]) -> str:
-        """``text`` cut to what one prompt may take of the current model's window (see ``fit_prompt``); a cut
-        is said to the user (a ``ContextWarning``), since the model will not see all they wrote."""
-        fitted = fit_prompt(text, self.budget)
+    def fit_prompt(self, text: str, turn_id: str, send: Callable[[Event], None], turn: int) -> str:
+        """``text``, the ``turn``-th turn's prompt, cut to what one prompt may take of the current model's window
+        (see ``fit_prompt``) and saved whole where the session keeps such prompts; a cut is said to the user (a
+        ``ContextWarning``), since the model will not see all they wrote."""
+        saved = saved_prompt(self.state, turn)
+        fitted = fit_prompt(text, self.budget, saved)
+        if fitted != text and saved is not None and not saved.exists():  # (a retry cuts the cut text again)
+            try:
+                saved.parent.mkdir(parents=True, exist_ok=True)
+                replace_file(saved, text.encode("utf-8", "replace"))
+            except OSError as e:  # the note names it anyway, so a restored session reads the same
+                log.warning("could not save the whole prompt in %s: %s", saved, e)
         if fitted != text:
             budget = self.budget
+            where = f" and of {saved}, where the whole message is saved for it to read" if saved else ""
             message = (
                 f"Your message is about {count_tokens(text):,} tokens, more than the {budget.prompt:,} one message "
                 f"may take of {self.state.model.id}'s {budget.window:,}-token window: the model gets its first "
-                "and last parts, with a note of the cut. Attach a smaller part, or name the file so the model "
-                "can read what it needs."
+                f"and last parts, with a note of the cut{where}. Attach a smaller part, or name the file so the "
+                "model can read what it needs."
             )
             log.warning("%s", message)
             send(ContextWarning(turn_id, f"context-{uuid.uuid4().hex[:12]}", message))
