@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -312,10 +313,15 @@ def _summary_of(body: dict[str, Any]) -> str | None:
 
 def normalized(body: dict[str, Any], result: RunResult) -> str:
     """A lead request as compared across runs: its messages and tools as JSON, with the run's repository and
-    home paths replaced by ``<project>`` and ``<home>``. Nothing else is normalised: the script's tool-call ids
-    are deterministic, and no other random id reaches the model."""
+    home paths replaced by ``<project>`` and ``<home>``, and a session's id in a path (a saved prompt's, in the
+    note of a cut paste) by ``<session>``. Nothing else is normalised: the script's tool-call ids are
+    deterministic, and no other random id reaches the model."""
     text = json.dumps({"messages": body.get("messages"), "tools": body.get("tools")}, sort_keys=True)
-    return text.replace(result.project, "<project>").replace(result.home, "<home>")
+    text = text.replace(result.project, "<project>").replace(result.home, "<home>")
+    return _SESSION_IN_PATH.sub(r"\1<session>/", text)
+
+
+_SESSION_IN_PATH = re.compile(r"(sessions/)\d{8}-[0-9a-f]{12}/")
 
 
 @dataclass(frozen=True)
