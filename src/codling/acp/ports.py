@@ -26,6 +26,7 @@ from codling.acp.paths import ClientPaths
 from codling.acp.translate import locations
 from codling.errors import CommandError, PathError
 from codling.secrecy import secret_names
+from codling.text import plain_terminal_text
 from codling.tools.ports import CommandResult, Decision, FileSystem, Location, PermissionRequest
 from codling.tools.processes import COMMAND_ID_VARIABLE, PLAIN_OUTPUT_VARIABLES, new_command_id, stop_command
 
@@ -217,7 +218,8 @@ class AcpTerminal:
             raise CommandError(f"the editor's terminal failed: {client_error(e)}") from e
         finally:
             await _quietly(client.release_terminal(session_id=session_id, terminal_id=terminal_id))
-        text = output.output
+        # A real terminal: programs colour and draw progress bars there; the model reads plain text.
+        text = plain_terminal_text(output.output)
         if signal:
             text += f"\n[stopped by signal {signal}]"
         return CommandResult(exit_code, text, output.truncated, timed_out, terminal_id)

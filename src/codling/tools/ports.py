@@ -123,7 +123,8 @@ class CommandResult:
     exit_code: int | None
     """``None`` when the command was killed (timeout)."""
     output: str
-    """Combined stdout and stderr, capped to the output limit."""
+    """Combined stdout and stderr as plain text (``text.plain_terminal_text``: no colours, cursor moves or
+    progress-bar rewrites), capped to the output limit."""
     truncated: bool = False
     timed_out: bool = False
     terminal_id: str | None = None

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pydantic_ai import RunContext
 
 from codling.errors import ToolError
-from codling.text import plain_terminal_text
 from codling.tools.base import ShownResult, ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.ports import PermissionRequest
@@ -72,9 +71,7 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
         status, detail = "stopped before it exited (no exit code)", ""
     else:
         status, detail = f"exit code {result.exit_code}", ""
-    # A local command's output is clean already; the editor's terminal hands over what the program printed.
-    output = plain_terminal_text(result.output)
-    output = output if output.strip() else "(no output)"
+    output = result.output if result.output.strip() else "(no output)"
     if result.terminal_id is not None:  # the editor's terminal: its own limits, its own way of cutting
         if result.truncated:
             output = "[the editor kept only part of this command's output]\n" + output
