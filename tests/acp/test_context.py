@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from acp import PROTOCOL_VERSION, helpers
-from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelMessage, UserPromptPart
 
 from codling.acp.server import CodlingAgent
 from codling.brain.context import compaction
@@ -15,6 +15,7 @@ from codling.brain.state import SUMMARY_PREFIX
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
 from tests.fakes.scenarios import Say, Script, user_prompt
+from tests.fakes.summarizer import is_summary_request
 
 MODEL_ID = "openai-chat:small-scripted"
 SUMMARY = "## Goal\nA parser.\n## User constraints and preferences\nThe user's lucky number is 42."
@@ -28,8 +29,7 @@ def small_model_home(home: Path) -> Settings:
 
 
 def respond(messages: list[ModelMessage]) -> list[Say]:
-    last = messages[-1]
-    if isinstance(last, ModelRequest) and "handoff summary" in (last.instructions or ""):
+    if is_summary_request(messages):
         return [Say(SUMMARY)]
     return [Say("ok")]
 
@@ -79,10 +79,13 @@ async def test_usage_commands_and_compaction_are_visible_and_survive_load(home: 
         starts = [u for u in client.of_kind("tool_call") if u.title.startswith("Compacting context")]
         assert starts and starts[0].kind == "think"
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("/compact keep the number")])
-        assert "keep the number" in user_texts(script.requests[-1])[0]
-        # Through the summarize special turn: its own instructions, no tools, the transcript as its only message.
-        assert len(script.requests[-1]) == 1 and script.tools[-1] == []
-        assert script.requests[-1][0].instructions == compaction.compaction_prompt()  # type: ignore[union-attr]
+        assert "keep the number" in user_texts(script.requests[-1])[-1]
+        # Through the summarize special turn, laid out as the user turns' requests (a prefix cache serves it):
+        # their instructions and tools, switched off; the history, then the summary request.
+        turn, summarize = script.infos[-2:]
+        assert script.tools[-1] == script.tools[-2] and summarize.instructions == turn.instructions
+        assert (summarize.model_settings or {}).get("tool_choice") == "none"
+        assert user_texts(script.requests[-1])[-1].startswith(compaction.compaction_prompt())
         assert all(SUMMARY not in u.content.text for u in client.of_kind("agent_message_chunk"))  # not a message
 
     records = [json.loads(line) for line in (home / "sessions" / sid / "history.jsonl").read_text().splitlines()]

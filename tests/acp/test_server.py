@@ -401,7 +401,7 @@ async def test_a_model_that_sees_images_gets_them_and_the_history_keeps_a_mentio
     assert content[1].media_type == "image/png" and "cannot see" not in client.agent_text()
     # The next request carries the mention, not the image.
     later = [p.content for m in script.requests[1] for p in m.parts if isinstance(p, UserPromptPart)]
-    assert later[0] == "what is this?\n\n[image attached: shot.png (image/png)]"
+    assert user_prompt(later[0]) == "what is this?\n\n[image attached: shot.png (image/png)]"
     # The record keeps the image, so a reloaded session shows it again.
     live = RecordingClient()
     agent = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)

@@ -17,6 +17,7 @@ from tests.e2e.test_acp_process import agent_env
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, Usage, running_server
 from tests.fakes.scenarios import user_prompt
+from tests.fakes.summarizer import is_summary_body, transcript_of_body
 
 SUMMARY = "## Goal\nShip the parser.\n## User constraints and preferences\nThe user's lucky number is 42."
 
@@ -79,9 +80,8 @@ async def test_context_length_exceeded_compacts_retries_and_recovers(
     # kept user message and the summary.
     bodies = server.requests
     assert len(bodies) == 4
-    summary_request = bodies[2]["messages"]
-    assert "handoff summary" in summary_request[0]["content"]
-    assert "My lucky number is 42." in summary_request[-1]["content"]
+    assert is_summary_body(bodies[2]) and bodies[2]["tool_choice"] == "none"
+    assert "My lucky number is 42." in transcript_of_body(bodies[2])
     # One user message (roles alternate): the kept user message, the summary, then the turn's context and prompt.
     (retry,) = [m["content"] for m in bodies[3]["messages"] if m["role"] == "user"]
     assert retry.startswith(EARLIER_REQUEST + "My lucky number is 42.\n\n" + SUMMARY_PREFIX)

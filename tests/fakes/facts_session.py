@@ -54,6 +54,7 @@ from codling.llm.tokens import count_tokens
 from tests.fakes.fidelity import MAX_OUTPUT, Request, Turn, request_tokens
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ScriptedReply, ToolCall, Usage, text_of
 from tests.fakes.scenarios import user_prompt
+from tests.fakes.summarizer import is_summary_body, transcript_of_body
 
 MODEL_NAME = "facts-model"
 
@@ -868,7 +869,7 @@ class FactsModel:
     def __call__(self, body: dict[str, Any]) -> ScriptedReply:
         tokens = request_tokens(body)
         system = _system(body)
-        kind = "summary" if "handoff summary" in system else "delegate" if "Your role:" in system else "turn"
+        kind = "summary" if is_summary_body(body) else "delegate" if "Your role:" in system else "turn"
         record = Request(kind, tokens, body, self.turn)
         self.requests.append(record)
         if tokens > self.window:
@@ -902,8 +903,7 @@ class FactsModel:
             return Reply(text=[garbage(len(self.requests))], usage=usage)
         if self.mode == "hanging":
             return Reply(text=["## Goal\n"], usage=usage, stall_after=1)  # then nothing until the server stops
-        transcript = text_of(body["messages"][-1].get("content"))
-        return Reply(text=[good_summary(transcript)], usage=usage)
+        return Reply(text=[good_summary(transcript_of_body(body))], usage=usage)
 
 
 # --- the working summarizer ----------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any
 from codling.llm.tokens import count_tokens
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ScriptedReply, ToolCall, Usage, text_of
 from tests.fakes.scenarios import user_prompt
+from tests.fakes.summarizer import is_summary_body, transcript_of_body
 
 MODEL_NAME = "fidelity-model"
 MAX_OUTPUT = 1_000
@@ -263,7 +264,7 @@ class Model:
     def __call__(self, body: dict[str, Any]) -> ScriptedReply:
         tokens = request_tokens(body)
         system = _system(body)
-        kind = "summary" if "handoff summary" in system else "delegate" if "Your role:" in system else "turn"
+        kind = "summary" if is_summary_body(body) else "delegate" if "Your role:" in system else "turn"
         record = Request(kind, tokens, body)
         self.requests.append(record)
         if tokens > self.window and not self.truncates:
@@ -301,7 +302,7 @@ class Model:
         """A working summarizer's answer, as a good model writes one: the goal, then every sentence of the user's
         messages (and of earlier summaries) that states a rule or a concrete value, newest last, within about
         800 tokens."""
-        transcript = _text(body["messages"][-1])
+        transcript = transcript_of_body(body)
         kept: list[str] = []
         for section in re.split(r"^### ", transcript, flags=re.MULTILINE)[1:]:
             role, _, text = section.partition("\n")

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from codling.brain.builtin_turns import prompt_text
 from codling.llm.tokens import count_tokens
 from tests.fakes.openai_server import ErrorReply, Reply, ScriptedReply, ToolCall, Usage, text_of
+from tests.fakes.summarizer import is_summary_body, transcript_of_body
 
 __all__ = [
     "SESSION",
@@ -559,10 +559,6 @@ def _system_text(body: Mapping[str, Any]) -> str:
     )
 
 
-def _first_line(name: str) -> str:
-    return prompt_text(name).strip().split("\n", 1)[0]
-
-
 _TASK = re.compile(r"\[task d(\d\d)\]")
 
 
@@ -605,7 +601,7 @@ class LongSessionModel:
             if self.summarizer == "failing":
                 return ErrorReply.server_error("The summarizer is down (scripted failure).")
             return self._reply(
-                text=summarize(text_of((body.get("messages") or [{}])[-1].get("content")), self.facts),
+                text=summarize(transcript_of_body(body), self.facts),
                 tokens=tokens,
             )
         script = self.turns[turn - 1]
@@ -631,9 +627,9 @@ class LongSessionModel:
 
     def classify(self, body: Mapping[str, Any]) -> tuple[RequestKind, int, int]:
         """What a request is: its kind, its scripted turn and its step (see the module docstring)."""
-        system = _system_text(body)
-        if _first_line("compact") in system:
+        if is_summary_body(body):
             return "summary", 0, 0
+        system = _system_text(body)
         text = request_text(body)
         raw = json.dumps(body.get("messages") or [])
         if "# Your role:" in system and (tasks := _TASK.findall(text)):

@@ -16,6 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, Thinking
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 
 from codling.brain.builtin_turns import prompt_text
+from codling.brain.context.layout import CONTEXT_CLOSE
 
 
 @dataclass(frozen=True)
@@ -83,12 +84,9 @@ class Gate(asyncio.Event):
             await self.reached.wait()
 
 
-CONTEXT_CLOSE = "</session-context>"
-
-
 def user_prompt(text: str) -> str:
     """What the user wrote, from a user message as codling sends it: the text after the turn's context block
-    (``<session-context>…</session-context>``, see brain/context/engine.py), or all of it when there is none."""
+    (``<session-context>…</session-context>``, see brain/context/layout.py), or all of it when there is none."""
     _, found, after = text.rpartition(CONTEXT_CLOSE)
     return after.lstrip("\n") if found else text
 
@@ -112,6 +110,8 @@ class Script:
     requests: list[list[ModelMessage]] = field(default_factory=list)
     tools: list[list[str]] = field(default_factory=list)
     """The names of the tools each request in ``requests`` offered."""
+    infos: list[AgentInfo] = field(default_factory=list)
+    """What else each request in ``requests`` carried besides its messages: instructions, settings."""
     title_requests: list[list[ModelMessage]] = field(default_factory=list)
 
     def _next(self, messages: list[ModelMessage], info: AgentInfo) -> Response:
@@ -120,6 +120,7 @@ class Script:
             return self.title
         self.requests.append(list(messages))
         self.tools.append([t.name for t in info.function_tools])
+        self.infos.append(info)
         if self.responses:
             return self.responses.pop(0)
         if self.fallback is not None:

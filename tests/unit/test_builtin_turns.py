@@ -86,6 +86,10 @@ def test_summarize_turn_replaces_the_history_with_the_system_context_preserved()
     assert config.accept(good) and not config.accept("Lorem ipsum dolor sit amet, consectetur adipiscing elit sed.")
 
 
+def user_prompts(messages: list[ModelMessage]) -> list[str]:
+    return [str(p.content) for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
+
+
 async def test_compaction_runs_through_the_summarize_special_turn(project: Path, settings: Settings) -> None:
     script = Script([[Say("The parser lives in src/parse.py.")], [Say(SUMMARY)], [Say("ok")]])
     session = make_session(project, settings, script)
@@ -93,9 +97,11 @@ async def test_compaction_runs_through_the_summarize_special_turn(project: Path,
     seen = observed(session)
     await session.run("/compact")
     summary_request = script.requests[1]
-    # The summarize turn: its own instructions, no tools, and the transcript as its only message.
-    assert len(summary_request) == 1 and script.tools[1] == []
-    assert summary_request[0].instructions == compaction.compaction_prompt()  # type: ignore[union-attr]
+    # The summarize turn, laid out as the user turn's requests (a prefix cache serves it): their instructions,
+    # their tools switched off, the history as they send it, then the summary request.
+    assert user_prompts(summary_request)[0] == user_prompts(script.requests[0])[0]
+    assert script.tools[1] == script.tools[0] and script.infos[1].instructions == script.infos[0].instructions
+    assert (script.infos[1].model_settings or {}).get("tool_choice") == "none"
     assert "where is the parser?" in all_text(summary_request)
     # Observers see the compaction within the turn, never the summarize request or a SpecialTurnPersisted.
     kinds = [type(e) for e in seen]

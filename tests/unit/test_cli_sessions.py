@@ -35,7 +35,8 @@ def test_continue_and_resume_carry_the_conversation(
     second = codling(served, "run", "--continue", "what was the hint?")
     assert second.exit_code == 0, second.stderr
     contents = [m["content"] for m in server.requests[-1]["messages"]]
-    assert "remember: the hint is teal" in contents and user_prompt(contents[-1]) == "what was the hint?"
+    prompts = [user_prompt(c) for c in contents]
+    assert "remember: the hint is teal" in prompts and prompts[-1] == "what was the hint?"
 
     server.enqueue(Reply(text=["still teal"]))
     prefix = str(listed["session_id"])[9:14]  # the start of its random part

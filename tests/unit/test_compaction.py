@@ -30,6 +30,7 @@ from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
 from tests.fakes.scenarios import Call, Fail, Response, Say, Script
+from tests.fakes.summarizer import is_summary_request
 
 SMALL = ModelInfo("test:small", context_limit=8_000, max_output_tokens=1_000)
 SUMMARY = "## Goal\nThe user is building a parser.\n## Progress and decisions\nThe user's lucky number is 42."
@@ -219,11 +220,6 @@ def test_garbage_is_not_a_summary(summary: str, ok: bool) -> None:
 # -- scripted sessions ---------------------------------------------------------------------------------------
 
 
-def is_summary_request(messages: list[ModelMessage]) -> bool:
-    last = messages[-1]
-    return isinstance(last, ModelRequest) and "handoff summary" in (last.instructions or "")
-
-
 def responder(summary: Callable[[list[ModelMessage]], Response]) -> Callable[[list[ModelMessage]], Response]:
     def respond(messages: list[ModelMessage]) -> Response:
         return summary(messages) if is_summary_request(messages) else [Say("ok")]
@@ -313,7 +309,7 @@ async def test_compact_command_uses_instructions_and_stays_out_of_the_history(
         "UsageUpdated",
         "TurnEnded",
     ]
-    assert "keep the API notes verbatim" in user_texts(script.requests[-1])[0]
+    assert "keep the API notes verbatim" in user_texts(script.requests[-1])[-1]
     assert [e.role for e in session.state.entries] == ["user", "summary"]
     # Kept, and labelled as what it is: not an order given now.
     assert session.state.entries[0].text == compaction.EARLIER_REQUEST + "remember the API notes"

@@ -6,28 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ToolReturnPart
 
 from codling.brain.context.compactor import BREAKER_FAILURES, BREAKER_SKIPS
 from codling.brain.events import ContextCompacted
 from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession
+from codling.brain.special_turns import TOOLS_OFF
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
-from tests.fakes.scenarios import Fail, Response, Say, Script
+from tests.fakes.scenarios import Call, Fail, Response, Say, Script
+from tests.fakes.summarizer import MARK, is_summary_request, transcript_of
 
 MODEL = ModelInfo("test:small", context_limit=16_000, max_output_tokens=1_000)
 SUMMARY = "## Goal\nKeep the parser fast.\n\n## Progress\nThe tokenizer was rewritten; tests pass."
-
-
-def is_summary_request(messages: list[ModelMessage]) -> bool:
-    last = messages[-1]
-    return isinstance(last, ModelRequest) and "handoff summary" in (last.instructions or "")
-
-
-def summarizer_prompt(messages: list[ModelMessage]) -> str:
-    return next(str(p.content) for p in messages[-1].parts if isinstance(p, UserPromptPart))
 
 
 class Summarizer:
@@ -36,11 +29,15 @@ class Summarizer:
     def __init__(self, *answers: Response) -> None:
         self.answers = list(answers)
         self.prompts: list[str] = []
+        """What each summary request asked to summarise, as a transcript (see ``tests/fakes/summarizer.py``)."""
+        self.forms: list[str] = []
+        """How each one sent it: "history" (as a user turn lays it out) or "transcript"."""
 
     def __call__(self, messages: list[ModelMessage]) -> Response:
         if not is_summary_request(messages):
             return [Say("ok")]
-        self.prompts.append(summarizer_prompt(messages))
+        self.prompts.append(transcript_of(messages))
+        self.forms.append("transcript" if MARK in (getattr(messages[-1], "instructions", None) or "") else "history")
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
 
@@ -100,11 +97,31 @@ async def test_a_summarizer_request_too_long_for_the_provider_is_trimmed_and_sen
     project: Path, settings: Settings
 ) -> None:
     too_long = ModelHTTPError(400, "test:small", {"message": "This model's maximum context length is 16000 tokens."})
-    summarizer = Summarizer([Fail(too_long)], [Say(SUMMARY)])
+    summarizer = Summarizer([Fail(too_long)], [Fail(too_long)], [Say(SUMMARY)])
     session = session_for(Script([], fallback=summarizer), project, settings)
     for i in range(12):
         await session.run(f"turn {i}: " + "the parser is slow because of backtracking. " * 60)
     (done,) = [e async for e in session.stream("/compact") if isinstance(e, ContextCompacted)]
     assert not done.fallback and done.summary == SUMMARY
-    first, second = summarizer.prompts
+    # The history as user turns send it; then, too long, a transcript; then a shorter one.
+    assert summarizer.forms == ["history", "transcript", "transcript"]
+    whole, first, second = summarizer.prompts
+    assert whole.count("the parser is slow") == first.count("the parser is slow") == 12 * 60  # all of it
     assert len(second) < len(first) and second.endswith(first[-200:])  # the oldest messages went first
+
+
+async def test_a_summarizer_that_calls_a_tool_anyway_is_refused_and_still_summarises(
+    project: Path, settings: Settings
+) -> None:
+    # The summarizer's request lists the user turns' tools (its prefix is theirs) with tool_choice none; a
+    # provider that ignores it and calls one gets a refusal, and nothing runs (here: in yolo mode).
+    summarizer = Summarizer([Call("write_file", {"path": "planted.txt", "content": "no"}, "c1")], [Say(SUMMARY)])
+    script = Script([], fallback=summarizer)
+    session = session_for(script, project, settings)
+    await session.run("the parser is slow because of backtracking")
+    (done,) = [e async for e in session.stream("/compact") if isinstance(e, ContextCompacted)]
+    assert not done.fallback and done.summary == SUMMARY
+    assert not (project / "planted.txt").exists()
+    assert summarizer.forms == ["history", "history"]  # asked again, told the tools are off
+    (refused,) = script.requests[-1][-1].parts
+    assert isinstance(refused, ToolReturnPart) and refused.content == TOOLS_OFF

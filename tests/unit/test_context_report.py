@@ -18,6 +18,7 @@ from codling.llm.catalog import ModelInfo
 from codling.mcp_servers import McpServerSpec
 from tests.fakes.mcp import stdio_spec
 from tests.fakes.scenarios import Call, Response, Say, Script
+from tests.fakes.summarizer import is_summary_request
 
 MODEL = ModelInfo("test:scripted", context_limit=100_000, max_output_tokens=8_000)
 SMALL = ModelInfo("test:small", context_limit=16_000, max_output_tokens=1_000)
@@ -124,10 +125,11 @@ async def test_context_shows_every_part_of_the_next_request(repo: Path, home: Pa
         f"· codling's tools ({builtin})",
         "History (4 messages)",
         "· Prompts (2)",
+        "· Session context notes in them (2)",
         "· Replies (2)",
-        "Session context (sent with the next prompt)",
-        "· Pins and facts (2 of 2 shown)",
-        "· Recently edited files (1)",
+        # The notes in the history show the pins; the next prompt's says only that a file was edited.
+        "Session context (new with the next prompt)",
+        "· Recently edited files",
         "· Its frame, note and date",
         *LIMITS,
     ]
@@ -150,10 +152,7 @@ async def test_context_of_a_new_session(repo: Path, start: Start) -> None:
     labels = [label for label, _, _ in rows]
     assert labels[labels.index("History (no messages yet)") :] == [
         "History (no messages yet)",
-        "Session context (sent with the next prompt)",
-        "· Pins and facts (0 of 0 shown)",
-        "· Recently edited files (0)",
-        "· Its frame, note and date",
+        "Session context (new with the next prompt)",  # today's date
         *LIMITS,
     ]
     # From a subdirectory, the project's file is named by its path.
@@ -190,7 +189,7 @@ async def test_pins_beyond_their_budget_and_left_out_instruction_files(
     shown = session.context.turn_block().count("- rule number")
     assert 0 < shown < 20
     labels = [label for label, _, _ in rows]
-    assert f"· Pins and facts ({shown} of 20 shown)" in labels
+    assert f"· Pins and facts ({shown} new of 20)" in labels
     assert "· AGENTS.md" in labels and f"· {project / 'AGENTS.md'}" not in labels
     assert text.endswith(
         "\n\nInstruction files left out (all of them together may take 32,000 bytes, the nearest kept first): "
@@ -201,8 +200,7 @@ async def test_pins_beyond_their_budget_and_left_out_instruction_files(
 
 async def test_after_a_compaction_the_kept_prompts_and_the_summary(repo: Path, start: Start) -> None:
     def respond(messages: list[ModelMessage]) -> Response:
-        instructions = getattr(messages[-1], "instructions", None) or ""
-        return [Say(SUMMARY)] if "handoff summary" in instructions else [Say("ok")]
+        return [Say(SUMMARY)] if is_summary_request(messages) else [Say("ok")]
 
     session = start(repo, Script([], fallback=respond))
     await reply(session, "Make the greeting say hi.")
@@ -213,11 +211,12 @@ async def test_after_a_compaction_the_kept_prompts_and_the_summary(repo: Path, s
     rows = table(await reply(session, "/context"))
     labels = [label for label, _, _ in rows]
     at = labels.index("History (5 messages)")
-    assert labels[at : at + 5] == [
+    assert labels[at : at + 6] == [
         "History (5 messages)",
         "· Prompts kept by compaction (2)",
         "· Compaction summary",
         "· Prompts since (1)",
+        "· Session context notes in them (1)",  # the compaction took the earlier ones: said again in full
         "· Replies since (1)",
     ]
     assert rows[at + 2][1] == session.state.entries[2].tokens

@@ -3,6 +3,7 @@ between requests when that is not enough, and max_tokens is the room the window 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from pydantic_ai.messages import (
 )
 
 from codling.brain.context.budget import Budget
+from codling.brain.context.layout import CONTEXT_CLOSE, CONTEXT_OPEN
 from codling.brain.context.requests import SUMMARISED, TokenCounter, TurnRequests, summarised, turn_start
 from codling.brain.events import ContextCompacted, ContextWarning, TextDelta, ToolCallFinished, TurnFailed
 from codling.brain.factory import open_session
@@ -50,7 +52,7 @@ def turn(*results: ToolReturnPart, history: int = 0) -> list[ModelMessage]:
     return messages
 
 
-async def no_compaction() -> list[ModelMessage] | None:
+async def no_compaction() -> tuple[list[ModelMessage], str] | None:
     raise AssertionError("the history should not need compacting")
 
 
@@ -87,9 +89,9 @@ async def test_history_that_compaction_can_fold_goes_before_a_result_the_model_h
     messages = [*history, *turn(result("a", fresh, "a: 700 lines"))]
     calls: list[int] = []
 
-    async def compact() -> list[ModelMessage]:
+    async def compact() -> tuple[list[ModelMessage], str]:
         calls.append(1)
-        return [ModelRequest(parts=[UserPromptPart("[Summary] first task done")])]
+        return [ModelRequest(parts=[UserPromptPart("[Summary] first task done")])], ""
 
     requests = TurnRequests(WINDOW, lambda: 1_000, compact)
     assert requests.counter.messages(messages) > WINDOW.input_limit - 1_000
@@ -113,15 +115,22 @@ async def test_the_history_is_compacted_between_requests_when_the_turn_cannot_gi
     messages = [*history, *turn(result("a", "x" * 50, "a"))]
     calls: list[int] = []
 
-    async def compact() -> list[ModelMessage]:
+    # The turn's prompt carried a block saying only what the history's blocks did not: once they are
+    # compacted away, it says it all (the block the session gives), before the same prompt.
+    prompt = UserPromptPart(f"{CONTEXT_OPEN}\nnew pin\n{CONTEXT_CLOSE}\n\nread them")
+    messages[2] = ModelRequest(parts=[prompt])
+    whole = f"{CONTEXT_OPEN}\nevery pin\n{CONTEXT_CLOSE}"
+
+    async def compact() -> tuple[list[ModelMessage], str]:
         calls.append(1)
-        return [ModelRequest(parts=[UserPromptPart("[Summary] short")])]
+        return [ModelRequest(parts=[UserPromptPart("[Summary] short")])], whole
 
     fitted = await TurnRequests(WINDOW, lambda: 3_000, compact).fit(messages, 3_000)
     assert calls == [1]
     summary = fitted[0].parts[0]
     assert isinstance(summary, UserPromptPart) and summary.content == "[Summary] short"
-    assert fitted[1:] == messages[2:]  # the turn's own messages stay as they were
+    assert fitted[1] == ModelRequest(parts=[replace(prompt, content=f"{whole}\n\nread them")])
+    assert fitted[2:] == messages[3:]  # the turn's own messages stay as they were
     assert turn_start(fitted) == 1
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessage, ModelRequest
+from pydantic_ai.messages import ModelMessage
 
 from codling.brain.context import compaction
 from codling.brain.context.budget import Budget
@@ -19,6 +19,7 @@ from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
 from codling.tools.ports import PlanStep
 from tests.fakes.scenarios import Call, Fail, Response, Say, Script
+from tests.fakes.summarizer import is_summary_request
 
 P = Path("/p")
 NOTE_TEXT = (
@@ -180,8 +181,7 @@ MODEL = ModelInfo("test:small", context_limit=8_000, max_output_tokens=1_000)
 
 
 def failing(messages: list[ModelMessage]) -> Response:
-    last = messages[-1]
-    if isinstance(last, ModelRequest) and "handoff summary" in (last.instructions or ""):
+    if is_summary_request(messages):
         return [Fail(ModelHTTPError(500, MODEL.id, {"message": "down"}))]
     return [Say("ok")]
 

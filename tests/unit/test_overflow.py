@@ -20,6 +20,7 @@ from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.providers import build_model
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, running_server
+from tests.fakes.summarizer import is_summary_body
 
 
 def error(status: int, body: Any) -> ModelHTTPError:
@@ -463,7 +464,10 @@ async def test_a_llama_cpp_overflow_compacts_the_history_and_the_turn_goes_on(
     assert [type(e) for e in events if isinstance(e, TurnFailed)] == []
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "The codeword is heron."
     overflowing, summarizing, retried = server.requests[1:]
-    assert "handoff summary" in summarizing["messages"][0]["content"]
+    # The summarizer reads the history as the turns send it, their tools offered (the lean set of the window
+    # learned from the error, as the retried request's) and switched off.
+    assert is_summary_body(summarizing) and summarizing["tool_choice"] == "none"
+    assert summarizing["tools"] == retried["tools"] and summarizing["messages"][:2] == overflowing["messages"][:2]
     assert overflowing["messages"] != retried["messages"]
     assert "The codeword is heron." in json.dumps(retried["messages"])  # kept, or in the summary
     assert len(server.requests) == 4

@@ -30,6 +30,7 @@ from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from tests.fakes.scenarios import Fail, Response, Say, Script
+from tests.fakes.summarizer import is_summary_request
 
 PINS = [
     ("Never touch migrations/.", ("Never touch migrations/.",)),
@@ -167,11 +168,6 @@ def test_pin_and_unpin_commands() -> None:
 # --- through a session -------------------------------------------------------------------------------------
 
 MODEL = ModelInfo("test:small", context_limit=8_000, max_output_tokens=1_000)
-
-
-def is_summary_request(messages: list[ModelMessage]) -> bool:
-    last = messages[-1]
-    return isinstance(last, ModelRequest) and "handoff summary" in (last.instructions or "")
 
 
 def failing_summarizer(messages: list[ModelMessage]) -> Response:

@@ -590,6 +590,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "context_tokens": 0,
             "cost": None,
             "window": None,
+            "context": "",
         },
     ]
     assert lines == [event_to_json(e) for e in events]

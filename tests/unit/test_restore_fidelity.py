@@ -17,14 +17,10 @@ from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
 from tests.fakes.scenarios import Call, Fail, Response, Say, Script, user_prompt
+from tests.fakes.summarizer import is_summary_request
 
 MODEL = ModelInfo("test:small", context_limit=8_000, max_output_tokens=1_000)
 TURNS = 10
-
-
-def is_summary_request(messages: list[ModelMessage]) -> bool:
-    last = messages[-1]
-    return isinstance(last, ModelRequest) and "handoff summary" in (last.instructions or "")
 
 
 def prompt_of(messages: list[ModelMessage]) -> str:

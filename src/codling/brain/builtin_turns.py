@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import cache, partial
 from importlib import resources
 from typing import Any
@@ -53,18 +54,25 @@ def prompt_text(name: str) -> str:
 def summarize_turn(
     transcript: str,
     *,
+    history: bool = False,
     instructions: str | None = None,
     keep: Sequence[Interaction] = (),
     max_tokens: int | None = None,
     fallback: Callable[[], str] | None = None,
     metadata: dict[str, Any] | None = None,
-    shrink: Callable[[str], str | None] | None = None,
+    shrink: Callable[[SpecialTurnConfig], SpecialTurnConfig | None] | None = None,
     length: int | None = None,
 ) -> SpecialTurnConfig:
-    """Summarize ``transcript`` (see ``compaction.compaction_input``) and replace the history by ``keep`` plus
-    the summary; ``instructions`` are the user's wishes for the summary (``/compact <instructions>``);
-    ``shrink`` gives a shorter request when the provider finds it too long."""
-    return SpecialTurnConfig(
+    """Summarize the conversation and replace the history by ``keep`` plus the summary; ``instructions`` are
+    the user's wishes for the summary (``/compact <instructions>``); ``shrink`` gives a smaller request when the
+    provider finds it too long.
+
+    With ``history`` the summarizer reads the session's history laid out as a user turn's request (its system
+    prompt and tool definitions, tools switched off), the summary request last, so a provider's prefix cache
+    serves all the conversation it was just sent; ``transcript`` (see ``compaction.compaction_input``) then
+    only checks the answer. Without, ``transcript`` is the whole input, under the summarizer's own
+    instructions."""
+    config = SpecialTurnConfig(
         summarize_prompt(transcript, instructions, length),
         turn_type="summarize",
         messages=(),  # the transcript is the whole input: no history, no tools
@@ -81,12 +89,17 @@ def summarize_turn(
         metadata=metadata or {},
         shrink=shrink,
     )
+    if not history:
+        return config
+    request = summarize_prompt(compaction.compaction_prompt(), instructions, length)
+    return replace(config, prompt=request, messages=None, instructions=None, share_prefix=True)
 
 
-def summarize_prompt(transcript: str, instructions: str | None = None, length: int | None = None) -> str:
-    """The summarizer's request: the transcript, then the user's wishes for the summary, if any, and its
-    length (``length`` tokens: it must fit the window beside what stays)."""
-    prompt = transcript
+def summarize_prompt(text: str, instructions: str | None = None, length: int | None = None) -> str:
+    """The summarizer's request: ``text`` (the transcript, or the summary request after the history), then the
+    user's wishes for the summary, if any, and its length (``length`` tokens: it must fit the window beside
+    what stays)."""
+    prompt = text
     if instructions:
         prompt += f"\n\n---\nThe user asked that the summary also: {instructions}"
     if length:

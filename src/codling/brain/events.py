@@ -335,6 +335,9 @@ class TurnEnded:
     window: LearnedWindow | None = None
     """The window learned from the model's server, in use when the turn ended (None: the catalog's); recorded,
     so a restored session budgets with it too (see ``context/window.py``)."""
+    context: str = ""
+    """The context block the turn's request carried before the prompt ("" for none); recorded, so a restored
+    history holds the bytes the live one sent, whatever day it is restored on (see ``context/layout.py``)."""
     kind: Literal["turn_ended"] = "turn_ended"
 
 

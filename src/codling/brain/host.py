@@ -62,6 +62,10 @@ class SessionHost(Protocol):
         """The session's tools, limited by ``tool_filter``."""
         ...
 
+    def turn_toolsets(self) -> list[Any]:
+        """The toolsets a user turn offers, in the order its requests list them."""
+        ...
+
     def inside_turn(self) -> bool:
         """Whether the calling task is part of the user turn in progress."""
         ...

@@ -31,7 +31,7 @@ def record_turn(state: SessionState, log_: TurnLog, ending: Ending | None) -> No
     """Append a turn to the text history (user text, then reply text with tool summaries)."""
     if state.turn_count == 0:
         state.first_request = log_.user_text
-    state.add(HistoryEntry.of("user", log_.user_text))
+    state.add(HistoryEntry.of("user", log_.user_text, log_.context))
     state.add(HistoryEntry.of("assistant", log_.reply(ending)))
     state.turn_count += 1
 

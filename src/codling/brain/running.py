@@ -47,6 +47,8 @@ class RunningTurn:
     """Where the turn's requests go (named when they fail)."""
     title_due: tuple[str, str] | None = None
     """The request and reply the title special turn names the session after, once the turn is delivered."""
+    block: str = ""
+    """The context block the turn's latest request carried before the prompt (see ``context/layout.py``)."""
 
     @property
     def running(self) -> bool:

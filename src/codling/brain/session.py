@@ -352,6 +352,11 @@ class ConversationSession:
 
         return FilteredToolset(build_toolset(), lambda _ctx, tool: tool_filter.allows(tool.name))
 
+    def turn_toolsets(self) -> list[Any]:
+        """The toolsets a user turn offers, in the order its requests list them: codling's tools, then the MCP
+        servers'."""
+        return [self._turn_toolset(), *self._mcp_toolsets()]
+
     def _turn_toolset(self) -> Any:
         """The tools of user turns; ``run_tools`` and ``max_tool_passes`` are read at each request, so options
         changed between turns apply to the next one."""
@@ -470,7 +475,7 @@ class ConversationSession:
                 self._build_model(self.state.model.id),
                 deps_type=ToolDeps,
                 instructions=self.instructions(),
-                toolsets=[self._turn_toolset(), *self._mcp_toolsets()],
+                toolsets=self.turn_toolsets(),
                 # Models often fix bad tool arguments on a second or third try; the default (1) fails too soon.
                 retries=TOOL_RETRIES,
             )
@@ -525,6 +530,7 @@ class ConversationSession:
         turn.notices = None
         summary = None
         if command is None or prompted:
+            log_.context = turn.block
             record_turn(self.state, log_, ending)
             fresh = turn.first_input_history == self.state.replacements
             self.context.after_turn(turn.first_input if fresh else 0, images)
@@ -547,6 +553,7 @@ class ConversationSession:
             self.state.reported_input_tokens,
             cost,
             self.state.learned_window,
+            log_.context,
         )
         send(ended)
         emit(_DONE)
@@ -621,7 +628,7 @@ class ConversationSession:
             settings["thinking"] = True
         # max_tokens is set per request by the context engine (the room the window has left).
         turn_id = turn.id
-        turn.requests = requests = self.context.requests(lambda: self._compact_mid_turn(turn_id, send))
+        turn.requests = requests = self.context.requests(lambda: self._compact_mid_turn(turn, send))
         agent = self._get_agent()
         # (the agent's model is always a built Model here; a bare name would have no base URL)
         turn.endpoint = endpoint = Endpoint(model.id, getattr(agent.model, "base_url", None))
@@ -629,8 +636,9 @@ class ConversationSession:
         if may_cut_silently(endpoint.model_id, endpoint.base_url) and not images:
             # (images: each provider counts them its own way, so a count with them says nothing of a cut)
             requests.reported = lambda tokens, estimate: self._learn_cut_window(turn_id, send, tokens, estimate)
+        turn.block = block = self.context.turn_block()  # the history keeps it with the prompt
         async with agent.iter(
-            user_content(self.context.request_text(user_text), images, can_see=model.images),
+            user_content(f"{block}\n\n{user_text}" if block else user_text, images, can_see=model.images),
             message_history=self.state.messages(),
             # One tool result may take about a quarter of the window (the model is told the cap, so it can page).
             deps=replace(self.deps, output_tokens=self.context.budget.tool_output),
@@ -674,13 +682,15 @@ class ConversationSession:
         self.context.warn_once(f"window-{learned}", turn_id, send, message)
         return self.context.budget
 
-    async def _compact_mid_turn(self, turn_id: str, send: Callable[[Event], None]) -> list[Any] | None:
+    async def _compact_mid_turn(self, turn: RunningTurn, send: Callable[[Event], None]) -> tuple[list[Any], str] | None:
         """Compact the history between two requests of a turn (the turn's own messages stay); the new
-        history's messages, or None when there was nothing to compact."""
+        history's messages and the context block the turn's prompt carries from then on (in full: the blocks
+        the compaction took are gone), or None when there was nothing to compact."""
         if not self.state.entries:
             return None
-        await compactor.compact(self, turn_id, send, "mid-turn")
-        return self.state.messages()
+        await compactor.compact(self, turn.id, send, "mid-turn")
+        turn.block = self.context.turn_block()
+        return self.state.messages(), turn.block
 
     @staticmethod
     def _close_open_calls(

@@ -33,6 +33,11 @@ class SpecialTurnConfig:
     tool_filter: ToolFilter = NO_TOOLS
     """Which tools the model may call (with ``run_tools``)."""
     run_tools: bool = False
+    share_prefix: bool = False
+    """Lay the request out as a user turn's (the session's system prompt, the tool definitions a user turn
+    offers, the history, then ``prompt``) with the tools switched off (``tool_choice`` none; a call the
+    provider sends anyway is refused), so a provider's prefix cache serves all of it but the prompt. Needs
+    ``messages`` and ``instructions`` None."""
     force_non_streaming: bool = True
     timeout: float = 120.0
     idle_timeout: float | None = None
@@ -52,9 +57,9 @@ class SpecialTurnConfig:
     """A check on the output: a rejected output is an error result (e.g. an empty or refused summary)."""
     fallback: Callable[[], str] | None = None
     """An output built without the model, persisted when the turn fails, times out or is rejected."""
-    shrink: Callable[[str], str | None] | None = None
-    """A shorter prompt when the provider said the request was too long (None: give up); asked again after
-    each such answer."""
+    shrink: Callable[[SpecialTurnConfig], SpecialTurnConfig | None] | None = None
+    """A smaller request when the provider said the request was too long (None: give up); asked again, with
+    the config last sent, after each such answer."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Carried to the result and, when it persists, into history.jsonl: it must be JSON."""
 
@@ -66,6 +71,8 @@ class SpecialTurnConfig:
             raise SpecialTurnError(
                 f"a special turn's metadata is recorded in history.jsonl, so it must be JSON: {e}"
             ) from e
+        if self.share_prefix and (self.messages is not None or self.instructions is not None):
+            raise SpecialTurnError("a special turn that shares the user turns' prefix sends the session's own")
         unknown = sorted({i.kind for i in self.messages or ()} - set(KINDS))
         if unknown:
             raise SpecialTurnError(

@@ -139,11 +139,13 @@ class SpecialTurns:
             try:
                 return await self._run(config, history)
             except Exception as e:
-                shorter = config.shrink(config.prompt) if config.shrink is not None and is_context_overflow(e) else None
-                if shorter is None:
+                smaller = config.shrink(config) if config.shrink is not None and is_context_overflow(e) else None
+                if smaller is None:
                     raise
-                log.info("special turn %s: the request was too long; trying a shorter one", config.turn_type)
-                config = replace(config, prompt=shorter)
+                log.info("special turn %s: the request was too long; trying a smaller one", config.turn_type)
+                if smaller.messages is not None and config.messages is None:
+                    history = _messages(smaller.messages)
+                config = smaller
 
     async def _run(self, config: SpecialTurnConfig, history: list[Any]) -> tuple[str, tuple[Interaction, ...]]:
         """One attempt through the turn loop user turns use (``drive``), on ``history`` (a copy), its events
@@ -158,13 +160,16 @@ class SpecialTurns:
         model = session.model_for(config.model)
         instructions = config.instructions if config.instructions is not None else session.instructions()
         toolsets = [session.toolset(config.tool_filter)] if config.run_tools and not config.tool_filter.empty else []
+        if config.share_prefix:
+            toolsets = [_switched_off(toolset) for toolset in session.turn_toolsets()]
         # Nobody watches a special turn, so nobody can be asked (gated tools run only if the mode allows them),
-        # nothing it runs is shown (its terminals report to nowhere), and it hands nothing to delegates.
+        # nothing it runs is shown (its terminals report to nowhere), and it hands nothing to delegates (whose
+        # tool a request sharing the user turns' prefix still lists, as they do: no call runs there).
         deps = replace(
             session.deps,
             permissions=session.deps.permissions.unattended(),
             progress=ToolProgress(),
-            delegator=None,
+            delegator=session.deps.delegator if config.share_prefix else None,
         )
         agent: Agent[Any, str] = agent_class()(
             model,
@@ -232,14 +237,32 @@ class SpecialTurns:
 
 
 def _settings(config: SpecialTurnConfig) -> Any:
-    """The request settings a special turn asks for (pydantic-ai's ``ModelSettings``): its answer's cap and its
-    read timeout, if it has them; None without either."""
+    """The request settings a special turn asks for (pydantic-ai's ``ModelSettings``): its answer's cap, its
+    read timeout and no tool calls when it shares the user turns' prefix, if it has them; None without any."""
     settings: dict[str, Any] = {}
     if config.max_tokens is not None:
         settings["max_tokens"] = config.max_tokens
     if config.idle_timeout is not None:
         settings["timeout"] = config.idle_timeout
+    if config.share_prefix:
+        settings["tool_choice"] = "none"
     return settings or None
+
+
+TOOLS_OFF = "Tools are switched off for this request: answer with text only."
+
+
+def _switched_off(toolset: Any) -> Any:
+    """``toolset`` with its definitions offered as they are (the request's prefix stays a user turn's) and
+    every call refused, for a provider that ignores ``tool_choice`` none."""
+    from pydantic_ai import ModelRetry
+    from pydantic_ai.toolsets import WrapperToolset
+
+    class SwitchedOff(WrapperToolset[Any]):
+        async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> Any:
+            raise ModelRetry(TOOLS_OFF)
+
+    return SwitchedOff(toolset)
 
 
 def _failed(config: SpecialTurnConfig, status: Literal["error", "timeout"], error: str) -> SpecialTurnResult:

@@ -33,11 +33,20 @@ class HistoryEntry:
     role: Role
     text: str
     tokens: int
+    context: str = ""
+    """The context block the turn's request carried before the prompt ``text`` (a user entry's; "" for none):
+    kept with it, so the next turn's request starts with the bytes this one sent (see ``context/layout.py``)."""
 
     @classmethod
-    def of(cls, role: Role, text: str) -> HistoryEntry:
+    def of(cls, role: Role, text: str, context: str = "") -> HistoryEntry:
         """An entry with its tokens counted as a request carries it (a JSON string in a message)."""
-        return cls(role, text, count_wire_tokens(text) + MESSAGE_TOKENS)
+        entry = cls(role, text, 0, context)
+        return replace(entry, tokens=count_wire_tokens(entry.sent) + MESSAGE_TOKENS)
+
+    @property
+    def sent(self) -> str:
+        """The message's text as requests carry it: the context block, if any, then the text."""
+        return f"{self.context}\n\n{self.text}" if self.context else self.text
 
     def message(self) -> Any:
         """The pydantic-ai message for this entry (a summary is a user message behind SUMMARY_PREFIX)."""
@@ -45,7 +54,7 @@ class HistoryEntry:
 
         if self.role == "assistant":
             return ModelResponse(parts=[TextPart(self.text)])
-        return ModelRequest(parts=[UserPromptPart(self.text)])
+        return ModelRequest(parts=[UserPromptPart(self.sent)])
 
 
 SUMMARY_END = "\n\n[End of the summary.]"
@@ -111,6 +120,9 @@ class SessionState:
     catalog_model: ModelInfo | None = None
     """The catalog's entry for ``model`` while a window learned from its server replaces the catalog's in
     ``model`` (None: ``model`` is the catalog's). Every budget reads ``model``, so all of them follow."""
+    shown: frozenset[str] = frozenset()
+    """The lines of the context blocks the history holds: the next turn's block says only what they do not
+    (see ``context/layout.py``). Follows the history: ``add`` and ``replace_history`` keep it."""
     _messages: list[Any] = field(default_factory=list, repr=False)
 
     @property
@@ -153,6 +165,8 @@ class SessionState:
         self.entries.append(entry)
         self._messages.append(entry.message())
         self.history_tokens += entry.tokens
+        if entry.context:
+            self.shown |= frozenset(entry.context.splitlines())
 
     def replace_history(self, entries: list[HistoryEntry], replaced: int | None = None) -> None:
         """Swap the history (after a compaction): all of it, or only its first ``replaced`` entries."""
@@ -160,6 +174,7 @@ class SessionState:
         self.entries = [*entries, *kept]
         self._messages = [e.message() for e in self.entries]
         self.history_tokens = sum(e.tokens for e in self.entries)
+        self.shown = frozenset(line for e in self.entries for line in e.context.splitlines())
         self.reported_input_tokens = 0
         self.replacements += 1
 

@@ -15,6 +15,7 @@ from codling.brain.events import (
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
+    TurnEnded,
     TurnFailed,
 )
 from codling.brain.prompt import PromptBlock, TextBlock, render_prompt
@@ -93,6 +94,8 @@ class TurnLog:
     calls: dict[str, ToolCallStarted] = field(default_factory=dict)
     finished: dict[str, ToolCallFinished] = field(default_factory=dict)
     error: str | None = None
+    context: str = ""
+    """The context block the turn's request carried before the prompt (the last attempt's; "" for none)."""
     _splitter: SegmentSplitter = field(default_factory=SegmentSplitter, repr=False)
 
     def apply(self, event: Event) -> None:
@@ -110,6 +113,8 @@ class TurnLog:
                 self.finished[event.call_id] = event
             case TurnFailed():
                 self.error = event.message
+            case TurnEnded() if event.context:
+                self.context = event.context
 
     @property
     def text(self) -> str:

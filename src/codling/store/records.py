@@ -241,6 +241,7 @@ class TurnEndRecord(_TurnRecord):
     context_tokens: int = Field(default=0, ge=0)
     cost: float | None = Field(default=None, ge=0)
     window: WindowPart | None = Field(default=None, exclude_if=omit_none)
+    context: str = Field(default="", exclude_if=omit_empty)
 
     def events(self) -> list[Event]:
         usage = Usage(self.usage.input_tokens, self.usage.output_tokens, self.usage.requests)
@@ -254,6 +255,7 @@ class TurnEndRecord(_TurnRecord):
             context_tokens=self.context_tokens,
             cost=self.cost,
             window=self.window.window() if self.window is not None else None,
+            context=self.context,
         )
         return [TurnFailed(self.turn_id, self.error), ended] if self.error is not None else [ended]
 
@@ -389,5 +391,6 @@ def event_record(event: Event, session_id: str, error: str | None = None) -> Rec
                 context_tokens=event.context_tokens,
                 cost=event.cost,
                 window=WindowPart.of(event.window) if event.window is not None else None,
+                context=event.context,
             )
     return None

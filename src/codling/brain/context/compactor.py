@@ -32,8 +32,9 @@ from codling.brain.events import (
     ToolCallFinished,
 )
 from codling.brain.interactions import Interaction
-from codling.brain.special_config import SpecialTurnResult
+from codling.brain.special_config import SpecialTurnConfig, SpecialTurnResult
 from codling.brain.state import SessionState
+from codling.llm.tokens import count_tokens
 
 if TYPE_CHECKING:
     from codling.brain.host import SessionHost
@@ -189,24 +190,34 @@ async def compact(
     budget = compaction.input_budget(model.context_limit, model.max_output_tokens)
     shrinks = iter(range(SHRINK_TRIES))
 
-    def shrink(_prompt: str) -> str | None:
-        """The transcript again, with the oldest messages left out, after the provider found it too long."""
-        nonlocal budget
-        if next(shrinks, None) is None:
-            return None
-        budget = compaction.shrink(budget)
-        return _prompt_for(compaction.compaction_input(entries, budget), instructions, shares.summary)
+    def summarizer(transcript: str, history: bool) -> SpecialTurnConfig:
+        return summarize_turn(
+            transcript,
+            history=history,
+            instructions=instructions,
+            length=shares.summary,
+            keep=[Interaction("user", compaction.earlier_request(e.text)) for e in kept],
+            max_tokens=shares.summary,
+            fallback=fallback,
+            metadata={"reason": reason},
+            shrink=shrink,
+        )
 
-    config = summarize_turn(
-        compaction.compaction_input(entries, budget),
-        instructions=instructions,
-        length=shares.summary,
-        keep=[Interaction("user", compaction.earlier_request(e.text)) for e in kept],
-        max_tokens=shares.summary,
-        fallback=fallback,
-        metadata={"reason": reason},
-        shrink=shrink,
-    )
+    def shrink(sent: SpecialTurnConfig) -> SpecialTurnConfig | None:
+        """After the provider found the request too long: the transcript instead of the history, then the
+        transcript again with its oldest messages left out."""
+        nonlocal budget
+        if not sent.share_prefix:
+            if next(shrinks, None) is None:
+                return None
+            budget = compaction.shrink(budget)
+        return summarizer(compaction.compaction_input(entries, budget), history=False)
+
+    transcript = compaction.compaction_input(entries, budget)
+    request = count_tokens(_prompt_for(compaction.compaction_prompt(), instructions, shares.summary))
+    # The history as the user turns send it, when it fits beside the request: a prefix cache then serves it.
+    fits = session.context_overhead() + state.history_tokens + request <= budget_of.input_limit
+    config = summarizer(transcript, history=fits)
 
     async def announce(result: SpecialTurnResult) -> None:
         # Recorded as the user wrote them: the label is the history's (``rebuilt_history`` adds it on restore).

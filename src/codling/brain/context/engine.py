@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from codling.brain.context import compactor, tools
 from codling.brain.context.budget import MESSAGE_OVERHEAD_TOKENS, Budget, image_tokens
-from codling.brain.context.layout import recent_files_note
+from codling.brain.context.layout import (
+    CONTEXT_CLOSE,
+    CONTEXT_NOTE,
+    CONTEXT_OPEN,
+    Section,
+    recent_files_note,
+    sections_of,
+    unshown,
+    withdrawn,
+)
 from codling.brain.context.pins import render_pins
 from codling.brain.events import ContextWarning, Event, UsageUpdated
 from codling.brain.prompt import ImageBlock
@@ -34,10 +43,6 @@ log = logging.getLogger(__name__)
 SMALL_SHARE = 0.6
 """A window is too small for codling when its fixed overhead alone takes this share of the compaction point:
 what is left for the conversation is then less than a compaction leaves."""
-
-CONTEXT_OPEN = "<session-context>"
-CONTEXT_CLOSE = "</session-context>"
-CONTEXT_NOTE = "What codling keeps track of in this session (not written by the user):"
 
 
 def fit_prompt(text: str, budget: Budget, saved: Path | None = None) -> str:
@@ -122,31 +127,27 @@ class ContextEngine:
         return self.system_tokens() + self.tool_tokens()
 
     def turn_block(self) -> str:
-        """The context the next turn carries with the user's message: today's date, the pinned instructions
-        (within their budget) and the recently edited files. The date is here, not in the system prompt, so
-        the system prompt stays one cacheable prefix across midnight and across days a session is resumed on;
-        the turn ledger is not (see ``layout.py``)."""
+        """The context the next turn carries with the user's message: what the blocks the history holds do not
+        say yet of today's date, the pinned instructions (within their budget), the pins withdrawn and the
+        recently edited files ("" when they say it all: see ``layout.py``). The date is here, not in the system
+        prompt, so the system prompt stays one cacheable prefix across midnight and across days a session is
+        resumed on; the turn ledger is not."""
         state = self.state
         budget = self.budget
         today = date.today().isoformat()
         # Rendered once per change of what it shows: the turn loop asks for it several times a turn.
-        key = (today, state.pins, state.recent_files, budget.pins)
+        key = (today, state.pins, state.recent_files, budget.pins, state.shown)
         if self._block is not None and self._block[0] == key:
             return self._block[1]
-        parts = [
-            f"Today's date: {today}",
-            render_pins(state.pins, budget.pins),
-            recent_files_note(state.recent_files, state.cwd),
-        ]
-        body = "\n\n".join(p for p in parts if p)
-        block = f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n{body}\n{CONTEXT_CLOSE}"
-        self._block = (key, block, count_wire_tokens(block))
+        sections: list[Section] = [("", [f"Today's date: {today}"])]
+        sections += sections_of(render_pins(state.pins, budget.pins))
+        if gone := withdrawn(state.shown, (pin.text for pin in state.pins)):
+            sections.append(gone)
+        sections.append(("", [recent_files_note(state.recent_files, state.cwd)]))
+        body = unshown(sections, state.shown)
+        block = f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n{body}\n{CONTEXT_CLOSE}" if body else ""
+        self._block = (key, block, count_wire_tokens(block) if block else 0)
         return block
-
-    def request_text(self, prompt: str) -> str:
-        """The user's message as a request carries it: the turn's context block, then the prompt."""
-        block = self.turn_block()
-        return f"{block}\n\n{prompt}" if block else prompt
 
     def overhead(self) -> int:
         """What the next request carries before any conversation: fixed tokens plus the turn's context block."""

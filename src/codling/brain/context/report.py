@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 from codling.brain.context import tools
 from codling.brain.context.budget import Budget
 from codling.brain.context.engine import ContextEngine
-from codling.brain.context.layout import recent_files_note
-from codling.brain.context.pins import render_pins
+from codling.brain.context.layout import RECENT_FILES
 from codling.brain.context.summaries import display_path
 from codling.brain.prompt import (
     INSTRUCTIONS_TOTAL_MAX_BYTES,
@@ -77,7 +76,7 @@ def context_report(session: SessionHost) -> ContextReport:
         *system,
         *_tool_rows(session, engine),
         *_history_rows(state.entries, state.history_tokens),
-        *_block_rows(session, engine.budget, block, count_wire_tokens(block)),
+        *_block_rows(session, block, count_wire_tokens(block) if block else 0),
     )
     estimate = sum(row.tokens for row in rows if not row.part)
     return ContextReport(state.model.id, rows, estimate, state.reported_input_tokens, engine.budget, tuple(notes))
@@ -215,7 +214,7 @@ def _tool_rows(session: SessionHost, engine: ContextEngine) -> list[ContextRow]:
 
 def _history_rows(entries: Sequence[HistoryEntry], total: int) -> list[ContextRow]:
     """The history: the prompts the latest compaction kept and its summary (when there was one), then the
-    prompts and replies since."""
+    prompts and replies since, and the session context notes those prompts carry."""
     if not entries:
         return [ContextRow("History (no messages yet)", total)]
     summary = next((i for i, e in enumerate(entries) if e.role == "summary"), None)
@@ -233,29 +232,29 @@ def _history_rows(entries: Sequence[HistoryEntry], total: int) -> list[ContextRo
         since = " since"
     prompts = [e for e in rest if e.role == "user"]
     replies = [e for e in rest if e.role != "user"]
+    notes = [_carried(e.context) for e in prompts if e.context]
     parts += [
-        (f"Prompts{since} ({len(prompts)})", sum(e.tokens for e in prompts)),
+        (f"Prompts{since} ({len(prompts)})", sum(e.tokens for e in prompts) - sum(notes)),
+        (f"Session context notes in them ({len(notes)})", sum(notes)),
         (f"Replies{since} ({len(replies)})", sum(e.tokens for e in replies)),
     ]
     return _group(f"History ({len(entries)} messages)", total, parts)
 
 
-def _block_rows(session: SessionHost, budget: Budget, block: str, total: int) -> list[ContextRow]:
-    """The context block the next prompt carries: the pins (rendered within their budget) and the recently
-    edited files; what is left is the block's own text (its tags, the note that codling wrote it, the date).
-    The turn ledger is not there: the history holds the turns since the last compaction, its summary the
-    earlier ones (see ``layout.py``)."""
-    state = session.state
-    label = "Session context (sent with the next prompt)"
-    pins = render_pins(state.pins, budget.pins)
-    shown = sum(1 for line in pins.splitlines() if line.startswith("- "))
-    files = recent_files_note(state.recent_files, state.cwd)
-    if pins not in block or files not in block:  # laid out otherwise than this report knows: counted whole
-        return [ContextRow(label, total)]
-    parts: list[tuple[str, int | None]] = [
-        (f"Pins and facts ({shown} of {len(state.pins)} shown)", _carried(pins)),
-        (f"Recently edited files ({len(state.recent_files)})", _carried(files)),
-    ]
-    if block:
-        parts.append(("Its frame, note and date", None))
-    return _group(label, total, parts)
+def _block_rows(session: SessionHost, block: str, total: int) -> list[ContextRow]:
+    """The context block the next prompt carries: what the notes in the history do not say yet (see
+    ``layout.py``) of the pins and facts and the recently edited files; what is left is the block's own text
+    (its tags, the note that codling wrote it, the date)."""
+    if not block:
+        return [ContextRow("Session context (the notes in the history say it all)", 0)]
+    lines = block.splitlines()
+    pins = [line for line in lines if line.startswith("- ")]
+    said = [line for line in lines if line.startswith(("- ", "# "))]
+    files = [line for line in lines if line.startswith(RECENT_FILES)]
+    parts: list[tuple[str, int | None]] = []
+    if said:
+        parts.append((f"Pins and facts ({len(pins)} new of {len(session.state.pins)})", _carried("\n".join(said))))
+    if files:
+        parts.append(("Recently edited files", _carried(files[0])))
+    label = "Session context (new with the next prompt)"
+    return _group(label, total, [*parts, ("Its frame, note and date", None)]) if parts else [ContextRow(label, total)]

@@ -46,6 +46,7 @@ from pydantic_ai.messages import (
 )
 
 from codling.brain.context.budget import IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, Budget
+from codling.brain.context.layout import CONTEXT_CLOSE, CONTEXT_OPEN
 from codling.brain.context.overflow import is_context_overflow
 from codling.brain.context.tools import definitions_tokens
 from codling.brain.sanitize import sanitize_messages
@@ -130,6 +131,29 @@ def turn_start(messages: list[ModelMessage]) -> int:
     return 0
 
 
+def with_block(request: ModelMessage, block: str) -> ModelMessage:
+    """The turn's own request with its prompt behind ``block`` instead of the context block it had."""
+    if not isinstance(request, ModelRequest):
+        return request
+
+    def prompt(text: str) -> str:
+        before = text.startswith(CONTEXT_OPEN) and CONTEXT_CLOSE in text
+        bare = text.partition(CONTEXT_CLOSE)[2].removeprefix("\n\n") if before else text
+        return f"{block}\n\n{bare}" if block else bare
+
+    parts: list[Any] = []
+    for part in request.parts:
+        if isinstance(part, UserPromptPart):
+            content = part.content
+            if isinstance(content, str):
+                content = prompt(content)
+            elif content and isinstance(content[0], str):
+                content = [prompt(content[0]), *content[1:]]
+            part = replace(part, content=content)
+        parts.append(part)
+    return replace(request, parts=parts)
+
+
 def summarised(part: ToolReturnPart, max_tokens: int = 1_000) -> ToolReturnPart | None:
     """The result as its summary (at most ``max_tokens``), or None when it already is one (or the summary
     would not be shorter)."""
@@ -155,8 +179,9 @@ class TurnRequests(AbstractCapability[Any]):
     budget: Budget
     system_tokens: Callable[[], int]
     """What the system prompt takes of every request (the tool definitions are counted as offered)."""
-    compact_history: Callable[[], Awaitable[list[ModelMessage] | None]]
-    """Compacts the session's history mid-turn; returns the new history's messages (None: nothing to do)."""
+    compact_history: Callable[[], Awaitable[tuple[list[ModelMessage], str] | None]]
+    """Compacts the session's history mid-turn; returns the new history's messages and the context block the
+    turn's prompt carries from then on (None: nothing to do)."""
     counter: TokenCounter = field(default_factory=TokenCounter)
     last_input: int = 0
     """The estimated input tokens of the latest request."""
@@ -240,9 +265,11 @@ class TurnRequests(AbstractCapability[Any]):
             return messages
         leaves = self.budget.kept_user + self.budget.summary
         if self.counter.messages(messages[:start]) > leaves:
-            history = await self.compact_history()
-            if history is not None:
-                messages = [*history, *messages[start:]]
+            compacted = await self.compact_history()
+            if compacted is not None:
+                history, block = compacted
+                # The blocks the compaction took said what this one may have left out: it says it all again.
+                messages = [*history, with_block(messages[start], block), *messages[start + 1 :]]
                 if self.counter.messages(messages) <= limit:
                     return messages
         messages, _ = self._summarise(messages, turn_start(messages), limit, newest_too=True)
