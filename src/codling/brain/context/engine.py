@@ -77,6 +77,8 @@ class ContextEngine:
         """The last context block: what it was rendered from, its text and its tokens."""
         self._counter: TokenCounter | None = None
         """Counts the tokens of the parts the session's requests carry (made with the first turn)."""
+        self.today: Callable[[], date] = date.today
+        """Today's date, as the context block says it (a test sets its own day)."""
 
     @property
     def state(self) -> Any:
@@ -134,7 +136,7 @@ class ContextEngine:
         resumed on; the turn ledger is not."""
         state = self.state
         budget = self.budget
-        today = date.today().isoformat()
+        today = self.today().isoformat()
         # Rendered once per change of what it shows: the turn loop asks for it several times a turn.
         key = (today, state.pins, state.recent_files, budget.pins, state.shown)
         if self._block is not None and self._block[0] == key:

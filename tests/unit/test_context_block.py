@@ -1,0 +1,121 @@
+"""The context block a turn carries before its prompt: kept in the history with the prompt (the next request
+starts with the bytes this one sent), saying only what the blocks the history holds do not, in full again
+after a compaction, and the same on restore whatever the day (issue 28: requests that extend the previous
+one)."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+
+from codling.brain.context.layout import (
+    CONTEXT_CLOSE,
+    CONTEXT_NOTE,
+    CONTEXT_OPEN,
+    WITHDRAWN_HEADING,
+    sections_of,
+    unshown,
+    withdrawn,
+)
+from codling.brain.context.pins import FACTS_HEADING, PINS_HEADING
+from codling.brain.factory import open_session
+from codling.brain.session import ConversationSession
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo
+from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from tests.fakes.scenarios import Say, Script, user_prompt
+from tests.fakes.summarizer import is_summary_request
+
+MODEL = ModelInfo("test:roomy", context_limit=64_000, max_output_tokens=2_000)
+DAY = date(2026, 11, 25)
+
+
+def block(*body: str) -> str:
+    return f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n" + "\n\n".join(body) + f"\n{CONTEXT_CLOSE}"
+
+
+def prompts(request: list[ModelMessage]) -> list[str]:
+    return [
+        str(p.content) for m in request if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)
+    ]
+
+
+def test_only_the_lines_no_block_showed_each_under_its_heading() -> None:
+    sections = [("", ["Today's date: 2026-11-25"]), *sections_of(f"{PINS_HEADING}\n- a\n- b\n{FACTS_HEADING}\n- c")]
+    assert unshown(sections, frozenset()) == (
+        f"Today's date: 2026-11-25\n\n{PINS_HEADING}\n- a\n- b\n\n{FACTS_HEADING}\n- c"
+    )
+    shown = frozenset({"Today's date: 2026-11-25", PINS_HEADING, "- a", FACTS_HEADING, "- c"})
+    assert unshown(sections, shown) == f"{PINS_HEADING}\n- b"
+    assert unshown(sections, shown | {"- b"}) == ""
+
+
+def test_a_withdrawn_pin_is_said_once() -> None:
+    assert withdrawn(frozenset({"- a", "- b", "Today's date: x"}), ["b"]) == (WITHDRAWN_HEADING, ["- (withdrawn) a"])
+    assert withdrawn(frozenset({"- a", "- b"}), ["a", "b"]) is None
+    said = withdrawn(frozenset({"- a"}), [])
+    assert said is not None and unshown([said], frozenset({"- a", *said[1]})) == ""
+
+
+def session_in(project: Path, settings: Settings, script: Script) -> ConversationSession:
+    session = open_session(settings, MODEL, project, approver=None, mode="yolo", model_factory=script.factory())
+    session.context.today = lambda: DAY
+    return session
+
+
+async def test_each_turn_says_what_is_new_and_the_next_request_extends_the_last(
+    project: Path, settings: Settings, tmp_path: Path
+) -> None:
+    script = Script(
+        [],
+        fallback=lambda m: (
+            [Say("## Goal\nKeep vendor/ as it is.\n\n## Next\nGo on with it.")]
+            if is_summary_request(m)
+            else [Say("ok")]
+        ),
+    )
+    path = tmp_path / "history.jsonl"
+    file = HistoryFile(path, "s1")
+    file.write(SessionHeader("s1", project, MODEL.id, "yolo").record())
+    session = session_in(project, settings, script)
+    session.subscribe(HistoryRecorder(file))
+    vendor = f"{PINS_HEADING}\n- Never touch vendor/."
+
+    await session.run("Never touch vendor/. Where is the greeting?")
+    first = prompts(script.requests[-1])[-1]
+    assert first == block("Today's date: 2026-11-25", vendor) + "\n\nNever touch vendor/. Where is the greeting?"
+
+    await session.run("And the farewell?")
+    # The request starts with the last one's bytes; nothing new to say, so no block.
+    assert prompts(script.requests[-1]) == [first, "And the farewell?"]
+
+    session.context.today = lambda: date(2026, 11, 26)
+    await session.run("Go on.")
+    assert prompts(script.requests[-1])[-1] == block("Today's date: 2026-11-26") + "\n\nGo on."
+
+    await session.run("/pin use tabs")
+    await session.run("Next.")
+    assert prompts(script.requests[-1])[-1] == block(f"{PINS_HEADING}\n- use tabs") + "\n\nNext."
+
+    await session.run("/unpin 1")  # the vendor rule
+    await session.run("Then?")
+    withdrawn_block = block(f"{WITHDRAWN_HEADING}\n- (withdrawn) Never touch vendor/.")
+    assert prompts(script.requests[-1])[-1] == withdrawn_block + "\n\nThen?"
+    await session.run("More.")
+    assert prompts(script.requests[-1])[-1] == "More."  # said once
+
+    await session.run("/compact")
+    await session.run("After.")
+    # The blocks went with the compacted history: all of it again (nothing withdrawn to speak of).
+    assert user_prompt(prompts(script.requests[-1])[-1]) == "After."
+    assert block("Today's date: 2026-11-26", f"{PINS_HEADING}\n- use tabs") in prompts(script.requests[-1])[-1]
+    file.close()
+
+    # Restored another day, the history holds the blocks as they were sent.
+    restored = session_in(project, settings, Script([[Say("ok")]]))
+    restored.context.today = lambda: date(2026, 12, 24)
+    restored.restore(read_history(path).events)
+    assert restored.state.entries == session.state.entries
+    assert restored.state.shown == session.state.shown
