@@ -2,8 +2,10 @@
 
 Observers see ``CompactionStarted``, then (once the summary replaced the history) ``ContextCompacted`` and a
 ``UsageUpdated``; never the summarize request itself. The summarize turn (``builtin_turns.summarize_turn``)
-gets a bounded transcript of the history; its answer, or the deterministic fallback when the model fails,
-times out or answers with something unusable, replaces the history together with the recent user messages.
+reads the history as the user turns send it (so a provider's prefix cache serves it) when it fits beside the
+summary request, else a bounded transcript of it; its answer, or the deterministic fallback when the model
+fails, times out or answers with something unusable, replaces the history together with the recent user
+messages.
 """
 
 from __future__ import annotations
