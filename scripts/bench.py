@@ -1537,7 +1537,7 @@ async def bench_facts(config: Config) -> list[Row]:
     modes: tuple[Mode, ...] = ("working", "failing") if config.quick else ("working", "failing", "empty", "garbage")
     runs = [(window, mode, turns) for window in (8_000, 16_000) for mode in modes]
     if not config.quick:
-        runs += [(32_000, "failing", turns), (8_000, "hanging", 40)]
+        runs += [(32_000, "failing", turns), (128_000, "working", turns), (8_000, "hanging", 40)]
     gap = ask_gap(turns)
     asked = "60+" if gap >= 60 else str(gap)
     rows = [Row(f"facts over {turns} turns (planted in prompts, tool results, replies; asked {asked} turns later)", "")]
@@ -1560,6 +1560,17 @@ async def bench_facts(config: Config) -> list[Row]:
                 lost if len(lost) <= 60 else lost[:59] + "…",
             ),
         ]
+        if mode == "working" and window in (16_000, 128_000):
+            cached, total = r.cache()
+            cache_target = 0.93 if window >= 128_000 else 0.85
+            rows.append(
+                Row(
+                    "    prefix cache serves",
+                    f"{cached / total:.1%} of {total:,} tokens",
+                    f"≥ {cache_target:.0%}",
+                    cached >= cache_target * total,
+                )
+            )
     return rows
 
 

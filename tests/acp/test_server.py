@@ -400,7 +400,7 @@ async def test_a_model_that_sees_images_gets_them_and_the_history_keeps_a_mentio
     assert isinstance(content[1], BinaryContent) and content[1].data == base64.b64decode(PIXEL)
     assert content[1].media_type == "image/png" and "cannot see" not in client.agent_text()
     # The next request carries the mention, not the image.
-    later = [p.content for m in script.requests[1] for p in m.parts if isinstance(p, UserPromptPart)]
+    later = [str(p.content) for m in script.requests[1] for p in m.parts if isinstance(p, UserPromptPart)]
     assert user_prompt(later[0]) == "what is this?\n\n[image attached: shot.png (image/png)]"
     # The record keeps the image, so a reloaded session shows it again.
     live = RecordingClient()

@@ -53,6 +53,7 @@ from typing import Any, Literal
 from codling.llm.tokens import count_tokens
 from tests.fakes.fidelity import MAX_OUTPUT, Request, Turn, request_tokens
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ScriptedReply, ToolCall, Usage, text_of
+from tests.fakes.prefix_cache import cache_share
 from tests.fakes.scenarios import user_prompt
 from tests.fakes.summarizer import is_summary_body, transcript_of_body
 
@@ -1106,6 +1107,12 @@ class FactsResult:
     fallbacks: int
     """Compactions that used codling's summary assembled without the model."""
     rejected: int
+    bodies: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+    """Every request the server received, in order (summaries and delegates included)."""
+
+    def cache(self) -> tuple[int, int]:
+        """(tokens an automatic prefix cache would serve, input tokens in all) over ``bodies``."""
+        return cache_share(self.bodies)
 
     @property
     def share(self) -> float:
@@ -1147,6 +1154,7 @@ def measure(model: FactsModel, turn_count: int, compactions: int, fallbacks: int
         compactions=compactions,
         fallbacks=fallbacks,
         rejected=sum(1 for r in model.requests if r.rejected),
+        bodies=tuple(r.body for r in model.requests),
     )
 
 

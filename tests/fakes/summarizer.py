@@ -11,6 +11,7 @@ both alike.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
@@ -23,7 +24,7 @@ MARK = "You are writing a handoff summary"
 """The first words of codling's summary request (``brain/prompts/compact.md``)."""
 
 
-def is_summary_body(body: dict[str, Any]) -> bool:
+def is_summary_body(body: Mapping[str, Any]) -> bool:
     """Whether a chat-completions request is codling's summarize request (either form)."""
     messages = body.get("messages") or []
     system = " ".join(text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
@@ -31,7 +32,7 @@ def is_summary_body(body: dict[str, Any]) -> bool:
     return MARK in system or (last.get("role") == "user" and MARK in text_of(last.get("content")))
 
 
-def transcript_of_body(body: dict[str, Any]) -> str:
+def transcript_of_body(body: Mapping[str, Any]) -> str:
     """The conversation a summarize request (chat completions) asks to summarise, as a transcript."""
     messages = [m for m in body.get("messages") or [] if m.get("role") not in ("system", "developer")]
     system = " ".join(text_of(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "system")

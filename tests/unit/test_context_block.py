@@ -32,8 +32,10 @@ MODEL = ModelInfo("test:roomy", context_limit=64_000, max_output_tokens=2_000)
 DAY = date(2026, 11, 25)
 
 
-def block(*body: str) -> str:
-    return f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n" + "\n\n".join(body) + f"\n{CONTEXT_CLOSE}"
+def block(*body: str, first: bool = False) -> str:
+    """A context block; the first of a history says what the tags are."""
+    note = f"{CONTEXT_NOTE}\n\n" if first else ""
+    return f"{CONTEXT_OPEN}\n{note}" + "\n\n".join(body) + f"\n{CONTEXT_CLOSE}"
 
 
 def prompts(request: list[ModelMessage]) -> list[str]:
@@ -48,7 +50,8 @@ def test_only_the_lines_no_block_showed_each_under_its_heading() -> None:
         f"Today's date: 2026-11-25\n\n{PINS_HEADING}\n- a\n- b\n\n{FACTS_HEADING}\n- c"
     )
     shown = frozenset({"Today's date: 2026-11-25", PINS_HEADING, "- a", FACTS_HEADING, "- c"})
-    assert unshown(sections, shown) == f"{PINS_HEADING}\n- b"
+    # A heading said before is named again without its explanation.
+    assert unshown(sections, shown) == "# Standing instructions from the user\n- b"
     assert unshown(sections, shown | {"- b"}) == ""
 
 
@@ -85,7 +88,10 @@ async def test_each_turn_says_what_is_new_and_the_next_request_extends_the_last(
 
     await session.run("Never touch vendor/. Where is the greeting?")
     first = prompts(script.requests[-1])[-1]
-    assert first == block("Today's date: 2026-11-25", vendor) + "\n\nNever touch vendor/. Where is the greeting?"
+    assert (
+        first
+        == block("Today's date: 2026-11-25", vendor, first=True) + "\n\nNever touch vendor/. Where is the greeting?"
+    )
 
     await session.run("And the farewell?")
     # The request starts with the last one's bytes; nothing new to say, so no block.
@@ -97,7 +103,7 @@ async def test_each_turn_says_what_is_new_and_the_next_request_extends_the_last(
 
     await session.run("/pin use tabs")
     await session.run("Next.")
-    assert prompts(script.requests[-1])[-1] == block(f"{PINS_HEADING}\n- use tabs") + "\n\nNext."
+    assert prompts(script.requests[-1])[-1] == block("# Standing instructions from the user\n- use tabs") + "\n\nNext."
 
     await session.run("/unpin 1")  # the vendor rule
     await session.run("Then?")
@@ -110,7 +116,9 @@ async def test_each_turn_says_what_is_new_and_the_next_request_extends_the_last(
     await session.run("After.")
     # The blocks went with the compacted history: all of it again (nothing withdrawn to speak of).
     assert user_prompt(prompts(script.requests[-1])[-1]) == "After."
-    assert block("Today's date: 2026-11-26", f"{PINS_HEADING}\n- use tabs") in prompts(script.requests[-1])[-1]
+    assert (
+        block("Today's date: 2026-11-26", f"{PINS_HEADING}\n- use tabs", first=True) in prompts(script.requests[-1])[-1]
+    )
     file.close()
 
     # Restored another day, the history holds the blocks as they were sent.

@@ -251,7 +251,7 @@ async def test_a_window_too_small_leaves_the_oldest_history_out_of_the_request_n
     messages = [*history, *turn(result("a", "y" * 40, "a"))]
     tiny = Budget(window=4_000, max_output=1_000, threshold=0.7)  # 2,800 a request; 1,600 of them fixed
 
-    async def nothing_to_compact() -> list[ModelMessage] | None:
+    async def nothing_to_compact() -> tuple[list[ModelMessage], str] | None:
         return None
 
     fitted = await TurnRequests(tiny, lambda: 1_600, nothing_to_compact).fit(messages, 1_600)

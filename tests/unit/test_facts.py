@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codling.brain.context.facts import FACTS_HEADING, HistoryFacts, carried_facts, history_facts
+from codling.brain.context.facts import FACTS_HEADING, HistoryFacts, carried_facts, history_facts, ranked_facts
 from codling.brain.context.fallback import FallbackInput, fallback_summary
 from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 
@@ -100,3 +100,26 @@ def test_requests_are_not_facts_and_decisions_are_carried_without_a_number() -> 
     decision = "Assistant: We'll use orjson for serialization from here on."
     fallback = fallback_summary(FallbackInput(facts=[decision]), 400)
     assert carried_facts([E("summary", SUMMARY_PREFIX + fallback)]) == [decision]
+
+
+def test_facts_rank_by_who_said_them_newer_before_carried_and_a_cut_one_said_once_whole() -> None:
+    whole = "User: This is for ticket PROJ-4411, so keep the change small."
+    fallback = fallback_summary(
+        FallbackInput(facts=["OLD = 1 (a.py)", "Assistant: We'll use orjson.", whole[:40] + "…"]), 400
+    )
+    entries = [
+        E("summary", SUMMARY_PREFIX + fallback),
+        E("user", whole.removeprefix("User: ")),
+        E(
+            "assistant",
+            "I chose port 9317 for the metrics server.\n\n"
+            "[Tool calls in this turn]\n- Read b.py (done):\n    1\tNEW = 2\n",
+        ),
+    ]
+    assert ranked_facts(entries) == [
+        "OLD = 1 (a.py)",
+        "NEW = 2 (b.py)",
+        "Assistant: We'll use orjson.",
+        "Assistant: I chose port 9317 for the metrics server.",
+        whole,
+    ]

@@ -21,7 +21,7 @@ from codling.brain.builtin_turns import summarize_turn
 from codling.brain.context import compaction
 from codling.brain.context.budget import Budget
 from codling.brain.context.compaction import DEFAULT_THRESHOLD
-from codling.brain.context.facts import carried_facts, history_facts
+from codling.brain.context.facts import ranked_facts
 from codling.brain.context.fallback import FallbackInput, fallback_summary
 from codling.brain.context.ledger import FULL_TURNS, one_line, render_turn_summary
 from codling.brain.context.pins import render_pins
@@ -112,15 +112,13 @@ def fallback_input(state: SessionState, kept: Sequence[str] = (), pins_shown: st
     the pins the context block shows (``pins_shown``, the rendered block: only those left out for room)."""
     summaries = state.turn_summaries
     last_user = next((e.text for e in reversed(state.entries) if e.role == "user"), "")
-    found = history_facts(state.entries)
-    facts = dict.fromkeys([*found.tools, *carried_facts(state.entries), *found.assistant, *found.user])
     first = state.first_request
     last = summaries[-1].request if summaries else last_user
     return FallbackInput(
         pins=[p.text for p in state.pins if f"- {p.text}" not in pins_shown],
-        # Least important first (the budget keeps the end): what tools showed, what earlier summaries kept,
-        # what the assistant said, what the user said.
-        facts=[f for f in facts if not any(f.removeprefix("User: ").rstrip("…") in text for text in kept)],
+        facts=[
+            f for f in ranked_facts(state.entries) if not any(f.removeprefix("User: ").rstrip("…") in t for t in kept)
+        ],
         turns_recent=[render_turn_summary(s, state.cwd) for s in summaries[-FULL_TURNS:]],
         turns_older=[one_line(s, state.cwd) for s in summaries[:-FULL_TURNS]],
         plan=state.plan,

@@ -141,13 +141,14 @@ class ContextEngine:
         key = (today, state.pins, state.recent_files, budget.pins, state.shown)
         if self._block is not None and self._block[0] == key:
             return self._block[1]
-        sections: list[Section] = [("", [f"Today's date: {today}"])]
+        # The note says what the tags are once per history: a later block is read as adding to it.
+        sections: list[Section] = [("", [CONTEXT_NOTE]), ("", [f"Today's date: {today}"])]
         sections += sections_of(render_pins(state.pins, budget.pins))
         if gone := withdrawn(state.shown, (pin.text for pin in state.pins)):
             sections.append(gone)
         sections.append(("", [recent_files_note(state.recent_files, state.cwd)]))
         body = unshown(sections, state.shown)
-        block = f"{CONTEXT_OPEN}\n{CONTEXT_NOTE}\n\n{body}\n{CONTEXT_CLOSE}" if body else ""
+        block = f"{CONTEXT_OPEN}\n{body}\n{CONTEXT_CLOSE}" if body and body != CONTEXT_NOTE else ""
         self._block = (key, block, count_wire_tokens(block) if block else 0)
         return block
 

@@ -139,6 +139,19 @@ def carried_facts(entries: Sequence[HistoryEntry]) -> list[str]:
     return list(found)
 
 
+def ranked_facts(entries: Sequence[HistoryEntry]) -> list[str]:
+    """The facts of ``entries`` for a summary built without the model, least important first (a budget keeps
+    the end): what tools showed, then what the assistant said, then what the user said; within each, what an
+    earlier summary carried before what the history holds now (a newer value wins the room). A fact an earlier
+    summary had to cut, when the history holds it whole, is said once, whole."""
+    carried = carried_facts(entries)
+    found = history_facts(entries)
+    by = {who: [f for f in carried if f.startswith(who)] for who in ("User: ", "Assistant: ")}
+    shown = [f for f in carried if not f.startswith(("User: ", "Assistant: "))]
+    facts = dict.fromkeys([*shown, *found.tools, *by["Assistant: "], *found.assistant, *by["User: "], *found.user])
+    return [f for f in facts if not any(g != f and g.startswith(f.rstrip("…")) for g in facts)]
+
+
 def _sentences(text: str) -> Iterable[str]:
     fenced = False
     for line in text.splitlines():

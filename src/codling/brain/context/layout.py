@@ -58,11 +58,14 @@ def withdrawn(shown: Set[str], pins: Iterable[str]) -> Section | None:
 
 
 def unshown(sections: Iterable[Section], shown: Set[str]) -> str:
-    """The lines of ``sections`` that no block in the history showed (``shown``), each under its heading; ""
-    when the history's blocks say it all."""
+    """The lines of ``sections`` that no block in the history showed (``shown``), each under its heading (one
+    the history's blocks showed already is named without its explanation in parentheses, so a request does not
+    say it twice); "" when the history's blocks say it all."""
     parts: list[str] = []
     for heading, lines in sections:
         new = [line for line in lines if line and line not in shown]
+        if new and heading in shown:
+            heading = heading.split(" (", 1)[0]
         if new:
             parts.append("\n".join([heading, *new] if heading else new))
     return "\n\n".join(parts)
