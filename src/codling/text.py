@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -49,6 +49,18 @@ _CONTROL = re.compile(r"[\x00-\x07\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 carriage return and backspace are applied first."""
 _PENDING_CHARS = 8_192
 """Most characters of an unfinished line ``TerminalText`` holds back (a line longer than that is let through)."""
+
+
+def prose_lines(text: str, longest: int) -> Iterator[str]:
+    """The lines of ``text`` where someone states something: not inside a fenced block (```` ``` ```` or
+    ``~~~``) and not longer than ``longest`` characters (a pasted log or minified code)."""
+    fenced = False
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        if not fenced and len(line) <= longest:
+            yield line
 
 
 def plain_terminal_text(text: str) -> str:

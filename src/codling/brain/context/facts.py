@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
+from codling.text import prose_lines
 
 FACT_CHARS = 220
 """The longest line a fact keeps (a longer sentence is cut)."""
@@ -153,13 +154,7 @@ def ranked_facts(entries: Sequence[HistoryEntry]) -> list[str]:
 
 
 def _sentences(text: str) -> Iterable[str]:
-    fenced = False
-    for line in text.splitlines():
-        if line.lstrip().startswith(("```", "~~~")):
-            fenced = not fenced
-            continue
-        if fenced or len(line) > 1_000:
-            continue  # code or a pasted log: its lines are not statements
+    for line in prose_lines(text, 1_000):  # (code or a pasted log: its lines are not statements)
         for sentence in _SENTENCE.split(line):
             if (sentence := " ".join(sentence.split())) and len(sentence) > 8:
                 yield sentence

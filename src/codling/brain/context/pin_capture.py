@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import re
 
+from codling.text import prose_lines
+
 PIN_CHARS = 300
 """The longest sentence taken as a pin (a longer one is rarely a rule; it is cut)."""
 FACT_CHARS = 200
@@ -46,20 +48,13 @@ FACT_CHARS = 200
 # --- sentences ---------------------------------------------------------------------------------------------
 
 _SENTENCE = re.compile(r"(?<=[.!])\s+(?=[A-Z\"'`(])|(?<=;)\s+|\n+")
-_FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def _sentences(text: str) -> list[str]:
-    out: list[str] = []
-    fenced = False
-    for line in text.splitlines():
-        if _FENCE.match(line):
-            fenced = not fenced
-            continue
-        if fenced or len(line) > 2 * PIN_CHARS:
-            continue  # code, a log or a paste: not where a user states rules
-        out += [" ".join(s.split()) for s in _SENTENCE.split(line) if s.strip()]
-    return out
+    # (code, a log or a paste is not where a user states rules)
+    return [
+        " ".join(s.split()) for line in prose_lines(text, 2 * PIN_CHARS) for s in _SENTENCE.split(line) if s.strip()
+    ]
 
 
 def pin_key(text: str) -> str:
