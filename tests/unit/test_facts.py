@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from codling.brain.context.facts import FACTS_HEADING, HistoryFacts, carried_facts, history_facts, ranked_facts
+from codling.brain.context.facts import (
+    FACTS_HEADING,
+    HistoryFacts,
+    carried_facts,
+    grouped,
+    history_facts,
+    ranked_facts,
+    ungrouped,
+)
 from codling.brain.context.fallback import FallbackInput, fallback_summary
 from codling.brain.state import SUMMARY_PREFIX, HistoryEntry
 
@@ -123,3 +131,17 @@ def test_facts_rank_by_who_said_them_newer_before_carried_and_a_cut_one_said_onc
         "Assistant: I chose port 9317 for the metrics server.",
         whole,
     ]
+
+
+def test_a_source_s_values_share_one_line_and_are_carried_back_one_by_one() -> None:
+    facts = ["A = 1 (settings.py)", "B = 2 (settings.py)", "User: port 8431", "C = 3 (settings.py)", "x (Run make)"]
+    assert grouped(facts) == [
+        "(settings.py) A = 1; B = 2",
+        "User: port 8431",
+        "(settings.py) C = 3",
+        "(Run make) x",
+    ]
+    fallback = fallback_summary(FallbackInput(facts=facts), 400)
+    assert "- (settings.py) A = 1; B = 2\n" in fallback
+    assert carried_facts([E("summary", SUMMARY_PREFIX + fallback)]) == facts
+    assert ungrouped("User: (a) b") == ["User: (a) b"]

@@ -136,8 +136,39 @@ def carried_facts(entries: Sequence[HistoryEntry]) -> list[str]:
                 continue
             # A fallback's facts were chosen as facts already (a decision need not hold a number).
             if line and not line.startswith("(…") and (fallback or _CONCRETE.search(line)):
-                found.setdefault(_clip(line), None)
+                for fact in ungrouped(line) if fallback else [line]:
+                    found.setdefault(_clip(fact), None)
     return list(found)
+
+
+_SOURCED = re.compile(r"^(?P<fact>.+) \((?P<source>[^()]+)\)$")
+_GROUP = re.compile(r"^\((?P<source>[^()]+)\) (?P<facts>.+)$")
+
+
+def grouped(facts: Sequence[str]) -> list[str]:
+    """``facts`` as a summary lists them: the values a tool showed from one source, when they come one after
+    the other, on one line behind their source ("(settings.py) A = 1; B = 2"), so each costs its value and not
+    its source again; ``ungrouped`` reads such a line back."""
+    out: list[str] = []
+    last = ""
+    for fact in facts:
+        found = None if fact.startswith(("User: ", "Assistant: ")) else _SOURCED.match(fact)
+        if found is not None and found["source"] == last:
+            out[-1] += f"; {found['fact']}"
+        elif found is not None:
+            out.append(f"({found['source']}) {found['fact']}")
+        else:
+            out.append(fact)
+        last = found["source"] if found is not None else ""
+    return out
+
+
+def ungrouped(line: str) -> list[str]:
+    """The facts of one line ``grouped`` wrote, each as ``history_facts`` finds it ("A = 1 (settings.py)")."""
+    found = _GROUP.match(line)
+    if found is None:
+        return [line]
+    return [f"{fact} ({found['source']})" for fact in found["facts"].split("; ") if fact]
 
 
 def ranked_facts(entries: Sequence[HistoryEntry]) -> list[str]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codling.brain.context.budget import newest_that_fit
-from codling.brain.context.facts import FACTS_HEADING
+from codling.brain.context.facts import FACTS_HEADING, grouped
 from codling.brain.context.summaries import display_path
 from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
 from codling.tools.ports import PlanStep
@@ -102,7 +102,7 @@ Builder = Callable[[int], str]
 def _builders(source: FallbackInput) -> dict[str, Builder]:
     return {
         "pins": lambda n: _lines("## Pinned instructions", [f"- {p}" for p in source.pins], n, newest_first=True),
-        "facts": lambda n: _lines(FACTS_HEADING, [f"- {f}" for f in source.facts], n, newest_first=True),
+        "facts": lambda n: _lines(FACTS_HEADING, [f"- {f}" for f in grouped(source.facts)], n, newest_first=True),
         "first": lambda n: _text("## First request", source.first_request, n),
         "last": lambda n: (
             _text("## Latest request", source.last_request, n) if source.last_request != source.first_request else ""
