@@ -51,6 +51,17 @@ _PENDING_CHARS = 8_192
 """Most characters of an unfinished line ``TerminalText`` holds back (a line longer than that is let through)."""
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (at a word break when one is near), ending in "…" when cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit * 2 // 3:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
 def prose_lines(text: str, longest: int) -> Iterator[str]:
     """The lines of ``text`` where someone states something: not inside a fenced block (```` ``` ```` or
     ``~~~``) and not longer than ``longest`` characters (a pasted log or minified code)."""

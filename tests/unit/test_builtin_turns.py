@@ -103,6 +103,8 @@ async def test_compaction_runs_through_the_summarize_special_turn(project: Path,
     assert script.tools[1] == script.tools[0] and script.infos[1].instructions == script.infos[0].instructions
     assert (script.infos[1].model_settings or {}).get("tool_choice") == "none"
     assert "where is the parser?" in all_text(summary_request)
+    # It names the user messages kept word for word beside the summary, so it does not copy them out.
+    assert user_prompts(summary_request)[-1].endswith('the user\'s messages that begin:\n- "where is the parser?"')
     # Observers see the compaction within the turn, never the summarize request or a SpecialTurnPersisted.
     kinds = [type(e) for e in seen]
     assert CompactionStarted in kinds and ContextCompacted in kinds and SpecialTurnPersisted not in kinds

@@ -25,6 +25,7 @@ from codling.brain.context import compaction
 from codling.brain.interactions import DEFAULT, PRESERVE_SYSTEM_CONTEXT, Interaction
 from codling.brain.special_config import SpecialTurnConfig
 from codling.llm.tokens import truncate_to_tokens
+from codling.text import clip
 
 SUMMARY_TIMEOUT = 180.0
 """Seconds the summarizer may take in all before the deterministic fallback is used."""
@@ -62,10 +63,12 @@ def summarize_turn(
     metadata: dict[str, Any] | None = None,
     shrink: Callable[[SpecialTurnConfig], SpecialTurnConfig | None] | None = None,
     length: int | None = None,
+    kept: Sequence[str] | None = None,
 ) -> SpecialTurnConfig:
     """Summarize the conversation and replace the history by ``keep`` plus the summary; ``instructions`` are
     the user's wishes for the summary (``/compact <instructions>``); ``shrink`` gives a smaller request when the
-    provider finds it too long.
+    provider finds it too long; ``kept`` are the texts of the user messages that stay beside the summary, which
+    the request names.
 
     With ``history`` the summarizer reads the session's history laid out as a user turn's request (its system
     prompt and tool definitions, tools switched off), the summary request last, so a provider's prefix cache
@@ -73,7 +76,7 @@ def summarize_turn(
     only checks the answer. Without, ``transcript`` is the whole input, under the summarizer's own
     instructions."""
     config = SpecialTurnConfig(
-        summarize_prompt(transcript, instructions, length),
+        summarize_prompt(transcript, instructions, length, kept),
         turn_type="summarize",
         messages=(),  # the transcript is the whole input: no history, no tools
         instructions=compaction.compaction_prompt(),
@@ -91,20 +94,37 @@ def summarize_turn(
     )
     if not history:
         return config
-    request = summarize_prompt(compaction.compaction_prompt(), instructions, length)
+    request = summarize_prompt(compaction.compaction_prompt(), instructions, length, kept)
     return replace(config, prompt=request, messages=None, instructions=None, share_prefix=True)
 
 
-def summarize_prompt(text: str, instructions: str | None = None, length: int | None = None) -> str:
+SUMMARY_WORDS_PER_TOKEN = 0.6
+"""Words asked for per token of the summary's room: English runs about 0.75 words a token, so a summary at the
+length asked for still ends well inside ``max_tokens``."""
+
+
+def summarize_prompt(
+    text: str, instructions: str | None = None, length: int | None = None, kept: Sequence[str] | None = None
+) -> str:
     """The summarizer's request: ``text`` (the transcript, or the summary request after the history), then the
-    user's wishes for the summary, if any, and its length (``length`` tokens: it must fit the window beside
-    what stays)."""
+    user's wishes for the summary, if any, its length (``length`` tokens: it must fit the window beside what
+    stays) and the user messages kept word for word beside it (``kept``; None: not said)."""
     prompt = text
     if instructions:
         prompt += f"\n\n---\nThe user asked that the summary also: {instructions}"
     if length:
-        prompt += f"\n\n---\nKeep the summary under about {int(length * 0.75):,} words."
+        prompt += f"\n\n---\nKeep the summary under about {int(length * SUMMARY_WORDS_PER_TOKEN):,} words."
+    if kept is not None:
+        prompt += "\n\n---\n" + kept_note(kept)
     return prompt
+
+
+def kept_note(kept: Sequence[str]) -> str:
+    """Which of the user's messages stay word for word beside the summary, each by its start."""
+    if not kept:
+        return "None of the user's messages is kept beside the summary: it must carry what they asked and said."
+    starts = "\n".join(f'- "{clip(" ".join(text.split()), 100)}"' for text in kept)
+    return f"Kept word for word beside the summary (do not copy them out), the user's messages that begin:\n{starts}"
 
 
 def title_turn(request: str, reply: str = "", *, model: str | None = None) -> SpecialTurnConfig:

@@ -197,6 +197,7 @@ async def compact(
             instructions=instructions,
             length=shares.summary,
             keep=[Interaction("user", compaction.earlier_request(e.text)) for e in kept],
+            kept=[e.text for e in kept],
             max_tokens=shares.summary,
             fallback=fallback,
             metadata={"reason": reason},
@@ -214,7 +215,9 @@ async def compact(
         return summarizer(compaction.compaction_input(entries, budget), history=False)
 
     transcript = compaction.compaction_input(entries, budget)
-    request = count_tokens(_prompt_for(compaction.compaction_prompt(), instructions, shares.summary))
+    request = count_tokens(
+        _prompt_for(compaction.compaction_prompt(), instructions, shares.summary, [e.text for e in kept])
+    )
     # The history as the user turns send it, when it fits beside the request: a prefix cache then serves it.
     fits = session.context_overhead() + state.history_tokens + request <= budget_of.input_limit
     config = summarizer(transcript, history=fits)

@@ -20,6 +20,7 @@ from codling.brain.events import (
 )
 from codling.brain.reasoning import text_segments
 from codling.llm.tokens import count_tokens, truncate_to_tokens
+from codling.text import clip
 from codling.tools.diffs import change_size
 from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, PlanStep
 from codling.tools.salient import salient_lines
@@ -72,18 +73,18 @@ def build_turn_summary(turn_number: int, events: Sequence[Event], previous_goal:
             changed.setdefault(path, None)
         if start.tool_name == COMMAND_TOOL:
             command = start.raw_input.get("command")
-            shown = _clip(" ".join(command.split()), COMMAND_CHARS) if isinstance(command, str) else "(no command)"
+            shown = clip(" ".join(command.split()), COMMAND_CHARS) if isinstance(command, str) else "(no command)"
             commands.append(f"`{shown}` → {outcome}")
     flat = " ".join(request.split())
     return TurnExecutionSummary(
         turn_number=turn_number,
-        request=_clip(flat, REQUEST_CHARS),
+        request=clip(flat, REQUEST_CHARS),
         goal=goal_of(flat, previous_goal),
         steps=tuple(steps),
         files_changed=tuple(changed),
         commands=tuple(commands),
         reply=_sentences(final_words(events), REPLY_CHARS),
-        error=None if error is None else _clip(error.strip(), ERROR_CHARS),
+        error=None if error is None else clip(error.strip(), ERROR_CHARS),
         open_plan=tuple(s.step for s in plan if s.status != "completed") if plan is not None else (),
     )
 
@@ -108,7 +109,7 @@ def goal_of(request: str, previous: str = "") -> str:
         return previous
     end = _SENTENCE_END.search(request)
     first = request[: end.end()] if end is not None else request
-    return _clip(first.strip(), GOAL_CHARS)
+    return clip(first.strip(), GOAL_CHARS)
 
 
 def _detail(start: ToolCallStarted, end: ToolCallFinished | None) -> str:
@@ -122,7 +123,7 @@ def _detail(start: ToolCallStarted, end: ToolCallFinished | None) -> str:
         return f"{change_size(end.diff.old_text or '', end.diff.new_text)} lines"
     if start.tool_name in TOOL_SPECS and start.tool_kind in ("read", "search"):  # its summary's first lines
         lines = end.summary.strip().splitlines()
-        return _clip(" | ".join(line.strip() for line in lines[1:4]), DETAIL_CHARS) if len(lines) > 1 else ""
+        return clip(" | ".join(line.strip() for line in lines[1:4]), DETAIL_CHARS) if len(lines) > 1 else ""
     if start.tool_name == DELEGATE_TOOL:
         return _sentences(end.text, DETAIL_CHARS)
     return ""
@@ -137,8 +138,8 @@ def _outcome(start: ToolCallStarted, end: ToolCallFinished | None) -> str:
     first_line = end.text.strip().split("\n", 1)[0].strip()
     if end.status == "failed":
         if first_line.startswith("aborted"):
-            return _clip(first_line, OUTCOME_CHARS)
-        return "failed: " + _clip(first_line, OUTCOME_CHARS) if first_line else "failed"
+            return clip(first_line, OUTCOME_CHARS)
+        return "failed: " + clip(first_line, OUTCOME_CHARS) if first_line else "failed"
     if start.tool_name == COMMAND_TOOL and (status := _STATUS.match(first_line)):
         code, timed_out, stopped = status.groups()
         return f"exit {code}" if code is not None else timed_out or stopped
@@ -157,17 +158,6 @@ def _paths(start: ToolCallStarted, end: ToolCallFinished | None) -> tuple[Path, 
     return tuple(paths)
 
 
-def _clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters (at a word break when one is near), ending in "…" when cut."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    if space >= limit * 2 // 3:
-        cut = cut[:space]
-    return cut.rstrip() + "…"
-
-
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
 
 
@@ -180,7 +170,7 @@ def _sentences(text: str, limit: int) -> str:
     ends = [m.end() for m in _SENTENCE_END.finditer(flat, 0, limit)]
     if ends and ends[-1] >= limit // 3:
         return flat[: ends[-1]] + " …"
-    return _clip(flat, limit)
+    return clip(flat, limit)
 
 
 def render_turn_summary(summary: TurnExecutionSummary, cwd: Path | None = None) -> str:
@@ -193,7 +183,7 @@ def render_turn_summary(summary: TurnExecutionSummary, cwd: Path | None = None) 
     if summary.steps:
         lines.append("Steps:")
         for step in summary.steps[:RENDER_STEPS]:
-            lines.append(f"- {_clip(step.title, RENDER_TITLE_CHARS)} ({step.outcome})")
+            lines.append(f"- {clip(step.title, RENDER_TITLE_CHARS)} ({step.outcome})")
             lines += [f"    {line}" for line in step.detail.splitlines()]
         if len(summary.steps) > RENDER_STEPS:
             lines.append(f"- … {len(summary.steps) - RENDER_STEPS} more")
@@ -203,7 +193,7 @@ def render_turn_summary(summary: TurnExecutionSummary, cwd: Path | None = None) 
             files.append(f"… {len(summary.files_changed) - RENDER_FILES} more")
         lines.append("Files changed: " + ", ".join(files))
     if summary.open_plan:
-        lines.append("Open plan steps: " + "; ".join(_clip(p, RENDER_TITLE_CHARS) for p in summary.open_plan[:8]))
+        lines.append("Open plan steps: " + "; ".join(clip(p, RENDER_TITLE_CHARS) for p in summary.open_plan[:8]))
     if summary.reply:
         lines.append(f"Reply: {summary.reply}")
     if summary.error:
@@ -222,7 +212,7 @@ def one_line(summary: TurnExecutionSummary, cwd: Path | None = None) -> str:
         parts.append(f"failed: {summary.error}")
     elif summary.reply:
         parts.append(summary.reply)
-    return _clip(" — ".join(parts), ONE_LINE_CHARS)
+    return clip(" — ".join(parts), ONE_LINE_CHARS)
 
 
 FULL_TURNS = 2
