@@ -56,10 +56,10 @@ def test_only_the_lines_no_block_showed_each_under_its_heading() -> None:
 
 
 def test_a_withdrawn_pin_is_said_once() -> None:
-    assert withdrawn(frozenset({"- a", "- b", "Today's date: x"}), ["b"]) == (WITHDRAWN_HEADING, ["- (withdrawn) a"])
-    assert withdrawn(frozenset({"- a", "- b"}), ["a", "b"]) is None
-    said = withdrawn(frozenset({"- a"}), [])
-    assert said is not None and unshown([said], frozenset({"- a", *said[1]})) == ""
+    said = withdrawn(["a"])
+    assert said == (WITHDRAWN_HEADING, ["- (withdrawn) a"]) and withdrawn([]) is None
+    assert unshown([said], frozenset({"- a"})) == f"{WITHDRAWN_HEADING}\n- (withdrawn) a"
+    assert unshown([said], frozenset({"- a", *said[1]})) == ""
 
 
 def session_in(project: Path, settings: Settings, script: Script) -> ConversationSession:
@@ -84,14 +84,10 @@ async def test_each_turn_says_what_is_new_and_the_next_request_extends_the_last(
     file.write(SessionHeader("s1", project, MODEL.id, "yolo").record())
     session = session_in(project, settings, script)
     session.subscribe(HistoryRecorder(file))
-    vendor = f"{PINS_HEADING}\n- Never touch vendor/."
-
     await session.run("Never touch vendor/. Where is the greeting?")
     first = prompts(script.requests[-1])[-1]
-    assert (
-        first
-        == block("Today's date: 2026-11-25", vendor, first=True) + "\n\nNever touch vendor/. Where is the greeting?"
-    )
+    # The rule is pinned, but the prompt right below says it: the block does not say it again.
+    assert first == block("Today's date: 2026-11-25", first=True) + "\n\nNever touch vendor/. Where is the greeting?"
 
     await session.run("And the farewell?")
     # The request starts with the last one's bytes; nothing new to say, so no block.
@@ -103,22 +99,23 @@ async def test_each_turn_says_what_is_new_and_the_next_request_extends_the_last(
 
     await session.run("/pin use tabs")
     await session.run("Next.")
-    assert prompts(script.requests[-1])[-1] == block("# Standing instructions from the user\n- use tabs") + "\n\nNext."
+    # A /pin is in no prompt of the history: the block says it.
+    assert prompts(script.requests[-1])[-1] == block(f"{PINS_HEADING}\n- use tabs") + "\n\nNext."
 
-    await session.run("/unpin 1")  # the vendor rule
+    await session.run("/unpin 1")  # the vendor rule, which the first prompt still states
     await session.run("Then?")
-    withdrawn_block = block(f"{WITHDRAWN_HEADING}\n- (withdrawn) Never touch vendor/.")
-    assert prompts(script.requests[-1])[-1] == withdrawn_block + "\n\nThen?"
+    gone = f"{WITHDRAWN_HEADING}\n- (withdrawn) Never touch vendor/."
+    assert prompts(script.requests[-1])[-1] == block(gone) + "\n\nThen?"
     await session.run("More.")
     assert prompts(script.requests[-1])[-1] == "More."  # said once
 
     await session.run("/compact")
     await session.run("After.")
-    # The blocks went with the compacted history: all of it again (nothing withdrawn to speak of).
-    assert user_prompt(prompts(script.requests[-1])[-1]) == "After."
-    assert (
-        block("Today's date: 2026-11-26", f"{PINS_HEADING}\n- use tabs", first=True) in prompts(script.requests[-1])[-1]
-    )
+    # The blocks went with the compacted history: all of it again. The first prompt, kept word for word,
+    # still states the withdrawn rule, so it is said withdrawn again.
+    sent = prompts(script.requests[-1])[-1]
+    assert user_prompt(sent) == "After." and "Never touch vendor/. Where is the greeting?" in sent
+    assert block("Today's date: 2026-11-26", f"{PINS_HEADING}\n- use tabs", gone, first=True) in sent
     file.close()
 
     # Restored another day, the history holds the blocks as they were sent.

@@ -63,7 +63,8 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
                 turn_text(blocks), Budget.of(state.model, DEFAULT_THRESHOLD), saved_prompt(state, state.turn_count + 1)
             )
             command = command_of(blocks)
-            state.pins = pins_after(state.pins, typed_text(blocks), command, state.turn_count + 1)
+            pins = pins_after(state.pins, typed_text(blocks), command, state.turn_count + 1)
+            state.set_pins(pins, withdrawn=command is not None and command[0] == "unpin")
             answered = command is not None and command[0] not in PROMPT_COMMANDS  # not part of the text history
             log_ = None if answered else TurnLog(state.turn_count + 1, text)
             continue

@@ -499,7 +499,8 @@ class ConversationSession:
         prompted = command is not None and command[0] in PROMPT_COMMANDS
         answered = command is not None and (not prompted or (self.state.cwd / AGENTS_FILE).exists())
         # Before the turn runs, as restore does it (a turn cancelled at once still stated its rules).
-        self.state.pins = pins_after(self.state.pins, typed_text(blocks), command, log_.turn_number)
+        pins = pins_after(self.state.pins, typed_text(blocks), command, log_.turn_number)
+        self.state.set_pins(pins, withdrawn=command is not None and command[0] == "unpin")
         images = tuple(b for b in blocks if isinstance(b, ImageBlock))
         stop: StopReason = "end_turn"
         usage = Usage()

@@ -57,6 +57,9 @@ class HistoryEntry:
         return ModelRequest(parts=[UserPromptPart(self.sent)])
 
 
+MAX_UNPINNED = 20
+"""Withdrawn pins kept to be said withdrawn (the oldest are forgotten first)."""
+
 SUMMARY_END = "\n\n[End of the summary.]"
 """Ends every compaction summary in the history: after a compaction the kept messages, the summary and the next
 prompt reach the model as one message, and the prompt must not read as the summary's last section."""
@@ -107,6 +110,10 @@ class SessionState:
     """The plan as the model last set it (``update_plan``)."""
     pins: tuple[Pin, ...] = ()
     """The user's standing instructions (see ``context/pins.py``): in every request, never compacted away."""
+    unpinned: tuple[Pin, ...] = ()
+    """The pins the user withdrew (``/unpin``), oldest first: a request whose history still states one says so."""
+    replaced_at: int = 0
+    """``turn_count`` when the history was last replaced: the prompts of later turns are in it."""
     summarizer_failures: int = 0
     """Compactions in a row whose summarizer failed (the circuit breaker's count, see ``context/compactor.py``)."""
     summarizer_skips: int = 0
@@ -177,6 +184,30 @@ class SessionState:
         self.shown = frozenset(line for e in self.entries for line in e.context.splitlines())
         self.reported_input_tokens = 0
         self.replacements += 1
+        self.replaced_at = self.turn_count
+
+    def set_pins(self, pins: tuple[Pin, ...], withdrawn: bool = False) -> None:
+        """Use ``pins`` from now on; with ``withdrawn`` (``/unpin``) the ones left out were withdrawn by the user
+        (not dropped for room). A pin stated again is no longer withdrawn."""
+        gone = [p for p in self.pins if p not in pins] if withdrawn else []
+        texts = {p.text for p in pins}
+        self.unpinned = tuple(p for p in (*self.unpinned, *gone) if p.text not in texts)[-MAX_UNPINNED:]
+        self.pins = pins
+
+    def stated(self, pin: Pin) -> bool:
+        """Whether the history holds the prompt that stated ``pin`` (one of a turn since the history was last
+        replaced, or a prompt a compaction kept): it says it in the user's words, so no context block need.
+        Bounded: the kept prompts are the history's first entries, before its summary."""
+        if pin.source == "command":
+            return False
+        if pin.turn > self.replaced_at:
+            return True
+        for entry in self.entries:
+            if entry.role != "user":
+                return False
+            if pin.text in " ".join(entry.text.split()):
+                return True
+        return False
 
     def messages(self) -> list[Any]:
         """The history as pydantic-ai messages (built once per entry, not per request)."""

@@ -138,13 +138,16 @@ class ContextEngine:
         budget = self.budget
         today = self.today().isoformat()
         # Rendered once per change of what it shows: the turn loop asks for it several times a turn.
-        key = (today, state.pins, state.recent_files, budget.pins, state.shown)
+        key = (today, state.pins, state.unpinned, state.recent_files, budget.pins, state.shown, state.replacements)
         if self._block is not None and self._block[0] == key:
             return self._block[1]
         # The note says what the tags are once per history: a later block is read as adding to it.
         sections: list[Section] = [("", [CONTEXT_NOTE]), ("", [f"Today's date: {today}"])]
-        sections += sections_of(render_pins(state.pins, budget.pins))
-        if gone := withdrawn(state.shown, (pin.text for pin in state.pins)):
+        # A pin the history states in the user's own words (the prompt that said it) is not said again.
+        sections += sections_of(render_pins(tuple(p for p in state.pins if not state.stated(p)), budget.pins))
+        # A withdrawn one is said withdrawn while the history still states it (or a block of it showed it).
+        said = [p.text for p in state.unpinned if state.stated(p) or f"- {p.text}" in state.shown]
+        if gone := withdrawn(said):
             sections.append(gone)
         sections.append(("", [recent_files_note(state.recent_files, state.cwd)]))
         body = unshown(sections, state.shown)

@@ -45,15 +45,10 @@ def sections_of(text: str) -> list[Section]:
     return sections
 
 
-def withdrawn(shown: Set[str], pins: Iterable[str]) -> Section | None:
-    """The pins a block in the history showed that are pins no more (``pins``: the texts of those that are),
-    each said once; None when there are none."""
-    current = {f"- {text}" for text in pins}
-    gone = [
-        WITHDRAWN + line[2:]
-        for line in sorted(shown)
-        if line.startswith("- ") and not line.startswith(WITHDRAWN) and line not in current
-    ]
+def withdrawn(texts: Iterable[str]) -> Section | None:
+    """The section saying the pins of ``texts`` were withdrawn (None when there are none); ``unshown`` says each
+    once."""
+    gone = [WITHDRAWN + text for text in texts]
     return (WITHDRAWN_HEADING, gone) if gone else None
 
 
