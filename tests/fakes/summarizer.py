@@ -25,11 +25,12 @@ MARK = "You are writing a handoff summary"
 
 
 def is_summary_body(body: Mapping[str, Any]) -> bool:
-    """Whether a chat-completions request is codling's summarize request (either form)."""
+    """Whether a chat-completions request is codling's summarize request (either form), also when it is asked
+    again after an answer pydantic-ai sent back (an empty one): the summary request never enters the history,
+    so no user turn's request holds it."""
     messages = body.get("messages") or []
     system = " ".join(text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
-    last = messages[-1] if messages else {}
-    return MARK in system or (last.get("role") == "user" and MARK in text_of(last.get("content")))
+    return MARK in system or any(MARK in text_of(m.get("content")) for m in messages if m.get("role") == "user")
 
 
 def transcript_of_body(body: Mapping[str, Any]) -> str:
@@ -39,8 +40,9 @@ def transcript_of_body(body: Mapping[str, Any]) -> str:
     last = text_of(messages[-1].get("content")) if messages else ""
     if MARK in system:  # the transcript form: the request is the transcript
         return last
-    said = [(str(m.get("role")), text_of(m.get("content"))) for m in messages[:-1]]
-    return _transcript([*said, ("user", last)])
+    asked = max(i for i, m in enumerate(messages) if m.get("role") == "user" and MARK in text_of(m.get("content")))
+    said = [(str(m.get("role")), text_of(m.get("content"))) for m in messages[:asked]]
+    return _transcript([*said, ("user", text_of(messages[asked].get("content")))])
 
 
 def is_summary_request(messages: list[ModelMessage]) -> bool:
