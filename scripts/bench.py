@@ -1485,7 +1485,7 @@ async def bench_model_reads(config: Config) -> list[Row]:
                 half = budget.input_limit // 2
                 rows.append(
                     Row(
-                        f"  next request after a compaction (median of {len(live.compacted_to)})",
+                        f"  what a compaction leaves (median of {len(live.compacted_to)}; the turn's prompt aside)",
                         f"{after:,} of {budget.input_limit:,}",
                         f"≤ {half:,}",
                         after <= half,

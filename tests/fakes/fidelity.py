@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from codling.brain.context.budget import Budget
+from codling.brain.context.compaction import DEFAULT_THRESHOLD
 from codling.llm.tokens import count_tokens
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ScriptedReply, ToolCall, Usage, text_of
 from tests.fakes.scenarios import user_prompt
@@ -350,8 +352,9 @@ class Result:
     bodies: tuple[dict[str, Any], ...] = ()
     """Every request the model received, in order (user turns, summaries, delegates)."""
     compacted_to: tuple[int, ...] = ()
-    """Each compaction's next request as codling counts it (``ContextCompacted.tokens_after``: the kept
-    messages, the summary, the system prompt and tools, the pending prompt)."""
+    """What each compaction left: its next request as codling counts it (``ContextCompacted.tokens_after``:
+    the system prompt and tools, the kept messages, the summary, the pending prompt) less the turn's own prompt,
+    which only has to fit beside (a pasted log is what it is)."""
     """Requests larger than the window that a truncating server cut silently."""
 
 
@@ -446,7 +449,8 @@ async def run_session(
             async for event in live.brain.stream(turn.prompt):
                 if isinstance(event, ContextCompacted):
                     compactions += 1
-                    compacted_to.append(event.tokens_after)
+                    prompt = min(count_tokens(turn.prompt), Budget.of(info, DEFAULT_THRESHOLD).prompt)
+                    compacted_to.append(event.tokens_after - prompt)
         if live is not None:
             await live.close()
         result = measure(model, window, "working" if summarizer_works else "failing", restarts, compactions, root)

@@ -23,7 +23,7 @@ async def test_a_small_window_and_a_failing_summarizer_hold(tmp_path: Path) -> N
     assert live.constraints_kept == 1.0
     assert live.facts_kept >= 0.8
     assert restarted.turn_bodies == live.turn_bodies
-    # A compaction frees room: the next request holds at most half of what a request may (the median: a turn
-    # whose own prompt is a pasted log starts larger, whatever a compaction leaves).
+    # A compaction frees room: the next request holds at most half of what a request may, besides the turn's
+    # own prompt (the median).
     half = Budget.of(ModelInfo("m", context_limit=8_000, max_output_tokens=MAX_OUTPUT), 0.7).input_limit // 2
     assert statistics.median(live.compacted_to) <= half

@@ -21,6 +21,7 @@ from pydantic_ai.messages import (
 )
 
 from codling.brain.context.budget import Budget
+from codling.brain.context.engine import fit_prompt
 from codling.brain.context.layout import CONTEXT_CLOSE, CONTEXT_OPEN
 from codling.brain.context.requests import SUMMARISED, TokenCounter, TurnRequests, summarised, turn_start
 from codling.brain.events import ContextCompacted, ContextWarning, TextDelta, ToolCallFinished, TurnFailed
@@ -352,3 +353,16 @@ async def test_an_overflow_the_provider_reports_makes_the_turn_s_results_give_wa
     [shrunk] = [c for c in contents(retried) if isinstance(c, str)]
     assert "line 0: data" in whole and not whole.startswith(SUMMARISED)
     assert shrunk.startswith(SUMMARISED) and len(shrunk) < len(whole) // 10
+
+
+def test_a_pasted_log_is_cut_at_line_ends() -> None:
+    log = "\n".join(
+        f"2026-11-24T08:00:{i % 60:02d}Z worker-{i} processed batch {i} in {i % 97} ms" for i in range(3_000)
+    )
+    budget = Budget(window=16_000, max_output=2_000, threshold=0.7)
+    cut = fit_prompt(log, budget)
+    head, note, tail = cut.split("\n[…")[0], cut.split("\n[…")[1].split("…]\n")[0], cut.split("…]\n")[1]
+    lines = set(log.splitlines())
+    assert "tokens of this message were cut" in note
+    assert head.splitlines() and all(line in lines for line in head.splitlines())  # whole lines only
+    assert tail.splitlines() and all(line in lines for line in tail.splitlines())

@@ -49,7 +49,7 @@ async def test_runs_in_cwd_and_reports_exit_code(tmp_path: Path) -> None:
     result = await bounded(run_command(ctx(tmp_path), "pwd; echo oops >&2; exit 2"))
     assert result == ToolOutput(
         text=f"exit code 2\n{tmp_path}\noops\n",
-        summary=f"`pwd; echo oops >&2; exit 2` in {tmp_path} → exit code 2\n{tmp_path}\noops",
+        summary=f"exit code 2\n{tmp_path}\noops",
         shown=ShownResult(exit_code=2),
     )
 
@@ -91,7 +91,7 @@ async def test_timeout_is_reported_in_the_text(tmp_path: Path) -> None:
     result = await bounded(run_command(ctx(tmp_path), "echo started; sleep 30", timeout_seconds=0.2))
     assert result == ToolOutput(  # clamped to 1s
         text="timed out after 1s, process group killed\nstarted\n",
-        summary=f"`echo started; sleep 30` in {tmp_path} → timed out after 1s\nstarted",
+        summary="timed out after 1s\nstarted",
         shown=ShownResult(exit_code=None),
     )
 
@@ -135,7 +135,7 @@ async def test_colours_and_progress_never_reach_the_model(tmp_path: Path) -> Non
     result = await bounded(run_command(ctx(tmp_path), "sh noisy.sh"))
     assert result == ToolOutput(
         text="exit code 0\n.F  [100%]\nget 100%\n1 failed, 1 passed\n",
-        summary=f"`sh noisy.sh` in {tmp_path} → exit code 0\n.F  [100%]\nget 100%\n1 failed, 1 passed",
+        summary="exit code 0\n.F  [100%]\nget 100%\n1 failed, 1 passed",
         shown=ShownResult(exit_code=0),
     )
 
@@ -167,7 +167,7 @@ async def test_a_long_outputs_summary_keeps_the_lines_that_matter_and_its_end(tm
         *["tests/test_more.py ........................................"] * 20,
         "=== 1 failed, 479 passed in 3.20s ===",
     ]
-    assert result.summary == f"`sh suite.sh` in {tmp_path} → exit code 1\n" + "\n".join(expected)
+    assert result.summary == "exit code 1\n" + "\n".join(expected)
     assert len(result.summary) < 1_600
 
 
@@ -187,10 +187,17 @@ async def test_the_lines_that_matter_far_from_the_end_are_kept_before_it(tmp_pat
     assert lines[-1] == "compiling unit 79 of 80 ..................."
 
 
-async def test_a_long_command_is_one_clipped_line_in_its_summary(tmp_path: Path) -> None:
+async def test_the_summary_does_not_repeat_the_command_its_title_names(tmp_path: Path) -> None:
     command = "true " + " ".join(["--flag"] * 60)
     result = await bounded(run_command(ctx(tmp_path), command))
-    assert result.summary.split("\n")[0] == f"`{command[:199]}…` in {tmp_path} → exit code 0"
+    assert result.summary == "exit code 0\n(no output)"
     script = "python3 -c '\nimport sys\nprint(1)\n'"  # joined into one line it would read as broken Python
     result = await bounded(run_command(ctx(tmp_path), script))
-    assert result.summary.split("\n")[0] == f"`python3 -c ' … (+3 lines)` in {tmp_path} → exit code 0"
+    assert result.summary.split("\n")[0] == "exit code 0"
+
+
+async def test_a_traceback_s_marker_lines_stay_out_of_the_summary(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text("def f():\n    return 1 + None\n\nf()\n")
+    result = await bounded(run_command(ctx(tmp_path), "python3 bad.py"))
+    assert "^" in result.text and "TypeError" in result.summary
+    assert not any(set(line.strip()) <= {"^", "~"} for line in result.summary.splitlines() if line.strip())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic_ai import RunContext
 
 from codling.errors import ToolError
@@ -76,7 +78,8 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
         if result.truncated:
             output = "[the editor kept only part of this command's output]\n" + output
         output = trim_middle(output, deps.output_limit)
-    summary = f"`{one_line(command)}` in {cwd} → {status}\n{output_summary(output.strip(chr(10)).rstrip())}"
+    # (not the command, nor where it ran, the session's directory: the call's title and arguments say them)
+    summary = f"{status}\n{output_summary(output.strip(chr(10)).rstrip())}"
     return ToolOutput(
         text=f"{status}{detail}\n{output}",
         summary=summary,
@@ -85,15 +88,20 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
     )
 
 
+_MARKERS = re.compile(r"\s*[\^~]+\s*")
+
+
 def output_summary(output: str) -> str:
     """A command's output as its summary keeps it: whole when short; else the lines that matter (failures,
     errors, a traceback's exception, a test run's summary line: ``salient_lines``) and its last lines — or,
     when no line stands out (a listing, a log), its first and last lines — each part headed, within
     ``SUMMARY_OUTPUT_CHARS``. Never just the head, which for a test run is progress lines that the same run
     repeats word for word each time."""
+    # Python's traceback markers (a line of ^^^^ under the expression that failed) say nothing in a summary.
+    lines = [line for line in output.split("\n") if not _MARKERS.fullmatch(line)]
+    output = "\n".join(lines)
     if len(output) <= SUMMARY_OUTPUT_CHARS:
         return output
-    lines = output.split("\n")
     key = list(salient_lines(output, max_lines=12, max_chars=SUMMARY_KEY_CHARS, last_lines=False))
     head = [] if key else _fitting(lines, SUMMARY_HEAD_CHARS)
     rest = lines[len(head) :]
@@ -114,21 +122,6 @@ def output_summary(output: str) -> str:
     if not key and not head:  # every line that matters is among the last ones
         return "\n".join([f"[{len(lines):,} lines of output; its last lines:]", *tail])
     return "\n".join([headings[0], *head, *key, headings[1], *tail])
-
-
-SUMMARY_COMMAND_CHARS = 200
-"""Most characters of the command line a summary repeats (the model wrote it; the history need not keep a
-long script whole every time it ran)."""
-
-
-def one_line(command: str) -> str:
-    """``command`` on one line, clipped to ``SUMMARY_COMMAND_CHARS``: a script of several lines shows its first
-    and how many follow (joined, it would read as a different, broken command)."""
-    lines = [line for line in command.strip().splitlines() if line.strip()] or [""]
-    first = " ".join(lines[0].split())
-    more = f" … (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
-    room = SUMMARY_COMMAND_CHARS - len(more)
-    return (first if len(first) <= room else first[: room - 1] + "…") + more
 
 
 def _fitting(lines: list[str], room: int) -> list[str]:

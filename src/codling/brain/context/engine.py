@@ -57,9 +57,15 @@ def fit_prompt(text: str, budget: Budget, saved: Path | None = None) -> str:
         return text
     half = limit // 2
     where = f"; the whole message is saved in {saved}: read or search it for the rest" if saved else ""
+    head, tail = truncate_to_tokens(text, half), tail_tokens(text, half)
+    # At line ends, when that costs little: a log's line cut in two reads as a different line.
+    if (end := head.rfind("\n")) >= len(head) * 4 // 5:
+        head = head[:end]
+    if 0 <= (start := tail.find("\n")) <= len(tail) // 5:
+        tail = tail[start + 1 :]
     return (
-        f"{truncate_to_tokens(text, half)}\n[… {tokens - 2 * half:,} tokens of this message were cut to fit "
-        f"the model's window{where} …]\n{tail_tokens(text, half)}"
+        f"{head}\n[… {tokens - 2 * half:,} tokens of this message were cut to fit "
+        f"the model's window{where} …]\n{tail}"
     )
 
 
