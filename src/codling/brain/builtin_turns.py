@@ -98,9 +98,11 @@ def summarize_turn(
     return replace(config, prompt=request, messages=None, instructions=None, share_prefix=True)
 
 
-SUMMARY_WORDS_PER_TOKEN = 0.6
-"""Words asked for per token of the summary's room: English runs about 0.75 words a token, so a summary at the
-length asked for still ends well inside ``max_tokens``."""
+SUMMARY_WORDS_PER_TOKEN = 0.75
+"""Words asked for per token of the summary's room (English runs about 0.75 words a token)."""
+SUMMARY_HEADROOM = 1.25
+"""The summarizer's ``max_tokens`` over the length it is asked for: a summary of paths, names and numbers runs
+more tokens a word than prose, and one that overruns a little must not be cut off mid-sentence."""
 
 
 def summarize_prompt(

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from codling.brain.builtin_turns import SUMMARY_HEADROOM, summarize_turn
 from codling.brain.builtin_turns import summarize_prompt as _prompt_for
-from codling.brain.builtin_turns import summarize_turn
 from codling.brain.context import compaction
 from codling.brain.context.budget import Budget
 from codling.brain.context.compaction import DEFAULT_THRESHOLD
@@ -198,7 +198,7 @@ async def compact(
             length=shares.summary,
             keep=[Interaction("user", compaction.earlier_request(e.text)) for e in kept],
             kept=[e.text for e in kept],
-            max_tokens=shares.summary,
+            max_tokens=int(shares.summary * SUMMARY_HEADROOM),
             fallback=fallback,
             metadata={"reason": reason},
             shrink=shrink,

@@ -64,8 +64,7 @@ def fit_prompt(text: str, budget: Budget, saved: Path | None = None) -> str:
     if 0 <= (start := tail.find("\n")) <= len(tail) // 5:
         tail = tail[start + 1 :]
     return (
-        f"{head}\n[… {tokens - 2 * half:,} tokens of this message were cut to fit "
-        f"the model's window{where} …]\n{tail}"
+        f"{head}\n[… {tokens - 2 * half:,} tokens of this message were cut to fit the model's window{where} …]\n{tail}"
     )
 
 
