@@ -222,6 +222,8 @@ FACTS = [
     ("The owner of the parser is Dana Whitfield.", ("The owner of the parser is Dana Whitfield.",)),
     ("Write the config. It is Postgres 16.", ("It is Postgres 16.",)),
     ("The release codeword is PELICAN-7.", ("The release codeword is PELICAN-7.",)),
+    # (a tracker's id names the work, even said of a bug: the played model's ticket was missed)
+    ("The ticket for this bug is DOT-4127. Find it.", ("The ticket for this bug is DOT-4127.",)),
 ]
 NOT_FACTS = ["The test is failing.", "What is the port 8431?", "Never touch migrations/.", "Fix the parser."]
 

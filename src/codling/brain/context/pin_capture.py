@@ -354,6 +354,7 @@ _CONCRETE = re.compile(
     r"|\S+/\S*|\b\w+\.\w{1,5}\b"  # a path or a file name
     r"|[`\"'][^`\"']+[`\"']"  # something quoted
 )
+_TRACKER_ID = re.compile(r"[A-Z][A-Z0-9]+-\d+")
 _STATE = re.compile(
     r"\b(?:currently|current|right now|at the moment|at present|so far|still|latest|last|anymore|"
     r"bugs?|errors?|exceptions?|traceback|stack ?trace|fail(?:s|ed|ing|ures?)?|broken|breaks|crash(?:es|ed|ing)?|"
@@ -392,7 +393,9 @@ def capture_facts(text: str) -> tuple[str, ...]:
         statement = _FACT.search(sentence)
         if statement is None or not _CONCRETE.search(statement.group("value")):
             continue
-        if _STATE.search(sentence) or _CHANGE.search(sentence) or _CHANGE.search(following):
+        # A tracker's id ("the ticket for this bug is DOT-4127") names the work, not the code's state.
+        settled = _TRACKER_ID.fullmatch(statement.group("value").strip().rstrip(".;,"))
+        if (_STATE.search(sentence) and not settled) or _CHANGE.search(sentence) or _CHANGE.search(following):
             continue
         if pin_key(sentence) not in {pin_key(f) for f in found}:
             found.append(sentence)
