@@ -231,3 +231,21 @@ async def test_cancel_request_names_a_pending_prompt_until_it_is_answered() -> N
     assert await transport.receive() is None
     assert cancelled == ["s-1"]  # answered: no longer a prompt to cancel
     await transport.close()
+
+
+@pytest.mark.parametrize(
+    ("levels", "expected"),
+    [
+        (500, [error(-32600), error(-32600, "\ufffd-7")]),  # parsed, then refused for its depth, with its id
+        (990, [error(-32700), error(-32700)]),  # too deep for the parser itself
+    ],
+)
+async def test_deep_nesting_around_a_lone_surrogate_is_answered_and_the_next_line_served(
+    levels: int, expected: list[tuple[int, Any]]
+) -> None:
+    # (issue 29 D6: the surrogate cleaner recursed before the depth check, and a 1 KB line killed codling acp)
+    deep = b"[" * levels + b'"\\ud800"' + b"]" * levels
+    as_params = b'{"jsonrpc":"2.0","id":"\\ud800-7","method":"session/new","params":{"x":' + deep + b"}}\n"
+    received, answers = await exchange(deep + b"\n", as_params, INIT_LINE)
+    assert received == [INITIALIZE]
+    assert codes(answers) == expected

@@ -116,7 +116,10 @@ def parse_line(line: bytes) -> Any:
     except ValueError as e:
         raise _Rejected(PARSE_ERROR, f"Parse error: {e}") from e
     if _MAYBE_SURROGATE.search(text):
-        value = clean_strings(value)
+        if depth(value) <= MAX_DEPTH:  # (cleaning recurses: a deeper message is refused by check_message)
+            value = clean_strings(value)
+        elif isinstance(value, dict) and isinstance(value.get("id"), str):  # echoed in the refusal
+            value["id"] = clean_text(value["id"])
     return value
 
 
