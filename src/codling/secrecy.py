@@ -50,10 +50,17 @@ def is_secret_name(name: str) -> bool:
     return any(w in SECRET_WORDS or w.endswith(SECRET_ENDINGS) for w in words)
 
 
+_URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
+"""A URL that carries a password (``postgres://user:pw@host/db``): a secret whatever its variable is called."""
+
+
 def secret_names(env: Mapping[str, str], known: Iterable[str] = ()) -> frozenset[str]:
-    """The variables of ``env`` that hold secrets: named like one, or among the ``known`` credential names."""
+    """The variables of ``env`` that hold secrets: named like one, among the ``known`` credential names, or
+    holding a URL with a password in it (``DATABASE_URL``, a base URL with credentials)."""
     known = set(known)
-    return frozenset(name for name in env if name in known or is_secret_name(name))
+    return frozenset(
+        name for name, value in env.items() if name in known or is_secret_name(name) or _URL_WITH_PASSWORD.match(value)
+    )
 
 
 def scrubbed(env: Mapping[str, str], allow: Collection[str] = (), known: Iterable[str] = ()) -> dict[str, str]:

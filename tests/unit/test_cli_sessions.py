@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.cli_runner import GOLDEN, GOLDEN_ID, codling, install_golden
+from tests.fakes.cli_runner import GOLDEN, GOLDEN_ID, MODEL, clean_env, codling, install_golden
 from tests.fakes.openai_server import OpenAIServer, Reply
 from tests.fakes.scenarios import user_prompt
 
@@ -186,3 +186,23 @@ def test_show_and_list_keep_working_on_a_history_with_invalid_records(
     assert [json.loads(line)["session_id"] for line in listed.stdout.splitlines()] == [GOLDEN_ID]
     replayed = codling(served, "sessions", "replay", GOLDEN_ID)
     assert replayed.exit_code == 0 and replayed.stdout == (GOLDEN / "replay.jsonl").read_text()
+
+
+def test_an_unreachable_base_url_is_named_in_the_error(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (issue 29 D16: the base URL was redacted as a secret: "check that [redacted]/ is reachable")
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on once it is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.chdir(project)
+    url = f"http://127.0.0.1:{port}/v1"
+    env = clean_env(home, CODLING_MODEL=MODEL, OPENAI_BASE_URL=url, OPENAI_API_KEY="sk-cli-test-0123456789")
+    result = codling(env, "run", "hello")
+    assert result.exit_code != 0
+    assert f"check that {url}" in result.stderr + result.stdout
+    # What is recorded is redacted: the URL is no secret (the key would be).
+    (history,) = (home / "sessions").glob("*/history.jsonl")
+    assert f"check that {url}" in history.read_text() and "[redacted]" not in history.read_text()

@@ -12,6 +12,7 @@ import pytest
 
 from codling.config import Settings, load_settings
 from codling.errors import ConfigError
+from codling.llm.providers import credential_names
 from codling.seal import seal
 from codling.secrecy import RedactingFormatter, Redactor, is_secret_name, scrubbed, secret_names
 
@@ -63,9 +64,21 @@ def test_names_that_only_contain_a_secret_word(name: str) -> None:
 
 
 def test_known_credentials_are_secret_whatever_their_names() -> None:
-    env = {"OPENAI_BASE_URL": "https://proxy.example/v1", "PATH": "/bin", "GH_TOKEN": "ghp_0123456789"}
+    env = {"CLOUD_ACCESS": "ca-0123456789", "PATH": "/bin", "GH_TOKEN": "ghp_0123456789"}
     assert secret_names(env) == {"GH_TOKEN"}
-    assert secret_names(env, known={"OPENAI_BASE_URL", "OLLAMA_BASE_URL"}) == {"GH_TOKEN", "OPENAI_BASE_URL"}
+    assert secret_names(env, known={"CLOUD_ACCESS", "OTHER"}) == {"GH_TOKEN", "CLOUD_ACCESS"}
+
+
+def test_a_base_url_is_no_secret_unless_it_holds_a_password() -> None:
+    # (issue 29 D16: errors said "check that [redacted]/ is reachable"; D9: a URL's password went everywhere)
+    assert not {"OPENAI_BASE_URL", "OLLAMA_BASE_URL", "ANTHROPIC_BASE_URL"} & credential_names()
+    env = {
+        "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1",
+        "OLLAMA_BASE_URL": "https://user:s3cret-pw@ollama.example",
+        "DATABASE_URL": "postgres://app:hunter2hunter2@db.internal:5432/app",
+        "HOMEPAGE": "https://example.com/a:b@c",  # (no password before a host: a path holding ":" and "@")
+    }
+    assert secret_names(env, credential_names()) == {"OLLAMA_BASE_URL", "DATABASE_URL"}
 
 
 def test_scrubbed_keeps_the_rest_and_what_is_allowed() -> None:

@@ -97,8 +97,11 @@ class Endpoint:
 
 
 def credential_names() -> frozenset[str]:
-    """Every provider's credential variables: secrets whatever their names look like (``codling.secrecy``)."""
-    return frozenset(name for names in CREDENTIAL_VARIABLES.values() for name in names)
+    """Every provider's credential variables: secrets whatever their names look like (``codling.secrecy``).
+    Not the base URLs, which error messages name so the user can fix them (one holding a password is a
+    secret by its value: ``secrecy.secret_names``)."""
+    urls = set(BASE_URL_VARIABLES.values())
+    return frozenset(name for names in CREDENTIAL_VARIABLES.values() for name in names if name not in urls)
 
 
 # Older pydantic-ai provider names that codling keeps accepting.
