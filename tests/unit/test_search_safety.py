@@ -85,11 +85,22 @@ async def test_catastrophic_pattern_fails_in_time_and_the_loop_keeps_running(pro
     with pytest.raises(ToolError) as e:
         await asyncio.wait_for(running, 10)
     assert str(e.value) == (
-        "the search for '(a+)+$' was stopped: it took over 1.5 s, most likely catastrophic backtracking (nested "
-        "repetition such as (a+)+, or look-around over long lines); use a simpler pattern (a plain word, a single "
-        "repetition) or search a narrower path"
+        "the search for '(a+)+$' took over 1.5 s and was stopped (the pattern may backtrack catastrophically: "
+        "nested repetition such as (a+)+, or look-around over long lines; try a simpler one); search a narrower "
+        "path or add a glob (e.g. '*.py') so it reads fewer files"
     )
     assert matcher_children() == []
+
+
+async def test_a_plain_word_past_the_time_limit_is_a_time_out_not_a_pattern_problem(proj: Path) -> None:
+    # (issue 29 D13: a search over very many files was reported as catastrophic backtracking)
+    write(proj, {f"d{i}/f{j}.txt": "nothing here\n" * 50 for i in range(40) for j in range(50)})
+    with pytest.raises(ToolError) as e:
+        await asyncio.wait_for(find_matches("needle", proj, _ws(proj), rg=None, git=None, time_limit=0.001), 30)
+    assert str(e.value) == (
+        "the search for 'needle' took over 0.001 s and was stopped; search a narrower path or add a glob "
+        "(e.g. '*.py') so it reads fewer files"
+    )
 
 
 async def test_cancelling_a_python_search_kills_its_process(proj: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import sys
 import sysconfig
@@ -32,6 +33,24 @@ SEARCH_TIME_LIMIT = 60.0
 _RG_LINE_LIMIT = 1 << 20
 _pcre2: dict[str, bool] = {}
 """Whether each ripgrep binary has PCRE2, once asked."""
+
+
+_NESTED = re.compile(r"\([^()]*[+*}][^()]*\)[+*{]|\(\?<?[=!]")
+"""What may make a regex backtrack without end: a repeated group holding a repetition ((a+)+), look-around."""
+
+
+def _timed_out(pattern: str, time_limit: float) -> ToolError:
+    """A search past its time limit: a time-out, with what to narrow (a regex to blame only when it may be)."""
+    cause = (
+        " (the pattern may backtrack catastrophically: nested repetition such as (a+)+, or look-around over long "
+        "lines; try a simpler one)"
+        if _NESTED.search(pattern)
+        else ""
+    )
+    return ToolError(
+        f"the search for {pattern!r} took over {time_limit:g} s and was stopped{cause}; search a narrower path or "
+        "add a glob (e.g. '*.py') so it reads fewer files"
+    )
 
 
 def _too_slow(pattern: str, why: str) -> ToolError:
@@ -153,7 +172,7 @@ async def _python_search(
         async with asyncio.timeout(time_limit):
             out, err = await proc.communicate(json.dumps(request).encode())
     except TimeoutError:
-        raise _too_slow(pattern, f"it took over {time_limit:g} s") from None
+        raise _timed_out(pattern, time_limit) from None
     finally:
         await stop(proc)
     try:
@@ -268,7 +287,7 @@ async def _rg_search(
             await proc.wait()
     except TimeoutError:
         if not matches:
-            raise _too_slow(pattern, f"it took over {time_limit:g} s") from None
+            raise _timed_out(pattern, time_limit) from None
         more = True
         stderr = ""
     finally:
