@@ -20,6 +20,7 @@ they care about and let the rest propagate::
     └── SessionError           a session operation is invalid
         ├── InvalidSessionIdError  a session id that is not of codling's fixed form (never used as a path)
         ├── UnknownSessionError  no session with that id (or, over ACP, not open)
+        ├── SessionHeldError     the session is open in another codling process (ACP: -32003)
         └── SpecialTurnError     a special turn is configured wrongly, or its run ended without an answer
 
 Messages are written for the person (or model) who must act on them: they say what went wrong and, where
@@ -99,6 +100,10 @@ class InvalidSessionIdError(SessionError):
 
 class UnknownSessionError(SessionError):
     """No session has the given id."""
+
+
+class SessionHeldError(SessionError):
+    """The session is open in another codling process, which alone may write it."""
 
 
 class SpecialTurnError(SessionError):

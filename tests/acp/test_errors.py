@@ -3,6 +3,7 @@ protocol versions are negotiated as the ACP spec says."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -13,13 +14,13 @@ import pytest
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
 
-from codling.acp.errors import client_error
+from codling.acp.errors import SESSION_BUSY, SESSION_HELD, client_error
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from codling.store.history import SessionHeader
 from codling.store.index import SessionStore
 from tests.fakes.acp_client import RecordingClient, connected
-from tests.fakes.scenarios import Say, Script
+from tests.fakes.scenarios import Say, Script, Until
 
 MODEL_ID = "openai-chat:scripted"
 WELL_FORMED_UNKNOWN = "20240101-0123456789ab"
@@ -225,11 +226,13 @@ async def test_a_session_another_agent_has_open_cannot_be_loaded_here(home: Path
         await first.prompt(session_id=session.session_id, prompt=[helpers.text_block("hi")])
         async with agent(home) as second:
             error = await error_of(second.load_session(cwd=str(project), session_id=session.session_id))
-        assert error.code == -32603 and error.data is not None
-        assert error.data["details"] == (
-            f"cannot open the session history: session {session.session_id} is open in another codling process "
-            "(this process); close it there first"
-        )
+        # (issue 29 D15: it was -32603, an internal error, for what is the client's to resolve)
+        assert (error.code, str(error)) == (SESSION_HELD, "Session held by another process")
+        assert error.data == {
+            "sessionId": session.session_id,
+            "message": f"session {session.session_id} is open in another codling process (this process); "
+            "close it there first",
+        }
         # The first agent keeps the session, and can go on with it.
         assert (await first.list_sessions()).sessions[0].session_id == session.session_id
 
@@ -257,3 +260,21 @@ async def test_a_cwd_that_cannot_be_resolved_is_invalid_params(home: Path, tmp_p
 )
 def test_a_client_error_is_one_readable_line_with_what_its_data_says(error: RequestError, said: str) -> None:
     assert client_error(error) == said
+
+
+async def test_a_prompt_to_a_busy_session_is_session_busy(home: Path, project: Path) -> None:
+    called, release = asyncio.Event(), asyncio.Event()
+
+    def model(_messages: object) -> list[Any]:
+        called.set()
+        return [Until(release), Say("done")]
+
+    async with agent(home, Script([], fallback=model)) as conn:
+        session = await conn.new_session(cwd=str(project))
+        first = asyncio.create_task(conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("a")]))
+        await called.wait()  # the first prompt's turn is running
+        error = await error_of(conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("b")]))
+        # (issue 29 D15: it was -32600, which says the request itself is malformed)
+        assert (error.code, str(error)) == (SESSION_BUSY, "Session busy")
+        release.set()
+        assert (await first).stop_reason == "end_turn"

@@ -47,7 +47,17 @@ from acp.schema import (
 
 from codling import __version__
 from codling.acp.auth import auth_methods, auth_required, check_method
-from codling.acp.errors import absolute, directory, invalid_session_id, not_found, resolved, shown, turn_error
+from codling.acp.errors import (
+    absolute,
+    busy,
+    directory,
+    held,
+    invalid_session_id,
+    not_found,
+    resolved,
+    shown,
+    turn_error,
+)
 from codling.acp.options import config_options, mode_state, parse_mode
 from codling.acp.paths import ClientPaths
 from codling.acp.translate import prompt_usage, translate
@@ -59,6 +69,7 @@ from codling.errors import (
     InvalidSessionIdError,
     NoModelError,
     SessionError,
+    SessionHeldError,
     UnknownSessionError,
 )
 from codling.llm.catalog import Catalog, load_catalog
@@ -169,6 +180,8 @@ class CodlingAgent:
             return store.read(session_id)  # an unreadable history is a SessionError too
         except UnknownSessionError as e:
             raise not_found(session_id, str(e)) from e
+        except SessionHeldError as e:
+            raise held(session_id, str(e)) from e
         except SessionError as e:
             raise RequestError.invalid_params({"sessionId": session_id, "message": str(e)}) from e
 
@@ -189,6 +202,8 @@ class CodlingAgent:
             asyncio.get_running_loop().call_soon(self._warming.start)
         # ACP version negotiation: a version codling supports is echoed, any other gets codling's latest (the
         # client then decides whether it can speak that).
+        # (A version that is not an integer reaches here as 1: the SDK maps it so, as ACP's Rust SDK maps the
+        # date strings older clients send to 0, rather than refuse the connection.)
         supported = protocol_version in SUPPORTED_PROTOCOL_VERSIONS
         return InitializeResponse(
             protocol_version=protocol_version if supported else PROTOCOL_VERSION,
@@ -327,6 +342,8 @@ class CodlingAgent:
         _, _, store = self._config()
         try:
             forked = store.fork(source.header.session_id, new_session_id(), directory(cwd, "cwd"))
+        except SessionHeldError as e:
+            raise held(session_id, str(e)) from e
         except SessionError as e:
             raise RequestError.invalid_params({"sessionId": session_id, "message": str(e)}) from e
         except (OSError, ConfigError) as e:  # ConfigError: a store that cannot be written (StoreError)
@@ -415,6 +432,8 @@ class CodlingAgent:
                 catalog=catalog,
                 **self._ports(header.session_id, paths),
             )
+        except SessionHeldError as e:
+            raise held(header.session_id, str(e)) from e
         except (OSError, CodlingError) as e:
             raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
         session.brain.subscribe(self._forwarder(session, paths))
@@ -550,7 +569,7 @@ class CodlingAgent:
 
         session = self._session(session_id)
         if session.brain.running or session.preparing_prompt:
-            raise RequestError.invalid_request({"message": "a prompt is already running in this session"})
+            raise busy(session_id)
         session.preparing_prompt, session.cancel_pending = True, False
         if session.introduction is not None:  # the commands reach the client before the turn's updates
             await asyncio.wait([session.introduction])

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from codling.errors import SessionError, StoreError, UnknownSessionError
+from codling.errors import SessionError, SessionHeldError, StoreError, UnknownSessionError
 from codling.secrecy import Redactor
 from codling.store import lock
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, SessionLog, read_history
@@ -313,7 +313,7 @@ class SessionStore:
         is not removed (``SessionError``)."""
         history = self._existing(session_id)
         if lock.held_elsewhere(HistoryFile.lock_path(history)):
-            raise SessionError(f"session {session_id} is open in another codling process; close it there first")
+            raise SessionHeldError(f"session {session_id} is open in another codling process; close it there first")
         directory = history.parent
         shutil.rmtree(directory)
         return directory

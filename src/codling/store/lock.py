@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from codling.errors import SessionError
+from codling.errors import SessionError, SessionHeldError
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def acquire(lock: Path, guard: int, what: str) -> None:
                 holder = _holder(lock)
                 if holder is not None and holder.alive():
                     mine = " (this process)" if holder.pid == me.pid else f" (pid {holder.pid})"
-                    raise SessionError(
+                    raise SessionHeldError(
                         f"{what} is open in another codling process{mine}; close it there first"
                     ) from None
                 log.warning("%s: taking over a stale lock (%s)", lock, holder or "no owner recorded")
