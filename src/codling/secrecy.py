@@ -17,6 +17,7 @@ import json
 import logging
 import re
 from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 SECRET_WORDS = frozenset(
     {
@@ -90,6 +91,47 @@ class Redactor:
             if secret in text:
                 text = text.replace(secret, "[redacted]")
         return text
+
+    def held_back(self, text: str) -> int:
+        """How many characters at the end of ``text`` may be the start of a secret that the next piece of a
+        stream completes (0 when none): a stream keeps them until it knows."""
+        longest = 0
+        for secret in self._secrets:
+            for size in range(min(len(secret) - 1, len(text)), longest, -1):
+                if text.endswith(secret[:size]):
+                    longest = size
+                    break
+        return longest
+
+
+class RedactingStream:
+    """A text stream (``sys.stdout``, ``sys.stderr``) whose writes pass through a :class:`Redactor`, also when a
+    secret arrives split across writes (a reply streams in pieces): what may be the start of one is kept back
+    until the next write says, or ``close`` (which does not close the stream beneath). Everything else is the
+    stream's own (``isatty``, ``fileno``, ``encoding``…)."""
+
+    def __init__(self, stream: Any, redact: Redactor) -> None:
+        self._stream = stream
+        self._redact = redact
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        """Write ``text``, redacted; its length, as a stream's ``write`` answers."""
+        text = self._redact(self._pending + text)
+        keep = self._redact.held_back(text)
+        self._pending = text[len(text) - keep :] if keep else ""
+        self._stream.write(text[: len(text) - keep])
+        return len(text)
+
+    def close(self) -> None:
+        """Write what was kept back and flush."""
+        if self._pending:
+            self._stream.write(self._pending)
+            self._pending = ""
+        self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 class RedactingFormatter(logging.Formatter):

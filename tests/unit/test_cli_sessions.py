@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.cli_runner import GOLDEN, GOLDEN_ID, MODEL, clean_env, codling, install_golden
-from tests.fakes.openai_server import OpenAIServer, Reply
+from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall
 from tests.fakes.scenarios import user_prompt
 
 
@@ -206,3 +206,33 @@ def test_an_unreachable_base_url_is_named_in_the_error(
     # What is recorded is redacted: the URL is no secret (the key would be).
     (history,) = (home / "sessions").glob("*/history.jsonl")
     assert f"check that {url}" in history.read_text() and "[redacted]" not in history.read_text()
+
+
+TOKEN = "ghp_Secr3tTokenValue0123456789abcdefABCD"
+
+
+@pytest.mark.parametrize("flags", [(), ("-v",), ("--json",)], ids=["plain", "verbose", "json"])
+def test_a_run_s_output_has_the_environment_s_secrets_redacted(
+    flags: tuple[str, ...],
+    home: Path,
+    project: Path,
+    server: OpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    # (issue 29 D8: a file holding $GITHUB_TOKEN's value gave five copies on `codling run --json` stdout)
+    monkeypatch.chdir(project)
+    (project / "notes.txt").write_text(f"deploy token: {TOKEN}\n")
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]),
+        Reply(text=["The token is ", TOKEN[:10], TOKEN[10:25], TOKEN[25:], " as written."]),  # split as it streams
+    )
+    env = clean_env(
+        home, CODLING_MODEL=MODEL, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="sk-cli-test", GITHUB_TOKEN=TOKEN
+    )
+    last = tmp_path / "last.txt"
+    result = codling(env, "run", *flags, "-o", str(last), "--mode", "yolo", "what is in notes.txt?")
+    assert result.exit_code == 0, result.stderr
+    everything = result.stdout + result.stderr + last.read_text()
+    assert TOKEN not in everything and TOKEN[:10] not in everything
+    assert "The token is [redacted] as written." in result.stdout + last.read_text()

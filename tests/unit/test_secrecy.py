@@ -14,7 +14,7 @@ from codling.config import Settings, load_settings
 from codling.errors import ConfigError
 from codling.llm.providers import credential_names
 from codling.seal import seal
-from codling.secrecy import RedactingFormatter, Redactor, is_secret_name, scrubbed, secret_names
+from codling.secrecy import RedactingFormatter, RedactingStream, Redactor, is_secret_name, scrubbed, secret_names
 
 SECRET = [
     "OPENAI_API_KEY",
@@ -185,3 +185,16 @@ def test_a_restart_that_fails_goes_on_unsealed_says_why_and_leaks_no_pipe(capsys
         "codling: warning: it could not restart itself (Argument list too long), so commands could read its "
         "secret variables from /proc\n",
     )
+
+
+def test_a_stream_redacts_a_secret_split_across_writes() -> None:
+    import io
+
+    secret = "ghp_0123456789abcdef"
+    out = io.StringIO()
+    stream = RedactingStream(out, Redactor([secret]))
+    for piece in ("token: ", "ghp_01", "2345678", "9abcdef", " and g", "host is up\n", "tail gh"):
+        stream.write(piece)
+    assert secret[:6] not in out.getvalue()  # what may start a secret waits for the next write
+    stream.close()
+    assert out.getvalue() == "token: [redacted] and ghost is up\ntail gh"

@@ -13,9 +13,10 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 from codling.brain.prompt import PromptBlock
 from codling.cli.plan import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, SessionPlan, open_live, unknown_model
@@ -74,7 +75,33 @@ async def run_turn(
     interactive: bool,
     output: Output,
 ) -> int:
-    """Run ``prompt`` in ``plan``'s session and report it as ``output`` says; the exit code."""
+    """Run ``prompt`` in ``plan``'s session and report it as ``output`` says; the exit code. Everything it
+    writes (the answer, ``--json``, ``-o``, what is drawn on stderr) has the environment's secret values
+    redacted, as history.jsonl has: a run's output ends up in CI logs."""
+    from codling.llm.providers import credential_names
+    from codling.secrecy import RedactingStream, Redactor
+
+    redact = Redactor.from_env(settings.env, credential_names())
+    streams = sys.stdout, sys.stderr
+    sys.stdout = cast(TextIO, RedactingStream(sys.stdout, redact))
+    sys.stderr = cast(TextIO, RedactingStream(sys.stderr, redact))
+    try:
+        return await _run_turn(prompt, settings, plan, mode, interactive, output, redact)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            cast(RedactingStream, stream).close()
+        sys.stdout, sys.stderr = streams
+
+
+async def _run_turn(
+    prompt: tuple[PromptBlock, ...],
+    settings: Settings,
+    plan: SessionPlan,
+    mode: PermissionMode | None,
+    interactive: bool,
+    output: Output,
+    redact: Callable[[str], str],
+) -> int:
     from codling.cli.render import JsonLinesRenderer, LastMessage, TerminalRenderer
 
     # Piped or redirected, stdout carries the answer alone; what the turn does is drawn on stderr.
@@ -145,7 +172,7 @@ async def run_turn(
     if completed and answer_only and last.text:
         sys.stdout.write(last.text + "\n")
     if completed and output.last_message is not None:
-        _write_last_message(output.last_message, last.text)
+        _write_last_message(output.last_message, redact(last.text))
     if isinstance(renderer, JsonLinesRenderer):
         renderer.write(
             {
