@@ -655,7 +655,13 @@ async def serve(cli_model: str | None = None) -> int | None:
     codling = CodlingAgent(cli_model=cli_model)
     # The sender only writes and drains, which a FileWriter does as a StreamWriter would.
     sender = MessageSender(cast(asyncio.StreamWriter, writer), TaskSupervisor(source="codling.acp"))
-    transport = TolerantTransport(reader, sender, on_cancel_prompt=codling.cancel_prompt)
+
+    async def end_of_input() -> None:
+        """The client closed stdin: its running turns end as cancelled, recorded, as on a signal."""
+        closing = asyncio.ensure_future(codling.shutdown())
+        await asyncio.wait([closing], timeout=SHUTDOWN_SECONDS)
+
+    transport = TolerantTransport(reader, sender, on_cancel_prompt=codling.cancel_prompt, on_end=end_of_input)
     # The agent implements every Agent protocol method it advertises; the SDK router answers the rest
     # with method-not-found.
     loop = asyncio.get_running_loop()

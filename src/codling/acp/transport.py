@@ -29,7 +29,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp.task import MessageSender
@@ -198,11 +198,15 @@ class TolerantTransport:
         sender: MessageSender,
         max_line: int = MAX_LINE_BYTES,
         on_cancel_prompt: Callable[[str], None] | None = None,
+        on_end: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._reader = reader
         self._sender = sender
         self._max_line = max_line
         self._on_cancel_prompt = on_cancel_prompt
+        self._on_end = on_end
+        """Awaited once at the end of input, before the connection is let go: the turns still running end,
+        recorded, while their responses can still be sent."""
         self._prompts: dict[str | int, str] = {}
         """Pending session/prompt requests: request id → session id (until their response is sent)."""
 
@@ -221,6 +225,9 @@ class TolerantTransport:
         while True:
             line = await self._read_line()
             if line is None:
+                if self._on_end is not None:
+                    on_end, self._on_end = self._on_end, None
+                    await on_end()
                 return None
             line = line.strip()
             if not line:
