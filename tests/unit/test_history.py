@@ -299,3 +299,52 @@ def test_a_session_has_one_writer_at_a_time(tmp_path: Path) -> None:
     assert "open in another codling process" in str(info.value)
     first.close()
     store.open(S1).close()  # free again once the first writer is gone
+
+
+class FullDisk:
+    """``os.write`` on a disk with room for ``room`` more bytes (None: as much as it takes): a write past it
+    writes what fits, then fails with ENOSPC, as a full file system does."""
+
+    def __init__(self) -> None:
+        self.room: int | None = None
+
+    def __call__(self, fd: int, data: bytes) -> int:
+        import errno
+        import os
+
+        if self.room is None:
+            return os.write(fd, data)
+        if self.room <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written = os.write(fd, data[: self.room])
+        self.room -= written
+        return written
+
+
+async def test_a_full_disk_leaves_no_torn_line_and_loses_nothing_once_there_is_room(tmp_path: Path) -> None:
+    # (issue 29 D10: a torn record, written again whole once space returned, left an unreadable line)
+    path = tmp_path / "history.jsonl"
+    disk = FullDisk()
+    file = HistoryFile(path, "s1", write=disk)
+    file.write(SessionHeader("s1", tmp_path, "test:model", "ask").record())
+    recorder = HistoryRecorder(file)
+    started = datetime(2026, 11, 26, tzinfo=UTC)
+    await recorder(TurnStarted("t1", "hi", False, started, (TextBlock("hi"),)))
+    disk.room = 10  # part of the next record fits
+    await recorder(TextDelta("t1", "the reply, which the disk has no room for"))
+    await recorder(TurnEnded("t1", "end_turn"))
+    assert file.problem is not None and "No space left on device" in file.problem and "free some space" in file.problem
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["kind"] for line in lines] == ["session", "turn_start", "settings"]  # whole lines
+    disk.room = None  # space returns
+    await recorder(TurnStarted("t2", "again", False, started, (TextBlock("again"),)))
+    assert file.problem is None
+    kinds = [json.loads(line)["kind"] for line in path.read_text().splitlines()]
+    assert kinds == ["session", "turn_start", "settings", "message", "turn_end", "turn_start"]
+    file.close()
+    assert [type(e).__name__ for e in read_history(path).events][:4] == [
+        "TurnStarted",
+        "TextDelta",
+        "TurnEnded",
+        "TurnStarted",
+    ]

@@ -33,6 +33,7 @@ from codling.brain.prompt import ImageBlock, TextBlock
 from codling.cli.draw import format_diff, printable, use_color
 from codling.cli.render import JsonLinesRenderer, PromptGate, TerminalRenderer, event_to_json
 from codling.cli.spinner import Spinner, waited
+from codling.secrecy import Redactor
 from codling.tools.base import ShownResult
 from codling.tools.ports import FileDiff, Location
 
@@ -773,3 +774,23 @@ async def test_a_result_whose_call_was_never_seen_counts_in_its_block() -> None:
         TurnEnded(T, "end_turn"),
     ]
     assert await render_plain(events) == "reasoning (1 tool call, 1 failed)\nDone.\n"
+
+
+async def test_json_lines_redact_a_secret_split_across_two_deltas() -> None:
+    # (issue 29 D8: each delta is a line of its own, where a stream's redaction cannot see the secret whole)
+    secret = "ghp_Secr3tTokenValue0123456789"
+    out = io.StringIO()
+    renderer = JsonLinesRenderer(out, Redactor([secret]))
+    for event in (
+        TextDelta("t", "The token is "),
+        TextDelta("t", secret[:12]),
+        TextDelta("t", secret[12:] + " as written."),
+        TurnEnded("t", "end_turn"),
+    ):
+        await renderer(event)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert secret[:6] not in out.getvalue()
+    assert "".join(line["text"] for line in lines if line["type"] == "text_delta") == (
+        "The token is [redacted] as written."
+    )
+    assert lines[-1]["type"] == "turn_ended"

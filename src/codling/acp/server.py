@@ -48,6 +48,7 @@ from acp.schema import (
 from codling import __version__
 from codling.acp.auth import auth_methods, auth_required, check_method
 from codling.acp.errors import (
+    INTERNAL_ERROR,
     absolute,
     busy,
     directory,
@@ -596,6 +597,8 @@ class CodlingAgent:
         if failed is not None and stop_reason != "cancelled":
             # Recorded in the history already; the editor shows this error (with a retry) instead of a reply.
             raise turn_error(failed, self._redact)
+        if (problem := session.recorder.file.problem) is not None:  # e.g. the disk is full: the user must act
+            raise RequestError(INTERNAL_ERROR, problem, {"details": problem, "reason": "history"})
         return PromptResponse(stop_reason=stop_reason, usage=prompt_usage(spent))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:

@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, cast
@@ -22,6 +21,7 @@ from codling.brain.prompt import PromptBlock
 from codling.cli.plan import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, SessionPlan, open_live, unknown_model
 from codling.config import PermissionMode, Settings
 from codling.errors import CodlingError
+from codling.secrecy import Redactor
 
 if TYPE_CHECKING:
     from codling.cli.approve import TerminalApprover
@@ -79,7 +79,7 @@ async def run_turn(
     writes (the answer, ``--json``, ``-o``, what is drawn on stderr) has the environment's secret values
     redacted, as history.jsonl has: a run's output ends up in CI logs."""
     from codling.llm.providers import credential_names
-    from codling.secrecy import RedactingStream, Redactor
+    from codling.secrecy import RedactingStream
 
     redact = Redactor.from_env(settings.env, credential_names())
     streams = sys.stdout, sys.stderr
@@ -100,7 +100,7 @@ async def _run_turn(
     mode: PermissionMode | None,
     interactive: bool,
     output: Output,
-    redact: Callable[[str], str],
+    redact: Redactor,
 ) -> int:
     from codling.cli.render import JsonLinesRenderer, LastMessage, TerminalRenderer
 
@@ -111,7 +111,7 @@ async def _run_turn(
         from codling.cli.approve import TerminalApprover
         from codling.cli.draw import use_color
 
-        renderer = JsonLinesRenderer(sys.stdout)
+        renderer = JsonLinesRenderer(sys.stdout, redact)
         color = use_color(sys.stderr, os.environ)
         approver = TerminalApprover(input=sys.stdin, output=sys.stderr, color=color) if interactive else None
     else:
@@ -174,6 +174,7 @@ async def _run_turn(
     if completed and output.last_message is not None:
         _write_last_message(output.last_message, redact(last.text))
     if isinstance(renderer, JsonLinesRenderer):
+        renderer.close()
         renderer.write(
             {
                 "type": "result",
@@ -191,9 +192,11 @@ async def _run_turn(
             print(context_meter(result.context.used, result.context.size), file=sys.stderr)
         named = f" “{live.recorder.title}”" if live.recorder.title else ""
         print(f"codling: session {live.id}{named} (continue with: codling run --resume {live.id} …)", file=sys.stderr)
+    if (problem := live.recorder.file.problem) is not None:  # e.g. the disk is full: the user must act
+        print(f"codling: {problem}", file=sys.stderr)
     if terminated:
         return 128 + terminated[0]
-    if failed:
+    if failed or problem is not None:
         return EXIT_FAILED
     if result.stop_reason == "cancelled":
         return EXIT_INTERRUPTED if interrupted else EXIT_FAILED

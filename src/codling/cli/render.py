@@ -61,6 +61,7 @@ from codling.cli.draw import (
 )
 from codling.cli.markdown import MarkdownBlocks
 from codling.cli.spinner import WORKING, Spinner
+from codling.secrecy import Redactor
 
 # -- live rendering ----------------------------------------------------------------------------------------------
 
@@ -453,14 +454,39 @@ class TerminalRenderer:
 
 
 class JsonLinesRenderer:
-    """Prints each event as one JSON object per line (see :func:`event_to_json`), flushed per line."""
+    """Prints each event as one JSON object per line (see :func:`event_to_json`), flushed per line.
 
-    def __init__(self, out: TextIO) -> None:
+    With ``redact``, secret values are redacted from every line, also one a reply streams across two deltas
+    (each a line of its own, where a stream's redaction cannot see it whole): the end of a delta that may be
+    the start of a secret waits for the next delta of its kind, or for the next other event."""
+
+    def __init__(self, out: TextIO, redact: Redactor | None = None) -> None:
         self._out = out
+        self._redact = redact
+        self._held: TextDelta | ThoughtDelta | None = None
 
     async def __call__(self, event: Event) -> None:
         """Print one event."""
+        if self._redact is not None and isinstance(event, TextDelta | ThoughtDelta):
+            held, self._held = self._held, None
+            if held is not None and type(held) is not type(event):
+                self.write(event_to_json(held))
+                held = None
+            text = self._redact((held.text if held is not None else "") + event.text)
+            keep = self._redact.held_back(text)
+            if keep:
+                self._held = dataclasses.replace(event, text=text[len(text) - keep :])
+            if text[: len(text) - keep]:
+                self.write(event_to_json(dataclasses.replace(event, text=text[: len(text) - keep])))
+            return
+        self.close()
         self.write(event_to_json(event))
+
+    def close(self) -> None:
+        """Print what waits to be known not to start a secret."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            self.write(event_to_json(held))
 
     def write(self, line: Mapping[str, Any]) -> None:
         """Print one JSON object as a line (the run's own session and result lines, too)."""

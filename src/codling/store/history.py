@@ -10,6 +10,7 @@ state restore (the brain's history) are both derived from these records alone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -201,10 +202,22 @@ class HistoryFile:
     ``SessionError``. The lock is released by :meth:`close` (or at exit; a killed writer's lock is taken over).
     """
 
-    def __init__(self, path: Path, session_id: str, redact: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        session_id: str,
+        redact: Redactor | None = None,
+        write: Callable[[int, bytes], int] = os.write,
+    ) -> None:
         self.path = path
         self.session_id = session_id
         self._redact = redact or Redactor([])
+        self._write = write
+        """How bytes reach the file (``os.write``; a test injects a full disk)."""
+        self._backlog: list[bytes] = []
+        """Records not written yet (the disk was full): written first, whole, once there is room."""
+        self.problem: str | None = None
+        """Why the latest write failed, while records wait in the backlog (None: everything is written)."""
         self._lock = self.lock_path(path)
         guard = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -232,26 +245,54 @@ class HistoryFile:
             raise SessionError(f"not a valid {payload.get('kind')} record: {e}") from e
 
     def write(self, record: Record) -> None:
-        """Write a complete record as one line, in one write call."""
+        """Write a complete record as one line, in one write call, after any the disk had no room for. A write
+        that fails is cut back, so no torn line stays, and kept to be written whole once there is room (the
+        next write, or ``close``); ``problem`` says why meanwhile. Never raises for a full disk: the turn goes
+        on, and what it does is written when it can be."""
         if not self._open:
             raise SessionError(f"session {self.session_id}'s history is closed")
         line = json.dumps(dump_record(record), ensure_ascii=False, separators=(",", ":"))
         # errors="replace": a lone surrogate (from a file name that is not UTF-8) must not lose the record.
-        data = (self._redact(line) + "\n").encode("utf-8", errors="replace")
+        self._backlog.append((self._redact(line) + "\n").encode("utf-8", errors="replace"))
+        self._drain()
+
+    def _drain(self) -> None:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         except FileNotFoundError as e:
             raise SessionError(f"session {self.session_id}'s history {self.path} is gone (deleted?)") from e
         try:
-            written = os.write(fd, data)
-            while written < len(data):  # a regular file takes the line whole; this is only a fallback
-                written += os.write(fd, data[written:])
+            while self._backlog:
+                data = self._backlog[0]
+                size = os.lseek(fd, 0, os.SEEK_END)
+                try:
+                    written = self._write(fd, data)
+                    while written < len(data):  # a regular file takes the line whole; this is only a fallback
+                        written += self._write(fd, data[written:])
+                except OSError as e:
+                    os.ftruncate(fd, size)  # no torn line: the record is written again, whole, later
+                    if self.problem is None:
+                        log.error("cannot write %s: %s; keeping its records until there is room", self.path, e)
+                    self.problem = (
+                        f"codling cannot write session {self.session_id}'s history ({e.strerror or e}): "
+                        f"{len(self._backlog)} record(s) wait in memory and are written as soon as there is "
+                        "room; free some space (they are lost if codling exits first)"
+                    )
+                    return
+                self._backlog.pop(0)
+            self.problem = None
         finally:
             os.close(fd)
 
     def close(self) -> None:
-        """Release the session (records already written are safe either way)."""
+        """Write what waits, if there is room now, and release the session (records already written are safe
+        either way)."""
         if self._open:
+            if self._backlog:
+                with contextlib.suppress(OSError, SessionError):
+                    self._drain()
+                if self._backlog:
+                    log.error("%s: %d record(s) could not be written before closing", self.path, len(self._backlog))
             self._open = False
             lock.release(self._lock)
 
