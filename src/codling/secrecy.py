@@ -40,6 +40,11 @@ SECRET_WORDS = frozenset(
 SECRET_ENDINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY")
 """Word endings that make a name secret (run-together names such as ``GITHUBTOKEN``)."""
 
+SECRET_SUFFIXES = ("_DSN", "_WEBHOOK_URL", "_WEBHOOK", "_AUTH_CONFIG", "__AUTH", "_PWD")
+"""Name endings of well-known credentials whose words say nothing on their own (``SENTRY_DSN``,
+``SLACK_WEBHOOK_URL``, ``DOCKER_AUTH_CONFIG``, ``NPM_CONFIG__AUTH``, ``MYSQL_PWD``); ``PWD`` and ``OLDPWD`` are the
+working directories, ``SSH_AUTH_SOCK`` a socket's path."""
+
 _WORD_BREAK = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _MIN_SECRET_LENGTH = 8
 """Shorter values are not redacted: they would match ordinary text (and secrets are longer)."""
@@ -48,7 +53,7 @@ _MIN_SECRET_LENGTH = 8
 def is_secret_name(name: str) -> bool:
     """Whether a variable called ``name`` holds a secret, by the words of its name (see the module docstring)."""
     words = [w.upper() for w in _WORD_BREAK.split(name) if w]
-    return any(w in SECRET_WORDS or w.endswith(SECRET_ENDINGS) for w in words)
+    return any(w in SECRET_WORDS or w.endswith(SECRET_ENDINGS) for w in words) or name.upper().endswith(SECRET_SUFFIXES)
 
 
 _URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")

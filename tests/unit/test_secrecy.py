@@ -35,6 +35,12 @@ SECRET = [
     "CLIENTSECRET",
     "KEY",
     "my.secret.value",
+    # (issue 29 D9: well-known credentials whose words say nothing on their own)
+    "MYSQL_PWD",
+    "SENTRY_DSN",
+    "NPM_CONFIG__AUTH",
+    "SLACK_WEBHOOK_URL",
+    "DOCKER_AUTH_CONFIG",
 ]
 NOT_SECRET = [
     "PATH",
@@ -47,6 +53,8 @@ NOT_SECRET = [
     "MONKEY",
     "TOKENIZERS_PARALLELISM",
     "SSH_AUTH_SOCK",
+    "OLDPWD",
+    "AUTH_MODE",
     "KEYTIMEOUT",
     "PYTHON_KEYRING_BACKEND",
     "OPENAI_BASE_URL",
