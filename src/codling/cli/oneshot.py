@@ -13,6 +13,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, cast
@@ -21,7 +23,7 @@ from codling.brain.prompt import PromptBlock
 from codling.cli.plan import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, SessionPlan, open_live, unknown_model
 from codling.config import PermissionMode, Settings
 from codling.errors import CodlingError
-from codling.secrecy import Redactor
+from codling.secrecy import RedactingStream, Redactor
 
 if TYPE_CHECKING:
     from codling.cli.approve import TerminalApprover
@@ -79,14 +81,20 @@ async def run_turn(
     writes (the answer, ``--json``, ``-o``, what is drawn on stderr) has the environment's secret values
     redacted, as history.jsonl has: a run's output ends up in CI logs."""
     from codling.llm.providers import credential_names
-    from codling.secrecy import RedactingStream
 
     redact = Redactor.from_env(settings.env, credential_names())
+    with redacted_output(redact):
+        return await _run_turn(prompt, settings, plan, mode, interactive, output, redact)
+
+
+@contextmanager
+def redacted_output(redact: Redactor) -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` passing through ``redact`` meanwhile (``RedactingStream``)."""
     streams = sys.stdout, sys.stderr
     sys.stdout = cast(TextIO, RedactingStream(sys.stdout, redact))
     sys.stderr = cast(TextIO, RedactingStream(sys.stderr, redact))
     try:
-        return await _run_turn(prompt, settings, plan, mode, interactive, output, redact)
+        yield
     finally:
         for stream in (sys.stdout, sys.stderr):
             cast(RedactingStream, stream).close()
