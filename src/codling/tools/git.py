@@ -33,9 +33,9 @@ _SET_ENV = {
 }
 
 
-def git_command(git: str, *args: str) -> list[str]:
-    """The argument list that runs ``git`` (its path) with ``args`` under :data:`SAFE_CONFIG`, no pager."""
-    overrides = [arg for setting in SAFE_CONFIG for arg in ("-c", setting)]
+def git_command(git: str, *args: str, settings: tuple[str, ...] = SAFE_CONFIG) -> list[str]:
+    """The argument list that runs ``git`` (its path) with ``args`` under ``settings``, no pager."""
+    overrides = [arg for setting in settings for arg in ("-c", setting)]
     return [git, "--no-pager", *overrides, *args]
 
 
