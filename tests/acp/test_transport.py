@@ -145,6 +145,14 @@ async def test_lone_surrogates_become_replacement_characters_everywhere() -> Non
         (b'{"jsonrpc":"2.0","id":8,"method":"m","params":{"n":-Infinity}}', error(-32700)),
         (b'{"jsonrpc":"2.0","id":9,"method":"m","params":{"n":1e999}}', error(-32700)),
         (b'{"jsonrpc":"2.0","id":10,"method":"m","params":{"n":' + b"9" * 5000 + b"}}", error(-32700)),
+        (b'{"jsonrpc":"2.0","id":11,"method":"initialize","params":{"protocolVersion":"one"}}', error(-32602, 11)),
+        (
+            b'{"jsonrpc":"2.0","id":12,"method":"initialize","params":{"protocolVersion":"2024-11-05"}}',
+            error(-32602, 12),
+        ),
+        (b'{"jsonrpc":"2.0","id":13,"method":"initialize","params":{"protocolVersion":1.5}}', error(-32602, 13)),
+        (b'{"jsonrpc":"2.0","id":14,"method":"initialize","params":{"protocolVersion":true}}', error(-32602, 14)),
+        (b'{"jsonrpc":"2.0","id":15,"method":"initialize","params":{"protocolVersion":null}}', error(-32602, 15)),
     ],
 )
 async def test_malformed_messages_are_answered_with_their_id_when_usable(line: bytes, expected: tuple) -> None:

@@ -10,6 +10,8 @@ would stop its receive loop. This one checks every line before the SDK sees it a
   deeper than ``MAX_DEPTH`` is answered with -32600 invalid request, carrying its id when it has a usable one
   (a malformed notification or response is logged and dropped: nothing may answer those);
 * a line longer than ``MAX_LINE_BYTES`` is read to its end, dropped and answered with -32600;
+* an ``initialize`` whose ``protocolVersion`` is not an integer is answered with -32602 invalid params (the SDK
+  would read any such value as version 1 and let the connection go on as if the client had asked for it);
 * every string of an accepted message is cleaned: a lone UTF-16 surrogate (what a JSON escape like ``\\ud800``
   decodes to in Python) becomes U+FFFD, so no text that cannot be written as UTF-8 reaches a session, its
   history or a provider.
@@ -32,6 +34,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from acp import PROTOCOL_VERSION
 from acp.task import MessageSender
 
 from codling.text import clean_text
@@ -40,6 +43,7 @@ log = logging.getLogger(__name__)
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
 
 MAX_DEPTH = 64
 """The deepest nesting of arrays and objects an accepted message may have (the message object is level 1).
@@ -177,6 +181,16 @@ def check_message(message: Any) -> None:
         params = message.get("params")
         if params is not None and not isinstance(params, dict | list):
             raise reject("params must be an object")
+        if message["method"] == "initialize" and isinstance(params, dict) and "protocolVersion" in params:
+            version = params["protocolVersion"]
+            if not isinstance(version, int) or isinstance(version, bool):
+                raise _Rejected(
+                    INVALID_PARAMS,
+                    f"Invalid params: protocolVersion must be an integer (codling speaks {PROTOCOL_VERSION}), "
+                    f"not {json.dumps(version)[:40]}",
+                    echo,
+                    answer,
+                )
         return
     if not has_id:
         raise reject("neither a request nor a response")
