@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError, helpers
@@ -75,6 +75,7 @@ from codling.errors import (
 )
 from codling.llm.catalog import Catalog, load_catalog
 from codling.paths import user_catalog_file
+from codling.secrecy import Redactor
 from codling.store.ids import check_session_id
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ class CodlingAgent:
         self._settings: Settings | None = None
         self._catalog: Catalog | None = None
         self._store: SessionStore | None = None
-        self._redact: Callable[[str], str] = str
+        self._redact = Redactor(())
         """Removes the environment's secrets from text sent to the client (set with the settings)."""
         self._model_factory = model_factory
         self._cli_model = cli_model
@@ -143,7 +144,6 @@ class CodlingAgent:
     def _config(self) -> tuple[Settings, Catalog, SessionStore]:
         if self._settings is None or self._catalog is None or self._store is None:
             from codling.llm.providers import credential_names
-            from codling.secrecy import Redactor
             from codling.store.index import SessionStore
 
             try:
@@ -501,10 +501,16 @@ class CodlingAgent:
 
     def _forwarder(self, session: LiveSession, paths: ClientPaths) -> Any:
         from codling.brain.events import SettingsChanged
+        from codling.brain.redaction import EventRedactor
+
+        # Secret values stay out of the editor (which may keep its threads on disk) as out of the history;
+        # a turn's last event lets out whatever a delta held back.
+        redactor = EventRedactor(self._redact)
 
         async def forward(event: Event) -> None:
-            for update in translate(event, paths):
-                await self.client.session_update(session_id=session.id, update=update)
+            for redacted_event in redactor.feed(event):
+                for update in translate(redacted_event, paths):
+                    await self.client.session_update(session_id=session.id, update=update)
             if isinstance(event, SettingsChanged):  # /model or /mode: the editor's pickers follow
                 await self._send_settings(session, event.mode)
 

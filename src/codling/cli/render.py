@@ -44,6 +44,7 @@ from codling.brain.events import (
 )
 from codling.brain.prompt import ImageBlock
 from codling.brain.reasoning import BlockTracker, SegmentSplitter
+from codling.brain.redaction import EventRedactor
 from codling.cli.draw import (
     StyledWriter,
     compact_thought,
@@ -462,30 +463,16 @@ class JsonLinesRenderer:
 
     def __init__(self, out: TextIO, redact: Redactor | None = None) -> None:
         self._out = out
-        self._redact = redact
-        self._held: TextDelta | ThoughtDelta | None = None
+        self._redactor = EventRedactor(redact) if redact is not None else None
 
     async def __call__(self, event: Event) -> None:
         """Print one event."""
-        if self._redact is not None and isinstance(event, TextDelta | ThoughtDelta):
-            held, self._held = self._held, None
-            if held is not None and type(held) is not type(event):
-                self.write(event_to_json(held))
-                held = None
-            text = self._redact((held.text if held is not None else "") + event.text)
-            keep = self._redact.held_back(text)
-            if keep:
-                self._held = dataclasses.replace(event, text=text[len(text) - keep :])
-            if text[: len(text) - keep]:
-                self.write(event_to_json(dataclasses.replace(event, text=text[: len(text) - keep])))
-            return
-        self.close()
-        self.write(event_to_json(event))
+        for shown in self._redactor.feed(event) if self._redactor is not None else [event]:
+            self.write(event_to_json(shown))
 
     def close(self) -> None:
         """Print what waits to be known not to start a secret."""
-        if self._held is not None:
-            held, self._held = self._held, None
+        for held in self._redactor.flush() if self._redactor is not None else []:
             self.write(event_to_json(held))
 
     def write(self, line: Mapping[str, Any]) -> None:
