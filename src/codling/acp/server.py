@@ -648,19 +648,19 @@ async def serve(cli_model: str | None = None) -> int | None:
     number is returned (None when the client closed the connection)."""
     import signal
 
-    from acp import run_agent, stdio_streams
+    from acp import run_agent
     from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
     from acp.task import MessageSender
     from acp.task.supervisor import TaskSupervisor
 
-    from codling.acp.streams import FileWriter, either_is_a_file, file_streams
+    from codling.acp.streams import FileWriter, PipeWriter, either_is_a_file, file_streams, pipe_streams
     from codling.acp.transport import TolerantTransport
 
-    writer: asyncio.StreamWriter | FileWriter
+    writer: PipeWriter | FileWriter
     if either_is_a_file():  # e.g. `codling acp < requests.jsonl > replies.jsonl`
         reader, writer = file_streams(DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     else:
-        reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+        reader, writer = await pipe_streams(DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     codling = CodlingAgent(cli_model=cli_model)
     # The sender only writes and drains, which a FileWriter does as a StreamWriter would.
     sender = MessageSender(cast(asyncio.StreamWriter, writer), TaskSupervisor(source="codling.acp"))
@@ -684,8 +684,15 @@ async def serve(cli_model: str | None = None) -> int | None:
     for sig in stop_signals:
         loop.add_signal_handler(sig, on_signal, sig)
     serving = asyncio.ensure_future(run_agent(cast(Agent, codling), transport, use_unstable_protocol=True))
+    gone = asyncio.ensure_future(writer.gone.wait())
     try:
-        await asyncio.wait([serving, cast("asyncio.Future[Any]", received)], return_when=asyncio.FIRST_COMPLETED)
+        waited = [serving, gone, cast("asyncio.Future[Any]", received)]
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+        if gone.done() and not received.done():
+            # The client stopped reading (it closed stdout but not stdin): nobody hears the turns any more.
+            log.info("the client closed codling's stdout; ending the turns and exiting")
+            await end_of_input()
+            return None
         if not received.done():
             await serving  # the client is gone (or serving failed: raise it)
             return None
@@ -698,6 +705,7 @@ async def serve(cli_model: str | None = None) -> int | None:
     finally:
         for sig in stop_signals:
             loop.remove_signal_handler(sig)
+        gone.cancel()
         serving.cancel()
         await asyncio.wait([serving], timeout=1)
         await asyncio.wait([asyncio.ensure_future(codling.shutdown())], timeout=SHUTDOWN_SECONDS)
