@@ -29,6 +29,8 @@ What it measures (see DESIGN.md §13):
 8. compaction's work besides the model on a 200k-token history: ``compaction_input`` within ``input_budget`` for a
    200k-context model with 32k output (and the transcript's real token count against that budget),
    ``fallback_summary`` (within its budget) and ``rebuild``.
+8b. big text (issue 29 D1): CPU time to count (as a request carries it) and cap (as a tool result) 0.25, 1 and
+   10 MB without whitespace; target: linear or better.
 9. context fidelity: the scripted 30-turn coding session of ``tests/fakes/fidelity.py`` (reads of up to 138 KB,
    commands printing 10–50 KB, edits, a patch, a delegate, a pasted CI log, facts and standing rules stated
    along the way) on 8,000- and 16,000-token models, with a working and a failing summarizer, against the
@@ -1318,6 +1320,32 @@ def timed(work: Callable[[], T], runs: int) -> tuple[list[float], T]:
     return samples, result
 
 
+BIG_TEXT_SIZES = (250_000, 1_000_000, 10_000_000)
+"""Characters of text without whitespace counted and capped by ``bench_big_text`` (issue 29 D1)."""
+
+
+async def bench_big_text(config: Config) -> list[Row]:
+    """CPU time to count a text without whitespace as a request carries it and to cap it as a tool result,
+    at 0.25, 1 and 10 MB: bounded (estimated past ``EXACT_MAX_CHARS``, cut by prefix), never superlinear."""
+    from codling.llm.tokens import count_wire_tokens, warm_up
+    from codling.tools.toolset import capped
+
+    progress("big text: counting and capping 0.25 / 1 / 10 MB without whitespace")
+    warm_up()
+    rows = [Row("big text without whitespace (CPU time, one run)", "")]
+    times = []
+    for size in BIG_TEXT_SIZES:
+        text = "x" * size
+        start = time.process_time()
+        count_wire_tokens(text)
+        capped(text, 25_000)
+        times.append(time.process_time() - start)
+        rows.append(Row(f"count + cap {size / 1e6:g} MB", ms(times[-1])))
+    linear = times[-1] <= 40 * times[0] + 0.05  # 40x the size: linear or better
+    rows.append(Row("10 MB vs 0.25 MB", f"{times[-1] / max(times[0], 1e-9):.1f}x", "≤ 40x (linear)", linear))
+    return rows
+
+
 async def bench_compaction(config: Config) -> list[Row]:
     """The non-model work of a compaction on a 200k-token history: the summarizer's input, the fallback
     summary and the rebuilt history."""
@@ -1611,6 +1639,7 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("session/list", lambda: bench_session_list(config))
         rows += await guarded("history append", lambda: bench_append(config))
         rows += await guarded("token accounting", lambda: bench_accounting(config))
+        rows += await guarded("big text", lambda: bench_big_text(config))
         rows += await guarded("compaction", lambda: bench_compaction(config))
         rows += await guarded("context fidelity", lambda: bench_fidelity(config))
         rows += await guarded("what the model reads", lambda: bench_model_reads(config))

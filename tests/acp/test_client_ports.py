@@ -356,3 +356,15 @@ async def test_the_editor_is_not_asked_to_write_a_file_whose_directory_cannot_be
         await files.write_text(target, "x")
     assert str(refused.value) == f"cannot create the directory for {target}: File exists"
     assert editor.calls == []
+
+
+async def test_the_editor_is_not_asked_for_the_whole_of_a_file_over_the_cap(project: Path) -> None:
+    # (issue 29 D5) its buffer of a 10 GB file would be 10 GB in one JSON-RPC answer
+    editor = FakeEditor()
+    files = AcpFileSystem(RecordingClient(editor=editor), "s1", local=LocalFileSystem())
+    target = project / "huge.log"
+    with target.open("wb") as f:
+        f.truncate(10 * 1024**3)
+    with pytest.raises(PathError, match=r"is 10,737,418,240 bytes, more than the 8,388,608 bytes \(8 MiB\)"):
+        await files.read_text(target)
+    assert editor.calls == []

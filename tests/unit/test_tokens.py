@@ -8,6 +8,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -201,3 +202,40 @@ def test_never_calls_get_encoding() -> None:
     tree = ast.parse(Path(tokens.__file__).read_text())
     called = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
     assert not called & {"get_encoding", "encoding_for_model"}
+
+
+class RecordingEncoder:
+    """The real encoding, recording the length of every piece handed to it."""
+
+    def __init__(self) -> None:
+        self.pieces: list[int] = []
+        self.real = tokens.encoder()
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.pieces.append(len(text))
+        return self.real.encode_ordinary(text)
+
+    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
+        return self.real.decode_bytes(tokens)
+
+
+def test_counting_and_cutting_4_mb_without_whitespace_hands_the_encoder_bounded_pieces() -> None:
+    # (issue 29 D1) tiktoken's merge is superlinear in one piece's length: 1-2 MB of base64 froze the loop.
+    text = "x" * 4_000_000
+    enc = RecordingEncoder()
+    assert tokens.count_tokens(text, enc) == 500_000  # 8 x's a token; the middle estimated at that rate
+    assert tokens.count_wire_tokens(text, enc) > 500_000
+    head = tokens.truncate_to_tokens(text, 25_000, enc)
+    tail = tokens.tail_tokens(text, 25_000, enc)
+    assert head == tail == "x" * 200_000
+    assert max(enc.pieces) <= tokens.CHUNK_CHARS
+    # Work bounded by what is counted or kept, not by the text's size.
+    assert sum(enc.pieces) <= 2 * tokens.EXACT_MAX_CHARS + 4 * 2 * 200_000
+
+
+def test_chunked_counts_stay_within_a_token_per_chunk_of_the_whole() -> None:
+    text = Path(__file__).read_text() * 10
+    exact = len(tokens.encoder().encode_ordinary(text))
+    chunks = list(tokens.chunks(text))
+    assert "".join(chunks) == text and max(map(len, chunks)) <= tokens.CHUNK_CHARS
+    assert abs(tokens.count_tokens(text) - exact) <= len(chunks)

@@ -27,6 +27,7 @@ from codling.acp.translate import locations
 from codling.errors import CommandError, PathError
 from codling.secrecy import secret_names
 from codling.text import plain_terminal_text
+from codling.tools.paging import refuse_too_large, size_on_disk
 from codling.tools.ports import CommandResult, Decision, FileSystem, Location, PermissionRequest
 from codling.tools.processes import COMMAND_ID_VARIABLE, PLAIN_OUTPUT_VARIABLES, new_command_id, stop_command
 
@@ -101,7 +102,11 @@ class AcpFileSystem:
         """A resolved path as the editor knows it."""
 
     async def read_text(self, path: Path) -> str:
-        """The file's text as the editor has it (unsaved changes included)."""
+        """The file's text as the editor has it (unsaved changes included); a file whose copy on disk is over
+        ``paging.WHOLE_FILE_MAX_BYTES`` is refused before the editor is asked for all of it."""
+        size = await asyncio.to_thread(size_on_disk, path)
+        if size is not None:
+            refuse_too_large(path, size)
         try:
             response = await self._client.read_text_file(session_id=self._session_id, path=self.client_path(path))
         except RequestError as e:

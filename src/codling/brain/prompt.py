@@ -15,7 +15,7 @@ import platform
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,60 @@ class ImageBlock:
 
 
 PromptBlock = TextBlock | ResourceBlock | ImageBlock
+
+
+PROMPT_MAX_CHARS = 1_000_000
+"""The most characters of text one prompt keeps, its attachments' included (about 250k tokens, more than any
+model's share for a prompt; a 50 MB paste made history.jsonl 50 MB and its reload a minute long)."""
+
+
+@dataclass(frozen=True)
+class CappedPrompt:
+    """A prompt within :data:`PROMPT_MAX_CHARS`: its blocks, and how many characters were cut (0: none)."""
+
+    blocks: tuple[PromptBlock, ...]
+    cut: int = 0
+
+
+def cap_prompt(blocks: tuple[PromptBlock, ...], limit: int = PROMPT_MAX_CHARS) -> CappedPrompt:
+    """``blocks`` with their text within ``limit`` characters together: a block past what is left keeps its
+    head and tail around a note saying how much was cut and to attach a file instead; the model, the history
+    and the session's record all get the capped prompt."""
+    total = sum(len(b.text or "") for b in blocks if not isinstance(b, ImageBlock))
+    if total <= limit:
+        return CappedPrompt(blocks)
+    room = limit
+    out: list[PromptBlock] = []
+    cut = 0
+    for block in blocks:
+        text = None if isinstance(block, ImageBlock) else block.text
+        if text is None or len(text) <= room:
+            out.append(block)
+            room -= len(text or "")
+            continue
+        head = room * 3 // 4
+        tail = room - head
+        left_out = len(text) - head - tail
+        cut += left_out
+        note = (
+            f"\n[… {left_out:,} characters were cut after the first {head:,} of this text (before its last "
+            f"{tail:,}): codling keeps at most {limit:,} characters of a message. To share more, save it in a file "
+            "and attach the file or name its path.]"
+        )
+        # The note goes last, where a model whose window takes only the message's ends still sees it.
+        kept = text[:head] + "\n[…]\n" + (text[-tail:] if tail else "") + note
+        out.append(replace(block, text=kept) if isinstance(block, ResourceBlock) else TextBlock(kept))
+        room = 0
+    return CappedPrompt(tuple(out), cut)
+
+
+def prompt_cut_warning(cut: int) -> str:
+    """What the user is told when :func:`cap_prompt` cut their message."""
+    return (
+        f"Your message was {cut:,} characters over the {PROMPT_MAX_CHARS:,} codling keeps of one message: the "
+        "model and the session's history get its beginning and end, with a note of the cut. Save long text in "
+        "a file and attach it or name its path instead."
+    )
 
 
 def _fence(text: str) -> str:

@@ -38,6 +38,7 @@ from codling.brain.delegates import SessionDelegator
 from codling.brain.delivery import Barrier, DeliveredFirst, TurnProgress
 from codling.brain.drive import drive
 from codling.brain.events import (
+    ContextWarning,
     Event,
     McpServerNotice,
     SessionTitled,
@@ -55,6 +56,8 @@ from codling.brain.prompt import (
     ImageBlock,
     PromptBlock,
     TextBlock,
+    cap_prompt,
+    prompt_cut_warning,
     prompt_summary,
     system_prompt,
     user_content,
@@ -491,7 +494,11 @@ class ConversationSession:
             follow(self.state, log_, event)
             emit(event)
 
+        capped = cap_prompt(blocks)
+        blocks = capped.blocks
         send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
+        if capped.cut:
+            send(ContextWarning(turn_id, f"context-{uuid.uuid4().hex[:12]}", prompt_cut_warning(capped.cut)))
         user_text = log_.user_text = self.context.fit_prompt(turn_text(blocks), turn_id, send, log_.turn_number)
         self.deps.progress.listen(TurnProgress(turn_id, send, self._delivered))
         command = command_of(blocks)

@@ -81,6 +81,25 @@ def turn_text(blocks: tuple[PromptBlock, ...]) -> str:
     return render_prompt(blocks)
 
 
+REPLY_MAX_CHARS = 262_144
+"""The most characters of the model's text in one turn the conversation keeps (what later requests carry back
+to it and what is counted): a 10 MB reply is shown and recorded whole, but carried back cut (issue 29 D1)."""
+
+
+def kept_reply(text: str) -> str:
+    """The model's text as the history keeps it: whole, or past :data:`REPLY_MAX_CHARS` its head and tail
+    around a note saying how much was cut."""
+    if len(text) <= REPLY_MAX_CHARS:
+        return text
+    head = REPLY_MAX_CHARS * 3 // 4
+    tail = REPLY_MAX_CHARS - head
+    note = (
+        f"\n[cut: {len(text) - head - tail:,} characters more of this reply were here; codling keeps at most "
+        f"{REPLY_MAX_CHARS:,} characters of a reply in the conversation. Write long output to a file instead.]\n"
+    )
+    return text[:head] + note + text[-tail:]
+
+
 @dataclass
 class TurnLog:
     """What a turn produced so far; becomes the history entry whatever way the turn ends."""
@@ -128,7 +147,7 @@ class TurnLog:
 
     def reply(self, ending: Ending | None = None) -> str:
         """The assistant's side of the turn as history text: reply, tool summaries, error, ending note."""
-        parts = [self.text]
+        parts = [kept_reply(self.text)]
         if self.calls:
             lines = [summarize_tool_call(s, self.finished.get(cid)) for cid, s in self.calls.items()]
             parts.append("[Tool calls in this turn]\n" + "\n".join(lines))

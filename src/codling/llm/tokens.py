@@ -5,16 +5,21 @@ encoding is built on first use (or by :func:`warm_up` in a background thread), o
 from ``data/o200k_base.tiktoken.gz`` shipped inside the package and are checked against their known sha256, so
 nothing is ever downloaded; ``tiktoken.get_encoding`` is never called because it may fetch the file.
 
-Counting is done by tiktoken's Rust core. Counts are not cached here: callers count each message once, when it is
+Counting is done by tiktoken's Rust core, by chunks of at most :data:`CHUNK_CHARS` characters (its merge is
+superlinear in a long run without whitespace), and estimated past :data:`EXACT_MAX_CHARS` characters; cuts
+encode only a few times what they keep. So no count or cut costs more than a bounded amount of encoding, whatever
+the text's size (issue 29 D1). Counts are not cached here: callers count each message once, when it is
 added, and keep the number with it (see ``HistoryEntry`` in ``codling.brain.state``).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from codling.errors import CodlingError, ConfigError
 
@@ -112,50 +117,124 @@ def warm_up() -> None:
         log.debug("token encoding warm-up failed", exc_info=True)
 
 
-def count_tokens(text: str) -> int:
-    """How many o200k_base tokens ``text`` takes; special-token text such as ``<|endoftext|>`` counts as plain text."""
+CHUNK_CHARS = 8192
+"""The most characters handed to the encoder at once. tiktoken's byte-pair merge is superlinear in the length
+of one piece (a run without whitespace: 1 MB of base64 took seconds), so longer text is encoded by chunks, cut
+after a word where one ends in the chunk's second half, else at the chunk's end: linear, and within about a
+token per chunk of the whole text's count."""
+
+EXACT_MAX_CHARS = 131_072
+"""Above this, :func:`count_tokens` counts the first and last ``EXACT_MAX_CHARS // 2`` characters exactly and
+estimates the middle at their rate of tokens per character, so no count costs more than this much encoding."""
+
+_WORD_END = re.compile(r"(?s).*\S(?=\s)")
+"""Within a chunk's window, the longest stretch ending with a word that whitespace follows."""
+
+
+class Encoder(Protocol):
+    """What counting needs of a tiktoken ``Encoding`` (a seam: tests pass one that records its pieces)."""
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """The tokens of ``text``, special-token text counted as plain text."""
+        ...
+
+    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
+        """The bytes ``tokens`` stand for."""
+        ...
+
+
+def encoder() -> Encoder:
+    """The process-wide o200k_base encoding."""
+    return _get_encoding()
+
+
+def chunks(text: str) -> Iterator[str]:
+    """``text`` in pieces of at most :data:`CHUNK_CHARS` characters, cut after a word where possible; joined
+    they are ``text``."""
+    if len(text) <= CHUNK_CHARS:
+        yield text
+        return
+    start = 0
+    while len(text) - start > CHUNK_CHARS:
+        end = start + CHUNK_CHARS
+        word = _WORD_END.match(text, start + CHUNK_CHARS // 2, end)
+        cut = word.end() if word else end
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+def encode(text: str, enc: Encoder | None = None) -> list[int]:
+    """The tokens of ``text``, encoded by :func:`chunks` (never a piece longer than :data:`CHUNK_CHARS`)."""
+    enc = enc or _get_encoding()
+    if len(text) <= CHUNK_CHARS:
+        return enc.encode_ordinary(text)
+    tokens: list[int] = []
+    for chunk in chunks(text):
+        tokens += enc.encode_ordinary(chunk)
+    return tokens
+
+
+def count_tokens(text: str, enc: Encoder | None = None) -> int:
+    """How many o200k_base tokens ``text`` takes; special-token text such as ``<|endoftext|>`` counts as plain
+    text. Exact up to :data:`EXACT_MAX_CHARS` characters (within a token per chunk), estimated beyond."""
     if not text:
         return 0
-    # encode_ordinary is tiktoken's faster equivalent of encode(text, disallowed_special=()).
-    return len(_get_encoding().encode_ordinary(text))
+    if len(text) <= EXACT_MAX_CHARS:
+        return len(encode(text, enc))
+    half = EXACT_MAX_CHARS // 2
+    counted = len(encode(text[:half], enc)) + len(encode(text[-half:], enc))
+    return counted + round((len(text) - 2 * half) * counted / (2 * half))
 
 
-def count_wire_tokens(text: str) -> int:
+def count_wire_tokens(text: str, enc: Encoder | None = None) -> int:
     """How many tokens ``text`` takes as chat APIs carry it: a JSON string, quoted, with its newlines, quotes
     and backslashes escaped (a few percent more than the text itself for code and logs)."""
     if not text:
         return 0
     import json
 
-    return len(_get_encoding().encode_ordinary(json.dumps(text, ensure_ascii=False)))
+    return count_tokens(json.dumps(text, ensure_ascii=False), enc)
 
 
-def truncate_to_tokens(text: str, max_tokens: int) -> str:
+def truncate_to_tokens(text: str, max_tokens: int, enc: Encoder | None = None) -> str:
     """The beginning of ``text`` in at most ``max_tokens`` tokens, cut at a token boundary (all of it if it fits)."""
-    return _cut(text, max_tokens, keep_end=False)
+    return _cut(text, max_tokens, keep_end=False, enc=enc)
 
 
-def tail_tokens(text: str, max_tokens: int) -> str:
+def tail_tokens(text: str, max_tokens: int, enc: Encoder | None = None) -> str:
     """The end of ``text`` in at most ``max_tokens`` tokens, cut at a token boundary (all of it if it fits)."""
-    return _cut(text, max_tokens, keep_end=True)
+    return _cut(text, max_tokens, keep_end=True, enc=enc)
 
 
-def _cut(text: str, max_tokens: int, *, keep_end: bool) -> str:
+_FIRST_SPAN_CHARS_PER_TOKEN = 8
+"""How many characters per wanted token a cut encodes first (typical text has about four); it takes four times
+more as long as that holds too few tokens, so a cut encodes a few times what it keeps, whatever the text's size."""
+
+
+def _cut(text: str, max_tokens: int, *, keep_end: bool, enc: Encoder | None) -> str:
     if max_tokens <= 0:
         return ""
     if len(text) * _MAX_UTF8_BYTES_PER_CHAR <= max_tokens:
         return text
-    enc = _get_encoding()
-    tokens = enc.encode_ordinary(text)
+    enc = enc or _get_encoding()
+    span = max_tokens * _FIRST_SPAN_CHARS_PER_TOKEN
+    while True:
+        whole = span >= len(text)
+        part = text if whole else text[-span:] if keep_end else text[:span]
+        tokens = encode(part, enc)
+        if whole or len(tokens) >= max_tokens:
+            break
+        span *= 4
     keep = max_tokens
     while keep > 0:
         if len(tokens) <= keep:
-            return text
-        part = tokens[-keep:] if keep_end else tokens[:keep]
+            return part
+        piece_tokens = tokens[-keep:] if keep_end else tokens[:keep]
         # A cut may split a multi-byte character; drop its stray bytes rather than insert U+FFFD.
-        piece = enc.decode_bytes(part).decode("utf-8", errors="ignore")
+        piece = enc.decode_bytes(piece_tokens).decode("utf-8", errors="ignore")
         # Re-tokenizing a piece can, rarely, take more tokens than the slice it came from; shrink until it fits.
-        count = len(enc.encode_ordinary(piece))
+        count = len(encode(piece, enc))
         if count <= max_tokens:
             return piece
         keep -= count - max_tokens

@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from codling.llm.tokens import count_tokens
 from codling.tools.base import ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.diffs import SUMMARY_LINE_CHARS, change_size, summary_diff, unified_diff
+from codling.tools.paging import WHOLE_FILE_MAX_BYTES, Page, page_of_text, read_page, refuse_too_large
 from codling.tools.ports import FileDiff, Location, PermissionRequest
 from codling.tools.specs import describe_call
 from codling.tools.workspace import Workspace
@@ -36,21 +38,47 @@ PAGING_NOTE_TOKENS = 60
 
 
 async def read_content(deps: ToolDeps, target: Path) -> str:
-    """The text of ``target`` (resolved, inside the workspace) through the file port (the editor's when
-    offered), after :func:`refuse_unsafe_file`."""
-    await asyncio.to_thread(refuse_unsafe_file, target, deps.workspace)
+    """The whole text of ``target`` (resolved, inside the workspace) through the file port (the editor's when
+    offered), after :func:`refuse_unsafe_file`; a file over ``paging.WHOLE_FILE_MAX_BYTES`` is refused."""
+    size = await asyncio.to_thread(refuse_unsafe_file, target, deps.workspace)
+    if size is not None:
+        refuse_too_large(target, size, deps.workspace.display(target))
     return await deps.fs.read_text(target)
 
 
-def refuse_unsafe_file(target: Path, workspace: Workspace) -> None:
+async def read_lines(deps: ToolDeps, target: Path, first: int, last: int | None) -> Page:
+    """The page of ``target`` read_file shows from line ``first``: through the file port when the file is small
+    enough to hold whole, else streamed from disk (``tools/paging.py``), holding only the page."""
+    size = await asyncio.to_thread(refuse_unsafe_file, target, deps.workspace)
+    if size is None or size <= WHOLE_FILE_MAX_BYTES:
+        text = await deps.fs.read_text(target)
+        return page_of_text(text, first, last, READ_MAX_LINES, READ_MAX_LINE_CHARS)
+    stop = threading.Event()
+    try:
+        return await asyncio.to_thread(
+            read_page,
+            target,
+            first,
+            last,
+            max_lines=READ_MAX_LINES,
+            max_chars=READ_MAX_CHARS,
+            max_line_chars=READ_MAX_LINE_CHARS,
+            stop=stop,
+        )
+    finally:
+        stop.set()  # a cancelled turn stops the read at its next block
+
+
+def refuse_unsafe_file(target: Path, workspace: Workspace) -> int | None:
     """Raise ``PathError`` if ``target`` is not something a tool may read as a file: a named pipe, socket or
     device (reading one could block forever or never end), or a regular file with more than one hard link
     (another name of the same file may lie outside the workspace, so reading it could leak, and editing it
-    change, a file the session may not touch). A missing path or a directory passes (the caller reports it)."""
+    change, a file the session may not touch). A missing path or a directory passes (the caller reports it).
+    Returns a regular file's size."""
     try:
         st = os.stat(target)
     except OSError:
-        return
+        return None
     shown = workspace.display(target)
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
         raise PathError(
@@ -63,6 +91,7 @@ def refuse_unsafe_file(target: Path, workspace: Workspace) -> None:
             "workspace), so codling does not read or change it. Tell the user; they can make it a file of its "
             f"own, for example with `cp -p {shown} {shown}.copy && mv {shown}.copy {shown}`."
         )
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 def lexical_path(workspace: Workspace, path: str) -> Path:
@@ -90,14 +119,16 @@ async def read_file(
     workspace = ctx.deps.workspace
     target = workspace.resolve(path)
     shown = workspace.display(target)
-    text = await read_content(ctx.deps, target)
-    numbered = _numbered(text, start_line, end_line, shown, ctx.deps.output_tokens)
+    _check_range(start_line, end_line)
+    page = await read_lines(ctx.deps, target, start_line or 1, end_line)
+    numbered = _numbered(page, start_line, end_line, shown, ctx.deps.output_tokens)
+    of = f"{'' if numbered.exact else 'at least '}{numbered.total}"
     if numbered.total == 0:
         summary = f"Read {shown}: the file is empty"
     elif numbered.first == numbered.last:
-        summary = f"Read {shown}: line {numbered.first} of {numbered.total}"
+        summary = f"Read {shown}: line {numbered.first} of {of}"
     else:
-        summary = f"Read {shown}: lines {numbered.first}-{numbered.last} of {numbered.total}"
+        summary = f"Read {shown}: lines {numbered.first}-{numbered.last} of {of}"
     if numbered.total:
         summary += "\n" + key_lines(numbered.text, markdown=target.suffix.lower() in (".md", ".markdown"))
     return ToolOutput(text=numbered.text, locations=(Location(target, start_line),), summary=summary)
@@ -145,36 +176,40 @@ class _Numbered:
     last: int
     """The last line actually shown (0 for an empty file)."""
     total: int
+    exact: bool = True
+    """False when the file has at least ``total`` lines (counting stopped)."""
 
 
-def _numbered(
-    text: str, start_line: int | None, end_line: int | None, shown: str, max_tokens: int | None = None
-) -> _Numbered:
+def _check_range(start_line: int | None, end_line: int | None) -> None:
     if start_line is not None and start_line < 1:
         raise ToolError(f"start_line must be 1 or more (got {start_line})")
     if end_line is not None and end_line < (start_line or 1):
         raise ToolError(f"end_line ({end_line}) must not be before start_line ({start_line or 1})")
-    lines = text.split("\n")
-    if lines[-1] == "":  # a final newline ends the last line; it does not start another
-        lines.pop()
-    total = len(lines)
+
+
+def _numbered(
+    page: Page, start_line: int | None, end_line: int | None, shown: str, max_tokens: int | None = None
+) -> _Numbered:
+    _check_range(start_line, end_line)
+    total = page.total
     if total == 0:
         return _Numbered(f"({shown} is empty)", 0, 0, 0)
     first = start_line or 1
-    if first > total:
+    if first > total and page.exact:
         raise ToolError(f"start_line {first} is past the end of {shown}, which has {total} lines")
-    last = min(end_line or total, total)
+    last = min(end_line or total, total) if page.exact else (end_line or first + len(page.lines) + 1)
     out: list[str] = []
     size = 0
     # The paging note needs room too, so lines may take the cap less what it costs.
     room = None if max_tokens is None else max(1, max_tokens - PAGING_NOTE_TOKENS)
     tokens = 0
     number = first
-    while number <= last and len(out) < READ_MAX_LINES and size < READ_MAX_CHARS:
-        line = lines[number - 1].removesuffix("\r")
-        if len(line) > READ_MAX_LINE_CHARS:
-            line = f"{line[:READ_MAX_LINE_CHARS]} [… {len(line) - READ_MAX_LINE_CHARS} more characters]"
-        entry = f"{number:>6}\t{line}"
+    while number <= last and number - first < len(page.lines) and len(out) < READ_MAX_LINES and size < READ_MAX_CHARS:
+        line = page.lines[number - first]
+        text = line.text
+        if line.more:
+            text = f"{text} [… {'at least ' if line.more_at_least else ''}{line.more} more characters]"
+        entry = f"{number:>6}\t{text}"
         if room is not None:
             tokens += count_tokens(entry) + 1
             if tokens > room and out:
@@ -185,11 +220,17 @@ def _numbered(
     shown_last = number - 1
     if shown_last < last:
         why = f" (a tool result may hold about {max_tokens:,} tokens with this model)" if tokens > (room or 0) else ""
+        of = str(total)
+        if not page.exact:
+            of = (
+                f"at least {total} (counting stopped {page.counted_bytes:,} bytes past the page, in a file of "
+                f"{page.size:,} bytes)"
+            )
         out.append(
-            f"[Showing lines {first}-{shown_last} of {total}{why}. To read more, call read_file with "
+            f"[Showing lines {first}-{shown_last} of {of}{why}. To read more, call read_file with "
             f"start_line={shown_last + 1}.]"
         )
-    return _Numbered("\n".join(out), first, shown_last, total)
+    return _Numbered("\n".join(out), first, shown_last, total, page.exact)
 
 
 def count_noun(n: int, noun: str) -> str:
@@ -282,7 +323,8 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> Tool
         text = f"Created {shown} ({lines} lines)."
         summary = f"Created {shown} ({count_noun(lines, 'line')})"
         if lines:
-            numbered = _numbered(content, None, None, shown, SUMMARY_READ_CHARS).text
+            page = page_of_text(content, 1, None, READ_MAX_LINES, READ_MAX_LINE_CHARS)
+            numbered = _numbered(page, None, None, shown, SUMMARY_READ_CHARS).text
             summary += "\n" + key_lines(numbered, markdown=target.suffix.lower() in (".md", ".markdown"))
     else:
         text = f"Overwrote {shown}.\n{unified_diff(original, content, shown)}"

@@ -14,6 +14,7 @@ from codling.secrecy import scrubbed
 from codling.text import TerminalText
 from codling.tools.atomic import replace_file
 from codling.tools.encoding import decode, encode
+from codling.tools.paging import refuse_too_large
 from codling.tools.ports import CommandResult
 from codling.tools.processes import (
     CANNOT_FIND_STRAYS,
@@ -46,7 +47,8 @@ class LocalFileSystem:
     """
 
     async def read_text(self, path: Path) -> str:
-        """Return the file's text; raise ``PathError`` if it is missing, a directory, or binary."""
+        """Return the file's text; raise ``PathError`` if it is missing, a directory, binary, or over
+        ``paging.WHOLE_FILE_MAX_BYTES``."""
         return await asyncio.to_thread(_read_text, path)
 
     async def write_text(self, path: Path, content: str) -> None:
@@ -61,11 +63,12 @@ def _read_text(path: Path) -> str:
         # Non-blocking, then checked: opening a named pipe to read would wait for a writer that never comes.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         try:
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISDIR(mode):
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
                 raise IsADirectoryError(path)
-            if not stat.S_ISREG(mode):
+            if not stat.S_ISREG(st.st_mode):
                 raise PathError(f"{path} is not a regular file (a named pipe, socket or device), so it is not read")
+            refuse_too_large(path, st.st_size)
             with open(fd, "rb", closefd=False) as f:
                 data = f.read()
         finally:

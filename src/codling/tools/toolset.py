@@ -9,6 +9,8 @@ error) for the user interface. pydantic-ai copies it to ``ToolReturnPart.metadat
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
 from typing import Any
@@ -49,14 +51,25 @@ class ReportingToolset(WrapperToolset[ToolDeps]):
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
         except ToolError as e:
             message = valid_text(str(e))
-            text = capped_error(f"Error: {message}", ctx.deps.output_tokens)
+            text = await _off_the_loop(capped_error, f"Error: {message}", ctx.deps.output_tokens)
             report = ToolReport(None, error=message, rejected=isinstance(e, RejectedError))
             return ToolReturn(return_value=text, metadata=report)
         if isinstance(result, ToolOutput):
-            text = capped(valid_text(result.text), ctx.deps.output_tokens)
+            text = await _off_the_loop(capped, valid_text(result.text), ctx.deps.output_tokens)
             output = replace(result, text=text, summary=valid_text(result.summary))
             return ToolReturn(return_value=output.text, metadata=ToolReport(output))
         return result
+
+
+LARGE_TEXT_CHARS = 65_536
+"""A result longer than this is capped in a thread: counting and cutting it takes tens of milliseconds (an MCP
+server's 10 MB answer), which other sessions' requests and a cancel should not wait for (issue 29 D1)."""
+
+
+async def _off_the_loop(cap: Callable[[str, int], str], text: str, max_tokens: int) -> str:
+    if len(text) <= LARGE_TEXT_CHARS:
+        return cap(text, max_tokens)
+    return await asyncio.to_thread(cap, text, max_tokens)
 
 
 def capped(text: str, max_tokens: int) -> str:
