@@ -16,6 +16,7 @@ from acp.schema import ContentToolCallContent, FileEditToolCallContent, ImageCon
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import BinaryContent, ModelMessage, UserPromptPart
 
+from codling.acp.content import IMAGE_MAX_BASE64
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
@@ -423,6 +424,7 @@ async def test_image_data_is_cleaned_or_refused_with_a_note(home: Path, project:
         helpers.text_block("two images"),
         helpers.image_block(wrapped, "image/png"),
         helpers.image_block("not base64!", "image/png", uri="file:///tmp/broken.png"),
+        helpers.image_block("A" * (IMAGE_MAX_BASE64 + 2**20 * 4), "image/png", uri="file:///tmp/huge.png"),
     ]
     client = RecordingClient()
     agent = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
@@ -435,6 +437,10 @@ async def test_image_data_is_cleaned_or_refused_with_a_note(home: Path, project:
     assert isinstance(content[1], BinaryContent) and content[1].data == base64.b64decode(PIXEL)
     assert "[The user attached an image, broken.png, that could not be decoded.]" in content[0]
     assert "the image broken.png could not be decoded, so it was not sent to the model" in client.agent_text()
+    assert "[The user attached an image, huge.png, too large to pass on (23.0 MB).]" in content[0]
+    assert "huge.png is about 23.0 MB, over the 20 MB codling passes on (and stores)" in client.agent_text()
+    history = next((home / "sessions").glob("*/history.jsonl")).read_text()
+    assert len(history) < 100_000  # the huge image is not stored
 
 
 async def test_a_delegate_works_under_its_call_in_the_editor(start: Start) -> None:

@@ -46,9 +46,18 @@ async def to_prompt(
         elif isinstance(block, ResourceContentBlock):
             out.append(await _read_link(block.uri, workspace, fs))
         elif isinstance(block, ImageContentBlock):
+            name = ImageBlock("", block.mime_type, block.uri).name
+            if len(block.data) > IMAGE_MAX_BASE64:
+                size = len(block.data) * 3 / 4 / 2**20
+                out.append(TextBlock(f"[The user attached an image, {name}, too large to pass on ({size:.1f} MB).]"))
+                notes.append(
+                    f"Note: the image {name} is about {size:.1f} MB, over the {IMAGE_MAX_BYTES // 2**20} MB codling "
+                    "passes on (and stores), so it was not sent to the model; attach a smaller or compressed "
+                    "image.\n\n"
+                )
+                continue
             data = _base64(block.data)
             if data is None:
-                name = ImageBlock("", block.mime_type, block.uri).name
                 out.append(TextBlock(f"[The user attached an image, {name}, that could not be decoded.]"))
                 notes.append(f"Note: the image {name} could not be decoded, so it was not sent to the model.\n\n")
                 continue
@@ -75,6 +84,15 @@ async def to_prompt(
                 "yet.\n\n"
             )
     return tuple(out), notes
+
+
+IMAGE_MAX_BYTES = 20 * 2**20
+"""The largest image a prompt passes on: what the largest provider limit allows (OpenAI's 20 MB; Anthropic's
+is 5 MB, which its API reports itself). A larger one would be stored whole in history.jsonl and re-read on
+every load, for a request every provider refuses."""
+IMAGE_MAX_BASE64 = IMAGE_MAX_BYTES * 4 // 3 + 4096
+""":data:`IMAGE_MAX_BYTES` as base64, with room for line breaks and a ``data:`` prefix (checked before
+decoding: a 200 MB string is not decoded to learn that it is too large)."""
 
 
 async def _read_link(uri: str, workspace: Workspace, fs: FileSystem) -> ResourceBlock:
