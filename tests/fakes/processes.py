@@ -14,14 +14,19 @@ from typing import Self
 COVERAGE_VARIABLES = ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START")
 """What coverage's subprocess patch sets in the tests' environment so that the processes they start are measured."""
 
+CARRIED_VARIABLES = (*COVERAGE_VARIABLES, "PYTHONPATH")
+"""What a codling process a test starts keeps of the tests' environment: coverage's variables, and
+``PYTHONPATH`` so that it runs the sources under test (a worktree's, not the virtualenv's editable install)."""
+
 
 def measured(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` for a codling process a test starts, with coverage's variables when `scripts/coverage` runs the tests.
+    """``env`` for a codling process a test starts, with coverage's variables when `scripts/coverage` runs the tests
+    and the tests' ``PYTHONPATH`` (:data:`CARRIED_VARIABLES`).
 
     The e2e tests give codling a minimal environment so that no credentials leak in from the machine; without
     coverage's variables those processes would run unmeasured.
     """
-    return {**env, **{name: os.environ[name] for name in COVERAGE_VARIABLES if name in os.environ}}
+    return {**{name: os.environ[name] for name in CARRIED_VARIABLES if name in os.environ}, **env}
 
 
 def alive(pid: int) -> bool:
