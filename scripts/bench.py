@@ -21,7 +21,8 @@ What it measures (see DESIGN.md §13):
    ``sessions show``, spawned through the ``codling`` entry point, against bare ``python -c pass`` in the same
    run: each under 0.5 s and importing neither pydantic-ai nor a provider SDK.
 6. the session store: session/load of a 1,000-turn session until the replay is complete and session/list over
-   1,000 sessions, both through an in-process agent on histories written by codling's own recorder; the time
+   1,000 sessions, both through an in-process agent on histories written by codling's own recorder; session/list's
+   page 1 against page 200 of 10,000 sessions (a page costs no more deep in the list); the time
    to append one record to a history.jsonl, and the records per second a HistoryRecorder writes.
 7. token accounting per turn in a ConversationSession (``record_turn``: two HistoryEntry.of counting ~1.5k
    tokens of new text, then ``context_used()``) with a 150k-token history, against a 15k-token one to show it does
@@ -731,6 +732,7 @@ STORE_MODEL = "openai-chat:scripted"
 LOAD_TURNS = 1_000
 LIST_SESSIONS = 1_000
 LIST_PROJECTS = 10
+PAGED_SESSIONS = 10_000
 DELTA_SIZE = 16
 """Characters per streamed text or thought delta (a few tokens, as providers send them)."""
 
@@ -991,6 +993,46 @@ async def bench_session_list(config: Config) -> list[Row]:
         Row(f"  with cwd ({in_one} match), first page (median)", ms(in_cwd), "≤ 300 ms", in_cwd <= 0.3),
         Row("  first session/list of a fresh agent (one sample)", ms(first)),
         Row(f"  SessionStore.list() directly, all {count:,} (median)", ms(median(direct))),
+    ]
+
+
+async def bench_list_paging(config: Config) -> list[Row]:
+    """session/list's page 1 and page 200 over 10,000 sessions (issue 29: each page cost as much as re-listing
+    everything up to it): the cursor names the last session listed, so a page should cost the same anywhere."""
+    from codling.acp.server import LIST_PAGE_SIZE
+    from tests.fakes.acp_client import connected
+
+    count, runs = PAGED_SESSIONS, config.list_runs
+    last = count // LIST_PAGE_SIZE
+    progress(f"session/list paging: writing {count:,} sessions, then pages 1 and {last}, {runs} times each")
+    with tempfile.TemporaryDirectory(prefix="codling-bench-") as tmp:
+        home, project = Path(tmp) / "home", Path(tmp) / "project"
+        for directory in (home, project):
+            directory.mkdir()
+        await write_many_sessions(home, [project], count)
+        async with connected(inproc_agent(ok_model(), home), RecordingClient()) as conn:
+            await rpc(conn.initialize(protocol_version=PROTOCOL_VERSION), "initialize")
+            page = await rpc(conn.list_sessions(), "session/list")  # also loads settings and the catalog
+            seen = len(page.sessions)
+            for _ in range(last - 2):  # to the cursor of the last page
+                page = await rpc(conn.list_sessions(cursor=page.next_cursor), "session/list")
+                seen += len(page.sessions)
+            before_last = page.next_cursor
+            firsts: list[float] = []
+            lasts: list[float] = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                await rpc(conn.list_sessions(), "session/list")
+                firsts.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                page = await rpc(conn.list_sessions(cursor=before_last), "session/list")
+                lasts.append(time.perf_counter() - start)
+            if seen + len(page.sessions) != count or page.next_cursor is not None:
+                raise RuntimeError(f"paging listed {seen + len(page.sessions):,} of {count:,} sessions")
+    first, at_end = median(firsts), median(lasts)
+    return [
+        Row(f"session/list over {count:,} sessions, page 1 (median)", ms(first)),
+        Row(f"  page {last} (median)", ms(at_end), "≤ 2 × page 1", at_end <= 2 * first),
     ]
 
 
@@ -1637,6 +1679,7 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("first delta", lambda: bench_first_delta(config, server, env), env)
         rows += await guarded("session/load", lambda: bench_session_load(config))
         rows += await guarded("session/list", lambda: bench_session_list(config))
+        rows += await guarded("session/list paging", lambda: bench_list_paging(config))
         rows += await guarded("history append", lambda: bench_append(config))
         rows += await guarded("token accounting", lambda: bench_accounting(config))
         rows += await guarded("big text", lambda: bench_big_text(config))

@@ -8,12 +8,14 @@ import sys
 def main() -> None:
     """Run the CLI. ``codling acp`` takes a fast path that skips typer and rich, to answer initialize sooner.
 
-    First of all, codling's secret variables are moved out of its process environment (``codling.seal``)."""
-    from codling.seal import seal
+    First of all, codling's secret variables are moved out of its process environment and its memory is made
+    unreadable to other processes of the user, the commands it runs included (``codling.seal``)."""
+    from codling.seal import seal, undumpable
 
     # By name only: the providers' table (llm/providers.py) adds just base URLs and costs ~40 ms to import, paid
     # twice when codling restarts; commands still lose those too (tools/local.py).
     seal()
+    undumpable()  # after seal(): execve makes a process dumpable again
     if sys.argv[1:] == ["acp"]:
         from codling.cli.acp_main import run_acp
 

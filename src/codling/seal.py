@@ -8,8 +8,13 @@ anything else runs, with those variables taken out of its environment and handed
 pipe instead; the new process puts them back into ``os.environ`` (which writes fresh memory, not the block
 ``/proc`` shows), where settings, providers and the redactors find them as before.
 
+Its memory holds them still, and a process of the same user may read ``/proc/<pid>/mem`` (and ``environ``,
+``maps``…) of any process it could trace. :func:`undumpable` makes codling non-dumpable
+(``prctl(PR_SET_DUMPABLE, 0)``, Linux), so those files belong to root and only codling itself (and root) may
+read them; the programs codling starts are dumpable again (``execve`` resets the flag).
+
 Not covered: the program that launched codling (an editor, a shell) may hold the same variables in its own
-environment, and a process of the same user that may trace codling (or root) can still read its memory.
+environment, and root can still read codling's memory.
 """
 
 from __future__ import annotations
@@ -63,6 +68,23 @@ def seal(
     except OSError as e:
         _warn(f"it could not restart itself ({e.strerror or e})")
     os.close(read_end)
+
+
+_PR_SET_DUMPABLE = 4
+
+
+def undumpable() -> bool:
+    """Make this process non-dumpable (Linux), so that no other process of the same user can read its memory or
+    environment through ``/proc`` (it still reads its own) and no core dump holds its secrets; whether that
+    was done (False elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
+    except (OSError, AttributeError):  # no prctl to be found
+        return False
 
 
 def _unseal(environ: Mapping[str, str]) -> None:

@@ -9,6 +9,12 @@ one of :data:`SECRET_WORDS` (``DB_PASS``, ``AWS_SECRET_ACCESS_KEY``, ``GH_TOKEN`
 one of :data:`SECRET_ENDINGS` (``GITHUBTOKEN``, ``CLIENTSECRET``). Whole words, so ``KEYBOARD``,
 ``PASSAGE``, ``TOKENIZERS_PARALLELISM``, ``SSH_AUTH_SOCK`` and ``PWD`` are not secrets. Callers add the names
 they know to be credentials whatever they look like (the providers' variables, ``llm/providers.py``).
+
+A variable is also secret by its value, whatever its name: a URL with a password in it, or a value holding a
+credential of a well-known shape (:data:`CREDENTIAL_SHAPES`: GitHub, GitLab, OpenAI, Anthropic, Slack, AWS key
+ids, Google API keys, Hugging Face, npm, PyPI, Stripe, SendGrid, DigitalOcean, Shopify, Groq, Replicate, xAI
+tokens, JWTs, PEM private keys). Such a credential inside a longer value (``Bearer ghp_…``) is redacted on its
+own as well as the whole value.
 """
 
 from __future__ import annotations
@@ -59,13 +65,52 @@ def is_secret_name(name: str) -> bool:
 _URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
 """A URL that carries a password (``postgres://user:pw@host/db``): a secret whatever its variable is called."""
 
+CREDENTIAL_SHAPES: tuple[tuple[str, str], ...] = (
+    ("GitHub token", r"gh[pousr]_[A-Za-z0-9]{36,}"),
+    ("GitHub fine-grained token", r"github_pat_[A-Za-z0-9_]{50,}"),
+    ("GitLab token", r"gl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}"),
+    ("OpenAI or Anthropic key", r"sk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,}"),
+    ("Slack token", r"xox[abeoprs]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}"),
+    ("AWS access key id", r"(?:AKIA|ASIA)[A-Z0-9]{16}"),
+    ("Google API key", r"AIza[A-Za-z0-9_-]{35}"),
+    ("Hugging Face token", r"hf_[A-Za-z0-9]{30,}"),
+    ("npm token", r"npm_[A-Za-z0-9]{36,}"),
+    ("PyPI token", r"pypi-[A-Za-z0-9_-]{50,}"),
+    ("Stripe key", r"[rs]k_(?:live|test)_[A-Za-z0-9]{20,}"),
+    ("SendGrid key", r"SG\.[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"),
+    ("DigitalOcean token", r"do[opr]_v1_[a-f0-9]{64}"),
+    ("Shopify token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    ("Groq key", r"gsk_[A-Za-z0-9]{40,}"),
+    ("Replicate token", r"r8_[A-Za-z0-9]{30,}"),
+    ("xAI key", r"xai-[A-Za-z0-9]{50,}"),
+    ("JSON web token", r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"),
+    ("PEM private key", r"-----BEGIN[A-Z ]*PRIVATE KEY-----[^-]+-----END[A-Z ]*PRIVATE KEY-----"),
+)
+"""Well-known credential shapes (after gitleaks' and GitHub secret scanning's rules): a variable holding one is
+secret whatever its name. Each has its provider's prefix and a minimum length, and must stand alone (not inside
+a longer word), so a branch name such as ``task-sk-…`` or a short ``sk-learn`` is not taken for a key."""
+
+_CREDENTIAL = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:" + "|".join(f"(?:{shape})" for _, shape in CREDENTIAL_SHAPES) + r")(?![A-Za-z0-9_-])"
+)
+
+
+def credentials_in(value: str) -> list[str]:
+    """The credentials of a well-known shape (:data:`CREDENTIAL_SHAPES`) that ``value`` holds, in order."""
+    return _CREDENTIAL.findall(value)
+
+
+def is_secret_value(value: str) -> bool:
+    """Whether ``value`` is a credential by its shape alone: a URL with a password, or a well-known token."""
+    return bool(_URL_WITH_PASSWORD.match(value) or _CREDENTIAL.search(value))
+
 
 def secret_names(env: Mapping[str, str], known: Iterable[str] = ()) -> frozenset[str]:
     """The variables of ``env`` that hold secrets: named like one, among the ``known`` credential names, or
-    holding a URL with a password in it (``DATABASE_URL``, a base URL with credentials)."""
+    holding one by its value (:func:`is_secret_value`: ``DATABASE_URL`` with a password, ``CI_BOT=ghp_…``)."""
     known = set(known)
     return frozenset(
-        name for name, value in env.items() if name in known or is_secret_name(name) or _URL_WITH_PASSWORD.match(value)
+        name for name, value in env.items() if name in known or is_secret_name(name) or is_secret_value(value)
     )
 
 
@@ -87,9 +132,11 @@ class Redactor:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], known: Iterable[str] = ()) -> Redactor:
-        """Treat the value of every secret variable of ``env`` (:func:`secret_names`) as a secret, whether or
-        not commands may see it: allowing a command a token does not allow recording it."""
-        return cls([env[name] for name in secret_names(env, known)])
+        """Treat the value of every secret variable of ``env`` (:func:`secret_names`), and each well-known
+        credential inside one, as a secret, whether or not commands may see it: allowing a command a token does not
+        allow recording it."""
+        values = [env[name] for name in secret_names(env, known)]
+        return cls([*values, *(found for value in values for found in credentials_in(value))])
 
     def __call__(self, text: str) -> str:
         for secret in self._secrets:

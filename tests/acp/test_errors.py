@@ -155,11 +155,12 @@ async def test_bad_directories_are_invalid_params_never_internal_errors(home: Pa
 
 async def test_list_refuses_a_cursor_it_did_not_give_out(home: Path) -> None:
     async with agent(home) as conn:
-        for cursor in ("abc", "-5", "9" * 5000, "1.5"):
+        for cursor in ("abc", "-5", "9" * 5000, "1.5", "0", "2026-11-26T03:40:00.123Z@../../etc", "x@20261126-0a"):
             error = await error_of(conn.list_sessions(cursor=cursor))
             assert error.data is not None
             assert (error.code, "cursor" in error.data) == (-32602, True)
-        assert (await conn.list_sessions(cursor="0")).sessions == []
+        # A cursor past every session lists none.
+        assert (await conn.list_sessions(cursor="2000-01-01T00:00:00.000Z@20000101-000000000000")).sessions == []
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -132,6 +133,33 @@ async def test_list_reads_disk_filters_by_cwd_and_pages(
         assert everything.next_cursor is not None
         with pytest.raises(RequestError):
             await conn.list_sessions(cursor="bogus")
+
+
+async def test_paging_lists_every_session_once_even_when_one_is_made_meanwhile(
+    agent: Agent, project: Path, home: Path
+) -> None:
+    # (issue 29) Pages start after the last session of the page before, not at an offset: a session made while
+    # a client pages (it sorts first) moves none of the others onto the next page a second time.
+    store = SessionStore(home)
+    made = [new_session_id() for _ in range(2 * LIST_PAGE_SIZE + 7)]
+    for number, session_id in enumerate(made):
+        store.create(SessionHeader(session_id, project, MODEL_ID, "ask")).close()
+        # Half of them updated in the same millisecond: the id orders those, across a page's end too.
+        when = 1_700_000_000 if number % 2 else 1_700_000_000 + number
+        os.utime(store.history_path(session_id), (when, when))
+    async with agent(Script([])) as (conn, _):
+        pages = [await conn.list_sessions()]
+        store.create(SessionHeader(late := new_session_id(), project, MODEL_ID, "ask")).close()
+        while pages[-1].next_cursor is not None:
+            pages.append(await conn.list_sessions(cursor=pages[-1].next_cursor))
+        again = await conn.list_sessions()
+    listed = [s.session_id for page in pages for s in page.sessions]
+    assert len(pages) == 3 and [len(page.sessions) for page in pages] == [LIST_PAGE_SIZE, LIST_PAGE_SIZE, 7]
+    assert sorted(listed) == sorted(made) and late not in listed  # each once; the late one sorts before them
+    keys = [(s.updated_at, s.session_id) for page in pages for s in page.sessions]
+    assert keys == sorted(keys, reverse=True)  # newest first, as store.list() orders them
+    assert listed == [s.session_id for s in store.list() if s.session_id != late]
+    assert again.sessions[0].session_id == late
 
 
 async def test_fork_copies_history_and_leaves_the_original(agent: Agent, project: Path, home: Path) -> None:

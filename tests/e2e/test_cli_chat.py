@@ -3,6 +3,7 @@ answer, press Ctrl-C or Ctrl-D. The model is the loopback OpenAI-compatible serv
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import sys
@@ -187,3 +188,41 @@ def test_a_configuration_error_is_one_line_and_exit_2_before_the_chat_opens(
     assert codling_.output.startswith("codling: ") and "nosuch:model" in codling_.output
     assert len(codling_.output.strip().splitlines()) == 1
     assert "›" not in codling_.output and SessionStore(home).list() == []
+
+
+def test_the_chat_never_shows_a_secret_value_a_tool_or_the_model_echoes(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    # (issue 29 D8) codling run's output was redacted; the chat printed what a file, a command or the model said.
+    token = "ghp_" + "Ch4t" * 9
+    (project / "notes.txt").write_text(f"deploy token: {token}\n")
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="r1")]),
+        Reply(tool_calls=[ToolCall("run_command", {"command": "cat notes.txt; echo $CI_BOT"}, id="c1")]),
+        Reply(text=["The token is ", token[:10], token[10:], " as noted."]),  # split across two deltas
+    )
+    codling_ = PtyProcess(
+        [sys.executable, "-m", "codling", "chat", "--mode", "yolo", "-v"],
+        env={
+            **model_env(home, server),
+            "CI_BOT": token,  # secret by its value's shape
+            "TERM": "xterm",
+            "NO_COLOR": "1",
+            "PROMPT_TOOLKIT_NO_CPR": "1",
+        },
+        cwd=project,
+    )
+    try:
+        at = codling_.expect("›")
+        codling_.send("what is the deploy token?\r")
+        at = codling_.expect("as noted.", after=at)
+        codling_.expect("›", after=at)
+        codling_.send(CTRL_D)
+        assert codling_.wait() == 0
+    finally:
+        codling_.close()
+    assert "deploy token: [redacted]" in codling_.output  # the tool output was shown…
+    assert "The token is [redacted] as noted." in codling_.output
+    assert token.encode() not in codling_.raw and token[:20] not in codling_.output  # …never the value
+    # The model read it (what it reads is not redacted; what the user's terminal shows is).
+    assert token in json.dumps(server.requests[1]["messages"])

@@ -4,7 +4,10 @@ config.toml, against the loopback OpenAI-compatible server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,15 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import PROTOCOL_VERSION, helpers
+from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio
 
 from tests.e2e.test_acp_process import API_KEY, agent_env, spawned
 from tests.fakes.acp_client import RecordingClient
+from tests.fakes.deadlines import deadline
 from tests.fakes.mcp import ROOT, SERVER_MODULE, http_server, pid_written
 from tests.fakes.npm_mcp import everything_server
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
-from tests.fakes.processes import gone
+from tests.fakes.processes import alive, gone
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -106,6 +110,46 @@ async def test_editor_servers_over_stdio_and_http_are_isolated_reported_and_stop
         'local: echo (text: "from A")',
         "web: add (a: 20, b: 22)",
     ]
+
+
+@pytest.mark.parametrize("ending", ["stdin EOF", "SIGTERM", "SIGKILL"])
+async def test_daemons_a_stdio_server_starts_end_with_its_session_and_with_codling(
+    ending: str, home: Path, project: Path, server: OpenAIServer, tmp_path: Path
+) -> None:
+    def daemonizing(name: str) -> McpServerStdio:
+        return stdio_server(name, tmp_path / f"{name}.pid", "--daemon", str(tmp_path / f"{name}.daemon"))
+
+    client = RecordingClient()
+    command = (sys.executable, "-m", "codling", "acp")
+    async with spawn_agent_process(client, *command, env=agent_env(home, server)) as (conn, process):
+        try:
+            await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), deadline(30))
+            closed = await conn.new_session(cwd=str(project), mcp_servers=[daemonizing("closed")])
+            await conn.new_session(cwd=str(project), mcp_servers=[daemonizing("kept")])
+            daemon_closed = await pid_written(tmp_path / "closed.daemon", deadline(20))
+            daemon_kept = await pid_written(tmp_path / "kept.daemon", deadline(20))
+            assert alive(daemon_closed) and alive(daemon_kept)
+
+            # session/close ends the server and the daemon it left in a session of its own; the other stays.
+            await conn.close_session(session_id=closed.session_id)
+            assert await gone(daemon_closed, deadline(10))
+            assert alive(daemon_kept)
+
+            # codling going away, however it goes, takes the other server's daemon with it.
+            if ending == "stdin EOF":
+                assert process.stdin is not None
+                process.stdin.close()
+            else:
+                process.send_signal(signal.SIGTERM if ending == "SIGTERM" else signal.SIGKILL)
+            await asyncio.wait_for(process.wait(), deadline(20))
+            assert await gone(daemon_kept, deadline(10))
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            for daemon in tmp_path.glob("*.daemon"):  # what a failing run left behind
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(daemon.read_text()), signal.SIGKILL)
 
 
 async def test_a_third_party_npm_server_from_config_toml_works_and_sees_no_secrets(

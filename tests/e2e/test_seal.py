@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 
 from codling.seal import SEALED_FD, seal
 from tests.e2e.test_cli import base_env, codling, model_env
+from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
 
 SECRETS = {
@@ -69,3 +72,65 @@ def test_seal_restarts_only_with_secrets_and_hands_them_over_through_the_pipe(ho
     assert (path, argv) == (sys.executable, ["codling", "acp"])
     assert env == {**plain, SEALED_FD: env[SEALED_FD]}
     assert handed == [SECRETS]
+
+
+SHAPED = {  # (issue 29 D9) credentials whose names say nothing: secret by their values' shapes
+    "CI_BOT": "ghp_" + "S3al" * 9,
+    "DEPLOY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "HOOK": "xoxb-1234567890-0987654321-AbCdEfGhIj",
+}
+
+
+def test_variables_holding_well_known_credentials_are_scrubbed_and_redacted_whatever_their_names(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    env = {**model_env(home, server), **SHAPED}
+    server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": "env"})]))
+    server.enqueue(
+        Reply(text=["Your bot token is ", SHAPED["CI_BOT"][:20], SHAPED["CI_BOT"][20:], " and ", SHAPED["HOOK"]])
+    )
+
+    result = codling("run", "--mode", "yolo", "-v", "show the environment", env=env, cwd=project)
+
+    assert result.returncode == 0, result.stderr
+    tool_output = server.requests[1]["messages"][-1]["content"]
+    assert "PATH=" in tool_output  # the command ran and printed its environment, without these:
+    assert not [name for name in SHAPED if f"{name}=" in tool_output]
+    (history,) = (home / "sessions").glob("*/history.jsonl")
+    for value in SHAPED.values():  # nothing that leaves codling holds them
+        assert value not in result.stdout and value not in result.stderr and value not in history.read_text()
+    assert result.stdout.count("[redacted]") == 2
+
+
+def test_a_command_cannot_read_codling_s_memory_or_environment(home: Path, project: Path, server: OpenAIServer) -> None:
+    # (issue 29 D9) A process of the same user may open any process's /proc/<pid>/mem and environ that it could
+    # trace; codling is not dumpable, so the command (run by codling's reaper: its parent's parent is codling)
+    # cannot. Root may trace anything: as root, codling runs without CAP_SYS_PTRACE (nor can its commands get
+    # it), which leaves root's files readable (environ is one) but takes /proc/<pid>/mem of a process that is
+    # not dumpable away.
+    root = os.getuid() == 0
+    if root and not shutil.which("setpriv"):
+        pytest.skip("as root this needs setpriv to drop CAP_SYS_PTRACE")
+    probe = (
+        "c=$(cut -d' ' -f4 /proc/$PPID/stat); echo codling=$c; "
+        "if cat /proc/$c/environ >/dev/null 2>&1; then echo environ=read; else echo environ=denied; fi; "
+        "if head -c 0 /proc/$c/mem 2>/dev/null; then echo mem=opened; else echo mem=denied; fi"
+    )
+    server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": probe})]), Reply(text=["done"]))
+    without_ptrace = ["setpriv", "--bounding-set", "-sys_ptrace", "--inh-caps", "-sys_ptrace"] if root else []
+    process = subprocess.Popen(
+        [*without_ptrace, sys.executable, "-m", "codling", "run", "--mode", "yolo", "probe"],
+        env=model_env(home, server),
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stdout, stderr = process.communicate(timeout=deadline(60))
+    assert process.returncode == 0, stderr  # codling works undumpable
+    assert stdout.strip() == "done"
+    tool_output = server.requests[1]["messages"][-1]["content"]
+    assert f"codling={process.pid}" in tool_output  # (setpriv runs codling in its own place)
+    assert "mem=denied" in tool_output, tool_output
+    assert root or "environ=denied" in tool_output, tool_output

@@ -1,7 +1,7 @@
 """A real MCP server for tests, on the ``mcp`` SDK: stdio, streamable HTTP or SSE.
 
     python -m tests.fakes.mcp_server [--transport stdio|http|sse] [--name NAME] [--start-delay S] [--fail]
-        [--fail-listing] [--refusing] [--extra-tools N]
+        [--fail-listing] [--refusing] [--extra-tools N] [--daemon PIDFILE]
 
 Tools: ``echo(text)``, ``add(a, b)``, ``whoami()`` (the server's ``--name`` and its ``MCP_FAKE_TOKEN``),
 ``slow(seconds, marker)`` (sleeps; writes ``cancelled`` to the file ``marker`` when the call is cancelled),
@@ -12,6 +12,8 @@ once they accept connections. With ``MCP_FAKE_PIDFILE`` set, the process writes 
 ``--fail`` writes to stderr and exits 3 before speaking MCP; ``--start-delay`` waits before serving (a slow
 server). ``--fail-listing`` answers the tool listing with a JSON-RPC error; ``--refusing`` adds ``refuse()``,
 which answers with a JSON-RPC error (the server still works); ``--extra-tools N`` adds ``extra_000``... tools.
+``--daemon PIDFILE`` first starts a daemon as a shell does (``setsid sleep &`` from a shell that then exits: in
+a session of its own, an orphan) and writes its pid to ``PIDFILE``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import os
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -120,9 +123,13 @@ def main() -> None:
     parser.add_argument("--fail-listing", action="store_true")
     parser.add_argument("--refusing", action="store_true")
     parser.add_argument("--extra-tools", type=int, default=0)
+    parser.add_argument("--daemon", type=Path)
     args = parser.parse_args()
     if pidfile := os.environ.get("MCP_FAKE_PIDFILE"):
         Path(pidfile).write_text(str(os.getpid()))
+    if args.daemon:
+        script = 'setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > "$1.part" && mv "$1.part" "$1"'
+        subprocess.run(["sh", "-c", script, "sh", str(args.daemon)], check=True)
     if args.fail:
         print("error: the fake server refuses to start (--fail)", file=sys.stderr, flush=True)
         sys.exit(3)

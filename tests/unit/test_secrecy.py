@@ -14,7 +14,16 @@ from codling.config import Settings, load_settings
 from codling.errors import ConfigError
 from codling.llm.providers import credential_names
 from codling.seal import seal
-from codling.secrecy import RedactingFormatter, RedactingStream, Redactor, is_secret_name, scrubbed, secret_names
+from codling.secrecy import (
+    RedactingFormatter,
+    RedactingStream,
+    Redactor,
+    credentials_in,
+    is_secret_name,
+    is_secret_value,
+    scrubbed,
+    secret_names,
+)
 
 SECRET = [
     "OPENAI_API_KEY",
@@ -87,6 +96,67 @@ def test_a_base_url_is_no_secret_unless_it_holds_a_password() -> None:
         "HOMEPAGE": "https://example.com/a:b@c",  # (no password before a host: a path holding ":" and "@")
     }
     assert secret_names(env, credential_names()) == {"OLLAMA_BASE_URL", "DATABASE_URL"}
+
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+CREDENTIAL_VALUES = [
+    "ghp_" + "a1B2" * 9,
+    "gho_" + "Z" * 36,
+    "ghs_" + "0" * 36,
+    "github_pat_11ABCDEFG0" + "x" * 72,
+    "glpat-" + "Ab1_" * 5,
+    "sk-" + "A1b2" * 12,
+    "sk-proj-" + "x_Y-" * 30,
+    "sk-ant-api03-" + "q" * 93,
+    "xoxb-1234567890-0987654321-AbCdEf",
+    "xapp-1-A012BCDEF-1234567890-abcdef",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ASIAY34FZKBOKMUTVV7A",
+    "AIzaSyA-" + "1" * 31,
+    "hf_" + "AbC" * 11 + "d",
+    "npm_" + "N" * 36,
+    "pypi-AgEIcHlwaS5vcmc" + "P" * 60,
+    "sk_live_" + "4" * 24,
+    JWT,
+    "Bearer ghp_" + "a" * 36,  # inside a longer value
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n",
+]
+ORDINARY_VALUES = [
+    "/usr/local/bin:/usr/bin:/bin",
+    "xterm-256color",
+    "en_US.UTF-8",
+    "sk-learn",
+    "sk-" + "a" * 31,  # too short for a key
+    "task-sk-" + "a" * 40,  # inside a word
+    "ghp_short",
+    "AKIA",
+    "AKIAIOSFODNN7EXAMPLEXX",  # longer than a key id
+    "hf_hub_offline",
+    "eyJhbGciOiJIUzI1NiJ9",  # a JWT's header alone
+    "https://api.openai.com/v1",
+    "main",
+]
+
+
+@pytest.mark.parametrize("value", CREDENTIAL_VALUES)
+def test_a_variable_holding_a_well_known_credential_is_secret_whatever_its_name(value: str) -> None:
+    # (issue 29 D9: secrets by value and shape)
+    assert is_secret_value(value)
+    assert secret_names({"CI_BOT": value, "PATH": "/bin"}) == {"CI_BOT"}
+
+
+@pytest.mark.parametrize("value", ORDINARY_VALUES)
+def test_ordinary_values_are_no_credentials(value: str) -> None:
+    assert not is_secret_value(value)
+
+
+def test_a_credential_inside_a_longer_value_is_redacted_on_its_own_too() -> None:
+    token = "ghp_" + "a" * 36
+    env = {"AUTH_HEADER_VALUE": f"Bearer {token}", "DEPLOY": JWT, "PATH": "/bin"}
+    assert credentials_in(env["AUTH_HEADER_VALUE"]) == [token]
+    assert scrubbed(env) == {"PATH": "/bin"}
+    redact = Redactor.from_env(env)
+    assert redact(f"got {token} and {JWT} and Bearer {token}") == "got [redacted] and [redacted] and [redacted]"
 
 
 def test_scrubbed_keeps_the_rest_and_what_is_allowed() -> None:

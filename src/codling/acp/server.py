@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -76,7 +77,7 @@ from codling.errors import (
 from codling.llm.catalog import Catalog, load_catalog
 from codling.paths import user_catalog_file
 from codling.secrecy import Redactor
-from codling.store.ids import check_session_id
+from codling.store.ids import check_session_id, is_session_id
 
 if TYPE_CHECKING:
     from codling.acp.content import ContentBlock
@@ -89,6 +90,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE = 50
+_CURSOR = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)@([0-9a-f-]{21})", re.ASCII)
+"""A session/list cursor: the last listed session's ``updated_at`` and id."""
 
 INTRODUCTION_DELAY = 0.1
 """Seconds between the response naming a new (or forked) session and the notifications introducing it (its
@@ -364,20 +367,24 @@ class CodlingAgent:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
-        """Sessions on disk (a fresh process sees every one), newest first, optionally only those in ``cwd``."""
+        """Sessions on disk (a fresh process sees every one), newest first, optionally only those in ``cwd``. The
+        cursor names the last session of the page before (``updated_at@id``), so a page costs the same wherever
+        it starts, and sessions made meanwhile shift nothing."""
         _, _, store = self._config()
-        if cursor and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 12):
-            raise RequestError.invalid_params({"cursor": shown(cursor), "message": "not a cursor codling gave out"})
-        start = int(cursor) if cursor else 0
-        found = store.list(resolved(absolute(cwd, "cwd"), "cwd") if cwd else None)
-        page = found[start : start + LIST_PAGE_SIZE]
-        more = start + LIST_PAGE_SIZE < len(found)
+        after = None
+        if cursor:
+            match = _CURSOR.fullmatch(cursor)
+            if match is None or not is_session_id(match[2]):
+                raise RequestError.invalid_params({"cursor": shown(cursor), "message": "not a cursor codling gave out"})
+            after = (match[1], match[2])
+        where = resolved(absolute(cwd, "cwd"), "cwd") if cwd else None
+        page, following = store.page(where, after, LIST_PAGE_SIZE)
         return ListSessionsResponse(
             sessions=[
                 SessionInfo(session_id=s.session_id, cwd=str(s.cwd), title=s.title, updated_at=s.updated_at)
                 for s in page
             ],
-            next_cursor=str(start + LIST_PAGE_SIZE) if more else None,
+            next_cursor=f"{following[0]}@{following[1]}" if following is not None else None,
         )
 
     async def _reopen(

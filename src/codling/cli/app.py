@@ -307,22 +307,35 @@ async def _chat(
     first: str | None,
 ) -> int:
     from codling.brain.turns import COMMANDS
-    from codling.cli.chat import CHAT_COMMANDS, Chat
+    from codling.cli.chat import CHAT_COMMANDS, Chat, SettledInput
     from codling.cli.chat_input import PromptInput
     from codling.cli.draw import use_color
-    from codling.cli.oneshot import terminal_views
+    from codling.cli.oneshot import redacted_output, terminal_views
     from codling.llm.providers import credential_names
     from codling.secrecy import Redactor
 
-    renderer, approver = terminal_views(sys.stdout, err=sys.stderr, approve=True, verbose=verbose)
     redact = Redactor.from_env(settings.env, credential_names())
     commands = {**CHAT_COMMANDS, **COMMANDS}
+    # Made first, on the terminal itself: the input line echoes what the user types, which redaction (keeping
+    # back what may start a secret) would garble.
     line = PromptInput(settings.home, commands, plan.header.cwd, redact)
-    color = use_color(sys.stdout, os.environ)
-    session = Chat(
-        settings, catalog, plan, mode, input=line, renderer=renderer, approver=approver, out=sys.stdout, color=color
-    )
-    return await session.run(first)
+    # Everything else the chat prints (replies, tool output, notes, transcripts, questions) is redacted by value,
+    # as codling run's output is.
+    with redacted_output(redact) as settle:
+        renderer, approver = terminal_views(sys.stdout, err=sys.stderr, approve=True, verbose=verbose)
+        color = use_color(sys.stdout, os.environ)
+        session = Chat(
+            settings,
+            catalog,
+            plan,
+            mode,
+            input=SettledInput(line, settle),
+            renderer=renderer,
+            approver=approver,
+            out=sys.stdout,
+            color=color,
+        )
+        return await session.run(first)
 
 
 def _prepare(

@@ -17,6 +17,7 @@ import asyncio
 import os
 import re
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -71,6 +72,25 @@ class ChatInput(Protocol):
     def abort(self) -> None:
         """End a read in progress with ``EOFError``."""
         ...
+
+
+@dataclass(frozen=True)
+class SettledInput:
+    """A :class:`ChatInput` that runs ``settle`` before each read: the chat's output is redacted
+    (``oneshot.redacted_output``), which keeps back the end of a text that may start a secret until the next
+    write says; before the chat waits for the user, that end is written out."""
+
+    inner: ChatInput
+    settle: Callable[[], None]
+
+    async def read(self) -> str:
+        """The next input of ``inner``, once the output is settled."""
+        self.settle()
+        return await self.inner.read()
+
+    def abort(self) -> None:
+        """End ``inner``'s read in progress."""
+        self.inner.abort()
 
 
 @dataclass(frozen=True)

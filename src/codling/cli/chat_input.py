@@ -12,6 +12,7 @@ what they mean).
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.output import create_output
 
 PROMPT = "› "
 CONTINUATION = "  "
@@ -110,6 +112,7 @@ class PromptInput:
             key_bindings=_bindings(),
             prompt_continuation=CONTINUATION,
             enable_suspend=True,
+            output=create_output(sys.stdout),  # the terminal as it is now, before the chat redacts sys.stdout
         )
 
     async def read(self) -> str:

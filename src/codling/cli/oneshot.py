@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,16 +88,22 @@ async def run_turn(
 
 
 @contextmanager
-def redacted_output(redact: Redactor) -> Iterator[None]:
-    """``sys.stdout`` and ``sys.stderr`` passing through ``redact`` meanwhile (``RedactingStream``)."""
+def redacted_output(redact: Redactor) -> Iterator[Callable[[], None]]:
+    """``sys.stdout`` and ``sys.stderr`` passing through ``redact`` meanwhile (``RedactingStream``). Yields a
+    function writing out what they hold back (the end of a text that may start a secret), for a caller about to
+    wait for the user (the chat's prompt)."""
     streams = sys.stdout, sys.stderr
-    sys.stdout = cast(TextIO, RedactingStream(sys.stdout, redact))
-    sys.stderr = cast(TextIO, RedactingStream(sys.stderr, redact))
+    redacting = RedactingStream(sys.stdout, redact), RedactingStream(sys.stderr, redact)
+    sys.stdout, sys.stderr = cast(tuple[TextIO, TextIO], redacting)
+
+    def settle() -> None:
+        for stream in redacting:
+            stream.close()
+
     try:
-        yield
+        yield settle
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            cast(RedactingStream, stream).close()
+        settle()
         sys.stdout, sys.stderr = streams
 
 

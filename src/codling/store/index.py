@@ -12,6 +12,7 @@ are not session ids are not sessions.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -52,6 +53,14 @@ class SessionSummary:
     model: str = ""
 
 
+ListKey = tuple[str, str]
+"""A session's place in a list: its ``updated_at`` and its id (a list shows the greatest first)."""
+
+
+def _timestamp(mtime: float) -> str:
+    return datetime.fromtimestamp(mtime, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 class Meta(BaseModel):
     """meta.json: what listing needs, cached from the history."""
 
@@ -78,6 +87,8 @@ class SessionStore:
     def __init__(self, home: Path, redact: Redactor | None = None) -> None:
         self.root = home / "sessions"
         self._redact = redact or Redactor([])
+        self._ordered: tuple[int | None, list[ListKey]] | None = None
+        """The last list keys read (:meth:`_order`), with the sessions directory's mtime then."""
 
     def _directory(self, session_id: str) -> Path:
         return self.root / check_session_id(session_id)
@@ -213,6 +224,50 @@ class SessionStore:
             raise self._unusable("cannot be read", e) from e
         return [name for name in names if (self.root / name / HISTORY).is_file()]
 
+    def _updated(self) -> list[ListKey]:
+        """Every session's list key, ``(updated_at, session_id)``, in ascending order (a list shows it reversed):
+        one ``stat`` of each history, no metadata read."""
+        keys: list[ListKey] = []
+        for session_id in self._ids():
+            try:
+                keys.append((_timestamp(self.history_path(session_id).stat().st_mtime), session_id))
+            except OSError:  # gone meanwhile
+                continue
+        keys.sort()
+        return keys
+
+    def _order(self, fresh: bool) -> list[ListKey]:
+        """The list keys: read again when ``fresh`` or when sessions were made or deleted since (the sessions
+        directory changed), else those of the last read, which the pages after a first one share."""
+        try:
+            stamp: int | None = self.root.stat().st_mtime_ns
+        except OSError:
+            stamp = None
+        if fresh or self._ordered is None or self._ordered[0] != stamp:
+            self._ordered = (stamp, self._updated())
+        return self._ordered[1]
+
+    def page(self, cwd: Path | None, after: ListKey | None, size: int) -> tuple[list[SessionSummary], ListKey | None]:
+        """Up to ``size`` sessions (only those working in ``cwd`` if given) that come after the key ``after`` in
+        list order (from the first if None), and the key to give as ``after`` for the next page (None: no more).
+
+        A first page reads every history's mtime for the order (no metadata); the pages after it seek into that
+        order and read the metadata of the sessions they show (and, with ``cwd``, of those they pass over), so
+        page 200 costs no more than page 1. A session made meanwhile sorts first, so it moves none of the others
+        from one page to the next; one updated meanwhile keeps its place until the next first page."""
+        keys = self._order(fresh=after is None)
+        end = len(keys) if after is None else bisect.bisect_left(keys, after)
+        found: list[tuple[ListKey, SessionSummary]] = []
+        wanted = str(cwd) if cwd is not None else None
+        for index in range(end - 1, -1, -1):
+            summary = self._summary(keys[index][1])
+            if summary is not None and (wanted is None or str(summary.cwd) == wanted):
+                found.append((keys[index], summary))
+                if len(found) > size:
+                    break
+        shown = found[:size]
+        return [summary for _, summary in shown], shown[-1][0] if len(found) > size else None
+
     def list(self, cwd: Path | None = None) -> list[SessionSummary]:
         """Every readable session (only those working in ``cwd`` if given), most recently updated first."""
         found: list[SessionSummary] = []
@@ -234,7 +289,7 @@ class SessionStore:
             mtime = self.history_path(session_id).stat().st_mtime
         except OSError:
             return None
-        updated = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        updated = _timestamp(mtime)
         meta = self._meta(session_id)
         if meta is None:
             return None

@@ -20,6 +20,13 @@ reaper, found by a walk of ``/proc`` by parent pid, gets SIGTERM, ``GRACE`` seco
 none is left; then the reaper exits as the shell did (same code, or killed by the same signal). SIGTERM,
 SIGHUP and SIGINT to the reaper do the same. ``LC_CTYPE`` is ``-`` (unset) or ``=VALUE``: the variable as
 codling meant it, because Python's start-up sets it in a C locale (PEP 538), which the command must not see.
+
+An MCP stdio server runs under it too (``python -I -S reaper.py serve GRACE LC_CTYPE PATH ARGV0 ARG...``, spawned
+by the MCP SDK in a session of its own): the server, started at ``PATH`` in a session of its own, gets the
+reaper's stdin, stdout and stderr (the JSON-RPC pipes, the error log), which the reaper then lets go of, keeping
+only a watch on stdout. The server's end (the SDK closed its stdin, or it crashed), SIGTERM (the SDK's own kill,
+which reaches only the reaper's group), and codling going away (its end of stdout closed: the watch reports an
+error) each stop everything below the reaper, ``setsid`` grandchildren included; then it exits as the server did.
 """
 
 from __future__ import annotations
@@ -41,6 +48,12 @@ def reaper_argv(status_fd: int, grace: float, lc_ctype: str | None, argv: list[s
     """The argv that runs ``argv`` under the reaper, reporting on ``status_fd``."""
     mark = "-" if lc_ctype is None else f"={lc_ctype}"
     return [sys.executable, "-I", "-S", REAPER, str(status_fd), repr(grace), mark, *argv]
+
+
+def server_argv(grace: float, lc_ctype: str | None, path: str, argv: list[str]) -> list[str]:
+    """The argv that runs an MCP stdio server (the program at ``path``, with ``argv``) under the reaper."""
+    mark = "-" if lc_ctype is None else f"={lc_ctype}"
+    return [sys.executable, "-I", "-S", REAPER, "serve", repr(grace), mark, path, *argv]
 
 
 def can_reap() -> bool:
@@ -89,7 +102,7 @@ def descendants(root: int) -> set[int]:
 class Reaper:
     """The shell, its status, and a wake-up pipe that SIGCHLD and the stop signals write to."""
 
-    def __init__(self, status_fd: int) -> None:
+    def __init__(self, status_fd: int | None) -> None:
         self.status_fd = status_fd
         self.shell: int | None = None
         self.status: int | None = None
@@ -107,6 +120,8 @@ class Reaper:
 
     def tell(self, line: str) -> None:
         """Write one line of status for codling (which may be gone: then nobody listens, the work goes on)."""
+        if self.status_fd is None:
+            return
         with contextlib.suppress(OSError):
             os.write(self.status_fd, f"{line}\n".encode())
 
@@ -137,6 +152,16 @@ class Reaper:
         if control is not None and control in ready and not os.read(control, 512):
             self.stopping = True
 
+    def watch(self, seconds: float, pipe: int) -> None:
+        """Wait up to ``seconds`` for a signal or for the reader of ``pipe`` (a write end) to be gone (then stop)."""
+        poller = select.poll()
+        poller.register(self._wake, select.POLLIN)
+        poller.register(pipe, 0)  # errors only: a pipe whose readers are all gone reports POLLERR
+        for fd, events in poller.poll(seconds * 1000):
+            if fd == pipe and events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
+                self.stopping = True
+        self.wait(0)
+
     def stop_all(self, grace: float) -> None:
         """SIGTERM everything below, ``grace`` seconds to go, then SIGKILL sweeps until none is left."""
         me = os.getpid()
@@ -163,14 +188,43 @@ class Reaper:
             self.wait(0.05 if sig == signal.SIGTERM else 0.01)
 
 
-def main(argv: list[str]) -> int:
-    """Run the command of ``argv`` (see the module docstring); the shell's exit code."""
-    status_fd, grace, lc_ctype, shell = int(argv[1]), float(argv[2]), argv[3], argv[4:]
-    os.set_inheritable(status_fd, False)  # the command must not hold it
-    if lc_ctype == "-":
+def _set_lc_ctype(mark: str) -> None:
+    if mark == "-":
         os.environ.pop("LC_CTYPE", None)
     else:
-        os.environ["LC_CTYPE"] = lc_ctype[1:]
+        os.environ["LC_CTYPE"] = mark[1:]
+
+
+def serve(grace: float, path: str, argv: list[str]) -> int:
+    """Run an MCP stdio server on the reaper's own stdio until it ends, SIGTERM comes or codling is gone; then
+    stop everything below and return its exit code."""
+    become_subreaper()
+    reaper = Reaper(None)
+    try:
+        reaper.shell = os.posix_spawn(path, argv, os.environ, setsid=True, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+    except OSError as e:
+        os.write(2, f"cannot start {path}: {os.strerror(e.errno or 0)}\n".encode())
+        return 127
+    watched = os.dup(1)  # not inheritable: only the server may hold the pipes
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(null, fd)
+    while not reaper.stopping and reaper.status is None:
+        reaper.reap()
+        if reaper.status is None:
+            reaper.watch(1.0, watched)
+    reaper.stop_all(grace)
+    return _exit_as(reaper)
+
+
+def main(argv: list[str]) -> int:
+    """Run the command of ``argv`` (see the module docstring); the shell's exit code."""
+    if argv[1] == "serve":
+        _set_lc_ctype(argv[3])
+        return serve(float(argv[2]), argv[4], argv[5:])
+    status_fd, grace, lc_ctype, shell = int(argv[1]), float(argv[2]), argv[3], argv[4:]
+    os.set_inheritable(status_fd, False)  # the command must not hold it
+    _set_lc_ctype(lc_ctype)
     become_subreaper()  # if refused, orphans escape us; codling's scan by CODLING_COMMAND_ID still runs
     reaper = Reaper(status_fd)
     null = os.open(os.devnull, os.O_RDWR)
@@ -193,6 +247,11 @@ def main(argv: list[str]) -> int:
         reaper.reap()
         reaper.wait(1.0, control=0)
     reaper.stop_all(grace)
+    return _exit_as(reaper)
+
+
+def _exit_as(reaper: Reaper) -> int:
+    """The exit code of the shell (or server), or end by its signal; 128 + SIGTERM when it never ended."""
     if reaper.status is None:
         return 128 + signal.SIGTERM
     code = os.waitstatus_to_exitcode(reaper.status)

@@ -6,6 +6,9 @@ seconds to import.
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -15,19 +18,32 @@ from pydantic_ai.mcp import MCPToolset
 
 from codling import __version__
 from codling.mcp_servers import McpServerSpec
+from codling.tools.reaper import can_reap, server_argv
 
 CONNECTION_CLOSED = -32000
 """The JSON-RPC error code the MCP SDK gives a request whose connection went away."""
+
+SERVER_KILL_GRACE = 1.0
+"""Seconds a stdio server's leftover processes get after SIGTERM before SIGKILL (within the 2 s the MCP SDK
+waits for the server to exit once its stdin is closed)."""
 
 
 def toolset_for(spec: McpServerSpec, cwd: Path, startup_timeout: float, errlog: IO[bytes] | None) -> MCPToolset[Any]:
     """An ``MCPToolset`` that reaches ``spec``'s server (not yet connected)."""
     transport: Any
     if spec.transport == "stdio":
+        command, args = spec.command, list(spec.args)
+        if can_reap():
+            # Under codling's reaper, so that what the server starts (setsid'd daemons included) ends with it.
+            env = {**_default_environment(), **dict(spec.env)}
+            args = server_argv(
+                SERVER_KILL_GRACE, env.get("LC_CTYPE"), program_path(command, env, cwd), [command, *args]
+            )
+            command, args = args[0], args[1:]
         # keep_alive=False: leaving the toolset ends the process (fastmcp would otherwise keep it for reuse).
         transport = StdioTransport(
-            spec.command,
-            list(spec.args),
+            command,
+            args,
             env=dict(spec.env),
             cwd=str(cwd),
             keep_alive=False,
@@ -45,6 +61,26 @@ def toolset_for(spec: McpServerSpec, cwd: Path, startup_timeout: float, errlog: 
         init_timeout=startup_timeout,
         client_info=Implementation(name="codling", version=__version__),
     )
+
+
+def program_path(command: str, env: dict[str, str], cwd: Path) -> str:
+    """Where the program ``command`` names is, as the server's start would find it (its ``PATH``, or ``cwd``
+    for a relative path); ``FileNotFoundError`` naming ``command`` when it is not there."""
+    found: str | None
+    if os.sep in command:
+        path = str(cwd / command)
+        found = path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    else:
+        found = shutil.which(command, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+    return found
+
+
+def _default_environment() -> dict[str, str]:
+    from mcp.client.stdio import get_default_environment
+
+    return get_default_environment()
 
 
 def protocol_error(error: BaseException) -> bool:
