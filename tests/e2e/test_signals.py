@@ -157,67 +157,13 @@ async def test_a_signal_to_codling_run_stops_commands_and_records_the_turn(
             await process.wait()
 
 
-async def test_stdin_closed_mid_turn_ends_the_turn_as_cancelled_and_recorded(
-    home: Path, project: Path, server: OpenAIServer
+@pytest.mark.parametrize("closed", ["stdin", "stdout"])
+async def test_a_client_gone_mid_turn_ends_the_turn_as_cancelled_and_recorded(
+    home: Path, project: Path, server: OpenAIServer, closed: str
 ) -> None:
-    # (issue 29 D14: codling exited at once, the prompt unanswered and the turn without its turn_end)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "codling",
-        "acp",
-        cwd=project,
-        env=agent_env(home, server),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    assert process.stdin is not None and process.stdout is not None
-    stdout = process.stdout
-
-    async def answer(request_id: int) -> dict[str, object]:
-        while True:
-            line = await asyncio.wait_for(stdout.readline(), DEADLINE)
-            assert line, f"the agent closed stdout before answering request {request_id}"
-            message = json.loads(line)
-            if message.get("id") == request_id and "method" not in message:
-                return message
-
-    def send(request_id: int, method: str, params: dict[str, object]) -> None:
-        line = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        process.stdin.write((json.dumps(line) + "\n").encode())  # type: ignore[union-attr]
-
-    pgid = None
-    try:
-        send(1, "initialize", {"protocolVersion": PROTOCOL_VERSION})
-        await answer(1)
-        send(2, "session/new", {"cwd": str(project), "mcpServers": []})
-        session_id = (await answer(2))["result"]["sessionId"]  # type: ignore[index]
-        send(3, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "run it"}]})
-        await until(lambda: _pid(project / "cmd.pid") is not None, "the command to start", process)
-        pgid = _pid(project / "cmd.pid")
-        process.stdin.close()  # the client is gone, mid-turn
-        prompted = await answer(3)
-        assert prompted["result"] == {"stopReason": "cancelled"}  # heard before the agent went
-        assert await asyncio.wait_for(process.wait(), DEADLINE) == 0
-        assert pgid is not None
-        await until(lambda: _group_gone(pgid), "the command's process group to go")
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        if pgid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
-    record = last_record(home)
-    assert (record["kind"], record["stop_reason"]) == ("turn_end", "cancelled")
-
-
-async def test_stdout_closed_mid_turn_ends_the_turn_as_cancelled_and_recorded(
-    home: Path, project: Path, server: OpenAIServer
-) -> None:
-    """A client that stops reading (closes codling's stdout, keeps stdin open): codling notices at once, ends
-    its turns as cancelled and recorded, and exits 0, instead of streaming into a closed pipe."""
+    """The client closes codling's stdin (issue 29 D14: codling exited at once, the prompt unanswered and the
+    turn without its turn_end), or stops reading its stdout but keeps stdin open (codling streamed on into the
+    closed pipe): the turn ends as cancelled and recorded, its command stopped, and codling exits 0."""
     read_end, write_end = os.pipe()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -257,11 +203,17 @@ async def test_stdout_closed_mid_turn_ends_the_turn_as_cancelled_and_recorded(
         send(3, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "run it"}]})
         await until(lambda: _pid(project / "cmd.pid") is not None, "the command to start", process)
         pgid = _pid(project / "cmd.pid")
-        reading.close()  # the client stops reading, mid-turn; stdin stays open
+        if closed == "stdin":
+            process.stdin.close()  # the client is gone, mid-turn
+            prompted = await answer(3)
+            assert prompted["result"] == {"stopReason": "cancelled"}  # heard before the agent went
+        else:
+            reading.close()  # the client stops reading, mid-turn; stdin stays open
         assert await asyncio.wait_for(process.wait(), DEADLINE) == 0
         assert pgid is not None
         await until(lambda: _group_gone(pgid), "the command's process group to go")
     finally:
+        reading.close()
         if process.returncode is None:
             process.kill()
             await process.wait()
