@@ -85,7 +85,7 @@ def _violations(rel: str, names: list[str]) -> list[str]:
 
 
 # acp and cli are peers; the CLI may only start the server and print a session's replay (what a client sees).
-CLI_MAY_USE_ACP = {"codling.acp.server", "codling.acp.replay"}
+CLI_MAY_USE_ACP = {"codling.acp.serving", "codling.acp.replay"}
 
 MODULES = sorted(SRC.rglob("*.py"))
 

@@ -53,7 +53,7 @@ def run_acp(model: str | None = None) -> None:
     except ConfigError as e:
         print(f"codling acp: {e}", file=sys.stderr)
         sys.exit(2)
-    from codling.acp.server import serve
+    from codling.acp.serving import serve
 
     received: int | None = None
     with contextlib.suppress(KeyboardInterrupt):
