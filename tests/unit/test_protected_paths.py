@@ -17,11 +17,11 @@ from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.files import edit_file, write_file
+from codling.tools.git_places import CONFIG_WHY, GIT_DIR_WHY, HOOKS_WHY
 from codling.tools.patch import apply_patch
 from codling.tools.ports import Decision, FileDiff, PermissionRequest
 from codling.tools.protected import (
     CODLING_WHY,
-    HOOKS_WHY,
     PROTECTED_PATHS,
     SHELL_WHY,
     ProtectedPlace,
@@ -331,3 +331,73 @@ async def test_accept_edits_asks_each_time_for_the_users_home_wherever_the_works
     assert (user / ".codling" / "config.toml").read_text() == 'mode = "yolo"\n'
     assert not (user / ".bashrc").exists()
     assert (user / "notes.txt").read_text() == "ok\n"
+
+
+# --- what git runs programs from, wherever it lies (the second round of attacks) -------------------------
+
+
+@pytest.fixture
+def git_home(user: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``user`` as the home git reads its global configuration from."""
+    monkeypatch.setenv("HOME", str(user))
+    return user
+
+
+async def test_a_global_hooks_directory_outside_every_repository_is_protected(git_home: Path) -> None:
+    (git_home / ".gitconfig").write_text("[core]\n\thooksPath = ~/.githooks\n")
+    protection = Protection(home=git_home, git=shutil.which("git"), roots=(git_home,))
+    found = await protection.find((git_home / ".githooks" / "pre-commit",))
+    assert found == ProtectedPlace(git_home / ".githooks", HOOKS_WHY)
+
+
+@pytest.mark.parametrize(
+    ("config", "target", "why"),
+    [
+        # ~/.gitconfig includes a local file: writing it sets core.fsmonitor for every repository
+        ("[include]\n\tpath = ~/.gitconfig.local\n", ".gitconfig.local", CONFIG_WHY),
+        ('[includeIf "gitdir:~/"]\n\tpath = .config/extra.gitconfig\n', ".config/extra.gitconfig", CONFIG_WHY),
+    ],
+)
+async def test_configuration_files_git_includes_are_protected_even_before_they_exist(
+    git_home: Path, config: str, target: str, why: str
+) -> None:
+    (git_home / ".gitconfig").write_text(config)
+    protection = Protection(home=None, git=shutil.which("git"), roots=(git_home,))
+    found = await protection.find((git_home / target,))
+    assert found is not None and found.why == why
+
+
+async def test_a_repository_s_included_config_and_a_hooks_path_beside_it_are_protected(
+    git_home: Path, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    for name in ("r2", "r3"):
+        (ws / name).mkdir(parents=True)
+        git(ws / name, "init", "-q")
+    git(ws / "r2", "config", "include.path", "../project.gitconfig")  # relative to .git/: r2/project.gitconfig
+    git(ws / "r3", "config", "core.hooksPath", str(ws / "sharedhooks"))
+    (ws / "sharedhooks").mkdir()
+    protection = Protection(git=shutil.which("git"), roots=(ws,))
+    assert await protection.find((ws / "r2" / "project.gitconfig",)) == ProtectedPlace(
+        ws / "r2" / "project.gitconfig", CONFIG_WHY
+    )
+    assert await protection.find((ws / "sharedhooks" / "pre-push",)) == ProtectedPlace(ws / "sharedhooks", HOOKS_WHY)
+    assert await protection.find((ws / "notes" / "todo.md",)) is None
+    assert await protection.find((ws / "r2" / "src" / "app.py",)) is None
+
+
+@pytest.mark.parametrize("name", ["gitdirs/r7", ".cfg"])
+async def test_a_git_directory_under_any_name_is_protected(tmp_path: Path, name: str) -> None:
+    gitdir = tmp_path / name
+    subprocess.run(["git", "init", "-q", "--bare", str(gitdir)], check=True)
+    protection = Protection(git=None)
+    for inside in ("config", "hooks/pre-commit", "new/file"):
+        assert await protection.find((gitdir / inside,)) == ProtectedPlace(gitdir, GIT_DIR_WHY)
+    assert await protection.find((tmp_path / "gitdirs" / "readme.md",)) is None
+
+
+@pytest.mark.parametrize(
+    "path", [".bash_aliases", ".xsession", ".vimrc", ".config/nvim/init.lua", ".gnupg/gpg-agent.conf", ".npmrc"]
+)
+async def test_more_start_up_files_in_the_home_are_protected(user: Path, path: str) -> None:
+    assert await protection_of(user).find((user / path,)) is not None

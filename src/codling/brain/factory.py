@@ -67,7 +67,12 @@ def open_session(
         permissions=Permissions(
             mode,
             approver,
-            Protection(home=user_home(settings.env), codling_home=settings.home, git=shutil.which("git")),
+            Protection(
+                home=user_home(settings.env),
+                codling_home=settings.home,
+                git=shutil.which("git"),
+                roots=(cwd, *additional_dirs),
+            ),
         ),
         command_timeout=settings.command_timeout,
         mcp=mcp,

@@ -10,6 +10,8 @@ so each git command codling runs gets :data:`SAFE_CONFIG`, through :func:`git_co
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from collections.abc import Mapping
 
@@ -46,3 +48,30 @@ def git_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {name: value for name, value in source.items() if not name.upper().startswith("GIT_")}
     env.update(_SET_ENV)
     return env
+
+
+async def git_output(
+    git: str, *args: str, settings: tuple[str, ...] = SAFE_CONFIG, timeout: float = 5.0
+) -> bytes | None:
+    """What ``git args`` prints (under ``settings``, in :func:`git_env`), or ``None`` when it fails, cannot
+    start or does not finish within ``timeout`` seconds (it is killed then, never left behind)."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *git_command(git, *args, settings=settings),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=git_env(),
+        )
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        return None
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await asyncio.shield(proc.wait())
+    return out if proc.returncode == 0 else None

@@ -12,9 +12,11 @@ in read-only (:class:`~codling.tools.approval.Permissions`). Three kinds, checke
   directories, editors' user settings, and codling's own directory (config.toml can switch the mode to yolo
   and add an MCP server command; models.json names endpoints). They are protected wherever the workspace lies,
   also when it is the home directory itself or above it.
-* **The hooks directory git uses** (:func:`hooks_directory`): ``core.hooksPath`` names any directory of the
-  repository (husky's ``.husky``, a ``tools/hooks``…); git runs the programs in it on commit, checkout, merge
-  and push. It is asked of git itself, for each edit, so a setting changed during the session counts at once.
+* **What git runs programs from** (``tools/git_places.py``): the hooks directory ``core.hooksPath`` names
+  (husky's ``.husky``, a ``tools/hooks``, a global ``~/.githooks``…), every git configuration file in effect
+  and every file one includes, and any git directory (a bare repository too). git runs the programs they name
+  on commit, checkout, push or a mere ``git status``. They are asked of git itself, for each edit, for the
+  repository the path lies in and the workspace's, so a setting changed during the session counts at once.
 
 A symbolic link does not hide one: tools name each path both as the model wrote it and resolved.
 """
@@ -22,13 +24,13 @@ A symbolic link does not hide one: tools name each path both as the model wrote 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from codling.tools.git import SAFE_CONFIG, git_command, git_env
+from codling.tools.git_places import GIT_DIR_WHY, GitView, git_directory_above, git_view, nested_repositories
 
 SHELL_WHY = "your shell runs it when a terminal opens or you log in"
+EDITOR_WHY = "the editor runs the code in its start-up files whenever it opens"
 AGENT_WHY = "another coding agent runs the commands and servers its settings name"
 HOOK_MANAGER_WHY = "git runs these hooks on commit, checkout and push, once the hook manager is installed"
 
@@ -103,9 +105,12 @@ HOME_PLACES: tuple[tuple[str, str], ...] = (
             ".xprofile",
             ".xsessionrc",
             ".xinitrc",
+            ".xsession",
+            ".bash_aliases",
             ".pam_environment",
             ".config/fish/",
             ".config/environment.d/",
+            ".config/plasma-workspace/env/",
         )
     ),
     (".ssh/", "ssh trusts the keys and runs the commands (ProxyCommand, rc) named there"),
@@ -116,17 +121,24 @@ HOME_PLACES: tuple[tuple[str, str], ...] = (
     (".config/git/", "git runs the programs its global config names (core.fsmonitor, hooks…) in every repository"),
     (".local/bin/", "a program there runs whenever its name is typed (it is on PATH)"),
     ("bin/", "a program there runs whenever its name is typed (it is on PATH)"),
+    (".cargo/bin/", "a program there runs whenever its name is typed (it is on PATH)"),
     (".config/zed/", "Zed runs the language servers and commands your settings name"),
     (".config/Code/User/", "VS Code runs the programs your settings and tasks name"),
+    (".config/Cursor/User/", "Cursor runs the programs your settings and tasks name"),
+    (".config/opencode/", AGENT_WHY),
+    (".vimrc", EDITOR_WHY),
+    (".vim/", EDITOR_WHY),
+    (".config/nvim/", EDITOR_WHY),
+    (".emacs", EDITOR_WHY),
+    (".emacs.d/", EDITOR_WHY),
+    (".tmux.conf", "tmux runs the commands its configuration names when it starts"),
+    (".config/tmux/", "tmux runs the commands its configuration names when it starts"),
+    (".gnupg/", "gpg runs the programs its configuration names (pinentry-program) and trusts its keys"),
+    (".npmrc", "npm runs what its configuration names (node-options, script-shell) on every npm command"),
 )
 """Places in the user's home directory (a name ending in ``/``: that directory and everything in it)."""
 
 CODLING_WHY = "codling's own settings, models and sessions (config.toml can switch the mode and add MCP commands)"
-HOOKS_WHY = "git runs the programs in its hooks directory (core.hooksPath) on commit, checkout and push"
-_ASKING = tuple(setting for setting in SAFE_CONFIG if not setting.startswith("core.hooksPath="))
-"""git's safe settings but for the hooks directory, which is the question (rev-parse runs no hook)."""
-GIT_TIMEOUT = 5.0
-"""Seconds git gets to name its hooks directory; past it only the other protections apply."""
 
 
 @dataclass(frozen=True)
@@ -158,12 +170,14 @@ def protected(paths: tuple[PurePath, ...]) -> ProtectedPath | None:
 @dataclass(frozen=True)
 class Protection:
     """Every protected path of a session: :data:`PROTECTED_PATHS`, the places in ``home`` and
-    ``codling_home``, and the hooks directory of the repository each path lies in (asked of ``git``, its
-    executable; None: no git, so no hooks directory)."""
+    ``codling_home``, git directories wherever they are, and the places git runs programs from
+    (``tools/git_places.py``) for the repository each path lies in and for each of the workspace's ``roots``,
+    asked of ``git``, its executable (None: no git to ask)."""
 
     home: Path | None = None
     codling_home: Path | None = None
     git: str | None = None
+    roots: tuple[Path, ...] = ()
 
     def places(self) -> tuple[ProtectedPlace, ...]:
         """The places in the homes, each both as given and resolved (either can be how a path is named)."""
@@ -187,47 +201,33 @@ class Protection:
             for place in places:
                 if place.holds(path):
                     return place
+        for path in paths:
+            if (directory := git_directory_above(path)) is not None:
+                return ProtectedPlace(directory, GIT_DIR_WHY)
         if self.git is None:
             return None
-        for directory in dict.fromkeys(_existing_parent(Path(path)) for path in paths):
-            hooks = await hooks_directory(self.git, directory)
-            if hooks is None:
-                continue
-            place = ProtectedPlace(hooks, HOOKS_WHY)
-            resolved = ProtectedPlace(_resolved(hooks), HOOKS_WHY)
-            if any(place.holds(path) or resolved.holds(path) for path in paths):
-                return place
+        outside = False  # a path in no repository: its hooks may be those of a repository beside it
+        for directory in dict.fromkeys([*(_existing_parent(Path(path)) for path in paths), *self.roots]):
+            view = await git_view(self.git, directory)
+            outside = outside or (directory not in self.roots and view.top is None)
+            if (covering := _covering(view, paths)) is not None:
+                return covering
+        if outside:
+            nested = [repo for root in self.roots for repo in nested_repositories(root)]
+            for view in await asyncio.gather(*(git_view(self.git, repo) for repo in nested)):
+                if (covering := _covering(view, paths)) is not None:
+                    return covering
         return None
 
 
-async def hooks_directory(git: str, directory: Path) -> Path | None:
-    """The directory whose programs git runs as hooks for the repository holding ``directory``
-    (``core.hooksPath`` resolved as git resolves it, else ``.git/hooks``), or ``None`` outside a repository
-    or when git does not say within :data:`GIT_TIMEOUT` seconds."""
-    args = git_command(
-        git, "-C", str(directory), "rev-parse", "--path-format=absolute", "--git-path", "hooks", settings=_ASKING
-    )
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *args,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            env=git_env(),
-        )
-    except OSError:
-        return None
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT)
-    except TimeoutError:
-        return None
-    finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await asyncio.shield(proc.wait())
-    text = out.decode("utf-8", "surrogateescape").strip()
-    return Path(text) if proc.returncode == 0 and text.startswith("/") else None
+def _covering(view: GitView, paths: tuple[PurePath, ...]) -> ProtectedPlace | None:
+    """The place of ``view`` that holds one of ``paths`` (named as git gives it, or resolved), or ``None``."""
+    for found in view.places:
+        place = ProtectedPlace(found.path, found.why)
+        resolved = ProtectedPlace(_resolved(found.path), found.why)
+        if any(place.holds(path) or resolved.holds(path) for path in paths):
+            return place
+    return None
 
 
 def _existing_parent(path: Path) -> Path:
