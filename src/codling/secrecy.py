@@ -24,6 +24,7 @@ import logging
 import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 SECRET_WORDS = frozenset(
     {
@@ -62,7 +63,7 @@ def is_secret_name(name: str) -> bool:
     return any(w in SECRET_WORDS or w.endswith(SECRET_ENDINGS) for w in words) or name.upper().endswith(SECRET_SUFFIXES)
 
 
-_URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
+_URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:([^/\s@]+)@")
 """A URL that carries a password (``postgres://user:pw@host/db``): a secret whatever its variable is called."""
 
 CREDENTIAL_SHAPES: tuple[tuple[str, str], ...] = (
@@ -96,8 +97,11 @@ _CREDENTIAL = re.compile(
 
 
 def credentials_in(value: str) -> list[str]:
-    """The credentials of a well-known shape (:data:`CREDENTIAL_SHAPES`) that ``value`` holds, in order."""
-    return _CREDENTIAL.findall(value)
+    """The credentials of a well-known shape (:data:`CREDENTIAL_SHAPES`) that ``value`` holds, in order, then
+    the password of each URL in it (as written and percent-decoded: it may turn up on its own, in a command's
+    output or a config file, and is redacted then too when it is long enough)."""
+    passwords = _URL_WITH_PASSWORD.findall(value)
+    return [*_CREDENTIAL.findall(value), *dict.fromkeys([*passwords, *map(unquote, passwords)])]
 
 
 def is_secret_value(value: str) -> bool:

@@ -36,7 +36,7 @@ async def test_a_token_the_model_reads_and_repeats_never_reaches_the_editor(
         await agent.request(0, "initialize", {"protocolVersion": 1}, deadline(30))
         new = await agent.request(1, "session/new", {"cwd": str(project), "mcpServers": []}, deadline(30))
         session_id = new["result"]["sessionId"]
-        prompt = [{"type": "text", "text": "what is in .env?"}]
+        prompt = [{"type": "text", "text": f"what is in .env? is it {TOKEN}?"}]  # (the title comes from it)
         done = await agent.request(2, "session/prompt", {"sessionId": session_id, "prompt": prompt}, deadline(60))
         assert done["result"]["stopReason"] == "end_turn"
     assert TOKEN in json.dumps(server.requests[1]["messages"])  # the model read the file as it is

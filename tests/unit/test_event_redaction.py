@@ -66,3 +66,12 @@ def test_every_text_an_event_carries_is_redacted() -> None:
 def test_events_without_secrets_are_the_same_objects() -> None:
     event = ToolCallFinished("t", "c1", "read_file", "completed", "nothing secret")
     assert through([event])[0] is event
+
+
+def test_a_path_named_after_a_secret_is_redacted() -> None:
+    finished = ToolCallFinished(
+        "t", "c1", "write_file", "completed", "ok", diff=FileDiff(Path(f"/w/{SECRET}.txt"), "", "x")
+    )
+    (out,) = through([finished])
+    assert isinstance(out, ToolCallFinished) and out.diff is not None
+    assert out.diff.path == Path("/w/[redacted].txt")

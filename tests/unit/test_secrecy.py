@@ -276,3 +276,12 @@ def test_a_stream_redacts_a_secret_split_across_writes() -> None:
     assert secret[:6] not in out.getvalue()  # what may start a secret waits for the next write
     stream.close()
     assert out.getvalue() == "token: [redacted] and ghost is up\ntail gh"
+
+
+def test_a_url_s_password_is_redacted_on_its_own_too() -> None:
+    env = {"DATABASE_URL": "postgres://app:s3cr%40t-passw0rd@db.internal:5432/app"}
+    redact = Redactor.from_env(env)
+    assert redact("PGPASSWORD=s3cr@t-passw0rd psql") == "PGPASSWORD=[redacted] psql"  # percent-decoded
+    assert redact("url s3cr%40t-passw0rd") == "url [redacted]"
+    assert redact(env["DATABASE_URL"]) == "[redacted]"
+    assert Redactor.from_env({"DB_URL": "mysql://u:short@h/d"})("short") == "short"  # too short alone

@@ -423,6 +423,7 @@ class CodlingAgent:
         paths = ClientPaths(client_dirs)
 
         async def send_title(title: str) -> None:
+            title = self._redact(title)  # a title is made from the prompt, which may hold a secret
             update = SessionInfoUpdate(session_update="session_info_update", title=title, updated_at=now())
             await self.client.session_update(session_id=header.session_id, update=update)
 

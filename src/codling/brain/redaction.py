@@ -19,14 +19,18 @@ T = TypeVar("T")
 
 def redacted(value: T, redact: Redactor) -> T:
     """``value`` with every string in it redacted: strings, and those inside dataclasses (frozen ones are
-    copied), tuples, lists and dicts (keys and values). Anything else (numbers, paths, datetimes) is kept."""
+    copied), tuples, lists and dicts (keys and values), and paths. Anything else (numbers, datetimes) is kept."""
     return _walk(value, redact)
 
 
 def _walk(value: Any, redact: Redactor) -> Any:
     if isinstance(value, str):
         return redact(value)
-    if isinstance(value, PurePath) or value is None or isinstance(value, int | float | bool):
+    if isinstance(value, PurePath):  # a file may be named after a token
+        text = str(value)
+        clean = redact(text)
+        return value if clean == text else type(value)(clean)
+    if value is None or isinstance(value, int | float | bool):
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         changes = {}
