@@ -1,5 +1,6 @@
 """Size attacks through a real `codling acp` (issue 29 D1 and the prompt cap): a 10 MB reply without whitespace
-leaves the other sessions answered and comes back to the model cut; a 50 MB prompt is kept capped."""
+is stopped at the response cap, leaves the other sessions answered and comes back to the model cut; a 50 MB
+prompt is kept capped."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from acp import PROTOCOL_VERSION, helpers
+from acp import PROTOCOL_VERSION, RequestError, helpers
 
+from codling.brain.drive import RESPONSE_MAX_CHARS, TOO_LONG
 from codling.brain.prompt import PROMPT_MAX_CHARS
 from codling.brain.turns import REPLY_MAX_CHARS
 from tests.e2e.test_acp_process import spawned
@@ -33,7 +35,7 @@ def assistant_texts(body: dict[str, object]) -> list[str]:
     return [text_of(m.get("content")) for m in messages if m.get("role") == "assistant"]
 
 
-async def test_a_10_mb_reply_leaves_other_sessions_answered_and_returns_to_the_model_cut(
+async def test_a_10_mb_reply_is_stopped_leaves_other_sessions_answered_and_returns_to_the_model_cut(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:
     # A window the kept reply fits in, so the next turn sends it rather than compacting first.
@@ -56,26 +58,35 @@ async def test_a_10_mb_reply_leaves_other_sessions_answered_and_returns_to_the_m
             assert {s.session_id for s in sessions.sessions} >= {big}
             await asyncio.wait_for(conn.set_session_mode(session_id=other, mode_id="ask"), deadline(10))
             listed += 1
-        assert await turns == ("end_turn", "end_turn") and listed >= 1
+        assert await turns == ("failed", "end_turn") and listed >= 1
+    streamed = "".join(u.content.text for u in client.of_kind("agent_message_chunk"))
+    assert len(streamed) <= RESPONSE_MAX_CHARS  # stopped at the cap: 10 deltas of the 100
     second = server.requests[-1]
     replies = assistant_texts(second)
     assert len(replies) == 1
     kept = replies[0]
     assert len(kept) < REPLY_MAX_CHARS + 1_000
-    assert f"[cut: {10 * MB - REPLY_MAX_CHARS:,} characters more of this reply were here" in kept
-    assert kept.startswith("x" * 1000) and kept.endswith("x" * 1000)
+    assert f"[cut: {1 * MB - REPLY_MAX_CHARS:,} characters more of this reply were here" in kept
+    assert kept.startswith("x" * 1000) and TOO_LONG in kept
+    history = home / "sessions" / big / "history.jsonl"
+    assert history.stat().st_size < 3 * MB
 
 
 async def turns_in(conn: object, sid: str) -> tuple[str, str]:
-    first = await asyncio.wait_for(
-        conn.prompt(session_id=sid, prompt=[helpers.text_block("Print a lot.")]),  # type: ignore[attr-defined]
-        deadline(120),
-    )
+    try:
+        await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[helpers.text_block("Print a lot.")]),  # type: ignore[attr-defined]
+            deadline(120),
+        )
+        first = "end_turn"
+    except RequestError as e:
+        assert TOO_LONG in str(e.data)
+        first = "failed"
     second = await asyncio.wait_for(
         conn.prompt(session_id=sid, prompt=[helpers.text_block("Thanks.")]),  # type: ignore[attr-defined]
         deadline(120),
     )
-    return first.stop_reason, second.stop_reason
+    return first, second.stop_reason
 
 
 async def test_a_50_mb_prompt_is_kept_capped_with_a_note_and_reloads_at_once(

@@ -5,10 +5,10 @@
 reports each call as ``ToolCallStarted`` and ``ToolCallFinished``. It knows nothing of sessions: the caller sets
 the run up (history, limits, settings) and keeps the state. User turns and special turns both run through it.
 
-A provider cannot make a turn lie or hang here: a streamed response that ends without saying why it finished
-(no finish reason: the connection was cut) and a stream that sends nothing for ``idle_timeout`` seconds both
-end the run with a ``ModelError`` saying so; the text already streamed stays sent, so the failed turn keeps
-it, followed by the error.
+A provider cannot make a turn lie, hang or swell here: a streamed response that ends without saying why it
+finished (no finish reason: the connection was cut), a stream that sends nothing for ``idle_timeout`` seconds
+and one whose text passes :data:`RESPONSE_MAX_CHARS` all end the run with a ``ModelError`` saying so; the text
+already streamed stays sent, so the failed turn keeps it, followed by the error.
 """
 
 from __future__ import annotations
@@ -58,8 +58,12 @@ async def drive(
         async for node in run:
             if Agent.is_model_request_node(node) and stream:
                 async with node.stream(run.ctx) as events:
+                    streamed_chars = 0
                     async for ev in _paced(events, idle_timeout):
                         if (streamed := _streamed(turn_id, ev)) is not None:
+                            streamed_chars += len(streamed.text)
+                            if streamed_chars > RESPONSE_MAX_CHARS:
+                                raise ModelError(TOO_LONG)
                             send(streamed)
                 _clean_parts(events.response)
                 if events.response.finish_reason is None and events.response.provider_name is not None:
@@ -96,6 +100,17 @@ async def drive(
     usage = run.usage
     return stop, Usage(usage.input_tokens, usage.output_tokens, usage.requests)
 
+
+RESPONSE_MAX_CHARS = 1_048_576
+"""The most text (reply and thinking) one streamed response may bring: far past any real answer (a model's
+output limit is ~128k tokens, ~500k characters). Past it the stream is stopped, so a provider gone wrong
+cannot make codling hold, record and re-process tens of megabytes (a 50 MB reply held every session up 12 s
+and made history.jsonl 50 MB)."""
+
+TOO_LONG = (
+    f"The model's reply passed {RESPONSE_MAX_CHARS:,} characters, so codling stopped it there; what arrived is "
+    "kept above. Ask for less at once, or for long output to be written to a file."
+)
 
 CUT_OFF = (
     "The model provider's stream was cut off before the reply was finished (the provider never said it was "
