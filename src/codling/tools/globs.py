@@ -123,10 +123,10 @@ class GlobIndex:
     def last_match(self, subject: str) -> int:
         """The position of the last glob matching the whole of ``subject``, or -1."""
         best = self._exact.get(subject, -1)
-        segment = len(subject) - subject.rfind("/") - 1  # a "*suffix" glob's star stays in the last segment
-        for length, suffixes in self._suffixes.items():
-            if segment >= length:
-                best = max(best, suffixes.get(subject[len(subject) - length :], -1))
+        if "/" not in subject:  # a "*suffix" glob's star never spans a slash (and its suffix holds none)
+            for length, suffixes in self._suffixes.items():
+                if len(subject) >= length:
+                    best = max(best, suffixes.get(subject[len(subject) - length :], -1))
         if self._by_piece:
             seen: set[str] = set()
             for start in range(len(subject) - _INDEX_CHARS + 1):

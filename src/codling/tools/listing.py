@@ -159,7 +159,7 @@ async def _take(names: AsyncGenerator[bytes, None], directory: Path, max_files: 
     exhausted = False
     while not exhausted and len(files) <= max_files:
         batch.clear()
-        while len(batch) < _CHECK_BATCH:
+        while len(batch) < min(_CHECK_BATCH, max_files + 1 - len(files)):  # never wait for a name not needed
             name = await anext(names, None)
             if name is None:
                 exhausted = True

@@ -167,4 +167,4 @@ def audit_ignore_files(directory: Path, top: Path, halt: Halt, names: tuple[str,
             continue
     for problem in rules.refused:  # the .gitignore files the pruning itself refused (over the rule cap)
         refused.setdefault(problem.path, problem)
-    return Audit(tuple(refused.values()), complete)
+    return Audit(tuple(sorted(refused.values(), key=lambda r: str(r.path))), complete)
