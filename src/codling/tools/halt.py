@@ -71,7 +71,8 @@ async def off_loop(work: Callable[[Halt], T], time_limit: float, name: str = "co
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
             loop.call_soon_threadsafe(deliver, value, error)
 
-    threading.Thread(target=run, name=name, daemon=True).start()
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
     try:
         return await asyncio.shield(done)
     finally:
@@ -79,5 +80,7 @@ async def off_loop(work: Callable[[Halt], T], time_limit: float, name: str = "co
             halt.stop()
             with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
                 await asyncio.wait_for(asyncio.shield(done), _STOP_WAIT)
+            if done.done():
+                thread.join(_STOP_WAIT)  # it has delivered: only its return is left
         if done.done() and not done.cancelled():
             done.exception()  # retrieved, so an error nobody awaits is not logged as lost

@@ -83,7 +83,7 @@ async def list_files(ctx: RunContext[ToolDeps], path: str = ".", max_entries: in
         if limit < LIST_MAX_ENTRIES:
             hint += f" or pass a larger max_entries (up to {LIST_MAX_ENTRIES})"
         notes.append(f"[Showing the first {len(lines)} files; more files are not shown: {hint}.]")
-        summary = f"Listed {shown}: more than {limit} files (the first {limit} shown)"
+        summary = f"Listed {shown}: more than {count_noun(limit, 'file')} (the first {limit} shown)"
     else:
         summary = f"Listed {shown}: {count_noun(len(lines), 'file')}"
     return ToolOutput(text="\n".join([*lines, *notes]), locations=(Location(target),), summary=summary)
