@@ -48,6 +48,10 @@ What it measures (see DESIGN.md §13):
    (each hang waits codling's 30 s). Targets: 100% (working), ≥ 90% (the others). ``--quick`` runs 40 turns,
    working and failing only.
 
+12. hostile repositories (issue 29 D2, D7): list_files (first 1,000 files) in a git tree with 100,000 and
+   1,000,000 untracked files (``--quick``: 100,000), and a walk under a 4,000-rule wildcard .gitignore over 10,000
+   files, each in a fresh process: time, peak memory, the event loop's longest stall; and how soon cancelling a
+   walk under 4,000 rules that no index can skip stops it.
 Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this.
 """
 
@@ -1644,6 +1648,118 @@ async def bench_facts(config: Config) -> list[Row]:
     return rows
 
 
+# --- 12: hostile repositories ------------------------------------------------------------------------------
+
+LISTING_PROBE = r"""
+import asyncio, json, resource, shutil, sys, time
+from pathlib import Path
+from codling.tools.listing import collect_files
+from codling.tools.workspace import Workspace
+
+async def main() -> None:
+    root, use_git = Path(sys.argv[1]), sys.argv[2] == "git"
+    max_files, cancel_after = int(sys.argv[3]), float(sys.argv[4])
+    lag = 0.0
+    async def ticker() -> None:
+        nonlocal lag
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(0.005)
+            lag = max(lag, time.perf_counter() - before - 0.005)
+    tick = asyncio.create_task(ticker())
+    started = time.perf_counter()
+    work = asyncio.create_task(collect_files(root, Workspace(root), git=shutil.which("git") if use_git else None,
+                                             max_files=max_files))
+    result = {}
+    if cancel_after > 0:
+        await asyncio.sleep(cancel_after)
+        cancelled = time.perf_counter()
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        result["cancel_s"] = time.perf_counter() - cancelled
+    else:
+        listing = await work
+        result.update(files=len(listing.files), complete=listing.complete, timed_out=listing.timed_out)
+    result["seconds"] = time.perf_counter() - started
+    tick.cancel()
+    result["lag_ms"] = lag * 1000
+    result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+
+asyncio.run(main())
+"""
+
+
+def untracked_tree(root: Path, files: int) -> None:
+    """A git work tree with ``files`` untracked files, 1,000 to a directory."""
+    subprocess.run(["git", "init", "-q", str(root)], check=True, timeout=60)
+    for d in range(0, files, 1000):
+        directory = root / f"d{d // 1000:04d}"
+        directory.mkdir()
+        for f in range(min(1000, files - d)):
+            os.close(os.open(directory / f"f{f:03d}.txt", os.O_CREAT | os.O_WRONLY, 0o644))
+
+
+def probe_listing(root: Path, *, git: bool, max_files: int = 1000, cancel_after: float = 0) -> dict[str, Any]:
+    """One listing in a fresh interpreter (its peak memory is the listing's), with the loop's worst stall."""
+    out = subprocess.run(
+        [sys.executable, "-c", LISTING_PROBE, str(root), "git" if git else "walk", str(max_files), str(cancel_after)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
+    return json.loads(out.stdout)
+
+
+async def bench_hostile_repos(config: Config) -> list[Row]:
+    """list_files where it used to stall the agent (issue 29 D2, D7): a git tree with very many untracked files,
+    a 4,000-rule wildcard .gitignore, and one whose rules all need the general matcher (cancelled)."""
+    rows = [Row("hostile repositories (list_files, first 1,000 files; a fresh process each)", "")]
+    sizes = (100_000,) if config.quick else (100_000, 1_000_000)
+    for size in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            progress(f"hostile repositories: creating {size:,} untracked files")
+            untracked_tree(Path(tmp), size)
+            progress(f"hostile repositories: listing {size:,} untracked files")
+            r = probe_listing(Path(tmp), git=True)
+            rows += [
+                Row(f"  git, {size:,} untracked files: time", f"{r['seconds']:.2f} s", "< 5 s", r["seconds"] < 5),
+                Row("    peak memory of the process", f"{r['rss_mb']:.0f} MB", "< 150 MB", r["rss_mb"] < 150),
+                Row("    longest event-loop stall", f"{r['lag_ms']:.0f} ms", "< 100 ms", r["lag_ms"] < 100),
+            ]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        rules = "".join(f"*foo{i}*bar*\n**/dir{i}/*.tmp\n[a-c]{i}?*\n" for i in range(1334))
+        (root / ".gitignore").write_text(rules)
+        for d in range(10):
+            (root / f"src{d}").mkdir()
+            for f in range(1000):
+                (root / f"src{d}" / f"file_{f}_bar.py").write_text("")
+        progress("hostile repositories: 4,000 wildcard rules over 10,000 files")
+        r = probe_listing(root, git=False, max_files=100_000)
+        rows += [
+            Row(
+                "  4,000 wildcard rules, 10,000 files (walk): time", f"{r['seconds']:.2f} s", "< 5 s", r["seconds"] < 5
+            ),
+            Row("    longest event-loop stall", f"{r['lag_ms']:.0f} ms", "< 100 ms", r["lag_ms"] < 100),
+        ]
+        (root / ".gitignore").write_text("".join(f"**/file*[0-9]*[!{chr(0x4E00 + i)}]\n" for i in range(4000)))
+        progress("hostile repositories: 4,000 rules the index cannot skip, cancelled after 1 s")
+        r = probe_listing(root, git=False, max_files=100_000, cancel_after=1.0)
+        rows += [
+            Row(
+                "  4,000 rules the index cannot skip: cancel → walk stopped",
+                f"{r['cancel_s'] * 1000:.0f} ms",
+                "< 100 ms",
+                r["cancel_s"] < 0.1,
+            ),
+            Row("    longest event-loop stall", f"{r['lag_ms']:.0f} ms", "< 100 ms", r["lag_ms"] < 100),
+        ]
+    return rows
+
+
 # --- driver ------------------------------------------------------------------------------------------------
 
 
@@ -1688,6 +1804,7 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("what the model reads", lambda: bench_model_reads(config))
         rows += await guarded("pins", lambda: bench_pins(config))
         rows += await guarded("facts over 100 turns", lambda: bench_facts(config))
+        rows += await guarded("hostile repositories", lambda: bench_hostile_repos(config))
     return rows
 
 

@@ -260,7 +260,8 @@ async def test_list_files_caps_with_a_note(proj: Path) -> None:
     result = await list_files(ctx_in(proj), ".", max_entries=10)
     assert result.text.split("\n")[-2:] == [
         "f09.txt",
-        "[Showing 10 of 30 files; list a subdirectory or pass a larger max_entries (up to 5000).]",
+        "[Showing the first 10 files; more files are not shown: list a subdirectory or pass a larger max_entries "
+        "(up to 5000).]",
     ]
 
 

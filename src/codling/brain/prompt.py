@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from codling.paths import codling_home
-from codling.tools.git import git_command, git_env
+from codling.tools.git import config_problem, git_command, git_env
 from codling.tools.workspace import read_plain_file
 
 INSTRUCTION_NAMES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md")
@@ -187,7 +187,7 @@ def prompt_summary(blocks: tuple[PromptBlock, ...]) -> str:
 def _git_branch(cwd: Path) -> str | None:
     # Through tools/git.py: the repository's configuration must not get to run a program (core.fsmonitor…).
     git = shutil.which("git")
-    if git is None:
+    if git is None or config_problem(cwd, git) is not None:  # an include naming a pipe would hold git
         return None
     try:
         out = subprocess.run(

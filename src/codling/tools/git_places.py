@@ -12,17 +12,19 @@ the repository's and the user's to say, in files that may include others:
 * a git directory anywhere (a bare repository, a separate ``--git-dir``, ``~/.cfg`` of a dotfiles setup): a
   directory holding ``HEAD``, ``objects/`` and ``refs/`` is one, whatever its name.
 
-Each question runs git without the repository's programs (``tools/git.py``) and within a time limit; git
-that cannot answer leaves only what the other protections cover.
+Each question runs git without the repository's programs (``tools/git.py``) and within a time limit, and
+not at all where its configuration includes a file that is not a regular one (``config_problem``); git that
+cannot answer leaves only what the other protections cover.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from codling.tools.git import SAFE_CONFIG, git_output
+from codling.tools.git import SAFE_CONFIG, config_problem, git_output
 
 HOOKS_WHY = "git runs the programs in its hooks directory (core.hooksPath) on commit, checkout and push"
 CONFIG_WHY = "git runs the programs its configuration names (core.fsmonitor, core.hooksPath…)"
@@ -69,6 +71,8 @@ async def git_view(git: str, directory: Path) -> GitView:
     the global configuration counts everywhere)."""
     places: list[GitPlace] = []
     top: Path | None = None
+    if await asyncio.to_thread(config_problem, directory, git) is not None:
+        return GitView((), None)  # an include naming a pipe would hold git: only the other protections apply
     out = await git_output(
         git,
         "-C",

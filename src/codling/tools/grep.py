@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codling.errors import PathError, ToolError
-from codling.tools.listing import Glob, collect_files, stop
+from codling.tools.halt import off_loop
+from codling.tools.listing import Glob, collect_files, listing_notes, root_of, stop
 from codling.tools.matcher import Request, searchable
+from codling.tools.walk import audit_ignore_files
 from codling.tools.workspace import Workspace
 
 SEARCH_MAX_MATCHES = 200
@@ -68,6 +70,8 @@ class SearchResult:
     matches: tuple[str, ...]
     more: bool = False
     """Whether matches beyond ``max_matches`` were left out."""
+    notes: tuple[str, ...] = ()
+    """What the result must also say: ignore files not honoured, ripgrep not used, files not searched."""
 
 
 def find_rg() -> str | None:
@@ -105,20 +109,54 @@ async def find_matches(
             f"'{workspace.display(target)}' is not searched: it has more than one hard link (it may be another "
             "name for a file outside the workspace) or is not a regular file"
         )
+    notes: tuple[str, ...] = ()
     if rg is not None:
-        args = _rg_args(target, glob, ignore_case)
-        result = await _rg_search(rg, args, pattern, target, workspace, max_matches, time_limit)
-        if result is None and await _has_pcre2(rg):
-            result = await _rg_search(rg, ["--pcre2", *args], pattern, target, workspace, max_matches, time_limit)
-        if result is not None:
-            return result
+        # ripgrep opens every ignore file it meets, whole and blocking: it runs only where all may be opened.
+        unsafe = await _unsafe_ignore_files(target, workspace, time_limit, pattern)
+        if unsafe:
+            notes = (
+                "[ripgrep was not used, since it would open the ignore files named below; codling's own walk chose "
+                "the files to search, honouring the other .gitignore files (not .ignore or .rgignore files).]",
+                *unsafe,
+            )
+        else:
+            args = _rg_args(target, glob, ignore_case)
+            result = await _rg_search(rg, args, pattern, target, workspace, max_matches, time_limit)
+            if result is None and await _has_pcre2(rg):
+                result = await _rg_search(rg, ["--pcre2", *args], pattern, target, workspace, max_matches, time_limit)
+            if result is not None:
+                return result
     if target.is_dir():
-        listing = await collect_files(target, workspace, git=git)
+        listing = await collect_files(target, workspace, git=git, time_limit=time_limit)
+        if listing.timed_out:
+            raise _timed_out(pattern, time_limit)
         selector = None if glob is None else _GlobSelector(glob)
         files = [f for f in listing.files if selector is None or selector.selects(f.relative_to(target))]
+        notes = _merge_notes(notes, listing_notes(listing, workspace))
+        if not listing.complete:
+            notes += (f"[Only the first {len(listing.files):,} files were searched; search a narrower path.]",)
     else:
         files = [target]
-    return await _python_search(pattern, files, workspace, ignore_case, max_matches, time_limit)
+    result = await _python_search(pattern, files, workspace, ignore_case, max_matches, time_limit)
+    return SearchResult(result.matches, result.more, notes)
+
+
+async def _unsafe_ignore_files(target: Path, workspace: Workspace, time_limit: float, pattern: str) -> tuple[str, ...]:
+    """Notes naming the ignore files ripgrep would read in searching ``target`` that may not be read (none for
+    a file: ripgrep is then told to read none)."""
+    if not target.is_dir():
+        return ()
+    top = root_of(target, workspace)
+    audit = await off_loop(lambda halt: audit_ignore_files(target, top, halt), time_limit)
+    if not audit.complete:
+        raise _timed_out(pattern, time_limit)
+    return tuple(
+        f"[{workspace.display(r.path)} was not read ({r.why}), so its rules were not applied.]" for r in audit.refused
+    )
+
+
+def _merge_notes(first: tuple[str, ...], second: list[str]) -> tuple[str, ...]:
+    return (*first, *(note for note in second if note not in first))
 
 
 def glob_matches(glob: str, relative: Path) -> bool:
@@ -205,6 +243,8 @@ def _rg_args(target: Path, glob: str | None, ignore_case: bool) -> list[str]:
     args += ["--no-require-git", "--hidden", "--glob", "!.git", "--sort=path"]  # hidden files are listed by git too
     # A minified file can be one multi-megabyte line; only a preview of it is worth reading.
     args += [f"--max-columns={SEARCH_LINE_CHARS * 4}", "--max-columns-preview"]
+    if not target.is_dir():
+        args.append("--no-ignore")  # a file named is searched whatever the ignore files say: read none
     if glob:
         args += ["--glob", glob]
     if ignore_case:

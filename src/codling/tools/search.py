@@ -19,7 +19,7 @@ from codling.tools.base import ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.files import count_noun
 from codling.tools.grep import SearchResult, find_matches, find_rg, glob_matches
-from codling.tools.listing import FileListing, collect_files, walk_files
+from codling.tools.listing import LIST_TIME_LIMIT, FileListing, collect_files, listing_notes, walk_files
 from codling.tools.ports import Location
 
 LIST_DEFAULT_ENTRIES = 1000
@@ -63,23 +63,30 @@ async def list_files(ctx: RunContext[ToolDeps], path: str = ".", max_entries: in
     if not target.is_dir():
         raise PathError(f"'{shown}' is a file, not a directory; use read_file to read it")
     limit = min(max(max_entries, 1), LIST_MAX_ENTRIES)
-    listing = await collect_files(target, workspace, git=shutil.which("git"))
+    listing = await collect_files(target, workspace, git=shutil.which("git"), max_files=limit)
+    notes = listing_notes(listing, workspace)
+    if listing.timed_out:
+        notes.append(
+            f"[Listing took over {LIST_TIME_LIMIT:g} s and was stopped after {count_noun(len(listing.files), 'file')}; "
+            "more files are not shown. List a subdirectory to narrow it.]"
+        )
     if not listing.files:
         return ToolOutput(
-            text=f"No files in {shown} (files ignored by .gitignore are not listed).",
+            text="\n".join([f"No files in {shown} (files ignored by .gitignore are not listed).", *notes]),
             summary=f"Listed {shown}: no files",
         )
-    lines = [workspace.display(f) for f in listing.files[:limit]]
-    total = str(len(listing.files)) if listing.complete else f"more than {len(listing.files)}"
-    if len(listing.files) > limit or not listing.complete:
+    lines = [workspace.display(f) for f in listing.files]
+    if listing.timed_out:
+        summary = f"Listed {shown}: stopped after {LIST_TIME_LIMIT:g} s ({count_noun(len(lines), 'file')} shown)"
+    elif not listing.complete:
         hint = "list a subdirectory"
         if limit < LIST_MAX_ENTRIES:
             hint += f" or pass a larger max_entries (up to {LIST_MAX_ENTRIES})"
-        lines.append(f"[Showing {len(lines)} of {total} files; {hint}.]")
-        summary = f"Listed {shown}: {total} files (the first {limit} shown)"
+        notes.append(f"[Showing the first {len(lines)} files; more files are not shown: {hint}.]")
+        summary = f"Listed {shown}: more than {count_noun(limit, 'file')} (the first {limit} shown)"
     else:
-        summary = f"Listed {shown}: {count_noun(len(listing.files), 'file')}"
-    return ToolOutput(text="\n".join(lines), locations=(Location(target),), summary=summary)
+        summary = f"Listed {shown}: {count_noun(len(lines), 'file')}"
+    return ToolOutput(text="\n".join([*lines, *notes]), locations=(Location(target),), summary=summary)
 
 
 # --- search ------------------------------------------------------------------------------------------------
@@ -120,13 +127,14 @@ async def search(
     if not result.matches:
         where = "" if target == workspace.cwd else f" in {shown}"
         return ToolOutput(
-            text=f"No matches for /{pattern}/{where}.",
+            text="\n".join([f"No matches for /{pattern}/{where}.", *result.notes]),
             locations=(Location(target),),
             summary=f"{searched}: no matches",
         )
     lines = list(result.matches)
     if result.more:
         lines.append(f"[Showing the first {len(result.matches)} matches; narrow it with path, glob or pattern.]")
+    lines += result.notes
     summary = f"{searched}: {_found(result)}\n{first_matches(result.matches, more=result.more)}"
     return ToolOutput(text="\n".join(lines), locations=(Location(target),), summary=summary)
 
