@@ -382,6 +382,12 @@ async def test_a_repository_s_included_config_and_a_hooks_path_beside_it_are_pro
         ws / "r2" / "project.gitconfig", CONFIG_WHY
     )
     assert await protection.find((ws / "sharedhooks" / "pre-push",)) == ProtectedPlace(ws / "sharedhooks", HOOKS_WHY)
+    (ws / "code" / "app").mkdir(parents=True)  # deeper: a repository naming hooks beside itself
+    git(ws / "code" / "app", "init", "-q")
+    git(ws / "code" / "app", "config", "core.hooksPath", "../shared-hooks")
+    assert await protection.find((ws / "code" / "shared-hooks" / "pre-push",)) == ProtectedPlace(
+        ws / "code" / "shared-hooks", HOOKS_WHY
+    )
     assert await protection.find((ws / "notes" / "todo.md",)) is None
     assert await protection.find((ws / "r2" / "src" / "app.py",)) is None
 

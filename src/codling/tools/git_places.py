@@ -52,13 +52,13 @@ class GitView:
 
 
 NESTED_REPOSITORIES = 32
-"""The most repositories directly inside a workspace root asked about (see :func:`nested_repositories`)."""
+"""The most repositories beside a path asked about (see :func:`nested_repositories`)."""
 
 
 def nested_repositories(root: Path) -> list[Path]:
-    """The repositories directly inside ``root`` (a folder of projects): their hooks may live beside them, in
-    ``root``, outside any repository (``core.hooksPath = /…/shared-hooks``). At most
-    :data:`NESTED_REPOSITORIES`, in name order."""
+    """The repositories directly inside ``root`` (a folder of projects): their hooks may live beside them,
+    outside any repository (``core.hooksPath = ../shared-hooks``). At most :data:`NESTED_REPOSITORIES`, in
+    name order."""
     try:
         children = sorted(entry.path for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False))
     except OSError:

@@ -27,7 +27,14 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from codling.tools.git_places import GIT_DIR_WHY, GitView, git_directory_above, git_view, nested_repositories
+from codling.tools.git_places import (
+    GIT_DIR_WHY,
+    NESTED_REPOSITORIES,
+    GitView,
+    git_directory_above,
+    git_view,
+    nested_repositories,
+)
 
 SHELL_WHY = "your shell runs it when a terminal opens or you log in"
 EDITOR_WHY = "the editor runs the code in its start-up files whenever it opens"
@@ -213,11 +220,24 @@ class Protection:
             if (covering := _covering(view, paths)) is not None:
                 return covering
         if outside:
-            nested = [repo for root in self.roots for repo in nested_repositories(root)]
+            nested = list(dict.fromkeys(repo for path in paths for repo in self._repositories_beside(Path(path))))
             for view in await asyncio.gather(*(git_view(self.git, repo) for repo in nested)):
                 if (covering := _covering(view, paths)) is not None:
                     return covering
         return None
+
+    def _repositories_beside(self, path: Path) -> list[Path]:
+        """The repositories directly inside each directory from ``path`` up to its workspace root: one of
+        them may name a hooks directory beside itself (``core.hooksPath = ../shared-hooks``)."""
+        root = next((root for root in self.roots if path.is_relative_to(root)), None)
+        if root is None:
+            return []
+        found: list[Path] = []
+        for directory in path.parents:
+            found += nested_repositories(directory)
+            if directory == root or len(found) >= NESTED_REPOSITORIES:
+                break
+        return found[:NESTED_REPOSITORIES]
 
 
 def _covering(view: GitView, paths: tuple[PurePath, ...]) -> ProtectedPlace | None:
