@@ -92,10 +92,18 @@ async def test_no_cost_without_a_price(home: Path, project: Path) -> None:
 @pytest.mark.parametrize("model", [m.id for m in load_catalog()])
 def test_every_bundled_model_has_a_price(model: str) -> None:
     info = load_catalog().get(model)
-    assert info.price is not None and info.cost(1_000_000, 0) == info.price[0]
+    assert info.price is not None and info.cost(1_000_000, 0) == info.price.input
 
 
 def test_a_turn_whose_provider_reported_no_tokens_has_no_prompt_usage() -> None:
     assert prompt_usage(Usage(requests=2)) is None  # unknown, not zero
     assert prompt_usage(None) is None
     assert prompt_usage(Usage(10, 3, 1)) == PromptUsage(total_tokens=13, input_tokens=10, output_tokens=3)
+
+
+def test_prompt_usage_carries_the_prompt_cache_s_reads_and_writes() -> None:
+    assert prompt_usage(Usage(100, 5, 1, cache_read_tokens=80, cache_write_tokens=10)) == PromptUsage(
+        total_tokens=105, input_tokens=100, output_tokens=5, cached_read_tokens=80, cached_write_tokens=10
+    )
+    plain = prompt_usage(Usage(100, 5, 1))
+    assert plain is not None and (plain.cached_read_tokens, plain.cached_write_tokens) == (None, None)

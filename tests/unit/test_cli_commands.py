@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from codling.brain.events import TurnStarted
+from codling.brain.events import TurnEnded, TurnStarted
+from codling.brain.events import Usage as EventUsage
 from codling.cli import complete
 from codling.cli.plan import MAX_IMAGE_BYTES
 from codling.cli.sessions import list_sessions
-from codling.store.history import SessionHeader
+from codling.store.history import SessionHeader, read_history
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from tests.fakes.cli_runner import MODEL, clean_env, codling
@@ -309,7 +310,12 @@ def test_run_json_prints_event_lines(served: dict[str, str | None], project: Pat
         "session_id": session["session_id"],
         "stop_reason": "end_turn",
         "error": None,
-        "usage": {"input_tokens": outcome["usage"]["input_tokens"], "output_tokens": 7},
+        "usage": {
+            "input_tokens": outcome["usage"]["input_tokens"],
+            "output_tokens": 7,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+        },
         "cost": None,
         "turns": 1,
     }
@@ -320,6 +326,37 @@ def test_run_json_prints_event_lines(served: dict[str, str | None], project: Pat
     lines = [json.loads(line) for line in again.stdout.splitlines()]
     assert (lines[0]["session_id"], lines[0]["resumed"]) == (session["session_id"], True)
     assert (lines[-1]["stop_reason"], lines[-1]["turns"]) == ("end_turn", 2)
+
+
+def test_cached_tokens_are_recorded_priced_and_shown_everywhere_usage_is(
+    served: dict[str, str | None], home: Path, server: OpenAIServer
+) -> None:
+    """A provider's cached-token count (OpenAI's prompt_tokens_details.cached_tokens) goes into the turn's
+    usage, its cost at the cache's price, the --json result, the history (read back as it was) and sessions
+    show (issue 30 item 3)."""
+    (home / "models.json").write_text(json.dumps({"models": {MODEL: {"price": [1, 2, 0.1]}}}))
+    server.enqueue(
+        Reply(text=["Cached."], usage=Usage(prompt_tokens=10_000, completion_tokens=50, cached_tokens=8_000))
+    )
+    result = codling(served, "run", "--json", "hi")
+    assert result.exit_code == 0, result.stderr
+    outcome = json.loads(result.stdout.splitlines()[-1])
+    assert outcome["usage"] == {
+        "input_tokens": 10_000,
+        "output_tokens": 50,
+        "cache_read_tokens": 8_000,
+        "cache_write_tokens": 0,
+    }
+    assert outcome["cost"] == pytest.approx((2_000 * 1 + 8_000 * 0.1 + 50 * 2) / 1e6)
+    ended = next(
+        e for e in read_history(next((home / "sessions").glob("*/history.jsonl"))).events if isinstance(e, TurnEnded)
+    )
+    assert ended.usage == EventUsage(10_000, 50, 1, 8_000, 0)
+    shown = codling(served, "sessions", "show", outcome["session_id"])
+    assert shown.stdout.splitlines()[-1] == (
+        "spent: 10,000 input tokens (8,000 read from the prompt cache, 80%; 0 written to it), 50 output tokens, "
+        "1 model requests; about $0.0029 at list prices"
+    )
 
 
 def test_a_failed_turn_s_json_result_says_error(served: dict[str, str | None], server: OpenAIServer) -> None:

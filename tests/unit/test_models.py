@@ -17,7 +17,7 @@ from pydantic_ai.models.anthropic import AnthropicModel
 from codling import config
 from codling.config import KNOWN_KEYS, Settings, load_settings
 from codling.errors import ConfigError, NoModelError, UnknownProviderError
-from codling.llm.catalog import DEFAULT_CONTEXT_LIMIT, ModelInfo, bundled_catalog_text, load_catalog
+from codling.llm.catalog import DEFAULT_CONTEXT_LIMIT, ModelInfo, Price, bundled_catalog_text, load_catalog
 from codling.llm.providers import (
     CONNECT_TIMEOUT,
     Endpoint,
@@ -56,9 +56,34 @@ def test_a_price_gives_a_cost(tmp_path: Path) -> None:
     user = tmp_path / "models.json"
     user.write_text(json.dumps({"models": {"openai-chat:p": {"price": [3, 15]}}}))
     info = load_catalog(user).get("openai-chat:p")
-    assert info.price == (3.0, 15.0)
+    assert info.price == Price(3.0, 15.0)
     assert info.cost(2_000, 1_000) == pytest.approx(0.006 + 0.015)
+    assert info.cost(2_000, 1_000, cache_read_tokens=1_000) == pytest.approx(0.006 + 0.015)  # no discount known
     assert load_catalog().get("openai-chat:unknown").cost(2_000, 1_000) is None
+
+
+def test_cache_reads_and_writes_are_priced_apart_from_other_input(tmp_path: Path) -> None:
+    user = tmp_path / "models.json"
+    user.write_text(
+        json.dumps({"models": {"anthropic:c": {"price": [3, 15, 0.3, 3.75]}, "openai:o": {"price": [1, 8, 0.1]}}})
+    )
+    claude = load_catalog(user).get("anthropic:c")
+    assert claude.price == Price(3.0, 15.0, 0.3, 3.75)
+    # 10,000 input tokens of which 8,000 were read from the cache and 1,500 written to it; 200 output.
+    assert claude.cost(10_000, 200, 8_000, 1_500) == pytest.approx(
+        (500 * 3 + 8_000 * 0.3 + 1_500 * 3.75 + 200 * 15) / 1e6
+    )
+    assert load_catalog(user).get("openai:o").cost(10_000, 0, 9_000) == pytest.approx((1_000 * 1 + 9_000 * 0.1) / 1e6)
+
+
+@pytest.mark.parametrize("price", [[1], [1, 2, 3, 4, 5], [1, -2], [1, True]])
+def test_a_malformed_price_is_a_config_error_naming_the_forms(tmp_path: Path, price: list[object]) -> None:
+    user = tmp_path / "models.json"
+    user.write_text(json.dumps({"models": {"openai-chat:p": {"price": price}}}))
+    with pytest.raises(
+        ConfigError, match=r"price must be \[input, output\] or \[input, output, cache read, cache write\]"
+    ):
+        load_catalog(user)
 
 
 def test_unknown_model_gets_conservative_defaults() -> None:

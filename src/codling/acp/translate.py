@@ -167,6 +167,8 @@ def prompt_usage(usage: Usage | None) -> PromptUsage | None:
         total_tokens=usage.input_tokens + usage.output_tokens,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
+        cached_read_tokens=usage.cache_read_tokens or None,
+        cached_write_tokens=usage.cache_write_tokens or None,
     )
 
 

@@ -114,11 +114,19 @@ def describe_usage(session: SessionHost) -> str:
         f"- This session: {spent.input_tokens:,} input and {spent.output_tokens:,} output tokens in "
         f"{spent.requests:,} model requests",
     ]
+    if spent.cache_read_tokens or spent.cache_write_tokens:
+        share_cached = spent.cache_read_tokens / spent.input_tokens if spent.input_tokens else 0.0
+        lines.append(
+            f"- Prompt cache: {spent.cache_read_tokens:,} input tokens read from it ({share_cached:.0%} of input), "
+            f"{spent.cache_write_tokens:,} written to it"
+        )
     if state.cost is not None:
         lines.append(f"- Cost: about ${state.cost:,.4f} at list prices")
-    if state.model.price is not None:
-        per_in, per_out = state.model.price
+    if (price := state.model.price) is not None:
+        cached = f", ${price.cache_read:g} read from its cache" if price.cache_read is not None else ""
+        cached += f", ${price.cache_write:g} written to it" if price.cache_write is not None else ""
         lines.append(
-            f"- {state.model.id} costs ${per_in:g} per million input tokens and ${per_out:g} per million output"
+            f"- {state.model.id} costs ${price.input:g} per million input tokens{cached}"
+            f"{',' if cached else ''} and ${price.output:g} per million output"
         )
     return "\n".join(lines)

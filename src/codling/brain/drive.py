@@ -98,7 +98,9 @@ async def drive(
             raise ModelError(CUT_OFF) from e
         raise
     usage = run.usage
-    return stop, Usage(usage.input_tokens, usage.output_tokens, usage.requests)
+    return stop, Usage(
+        usage.input_tokens, usage.output_tokens, usage.requests, usage.cache_read_tokens, usage.cache_write_tokens
+    )
 
 
 RESPONSE_MAX_CHARS = 1_048_576

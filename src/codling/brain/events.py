@@ -35,14 +35,21 @@ class Usage:
     """Tokens and model requests spent by one turn."""
 
     input_tokens: int = 0
+    """All input, the prompt cache's reads and writes included (as pydantic-ai counts it)."""
     output_tokens: int = 0
     requests: int = 0
+    cache_read_tokens: int = 0
+    """Input tokens the provider read from its prompt cache (billed at a discount)."""
+    cache_write_tokens: int = 0
+    """Input tokens the provider wrote to its prompt cache (Anthropic bills them at a premium)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.requests + other.requests,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

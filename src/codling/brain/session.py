@@ -549,7 +549,9 @@ class ConversationSession:
                 # The request as the user wrote it, attachments by name: their contents never name a session.
                 turn.title_due = (prompt_summary(blocks), log_.text)
         usage += turn.delegated_usage  # what its delegates spent is the turn's too
-        cost = self.state.model.cost(usage.input_tokens, usage.output_tokens)
+        cost = self.state.model.cost(
+            usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+        )
         self.state.add_spend(usage, cost)
         send(self.context.usage_event(turn_id, send))
         ended = TurnEnded(

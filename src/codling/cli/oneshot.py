@@ -195,7 +195,12 @@ async def _run_turn(
                 "session_id": live.id,
                 "stop_reason": "error" if failed else result.stop_reason,
                 "error": result.error,
-                "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens},
+                "usage": {
+                    "input_tokens": result.usage.input_tokens,
+                    "output_tokens": result.usage.output_tokens,
+                    "cache_read_tokens": result.usage.cache_read_tokens,
+                    "cache_write_tokens": result.usage.cache_write_tokens,
+                },
                 "cost": result.cost,
                 "duration_ms": round((time.monotonic() - started) * 1000),
                 "turns": live.brain.state.turn_count,

@@ -117,7 +117,7 @@ def list_sessions(
 def show(session: IdArgument) -> None:
     """The transcript by turn: prompts, replies, tool calls; reasoning collapsed, errors marked."""
     from codling.cli.draw import use_color
-    from codling.cli.transcript import print_transcript
+    from codling.cli.transcript import print_transcript, spent_line
 
     stored = _read(_store(), session)
     header = stored.header
@@ -128,6 +128,8 @@ def show(session: IdArgument) -> None:
         lines = "1 line" if stored.skipped_lines == 1 else f"{stored.skipped_lines:,} lines"
         typer.echo(f"warning: {lines} of its history.jsonl could not be read and are not shown", err=True)
     print_transcript(stored.events, sys.stdout, color=use_color(sys.stdout, os.environ))
+    if (spent := spent_line(stored.events)) is not None:
+        typer.echo(spent)
 
 
 @sessions_app.command()

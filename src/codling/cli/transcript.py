@@ -8,7 +8,7 @@ thinking turns collapsed into ``reasoning (N tool calls)`` lines (:mod:`codling.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -21,6 +21,7 @@ from codling.brain.events import (
     TurnEnded,
     TurnFailed,
     TurnStarted,
+    Usage,
 )
 from codling.brain.reasoning import ReasoningBlock, Segment, TimelineItem, segment_turn, split_segments
 from codling.cli.draw import (
@@ -193,3 +194,24 @@ def _plans_by_call(events: Sequence[Event]) -> dict[str, PlanUpdated]:
             if owner is not None:
                 plans[owner] = event
     return plans
+
+
+def spent_line(events: Iterable[Event]) -> str | None:
+    """What a session's turns spent, on one line (tokens, the prompt cache's share, cost), or None when no
+    turn reported any tokens."""
+    ended = [event for event in events if isinstance(event, TurnEnded)]
+    spent = sum((event.usage for event in ended), Usage())
+    if spent.input_tokens + spent.output_tokens == 0:
+        return None
+    line = f"spent: {spent.input_tokens:,} input tokens"
+    if spent.cache_read_tokens or spent.cache_write_tokens:
+        share = spent.cache_read_tokens / spent.input_tokens if spent.input_tokens else 0.0
+        line += (
+            f" ({spent.cache_read_tokens:,} read from the prompt cache, {share:.0%}; "
+            f"{spent.cache_write_tokens:,} written to it)"
+        )
+    line += f", {spent.output_tokens:,} output tokens, {spent.requests:,} model requests"
+    costs = [event.cost for event in ended if event.cost is not None]
+    if costs:
+        line += f"; about ${sum(costs):,.4f} at list prices"
+    return line

@@ -1,11 +1,12 @@
 """The model catalog: ``models.json`` bundled with codling, plus ``$CODLING_HOME/models.json``.
 
 Both files have the shape ``{"models": {"<provider:model>": {"context_limit": N, "max_output_tokens": N,
-"thinking": bool, "images": bool, "compact_threshold": share (optional), "price": [input, output] (optional:
-US dollars per million tokens)}}}``; the user's entries add to or replace the bundled ones. The bundled prices
-are the providers' list prices when they were written down (cached-input discounts are not counted), so a
-cost shown is an estimate. An id found in neither still works, with conservative defaults (``ModelInfo.known``
-is then false and a warning is due).
+"thinking": bool, "images": bool, "compact_threshold": share (optional), "price": [input, output] or
+[input, output, cache read, cache write] (optional: US dollars per million tokens)}}}``; the user's entries add
+to or replace the bundled ones. The bundled prices are the providers' list prices when they were written down,
+cache reads and writes included (Anthropic's five-minute writes; OpenAI and Gemini bill no writes), so a cost
+shown is what the provider's price list says for the tokens it reported. An id found in neither still works,
+with conservative defaults (``ModelInfo.known`` is then false and a warning is due).
 """
 
 from __future__ import annotations
@@ -23,6 +24,28 @@ DEFAULT_MAX_OUTPUT_TOKENS = 4_096
 
 
 @dataclass(frozen=True)
+class Price:
+    """A model's list price, in US dollars per million tokens."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    """Input read from the provider's prompt cache (None: billed as other input)."""
+    cache_write: float | None = None
+    """Input written to the provider's prompt cache (None: billed as other input)."""
+
+    def cost(
+        self, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0, cache_write_tokens: int = 0
+    ) -> float:
+        """What these tokens cost; ``input_tokens`` includes the cache's reads and writes."""
+        read = self.input if self.cache_read is None else self.cache_read
+        write = self.input if self.cache_write is None else self.cache_write
+        plain = max(0, input_tokens - cache_read_tokens - cache_write_tokens)
+        dollars = plain * self.input + cache_read_tokens * read + cache_write_tokens * write
+        return (dollars + output_tokens * self.output) / 1_000_000
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What codling knows about one model id."""
 
@@ -35,14 +58,17 @@ class ModelInfo:
     """This model's own compaction threshold (share of the context limit), overriding config.toml's."""
     known: bool = True
     """False when the id is in no catalog and the defaults above are guesses."""
-    price: tuple[float, float] | None = None
-    """US dollars per million input and output tokens (None: not known, so no cost is shown)."""
+    price: Price | None = None
+    """What its tokens cost (None: not known, so no cost is shown)."""
 
-    def cost(self, input_tokens: int, output_tokens: int) -> float | None:
-        """What these tokens cost at this model's list price, in US dollars (None when the price is unknown)."""
+    def cost(
+        self, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0, cache_write_tokens: int = 0
+    ) -> float | None:
+        """What these tokens cost at this model's list price, in US dollars (None when the price is unknown);
+        ``input_tokens`` includes the cache's reads and writes, as providers' usage reports count them."""
         if self.price is None:
             return None
-        return (input_tokens * self.price[0] + output_tokens * self.price[1]) / 1_000_000
+        return self.price.cost(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
 
     @property
     def provider(self) -> str:
@@ -78,16 +104,20 @@ def _threshold(value: Any, model_id: str, source: str) -> float | None:
     return float(value)
 
 
-def _price(value: Any, model_id: str, source: str) -> tuple[float, float] | None:
+def _price(value: Any, model_id: str, source: str) -> Price | None:
     if value is None:
         return None
     if (
         not isinstance(value, list)
-        or len(value) != 2
+        or len(value) not in (2, 3, 4)
         or not all(isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in value)
     ):
-        raise ConfigError(f"{source}: {model_id}: price must be [input, output] in dollars per million tokens")
-    return float(value[0]), float(value[1])
+        raise ConfigError(
+            f"{source}: {model_id}: price must be [input, output] or [input, output, cache read, cache write] "
+            "in dollars per million tokens"
+        )
+    numbers = [float(v) for v in value]
+    return Price(*numbers)
 
 
 def _parse(data: Any, source: str) -> dict[str, ModelInfo]:

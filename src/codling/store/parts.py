@@ -51,6 +51,11 @@ def omit_none(value: object) -> bool:
     return value is None
 
 
+def omit_zero(value: object) -> bool:
+    """``exclude_if`` for a count that is usually 0 (older records lack it)."""
+    return value == 0
+
+
 def omit_empty(value: object) -> bool:
     return not value
 
@@ -179,6 +184,8 @@ class UsagePart(Part):
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     requests: int = Field(default=0, ge=0)
+    cache_read_tokens: int = Field(default=0, ge=0, exclude_if=omit_zero)
+    cache_write_tokens: int = Field(default=0, ge=0, exclude_if=omit_zero)
 
 
 class WindowPart(Part):

@@ -244,7 +244,13 @@ class TurnEndRecord(_TurnRecord):
     context: str = Field(default="", exclude_if=omit_empty)
 
     def events(self) -> list[Event]:
-        usage = Usage(self.usage.input_tokens, self.usage.output_tokens, self.usage.requests)
+        usage = Usage(
+            self.usage.input_tokens,
+            self.usage.output_tokens,
+            self.usage.requests,
+            self.usage.cache_read_tokens,
+            self.usage.cache_write_tokens,
+        )
         summary = self.summary.summary() if self.summary is not None else None
         ended = TurnEnded(
             self.turn_id,
@@ -384,7 +390,11 @@ def event_record(event: Event, session_id: str, error: str | None = None) -> Rec
                 turn_id=turn,
                 stop_reason=event.stop_reason,
                 usage=UsagePart(
-                    input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, requests=usage.requests
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    requests=usage.requests,
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
                 ),
                 error=error,
                 summary=SummaryPart.of(summary) if summary is not None else None,
