@@ -21,7 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from codling.brain.builtin_turns import clean_title, fallback_title, title_turn
 from codling.brain.coalesce import TextCoalescer
@@ -80,7 +80,7 @@ from codling.brain.turns import (
 from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
-from codling.llm.providers import Endpoint
+from codling.llm.providers import Endpoint, prompt_cache_settings
 from codling.tools.deps import ToolDeps
 from codling.tools.specs import ToolFilter
 
@@ -642,6 +642,9 @@ class ConversationSession:
         agent = self._get_agent()
         # (the agent's model is always a built Model here; a bare name would have no base URL)
         turn.endpoint = endpoint = Endpoint(model.id, getattr(agent.model, "base_url", None))
+        # The same key on every request of the session: the provider routes them to one prompt cache.
+        cache_settings = prompt_cache_settings(model.id, endpoint.base_url, self.state.session_id)
+        settings = cast("ModelSettings", {**settings, **cache_settings})
         requests.learn = lambda error: self._learn_stated_window(turn_id, send, error)
         if may_cut_silently(endpoint.model_id, endpoint.base_url) and not images:
             # (images: each provider counts them its own way, so a count with them says nothing of a cut)

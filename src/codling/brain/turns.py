@@ -241,7 +241,7 @@ def describe_failure(e: Exception, endpoint: Endpoint | None = None) -> str:
     advice = ""
     if isinstance(e, ModelHTTPError):
         message = f"The model provider returned HTTP {e.status_code} for {e.model_name}: {_body_message(e.body)}"
-        advice = endpoint.advice(e.status_code) if endpoint else ""
+        advice = endpoint.advice(_auth_status(e.status_code, e.body)) if endpoint else ""
     elif isinstance(e, ModelConnectionError):
         message = f"Could not connect to the model provider for {e.model_name} ({e.message.rstrip('.')})"
         advice = endpoint.advice(None) if endpoint else ""
@@ -254,6 +254,12 @@ def describe_failure(e: Exception, endpoint: Endpoint | None = None) -> str:
     else:
         message = f"Internal error: {type(e).__name__}: {e}"
     return f"{message}; {advice}" if advice else message
+
+
+def _auth_status(status: int, body: object) -> int:
+    """``status``, or 401 for a refused key that comes as a 400: Gemini answers a wrong key with
+    ``400 INVALID_ARGUMENT`` and reason ``API_KEY_INVALID``, and the fix is the key, not the request."""
+    return 401 if status == 400 and ("API_KEY_INVALID" in str(body) or "API key not valid" in str(body)) else status
 
 
 AUTH_STATUSES = frozenset({401, 403})

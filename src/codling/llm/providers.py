@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from codling.config import Settings
 from codling.errors import ConfigError, MissingCredentialsError, NoModelError, UnknownProviderError
@@ -94,6 +95,24 @@ class Endpoint:
             )
             return f"{where} may not serve a model named {name!r}: {fix}"
         return ""
+
+
+_RESPONSES_PROVIDERS = ("openai", "openai-responses")
+_OPENAI_HOST = "api.openai.com"
+
+
+def prompt_cache_settings(model_id: str, base_url: str | None, session_id: str) -> dict[str, Any]:
+    """Request settings that ask the provider to cache a session's prompt prefix: for OpenAI, a
+    ``prompt_cache_key`` stable across the session's requests, so they are routed to the same cache.
+
+    Sent on the Responses API (``openai:``, ``openai-responses:``) whatever the base URL, as the field is part
+    of that API's request schema; on chat completions (``openai-chat:``) only to OpenAI's own endpoint, since
+    other OpenAI-compatible servers may refuse a field they do not know. Empty for every other provider."""
+    provider = _PROVIDER_ALIASES.get(provider_of(model_id), provider_of(model_id))
+    to_openai = base_url is None or urlsplit(base_url).hostname == _OPENAI_HOST
+    if provider in _RESPONSES_PROVIDERS or (provider == "openai-chat" and to_openai):
+        return {"openai_prompt_cache_key": f"codling-{session_id}"}
+    return {}
 
 
 def credential_names() -> frozenset[str]:
