@@ -153,6 +153,7 @@ def _why_selected(source: str, settings: Settings) -> str:
     return {
         "CODLING_MODEL": "set by CODLING_MODEL",
         "config.toml": f"set by model in {config_file(settings.home)}",
+        "server": "the first model the server at OPENAI_BASE_URL lists",
         "credentials": "the first listed whose provider has credentials; choose another with --model, "
         "CODLING_MODEL or model in config.toml",
     }.get(source, f"from {source}")

@@ -370,6 +370,8 @@ class Chat:
         else:
             out.line(f"codling {__version__}", "bold")
         out.line(f"{plan.model.id} · {mode} mode · {where}", "dim")
+        if plan.note is not None:
+            out.line(plan.note[:1].upper() + plan.note[1:] + ".", "dim")
         if (warning := unknown_model(plan.model)) is not None:
             out.line(f"Warning: {warning}.", "yellow")
         out.line("/help lists the commands and keys; Ctrl-D leaves.", "dim")
