@@ -257,7 +257,9 @@ def run(
             "running in read-only mode (use --mode to change).",
             err=True,
         )
-    if images and not plan.model.images:
+    from codling.brain.images import may_see_images
+
+    if images and not may_see_images(plan.model):
         typer.echo(f"codling: note: {plan.model.id} cannot see images; it is only told their names.", err=True)
     prompt_blocks: tuple[PromptBlock, ...] = (TextBlock(text), *images)
     output = Output(json_output, last_message, verbose, title)

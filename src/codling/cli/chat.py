@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from codling import __version__
+from codling.brain.images import may_see_images
 from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
 from codling.brain.turns import COMMAND_HINTS, COMMANDS
 from codling.cli.draw import StyledWriter
@@ -307,7 +308,7 @@ class Chat:
                 self._note(note)
             blocks = attached.blocks
             model = live.brain.state.model
-            if not model.images and any(isinstance(block, ImageBlock) for block in blocks):
+            if not may_see_images(model) and any(isinstance(block, ImageBlock) for block in blocks):
                 self._note(f"{model.id} cannot see images; it is only told their names.", "yellow")
         self._cancelling = False
         try:
