@@ -8,12 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from acp import PROTOCOL_VERSION, helpers
 from pydantic_ai import Agent
 
+from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from codling.errors import ConfigError
 from codling.llm.catalog import load_catalog
 from codling.llm.providers import Endpoint, ModelChoice, build_model, select_model
+from tests.fakes.acp_client import RecordingClient, connected
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
 
 
@@ -105,3 +108,29 @@ def test_a_failed_request_names_the_api_tried_and_its_url() -> None:
     assert responses.startswith(f"the OpenAI Responses API at {url} may not exist")
     assert "'openai-chat:gpt-5'" in responses
     assert Endpoint("openai-chat:qwen", url).advice(None).startswith(f"check that the chat-completions API at {url}")
+
+
+async def test_an_editor_session_on_a_local_server_url_alone(home: Path, project: Path, server: OpenAIServer) -> None:
+    # In process, through the ACP agent and the real provider: the server is asked for its models when the
+    # session is made, not at initialize, and the turn uses the model it listed, with no key.
+    server.listed_models = ["llama3.2:3b"]
+    server.enqueue(Reply("local hello"))
+    settings = Settings(home=home, env={"CODLING_HOME": str(home), "OPENAI_BASE_URL": server.base_url})
+    # (the factory reads the settings' environment: in a real process both are the process environment)
+    agent = CodlingAgent(
+        settings_loader=lambda: settings,
+        model_factory=lambda model_id: build_model(model_id, env=settings.env),
+        warm_up=False,
+    )
+    client = RecordingClient()
+    async with connected(agent, client) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        assert models_requests(server) == []
+        session = await conn.new_session(cwd=str(project))
+        assert models_requests(server) == [None]
+        response = await conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("hi")])
+    assert response.stop_reason == "end_turn"
+    assert client.agent_text() == "local hello"
+    [turn] = server.requests
+    assert turn["model"] == "llama3.2:3b"
+    assert [r.authorization for r in server.recorded if r.method == "POST"][-1] == "Bearer api-key-not-set"
