@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -296,8 +297,10 @@ async def test_set_mode_and_config_options(start: Start) -> None:
 
 
 async def test_resources_reach_the_model_and_images_a_blind_model_cannot_see_get_a_note(
-    start: Start, project: Path
+    start: Start, project: Path, home: Path
 ) -> None:
+    # The catalog says this model cannot see images (a model it does not know is sent them).
+    (home / "models.json").write_text(json.dumps({"models": {MODEL_ID: {"images": False}}}))
     script = Script([[Say("seen")]])
     async with start(script) as h:
         sid = await h.new()

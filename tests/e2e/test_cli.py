@@ -164,3 +164,15 @@ def test_run_on_a_terminal_asks_before_a_command(home: Path, project: Path, serv
     assert "echo approved > proof.txt" in text
     assert (project / "proof.txt").read_text() == "approved\n"
     assert "Done." in text
+
+
+def test_a_local_server_url_alone_is_enough(home: Path, server: OpenAIServer) -> None:
+    # A new user's first run against a local server: its URL, no key, no model (issue 30 item 4).
+    server.listed_models = ["qwen2.5-coder:7b"]
+    server.enqueue(Reply("served locally"))
+    result = codling("run", "hi", env={**base_env(home), "OPENAI_BASE_URL": server.base_url})
+    assert result.returncode == 0, result.stderr
+    assert "served locally" in result.stdout
+    assert f"using openai-chat:qwen2.5-coder:7b, the first model {server.base_url} lists" in result.stderr
+    [turn] = server.requests  # chat completions (titles apart)
+    assert turn["model"] == "qwen2.5-coder:7b"

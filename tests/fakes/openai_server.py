@@ -10,7 +10,7 @@ Endpoints:
 - ``POST /v1/chat/completions``: answers with the next scripted reply, streamed as server-sent events
   (``chat.completion.chunk`` objects, one ``data: {json}`` event per chunk, then ``data: [DONE]``) when the
   request has ``"stream": true``, else as one ``chat.completion`` object.
-- ``GET /v1/models``: a list with one model.
+- ``GET /v1/models``: a list with one model (:attr:`OpenAIServer.listed_models`, when set, lists those instead).
 - anything else: ``404`` with an OpenAI-style error body.
 
 Title requests (codling's title special turn, recognised by its system prompt) are answered with
@@ -586,6 +586,8 @@ class OpenAIServer:
         self.responder: Responder | None = responder
         self.model = model
         self.expected_api_key = expected_api_key
+        self.listed_models: list[str] | None = None
+        """The model ids ``GET /v1/models`` lists (None: just :attr:`model`; empty: none)."""
         self.title_reply: ScriptedReply = Reply("Loopback session title")
         self._condition = threading.Condition()
         self._queue: deque[ScriptedReply] = deque()
@@ -749,9 +751,10 @@ class OpenAIServer:
             )
 
     def _models_body(self) -> dict[str, Any]:
+        listed = [self.model] if self.listed_models is None else self.listed_models
         return {
             "object": "list",
-            "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "codling-tests"}],
+            "data": [{"id": m, "object": "model", "created": 0, "owned_by": "codling-tests"} for m in listed],
         }
 
 

@@ -472,7 +472,7 @@ def test_run_attaches_images(served: dict[str, str | None], home: Path, project:
 
 
 def test_run_refuses_what_is_not_an_image_and_tells_a_blind_model_s_user(
-    served: dict[str, str | None], project: Path, server: OpenAIServer
+    served: dict[str, str | None], project: Path, server: OpenAIServer, home: Path
 ) -> None:
     (project / "notes.txt").write_text("text")
     refused = codling(served, "run", "--image", "notes.txt", "look")
@@ -482,6 +482,8 @@ def test_run_refuses_what_is_not_an_image_and_tells_a_blind_model_s_user(
     assert server.requests == []
     (project / "shot.png").write_bytes(PIXEL)
     server.enqueue(Reply(text=["I cannot see it."]))
+    # The catalog says this model cannot see images (a model it does not know is sent them).
+    (home / "models.json").write_text(json.dumps({"models": {MODEL: {"images": False}}}))
     blind = codling(served, "run", "-i", "shot.png", "look")
     assert blind.exit_code == 0 and "cannot see images" in blind.stderr
     assert "You cannot see images" in server.requests[0]["messages"][-1]["content"]

@@ -202,10 +202,11 @@ def test_an_unreachable_base_url_is_named_in_the_error(
     env = clean_env(home, CODLING_MODEL=MODEL, OPENAI_BASE_URL=url, OPENAI_API_KEY="sk-cli-test-0123456789")
     result = codling(env, "run", "hello")
     assert result.exit_code != 0
-    assert f"check that {url}" in result.stderr + result.stdout
+    assert f"check that the chat-completions API at {url}" in result.stderr + result.stdout
     # What is recorded is redacted: the URL is no secret (the key would be).
     (history,) = (home / "sessions").glob("*/history.jsonl")
-    assert f"check that {url}" in history.read_text() and "[redacted]" not in history.read_text()
+    recorded = history.read_text()
+    assert f"check that the chat-completions API at {url}" in recorded and "[redacted]" not in recorded
 
 
 TOKEN = "ghp_Secr3tTokenValue0123456789abcdefABCD"

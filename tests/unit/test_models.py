@@ -262,7 +262,7 @@ def test_a_user_catalog_that_cannot_be_read_is_a_config_error(tmp_path: Path) ->
             "ollama:qwen",
             "http://127.0.0.1:11434/v1",
             401,
-            "http://127.0.0.1:11434/v1 refused the request: check its credentials",
+            "the chat-completions API at http://127.0.0.1:11434/v1 refused the request: check its credentials",
         ),
         (
             "ollama:qwen",

@@ -223,21 +223,29 @@ async def test_an_unreachable_provider_is_retried_visibly_then_named_with_what_t
     ]
     (failed,) = [e for e in events if isinstance(e, TurnFailed)]
     assert failed.message == (
-        f"Could not connect to the model provider for fake-model (Connection error); check that {url}/ is "
-        "reachable from here, or set OPENAI_BASE_URL if the server is elsewhere (gave up after 3 attempts; "
-        "try again later, or choose another model)"
+        "Could not connect to the model provider for fake-model (Connection error); check that the "
+        f"chat-completions API at {url}/ is reachable from here, or set OPENAI_BASE_URL if the server is "
+        "elsewhere (gave up after 3 attempts; try again later, or choose another model)"
     )
 
 
 @pytest.mark.parametrize(
     ("status", "advice"),
     [
-        (401, "{url} refused the key in OPENAI_API_KEY: check that it is valid for this server"),
-        (403, "{url} refused the key in OPENAI_API_KEY: check that it is valid for this server"),
+        (
+            401,
+            "the chat-completions API at {url} refused the key in OPENAI_API_KEY: check that it is valid for this "
+            "server",
+        ),
+        (
+            403,
+            "the chat-completions API at {url} refused the key in OPENAI_API_KEY: check that it is valid for this "
+            "server",
+        ),
         (
             404,
-            "{url} may not serve a model named 'fake-model': check the model name (see `codling models`) "
-            "and OPENAI_BASE_URL",
+            "the chat-completions API at {url} may not serve a model named 'fake-model': check the model name "
+            "(see `codling models`) and OPENAI_BASE_URL",
         ),
     ],
 )

@@ -17,6 +17,7 @@ from acp.schema import (
     TextResourceContents,
 )
 
+from codling.brain.images import may_see_images
 from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock
 from codling.errors import CodlingError
 from codling.llm.catalog import ModelInfo
@@ -63,7 +64,7 @@ async def to_prompt(
                 continue
             image = ImageBlock(data, block.mime_type, block.uri)
             out.append(image)
-            if not model.images:
+            if not may_see_images(model):
                 notes.append(
                     f"Note: {model.id} cannot see images; it was only told that you attached {image.name}.\n\n"
                 )

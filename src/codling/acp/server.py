@@ -268,12 +268,16 @@ class CodlingAgent:
         settings, catalog, _ = self._config()
         root = directory(cwd, "cwd")
         extra = tuple(directory(d, "additionalDirectories") for d in additional_directories or ())
-        from codling.llm.providers import has_credentials, select_model
+        from codling.llm.providers import has_credentials, local_server_url, select_model
         from codling.store.history import SessionHeader
         from codling.store.ids import new_session_id
 
         try:
-            choice = select_model(self._cli_model, settings, catalog)
+            if local_server_url(settings.env) is not None:
+                # Choosing may ask the server for its models: off the loop, so other requests are answered.
+                choice = await asyncio.to_thread(select_model, self._cli_model, settings, catalog)
+            else:
+                choice = select_model(self._cli_model, settings, catalog)
         except NoModelError as e:
             raise auth_required(str(e)) from e
         except ConfigError as e:
@@ -284,6 +288,8 @@ class CodlingAgent:
                 f"the model {choice.info.id} (from {choice.source}) has no credentials: set its provider's key "
                 "in the environment codling starts in, or choose another model"
             )
+        if choice.note is not None:
+            log.warning("%s", choice.note)  # the model picker shows the model; the log says why it was chosen
         if not choice.info.known:
             log.warning(
                 "model %s is in no catalog; assuming a %d-token context", choice.info.id, choice.info.context_limit

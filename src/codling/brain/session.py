@@ -51,6 +51,7 @@ from codling.brain.events import (
     UsageUpdated,
 )
 from codling.brain.host import ModelFactory
+from codling.brain.images import may_see_images, refuses_images
 from codling.brain.options import TOOLS_SPENT_NOTE, SessionOptions
 from codling.brain.prompt import (
     ImageBlock,
@@ -72,6 +73,7 @@ from codling.brain.turns import (
     Ending,
     TurnLog,
     command_of,
+    describe_failure,
     is_expected_failure,
     turn_failed,
     turn_text,
@@ -148,6 +150,8 @@ class ConversationSession:
         """The latest user turn (kept once it ended: ``in_turn`` asks whether its events were delivered)."""
         self._special_turns: SpecialTurns | None = None
         self._titled = False
+        self._no_images: set[str] = set()
+        """Models whose provider refused this session's images: they are told the names from then on."""
         """The title special turn was started, or the session was restored (it has its title)."""
         self._background: set[asyncio.Task[None]] = set()
         self.context = ContextEngine(self)
@@ -622,6 +626,30 @@ class ConversationSession:
     async def _drive(
         self, turn: RunningTurn, user_text: str, send: Callable[[Event], None], images: tuple[ImageBlock, ...] = ()
     ) -> tuple[StopReason, Usage]:
+        """Run the turn's requests; when a model the catalog does not know is refused the prompt's images,
+        say so, send the request again with their names instead, and send that model no images again."""
+        model = self.state.model
+        try:
+            return await self._drive_once(turn, user_text, send, images)
+        except Exception as e:
+            if not images or model.known or model.id in self._no_images or not refuses_images(e):
+                raise
+            self._no_images.add(model.id)
+            said = describe_failure(e).rstrip(".")
+            self.context.warn_once(
+                f"images-{model.id}",
+                turn.id,
+                send,
+                f"{model.id} refused the attached images ({said}). The request went again without them: the model "
+                'was only told their names, as it will be for the rest of this session (with "images": false '
+                "for this model in $CODLING_HOME/models.json, codling will not try again). Attach images with a "
+                "model that can see them.",
+            )
+        return await self._drive_once(turn, user_text, send, images)
+
+    async def _drive_once(
+        self, turn: RunningTurn, user_text: str, send: Callable[[Event], None], images: tuple[ImageBlock, ...] = ()
+    ) -> tuple[StopReason, Usage]:
         from pydantic_ai.settings import ModelSettings
         from pydantic_ai.usage import UsageLimits
 
@@ -651,7 +679,7 @@ class ConversationSession:
             requests.reported = lambda tokens, estimate: self._learn_cut_window(turn_id, send, tokens, estimate)
         turn.block = block = self.context.turn_block()  # the history keeps it with the prompt
         async with agent.iter(
-            user_content(f"{block}\n\n{user_text}" if block else user_text, images, can_see=model.images),
+            user_content(f"{block}\n\n{user_text}" if block else user_text, images, can_see=self._sees_images()),
             message_history=self.state.messages(),
             # One tool result may take about a quarter of the window (the model is told the cap, so it can page).
             deps=replace(self.deps, output_tokens=self.context.budget.tool_output),
@@ -670,6 +698,10 @@ class ConversationSession:
                 lambda tokens: turn.first_input_reported(tokens, self.state.replacements),
                 idle_timeout=self.options.stream_idle_timeout,
             )
+
+    def _sees_images(self) -> bool:
+        """Whether the session's model is sent the prompt's images (not if its provider refused them)."""
+        return may_see_images(self.state.model) and self.state.model.id not in self._no_images
 
     def _learn_stated_window(self, turn_id: str, send: Callable[[Event], None], error: Exception) -> Budget | None:
         """The budget of the window a provider's overflow error states, when it is smaller than the one in

@@ -153,6 +153,7 @@ def _why_selected(source: str, settings: Settings) -> str:
     return {
         "CODLING_MODEL": "set by CODLING_MODEL",
         "config.toml": f"set by model in {config_file(settings.home)}",
+        "server": "the first model the server at OPENAI_BASE_URL lists",
         "credentials": "the first listed whose provider has credentials; choose another with --model, "
         "CODLING_MODEL or model in config.toml",
     }.get(source, f"from {source}")
@@ -256,7 +257,9 @@ def run(
             "running in read-only mode (use --mode to change).",
             err=True,
         )
-    if images and not plan.model.images:
+    from codling.brain.images import may_see_images
+
+    if images and not may_see_images(plan.model):
         typer.echo(f"codling: note: {plan.model.id} cannot see images; it is only told their names.", err=True)
     prompt_blocks: tuple[PromptBlock, ...] = (TextBlock(text), *images)
     output = Output(json_output, last_message, verbose, title)

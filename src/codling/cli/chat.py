@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from codling import __version__
+from codling.brain.images import may_see_images
 from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
 from codling.brain.turns import COMMAND_HINTS, COMMANDS
 from codling.cli.draw import StyledWriter
@@ -307,7 +308,7 @@ class Chat:
                 self._note(note)
             blocks = attached.blocks
             model = live.brain.state.model
-            if not model.images and any(isinstance(block, ImageBlock) for block in blocks):
+            if not may_see_images(model) and any(isinstance(block, ImageBlock) for block in blocks):
                 self._note(f"{model.id} cannot see images; it is only told their names.", "yellow")
         self._cancelling = False
         try:
@@ -370,6 +371,8 @@ class Chat:
         else:
             out.line(f"codling {__version__}", "bold")
         out.line(f"{plan.model.id} · {mode} mode · {where}", "dim")
+        if plan.note is not None:
+            out.line(plan.note[:1].upper() + plan.note[1:] + ".", "dim")
         if (warning := unknown_model(plan.model)) is not None:
             out.line(f"Warning: {warning}.", "yellow")
         out.line("/help lists the commands and keys; Ctrl-D leaves.", "dim")

@@ -135,6 +135,8 @@ async def _run_turn(
             approve=interactive,
             verbose=output.verbose,
         )
+    if plan.note is not None:
+        print(f"codling: {plan.note}", file=sys.stderr)
     if (warning := unknown_model(plan.model)) is not None:
         print(f"codling: warning: {warning}", file=sys.stderr)
     try:

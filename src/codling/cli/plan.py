@@ -44,6 +44,8 @@ class SessionPlan:
     model: ModelInfo
     header: SessionHeader
     stored: SessionLog | None
+    note: str | None = None
+    """What to tell the user about the model choice (the model a local server offered), or None."""
 
 
 def plan_session(
@@ -62,10 +64,12 @@ def plan_session(
     from codling.store.history import SessionHeader
     from codling.store.ids import new_session_id
 
-    choice = select_model(model, settings, catalog)
     if not resume and not continue_:
+        choice = select_model(model, settings, catalog)
         header = SessionHeader(new_session_id(), workdir, choice.info.id, settings.mode)
-        return SessionPlan(choice.info, header, None)
+        return SessionPlan(choice.info, header, None, choice.note)
+    # A resumed session keeps its model: nothing to select (or ask a server) unless --model names one.
+    chosen = select_model(model, settings, catalog).info if model else None
     store = open_store(settings)
     if resume:
         session_id = store.resolve(resume)
@@ -75,7 +79,7 @@ def plan_session(
             raise SessionError(f"no session to continue in {workdir}; start one without --continue")
         session_id = latest.session_id
     stored = store.read(session_id)
-    info = choice.info if choice.source == "--model" else catalog.get(stored.model)
+    info = chosen or catalog.get(stored.model)
     header = replace(stored.header, cwd=workdir) if cwd_given else stored.header
     return SessionPlan(info, header, stored)
 

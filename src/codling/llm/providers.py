@@ -13,7 +13,10 @@ error rather than a complete-looking reply.
 
 from __future__ import annotations
 
+import json
 import os
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,6 +36,11 @@ DEFAULT_IDLE_TIMEOUT = 120.0
 
 CONNECT_TIMEOUT = 10.0
 """Seconds to open a connection to the provider."""
+
+MODEL_LIST_TIMEOUT = 5.0
+"""Seconds to wait for an OpenAI-compatible server's model list (``GET {OPENAI_BASE_URL}/models``)."""
+
+_OPENAI_API_HOST = "https://api.openai.com"
 
 _OPENAI_PROVIDERS = ("openai", "openai-chat", "openai-responses")
 
@@ -76,7 +84,10 @@ class Endpoint:
         """What to do about a request that failed with HTTP ``status`` (None: no connection could be made);
         empty when there is nothing specific to say."""
         provider = provider_of(self.model_id)
+        api = _API_NAMES.get(provider)
         where = self.base_url or f"the {provider} API"
+        if api and self.base_url:
+            where = f"{api} at {self.base_url}"
         url_variable = BASE_URL_VARIABLES.get(provider)
         keys = [n for n in CREDENTIAL_VARIABLES.get(provider, ()) if n != url_variable]
         if status is None:
@@ -88,6 +99,12 @@ class Endpoint:
             return f"{where} refused the key in {' or '.join(keys)}: check that it is valid for this server"
         if status == 404:
             _, _, name = self.model_id.partition(":")
+            if provider in ("openai", "openai-responses") and _is_custom(self.base_url):
+                return (
+                    f"{where} may not exist: most OpenAI-compatible servers offer only chat completions, so use "
+                    f"the model 'openai-chat:{name}' (or set no model, and codling takes the first one the "
+                    "server lists)"
+                )
             fix = (
                 f"check the model name (see `codling models`) and {url_variable}"
                 if url_variable
@@ -113,6 +130,60 @@ def prompt_cache_settings(model_id: str, base_url: str | None, session_id: str) 
     if provider in _RESPONSES_PROVIDERS or (provider == "openai-chat" and to_openai):
         return {"openai_prompt_cache_key": f"codling-{session_id}"}
     return {}
+
+
+_API_NAMES = {
+    "openai": "the OpenAI Responses API",
+    "openai-responses": "the OpenAI Responses API",
+    "openai-chat": "the chat-completions API",
+    "ollama": "the chat-completions API",
+}
+"""The API a provider's requests use, for messages about a server that answered (or did not)."""
+
+
+def _is_custom(base_url: str | None) -> bool:
+    return bool(base_url) and not str(base_url).startswith(_OPENAI_API_HOST)
+
+
+def local_server_url(env: Mapping[str, str]) -> str | None:
+    """``OPENAI_BASE_URL`` when it points somewhere other than OpenAI's own API (a local or self-hosted
+    OpenAI-compatible server), without a trailing slash; None otherwise."""
+    url = (env.get("OPENAI_BASE_URL") or "").strip().rstrip("/")
+    return url if _is_custom(url) else None
+
+
+def first_served_model(base_url: str, api_key: str | None, timeout: float = MODEL_LIST_TIMEOUT) -> str:
+    """The id of the first model an OpenAI-compatible server lists (``GET {base_url}/models``); a ConfigError
+    naming the URL, the API and what to do when it cannot be had."""
+    url = f"{base_url}/models"
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+
+    def failed(what: str) -> ConfigError:
+        return ConfigError(
+            f"no model is configured, so codling asked the OpenAI-compatible server at OPENAI_BASE_URL for its "
+            f"models (GET {url}, the chat-completions API's model list) and {what}. Start the server or fix "
+            "OPENAI_BASE_URL (Ollama: http://localhost:11434/v1, LM Studio: http://localhost:1234/v1, "
+            "llama.cpp: http://localhost:8080/v1), or choose a model with --model openai-chat:<name>"
+        )
+
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            data = json.loads(response.read(1_000_000))
+    except urllib.error.HTTPError as e:
+        raise failed(f"it answered HTTP {e.code}") from e
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise failed(f"could not reach it ({reason})") from e
+    except ValueError as e:
+        raise failed("its answer was not JSON") from e
+    models = data.get("data") if isinstance(data, dict) else None
+    ids = [m.get("id") for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+    first = next((i for i in ids if isinstance(i, str) and i.strip()), None)
+    if first is None:
+        raise failed("it listed no models (load or pull one into the server first)")
+    return first
 
 
 def credential_names() -> frozenset[str]:
@@ -167,11 +238,17 @@ class ModelChoice:
 
     info: ModelInfo
     source: str
-    """One of ``--model``, ``CODLING_MODEL``, ``config.toml``, ``credentials``."""
+    """One of ``--model``, ``CODLING_MODEL``, ``config.toml``, ``credentials``, ``server`` (the first model the
+    server at ``OPENAI_BASE_URL`` lists)."""
+    note: str | None = None
+    """What the user should be told about the choice (which model a server offered), or None."""
 
 
 def select_model(cli_model: str | None, settings: Settings, catalog: Catalog) -> ModelChoice:
-    """Choose the model: ``--model``, ``CODLING_MODEL``, config.toml, then the first credentialed catalog model."""
+    """Choose the model: ``--model``, ``CODLING_MODEL``, config.toml; then, when ``OPENAI_BASE_URL`` points at
+    a server other than OpenAI's, the first model that server lists, on the chat-completions API (most local
+    servers lack the Responses API); else the first credentialed catalog model. Asking the server is a
+    request with a short timeout, made here, when a session's model is first needed."""
     for model_id, source in (
         (cli_model, "--model"),
         (settings.env.get("CODLING_MODEL"), "CODLING_MODEL"),
@@ -181,6 +258,13 @@ def select_model(cli_model: str | None, settings: Settings, catalog: Catalog) ->
             if not provider_of(model_id):
                 raise ConfigError(f"model {model_id!r} (from {source}) must look like 'provider:model'")
             return ModelChoice(catalog.get(model_id), source)
+    if (server := local_server_url(settings.env)) is not None:
+        model_id = "openai-chat:" + first_served_model(server, settings.env.get("OPENAI_API_KEY") or None)
+        note = (
+            f"using {model_id}, the first model {server} lists (no model is configured); choose another with "
+            "--model, CODLING_MODEL or model in config.toml"
+        )
+        return ModelChoice(catalog.get(model_id), "server", note)
     for info in catalog:
         if has_credentials(info.id, settings.env):
             return ModelChoice(info, "credentials")

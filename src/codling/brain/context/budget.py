@@ -130,4 +130,6 @@ def newest_that_fit(newest_first: Iterable[str], room: int, per_item: int = 1) -
 
 def image_tokens(images: tuple[ImageBlock, ...], model: ModelInfo) -> int:
     """What a prompt's images are estimated to cost a request (nothing when the model cannot see them)."""
-    return IMAGE_TOKENS * len(images) if model.images else 0
+    from codling.brain.images import may_see_images
+
+    return IMAGE_TOKENS * len(images) if may_see_images(model) else 0
