@@ -52,6 +52,10 @@ What it measures (see DESIGN.md §13):
    1,000,000 untracked files (``--quick``: 100,000), and a walk under a 4,000-rule wildcard .gitignore over 10,000
    files, each in a fresh process: time, peak memory, the event loop's longest stall; and how soon cancelling a
    walk under 4,000 rules that no index can skip stops it.
+13. prompt caching on Anthropic (issue 30 item 5): a 30-turn scripted session (``tests/fakes/anthropic_session.py``,
+   ``--quick``: 12) on the real AnthropicModel against the Anthropic fake, which bills it under Anthropic's cache
+   rules; with ``cache`` 5m and 1h: the share of input tokens read from the cache (≥ 80%) and the billed input
+   (reads 0.1×, writes 1.25× / 2×) against the same session with ``cache = "off"`` (≤ 0.3×).
 Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this.
 """
 
@@ -1760,6 +1764,34 @@ async def bench_hostile_repos(config: Config) -> list[Row]:
     return rows
 
 
+# --- 13: prompt caching on Anthropic ---------------------------------------------------------------------
+
+
+async def bench_anthropic_cache(config: Config) -> list[Row]:
+    """A 30-turn scripted session (a read every third turn) on the real AnthropicModel against the Anthropic fake,
+    which bills it under Anthropic's cache rules: with caching on (5m, 1h) against off (issue 30 item 5)."""
+    from tests.fakes.anthropic_session import run_session
+
+    turns = 12 if config.quick else 30
+    progress(f"anthropic cache: {turns} turns, cache off")
+    off = await run_session(turns, "off")
+    rows = [Row(f"prompt caching on Anthropic ({turns} turns, {len(off.bill)} requests, simulated bill)", "")]
+    for ttl in ("5m", "1h"):
+        progress(f"anthropic cache: {turns} turns, cache {ttl}")
+        on = await run_session(turns, "5m" if ttl == "5m" else "1h")
+        ratio = on.billed_input / off.billed_input
+        rows += [
+            Row(
+                f"  {ttl}: input served from cache",
+                f"{on.cache_share:.1%} of {on.input_tokens:,}",
+                "≥ 80%",
+                on.cache_share >= 0.8,
+            ),
+            Row(f"  {ttl}: billed input vs cache off", f"{ratio:.2f}×", "≤ 0.3×", ratio <= 0.3),
+        ]
+    return rows
+
+
 # --- driver ------------------------------------------------------------------------------------------------
 
 
@@ -1805,6 +1837,7 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("pins", lambda: bench_pins(config))
         rows += await guarded("facts over 100 turns", lambda: bench_facts(config))
         rows += await guarded("hostile repositories", lambda: bench_hostile_repos(config))
+        rows += await guarded("anthropic prompt cache", lambda: bench_anthropic_cache(config))
     return rows
 
 

@@ -13,6 +13,7 @@ config.toml keys (all optional)::
     greeting = false                        # greet new editor sessions (one short model-made message)
     delegates = true                        # let the model hand tasks to planner, reviewer and coder sub-agents
     stream_idle_timeout = 120               # seconds without data from the model provider before a reply is stopped
+    cache = "5m"                            # prompt caching where codling places it (Anthropic): 5m | 1h | off
     command_env_allow = ["GITHUB_TOKEN"]    # secret variables commands may still see (default: none)
     mcp_startup_timeout = 30                # seconds an MCP server may take to start before it is left out
     mcp_tool_timeout = 120                  # seconds one MCP tool call may take
@@ -41,6 +42,9 @@ from codling.paths import codling_home, config_file
 from codling.text import did_you_mean
 
 PermissionMode = Literal["read-only", "ask", "accept-edits", "yolo"]
+PromptCache = Literal["5m", "1h", "off"]
+"""How long the provider keeps the prompt cached ("off": no cache breakpoints are sent)."""
+PROMPT_CACHES: tuple[PromptCache, ...] = ("5m", "1h", "off")
 """How much a session may do without asking (see ``tools/approval.py``)."""
 
 PERMISSION_MODES: tuple[PermissionMode, ...] = ("read-only", "ask", "accept-edits", "yolo")
@@ -85,6 +89,8 @@ class Settings:
     """Offer the model the delegate tool (planner, reviewer and coder sub-agents)."""
     stream_idle_timeout: float = 120.0
     """Seconds the model provider may send nothing (mid-reply, or before answering) before the turn fails."""
+    cache: PromptCache = "5m"
+    """Prompt caching on providers where codling places the breakpoints (Anthropic): the cache's lifetime."""
     command_env_allow: tuple[str, ...] = ()
     """Secret variables that commands may still see (their values stay out of history and logs)."""
     mcp_servers: tuple[McpServerSpec, ...] = ()
@@ -153,6 +159,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     title_model = data.get("title_model")
     if title_model is not None and (not isinstance(title_model, str) or ":" not in title_model):
         raise ConfigError(f"{path}: title_model must be a model id like 'anthropic:claude-haiku-4-5'")
+    cache = data.get("cache", "5m")
+    if cache not in PROMPT_CACHES:
+        raise ConfigError(f"{path}: cache must be one of {', '.join(map(repr, PROMPT_CACHES))}, not {cache!r}")
     mode = data.get("mode", "ask")
     if not isinstance(mode, str):
         raise ConfigError(f"{path}: mode must be a string")
@@ -169,6 +178,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         greeting=_flag(data, "greeting", False, path),
         delegates=_flag(data, "delegates", True, path),
         stream_idle_timeout=_positive(data, "stream_idle_timeout", 120.0, path),
+        cache=cast(PromptCache, cache),
         command_env_allow=_names(data, "command_env_allow", path),
         mcp_servers=parse_servers(data.get("mcp_servers"), path),
         mcp_startup_timeout=_positive(data, "mcp_startup_timeout", 30.0, path),

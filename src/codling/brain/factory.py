@@ -85,6 +85,7 @@ def open_session(
         title_model=settings.title_model,
         delegates=settings.delegates,
         stream_idle_timeout=settings.stream_idle_timeout,
+        prompt_cache=settings.cache,
         models=ModelMenu(catalog, settings.env) if catalog is not None else None,
     )
     return ConversationSession(state, deps, model_factory=model_factory, options=options)

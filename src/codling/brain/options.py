@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from codling.brain.context import compaction
 from codling.brain.retries import RetryPolicy
+from codling.config import PromptCache
 from codling.tools.specs import ToolName, known_tools
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ class SessionOptions:
     stream_idle_timeout: float = 120.0
     """Seconds a model request may go without data from the provider (between streamed chunks, or before
     the answer) before the turn fails; ``stream_idle_timeout`` in config.toml."""
+    prompt_cache: PromptCache = "5m"
+    """Prompt caching for the models this session builds (``cache`` in config.toml; "off": none)."""
     models: ModelMenu | None = None
     """The models ``/model`` may switch to (None: it only names the current one)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)

@@ -341,7 +341,7 @@ class ConversationSession:
             return self._model_factory(model_id)
         from codling.llm.providers import build_model
 
-        return build_model(model_id, idle_timeout=self.options.stream_idle_timeout)
+        return build_model(model_id, idle_timeout=self.options.stream_idle_timeout, cache=self.options.prompt_cache)
 
     def instructions(self) -> str:
         """The session's system prompt (static part), built once per session."""

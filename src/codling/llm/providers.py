@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from codling.config import Settings
+from codling.config import PromptCache, Settings
 from codling.errors import ConfigError, MissingCredentialsError, NoModelError, UnknownProviderError
 from codling.llm.catalog import Catalog, ModelInfo, provider_of
 
@@ -278,13 +278,21 @@ def select_model(cli_model: str | None, settings: Settings, catalog: Catalog) ->
 
 
 def build_model(
-    model_id: str, *, idle_timeout: float = DEFAULT_IDLE_TIMEOUT, env: Mapping[str, str] | None = None
+    model_id: str,
+    *,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    env: Mapping[str, str] | None = None,
+    cache: PromptCache = "5m",
 ) -> Model:
     """Construct the pydantic-ai model for ``model_id``, importing its provider SDK now.
 
     ``openai-chat:<name>`` reaches any OpenAI-compatible chat-completions server through ``OPENAI_BASE_URL``
     and ``OPENAI_API_KEY`` (read from ``env``, default the process environment). OpenAI and Anthropic
     clients make one attempt per request and give up on a read after ``idle_timeout`` seconds of silence.
+
+    Anthropic models cache the prompt unless ``cache`` is ``"off"``: every request they make (turns, summaries,
+    titles) puts breakpoints on the tool definitions, the system prompt and the conversation's last block, so
+    each request reads the previous one's prefix from the cache (pydantic-ai's ``cache`` setting).
     """
     from pydantic_ai.exceptions import UserError
     from pydantic_ai.models import infer_model
@@ -318,6 +326,14 @@ def build_model(
                 name,
                 provider=provider_factory(canonical_provider),
                 profile=OpenAIModelProfile(openai_chat_streaming_requires_finish_reason=True),
+            )
+        if canonical_provider == "anthropic":
+            from pydantic_ai.models.anthropic import AnthropicModel
+
+            return AnthropicModel(
+                name,
+                provider=provider_factory(canonical_provider),
+                settings=None if cache == "off" else {"cache": cache},
             )
         return infer_model(f"{canonical_provider}:{name}", provider_factory)
     except ImportError as e:
