@@ -40,7 +40,7 @@ CONNECT_TIMEOUT = 10.0
 MODEL_LIST_TIMEOUT = 5.0
 """Seconds to wait for an OpenAI-compatible server's model list (``GET {OPENAI_BASE_URL}/models``)."""
 
-_OPENAI_API_HOST = "https://api.openai.com"
+_OPENAI_API_HOST = "api.openai.com"
 
 _OPENAI_PROVIDERS = ("openai", "openai-chat", "openai-responses")
 
@@ -115,7 +115,6 @@ class Endpoint:
 
 
 _RESPONSES_PROVIDERS = ("openai", "openai-responses")
-_OPENAI_HOST = "api.openai.com"
 
 
 def prompt_cache_settings(model_id: str, base_url: str | None, session_id: str) -> dict[str, Any]:
@@ -126,8 +125,7 @@ def prompt_cache_settings(model_id: str, base_url: str | None, session_id: str) 
     of that API's request schema; on chat completions (``openai-chat:``) only to OpenAI's own endpoint, since
     other OpenAI-compatible servers may refuse a field they do not know. Empty for every other provider."""
     provider = _PROVIDER_ALIASES.get(provider_of(model_id), provider_of(model_id))
-    to_openai = base_url is None or urlsplit(base_url).hostname == _OPENAI_HOST
-    if provider in _RESPONSES_PROVIDERS or (provider == "openai-chat" and to_openai):
+    if provider in _RESPONSES_PROVIDERS or (provider == "openai-chat" and not _is_custom(base_url)):
         return {"openai_prompt_cache_key": f"codling-{session_id}"}
     return {}
 
@@ -142,7 +140,8 @@ _API_NAMES = {
 
 
 def _is_custom(base_url: str | None) -> bool:
-    return bool(base_url) and not str(base_url).startswith(_OPENAI_API_HOST)
+    """Whether ``base_url`` names a server other than OpenAI's own API (None: the default, OpenAI's)."""
+    return bool(base_url) and urlsplit(str(base_url)).hostname != _OPENAI_API_HOST
 
 
 def local_server_url(env: Mapping[str, str]) -> str | None:
