@@ -25,7 +25,7 @@ Errors are Anthropic's JSON (``{"type": "error", "error": {"type", "message"}}``
 thinking or empty block) is a 400 ``invalid_request_error``.
 
 Title requests (codling's title special turn, recognised by its system prompt) get :attr:`title_reply` and are
-left out of :attr:`requests` and :attr:`bill`, as in the OpenAI fake.
+left out of :attr:`requests` and :attr:`bill`, as in the OpenAI fake (:attr:`title_bill` has theirs).
 """
 
 from __future__ import annotations
@@ -377,6 +377,7 @@ class AnthropicServer:
         self._queue: deque[ScriptedReply] = deque()
         self._recorded: list[RecordedRequest] = []
         self._bills: list[Billed] = []
+        self._title_bills: list[Billed] = []
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -464,11 +465,15 @@ class AnthropicServer:
         with self._condition:
             return self.cache.bill(body)
 
-    def _billed(self, body: dict[str, Any], billed: Billed) -> None:
-        if is_title(body):
-            return
+    @property
+    def title_bill(self) -> list[Billed]:
+        """What each answered title request was billed, in order."""
         with self._condition:
-            self._bills.append(billed)
+            return list(self._title_bills)
+
+    def _billed(self, body: dict[str, Any], billed: Billed) -> None:
+        with self._condition:
+            (self._title_bills if is_title(body) else self._bills).append(billed)
 
     def _next_reply(self, body: dict[str, Any], index: int) -> ScriptedReply:
         if is_title(body):

@@ -76,12 +76,29 @@ def test_cache_reads_and_writes_are_priced_apart_from_other_input(tmp_path: Path
     assert load_catalog(user).get("openai:o").cost(10_000, 0, 9_000) == pytest.approx((1_000 * 1 + 9_000 * 0.1) / 1e6)
 
 
-@pytest.mark.parametrize("price", [[1], [1, 2, 3, 4, 5], [1, -2], [1, True]])
+def test_one_hour_cache_writes_are_priced_at_their_own_rate(tmp_path: Path) -> None:
+    user = tmp_path / "models.json"
+    user.write_text(json.dumps({"models": {"anthropic:c": {"price": [3, 15, 0.3, 3.75, 6]}}}))
+    claude = load_catalog(user).get("anthropic:c")
+    assert claude.price == Price(3.0, 15.0, 0.3, 3.75, 6.0)
+    # 1,500 tokens written to the cache, 1,000 of them for an hour.
+    assert claude.cost(10_000, 0, 8_000, 1_500, 1_000) == pytest.approx(
+        (500 * 3 + 8_000 * 0.3 + 500 * 3.75 + 1_000 * 6) / 1e6
+    )
+    # Without a one-hour price, one-hour writes cost what other writes do.
+    assert Price(3, 15, 0.3, 3.75).cost(10_000, 0, 8_000, 1_500, 1_000) == claude.cost(10_000, 0, 8_000, 1_500)
+    # The bundled Anthropic prices carry Anthropic's one-hour rate: twice the input price.
+    bundled = load_catalog(None).get("anthropic:claude-sonnet-4-5").price
+    assert bundled is not None and bundled.cache_write_1h == 2 * bundled.input
+
+
+@pytest.mark.parametrize("price", [[1], [1, 2, 3, 4, 5, 6], [1, -2], [1, True]])
 def test_a_malformed_price_is_a_config_error_naming_the_forms(tmp_path: Path, price: list[object]) -> None:
     user = tmp_path / "models.json"
     user.write_text(json.dumps({"models": {"openai-chat:p": {"price": price}}}))
     with pytest.raises(
-        ConfigError, match=r"price must be \[input, output\] or \[input, output, cache read, cache write\]"
+        ConfigError,
+        match=r"price must be \[input, output\], optionally followed by cache read, cache write and one-hour",
     ):
         load_catalog(user)
 
@@ -305,7 +322,7 @@ def test_anthropic_models_are_built_on_a_client_of_codling_s_own() -> None:
 
 @pytest.mark.parametrize(
     ("model_id", "variable", "sdk", "extra"),
-    [("groq:llama", "GROQ_API_KEY", "groq", "groq"), ("google-gla:gemini-x", "GOOGLE_API_KEY", "google", "google")],
+    [("groq:llama", "GROQ_API_KEY", "groq", "groq"), ("mistral:devstral", "MISTRAL_API_KEY", "mistralai", "mistral")],
 )
 def test_a_provider_whose_sdk_is_missing_says_what_to_install(
     model_id: str, variable: str, sdk: str, extra: str

@@ -207,15 +207,17 @@ async def test_a_session_sends_one_prompt_cache_key_and_its_repeated_prefix_is_b
     server: ResponsesServer, project: Path, settings: Settings
 ) -> None:
     long_prompt = "Remember these notes. " + "lorem ipsum dolor sit amet " * 400  # well past 1,024 tokens
-    server.enqueue(Reply(text="Noted."), Reply(text="Still noted."), Reply(text="Other session."))
+    summary = "## Goal\nRemember these notes: lorem ipsum dolor sit amet, and answer what comes next."
+    server.enqueue(Reply(text="Noted."), Reply(text="Still noted."), Reply(text=summary), Reply(text="Other session."))
     first = session_on(server, project, settings)
     await turn(first, long_prompt)
     await turn(first, "And now?")
+    await turn(first, "/compact")  # the summarizer's request, a special turn's, is the session's too
     other = session_on(server, project, settings)
     await turn(other, "Hello")
 
-    one, two, three = cache_keys(server)
-    assert one == two == f"codling-{first.state.session_id}"
+    one, two, summarized, three = cache_keys(server)
+    assert one == two == summarized == f"codling-{first.state.session_id}"
     assert three == f"codling-{other.state.session_id}" and three != one
     bills = server.bills
     assert bills[0].cached_tokens == 0  # nothing to read yet

@@ -30,6 +30,7 @@ from codling.brain.events import (
     TurnFailed,
 )
 from codling.brain.reasoning import SegmentSplitter
+from codling.brain.spend import Spend
 from codling.brain.state import SessionState
 from codling.tools.ports import (
     COMMAND_TOOL,
@@ -131,7 +132,7 @@ class SessionDelegator:
                     outcome = replace(outcome, error=event.message)
                 case TurnEnded():
                     outcome = replace(outcome, stop_reason=event.stop_reason)
-                    parent.add_delegated_usage(event.usage)
+                    parent.spend_aside(Spend(event.usage, event.cost))
         return replace(
             outcome,
             reply="".join(reply).strip(),

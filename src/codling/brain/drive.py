@@ -97,9 +97,20 @@ async def drive(
         if type(e) is ModelAPIError and "without a `finish_reason`" in e.message:
             raise ModelError(CUT_OFF) from e
         raise
-    usage = run.usage
-    return stop, Usage(
-        usage.input_tokens, usage.output_tokens, usage.requests, usage.cache_read_tokens, usage.cache_write_tokens
+    return stop, usage_of(run.usage)
+
+
+def usage_of(usage: Any) -> Usage:
+    """codling's ``Usage`` of a pydantic-ai run's ``RunUsage``."""
+    # RunUsage sums RequestUsage's one-hour writes under the same (undeclared) attribute name.
+    one_hour = getattr(usage, "cache_write_1h_tokens", 0)
+    return Usage(
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.requests,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        one_hour if isinstance(one_hour, int) else 0,
     )
 
 

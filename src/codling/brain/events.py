@@ -42,6 +42,8 @@ class Usage:
     """Input tokens the provider read from its prompt cache (billed at a discount)."""
     cache_write_tokens: int = 0
     """Input tokens the provider wrote to its prompt cache (Anthropic bills them at a premium)."""
+    cache_write_1h_tokens: int = 0
+    """Of ``cache_write_tokens``, those written to live an hour (Anthropic bills them 2x input, not 1.25x)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -50,6 +52,7 @@ class Usage:
             self.requests + other.requests,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.cache_write_1h_tokens + other.cache_write_1h_tokens,
         )
 
 

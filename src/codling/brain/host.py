@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from codling.brain.events import Event, Usage, UsageUpdated
+from codling.brain.events import Event, UsageUpdated
 from codling.brain.options import SessionOptions
 from codling.brain.prompt import PromptBlock
+from codling.brain.spend import Spend
 from codling.brain.state import SessionState
 from codling.config import PermissionMode
 from codling.llm.catalog import ModelInfo
@@ -104,8 +105,12 @@ class SessionHost(Protocol):
         """Switch models."""
         ...
 
-    def add_delegated_usage(self, usage: Usage) -> None:
-        """Count what a delegate spent in the running turn's usage."""
+    def spend_aside(self, spend: Spend) -> None:
+        """Count what a delegate or a special turn spent in the next turn to end."""
+        ...
+
+    def model_info(self, model_id: str | None) -> ModelInfo:
+        """The catalog's entry for ``model_id`` (None: the session's model)."""
         ...
 
     def spawn(self, state: SessionState, deps: ToolDeps, options: SessionOptions) -> TurnStream:

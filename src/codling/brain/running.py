@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from codling.brain.events import Event, Usage
+from codling.brain.events import Event
 from codling.llm.providers import Endpoint
 
 if TYPE_CHECKING:
@@ -35,8 +35,6 @@ class RunningTurn:
     not started sees ``cancel_requested`` when it does)."""
     notices: Callable[[Event], None] | None = None
     """Where MCP servers' notices go while the turn runs (its ``send``, once the servers were awaited)."""
-    delegated_usage: Usage = field(default_factory=Usage)
-    """What the turn's delegates spent (part of the turn's usage)."""
     first_input: int = 0
     """The input tokens the provider reported for the turn's first request (0: none yet)."""
     first_input_history: int = 0

@@ -67,6 +67,7 @@ from codling.brain.restore import follow, record_turn, restore
 from codling.brain.running import RunningTurn
 from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
 from codling.brain.special_turns import SpecialTurns
+from codling.brain.spend import Spend, priced
 from codling.brain.state import SessionState
 from codling.brain.turns import (
     PROMPT_COMMANDS,
@@ -150,9 +151,11 @@ class ConversationSession:
         """The latest user turn (kept once it ended: ``in_turn`` asks whether its events were delivered)."""
         self._special_turns: SpecialTurns | None = None
         self._titled = False
+        """The title special turn was started, or the session was restored (it has its title)."""
         self._no_images: set[str] = set()
         """Models whose provider refused this session's images: they are told the names from then on."""
-        """The title special turn was started, or the session was restored (it has its title)."""
+        self._spent_aside = Spend()
+        """Spent beside the turns' own requests, not yet in a turn's record (see ``spend_aside``)."""
         self._background: set[asyncio.Task[None]] = set()
         self.context = ContextEngine(self)
         approver = deps.permissions.approver
@@ -320,10 +323,19 @@ class ConversationSession:
         """A new session with this one's model factory (a delegate runs in one)."""
         return ConversationSession(state, deps, model_factory=self._model_factory, options=options)
 
-    def add_delegated_usage(self, usage: Usage) -> None:
-        """Count what a delegate spent in the running turn's usage."""
-        if self._turn is not None:
-            self._turn.delegated_usage += usage
+    def spend_aside(self, spend: Spend) -> None:
+        """Count what was spent beside the turns' own requests (a delegate's turn, a special turn such as the
+        summarizer's or the title's) in the next turn to end: the running one, or the next one for what was
+        spent between turns (a title named after its turn), since a session's spend lives in its turns'
+        records."""
+        self._spent_aside += spend
+
+    def model_info(self, model_id: str | None) -> ModelInfo:
+        """The catalog's entry for ``model_id`` (None: the session's model)."""
+        if model_id is None or model_id == self.state.model.id:
+            return self.state.model
+        models = self.options.models
+        return models.catalog.get(model_id) if models is not None else ModelInfo(model_id, known=False)
 
     @property
     def model_factory(self) -> ModelFactory | None:
@@ -552,10 +564,10 @@ class ConversationSession:
             if self._wants_title(log_, ending):
                 # The request as the user wrote it, attachments by name: their contents never name a session.
                 turn.title_due = (prompt_summary(blocks), log_.text)
-        usage += turn.delegated_usage  # what its delegates spent is the turn's too
-        cost = self.state.model.cost(
-            usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
-        )
+        # What its delegates and special turns spent is the turn's too, each priced at its own model's price.
+        aside, self._spent_aside = self._spent_aside, Spend()
+        spent = Spend(usage, priced(self.state.model, usage)) + aside
+        usage, cost = spent.usage, spent.cost
         self.state.add_spend(usage, cost)
         send(self.context.usage_event(turn_id, send))
         ended = TurnEnded(

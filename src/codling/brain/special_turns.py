@@ -43,8 +43,10 @@ from codling.brain.events import (
 )
 from codling.brain.interactions import Interaction, InteractionKind
 from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
+from codling.brain.spend import Spend, priced
 from codling.brain.state import HistoryEntry, Role, SessionState, summary_entry
 from codling.errors import SpecialTurnError
+from codling.llm.providers import prompt_cache_settings
 from codling.tools.ports import ToolProgress
 
 if TYPE_CHECKING:
@@ -183,12 +185,13 @@ class SpecialTurns:
             config.prompt,
             message_history=history,
             deps=deps,
-            model_settings=_settings(config),
+            model_settings=_settings(config, session.state.session_id, config.model or session.state.model.id, model),
             usage_limits=UsageLimits(request_limit=session.options.max_requests_per_turn),
         ) as run:
-            stop, _usage = await drive(
+            stop, usage = await drive(
                 run, "", events.append, deps, stream=not config.force_non_streaming, idle_timeout=config.idle_timeout
             )
+            session.spend_aside(Spend(usage, priced(session.model_info(config.model), usage)))
             if run.result is None:
                 raise SpecialTurnError(f"the special turn stopped before it answered ({stop})")
             return run.result.output, interactions_of(events)
@@ -236,10 +239,11 @@ class SpecialTurns:
         return persisted
 
 
-def _settings(config: SpecialTurnConfig) -> Any:
+def _settings(config: SpecialTurnConfig, session_id: str, model_id: str, model: Any) -> Any:
     """The request settings a special turn asks for (pydantic-ai's ``ModelSettings``): its answer's cap, its
-    read timeout and no tool calls when it shares the user turns' prefix, if it has them; None without any."""
-    settings: dict[str, Any] = {}
+    read timeout, no tool calls when it shares the user turns' prefix, and the session's prompt cache key (so
+    the provider serves the prefix the turns cached), if it has them; None without any."""
+    settings: dict[str, Any] = prompt_cache_settings(model_id, getattr(model, "base_url", None), session_id)
     if config.max_tokens is not None:
         settings["max_tokens"] = config.max_tokens
     if config.idle_timeout is not None:

@@ -2,10 +2,11 @@
 
 Both files have the shape ``{"models": {"<provider:model>": {"context_limit": N, "max_output_tokens": N,
 "thinking": bool, "images": bool, "compact_threshold": share (optional), "price": [input, output] or
-[input, output, cache read, cache write] (optional: US dollars per million tokens)}}}``; the user's entries add
-to or replace the bundled ones. The bundled prices are the providers' list prices when they were written down,
-cache reads and writes included (Anthropic's five-minute writes; OpenAI and Gemini bill no writes), so a cost
-shown is what the provider's price list says for the tokens it reported. An id found in neither still works,
+[input, output, cache read], [..., cache write] or [..., cache write, one-hour cache write] (optional: US
+dollars per million tokens)}}}``; the user's entries add to or replace the bundled ones. The bundled prices are
+the providers' list prices when they were written down, cache reads and writes included (Anthropic's
+five-minute and one-hour writes; OpenAI and Gemini bill no writes), so a cost shown is what the provider's
+price list says for the tokens it reported. An id found in neither still works,
 with conservative defaults (``ModelInfo.known`` is then false and a warning is due).
 """
 
@@ -33,15 +34,27 @@ class Price:
     """Input read from the provider's prompt cache (None: billed as other input)."""
     cache_write: float | None = None
     """Input written to the provider's prompt cache (None: billed as other input)."""
+    cache_write_1h: float | None = None
+    """Input written to the prompt cache to live an hour (None: billed as other writes)."""
 
     def cost(
-        self, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0, cache_write_tokens: int = 0
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cache_write_1h_tokens: int = 0,
     ) -> float:
-        """What these tokens cost; ``input_tokens`` includes the cache's reads and writes."""
+        """What these tokens cost; ``input_tokens`` includes the cache's reads and writes, and
+        ``cache_write_tokens`` the one-hour writes."""
         read = self.input if self.cache_read is None else self.cache_read
         write = self.input if self.cache_write is None else self.cache_write
+        write_1h = write if self.cache_write_1h is None else self.cache_write_1h
         plain = max(0, input_tokens - cache_read_tokens - cache_write_tokens)
-        dollars = plain * self.input + cache_read_tokens * read + cache_write_tokens * write
+        short_writes = max(0, cache_write_tokens - cache_write_1h_tokens)
+        dollars = (
+            plain * self.input + cache_read_tokens * read + short_writes * write + cache_write_1h_tokens * write_1h
+        )
         return (dollars + output_tokens * self.output) / 1_000_000
 
 
@@ -62,13 +75,20 @@ class ModelInfo:
     """What its tokens cost (None: not known, so no cost is shown)."""
 
     def cost(
-        self, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0, cache_write_tokens: int = 0
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cache_write_1h_tokens: int = 0,
     ) -> float | None:
         """What these tokens cost at this model's list price, in US dollars (None when the price is unknown);
         ``input_tokens`` includes the cache's reads and writes, as providers' usage reports count them."""
         if self.price is None:
             return None
-        return self.price.cost(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+        return self.price.cost(
+            input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens
+        )
 
     @property
     def provider(self) -> str:
@@ -109,12 +129,12 @@ def _price(value: Any, model_id: str, source: str) -> Price | None:
         return None
     if (
         not isinstance(value, list)
-        or len(value) not in (2, 3, 4)
+        or len(value) not in (2, 3, 4, 5)
         or not all(isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in value)
     ):
         raise ConfigError(
-            f"{source}: {model_id}: price must be [input, output] or [input, output, cache read, cache write] "
-            "in dollars per million tokens"
+            f"{source}: {model_id}: price must be [input, output], optionally followed by cache read, cache "
+            "write and one-hour cache write, in dollars per million tokens"
         )
     numbers = [float(v) for v in value]
     return Price(*numbers)

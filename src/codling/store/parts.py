@@ -186,6 +186,7 @@ class UsagePart(Part):
     requests: int = Field(default=0, ge=0)
     cache_read_tokens: int = Field(default=0, ge=0, exclude_if=omit_zero)
     cache_write_tokens: int = Field(default=0, ge=0, exclude_if=omit_zero)
+    cache_write_1h_tokens: int = Field(default=0, ge=0, exclude_if=omit_zero)
 
 
 class WindowPart(Part):

@@ -250,6 +250,7 @@ class TurnEndRecord(_TurnRecord):
             self.usage.requests,
             self.usage.cache_read_tokens,
             self.usage.cache_write_tokens,
+            self.usage.cache_write_1h_tokens,
         )
         summary = self.summary.summary() if self.summary is not None else None
         ended = TurnEnded(
@@ -395,6 +396,7 @@ def event_record(event: Event, session_id: str, error: str | None = None) -> Rec
                     requests=usage.requests,
                     cache_read_tokens=usage.cache_read_tokens,
                     cache_write_tokens=usage.cache_write_tokens,
+                    cache_write_1h_tokens=usage.cache_write_1h_tokens,
                 ),
                 error=error,
                 summary=SummaryPart.of(summary) if summary is not None else None,

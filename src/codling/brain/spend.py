@@ -1,0 +1,40 @@
+"""What requests cost: tokens spent (``Usage``) with their price, summed across models.
+
+A turn's record carries what it spent and cost, its own requests and what was spent beside them for it
+(delegates' turns, special turns such as the summarizer's), each part priced at its own model's list price."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from codling.brain.events import Usage
+from codling.llm.catalog import ModelInfo
+
+
+def priced(model: ModelInfo, usage: Usage) -> float | None:
+    """What ``usage`` cost at ``model``'s list price, in US dollars (None: its price is not known)."""
+    return model.cost(
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.cache_write_1h_tokens,
+    )
+
+
+def add_costs(a: float | None, b: float | None) -> float | None:
+    """The sum of two costs; an unknown one (None) adds nothing, and two unknown ones stay unknown."""
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Tokens spent and what they cost (None: no part of them had a known price)."""
+
+    usage: Usage = field(default_factory=Usage)
+    cost: float | None = None
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(self.usage + other.usage, add_costs(self.cost, other.cost))
