@@ -65,6 +65,14 @@ class Billed:
     output_tokens: int = 0
     ephemeral_5m_input_tokens: int = 0
     ephemeral_1h_input_tokens: int = 0
+    repeated_input_tokens: int = 0
+    """Not a usage field: the longest prefix of this request's prompt that an earlier request sent too, cached
+    or not (what a cache could have served; what it did not is a miss to explain)."""
+
+    @property
+    def missed_tokens(self) -> int:
+        """Input an earlier request had sent the same that the cache did not serve."""
+        return max(0, self.repeated_input_tokens - self.cache_read_input_tokens)
 
     @property
     def total_input_tokens(self) -> int:
@@ -171,9 +179,11 @@ class PromptCache:
         self.clock = clock
         self.minimum = minimum
         self._entries: dict[bytes, float] = {}  # prefix digest -> expiry time
+        self._sent: set[bytes] = set()  # the digest of every prefix any request sent
 
     def clear(self) -> None:
         self._entries.clear()
+        self._sent.clear()
 
     def bill(self, body: Mapping[str, Any]) -> Billed:
         """Apply the request to the cache and say how its input is billed (``output_tokens`` 0).
@@ -230,10 +240,14 @@ class PromptCache:
                     self._entries[blocks[j].digest] = max(self._entries[blocks[j].digest], now + TTL_SECONDS[ttl])
         read = prefix[read_end]
         creation = prefix[written_end] - read
+        # Prefix digests chain, so the last block whose digest was sent before ends the longest shared prefix.
+        repeated_end = next((j + 1 for j in range(len(blocks) - 1, -1, -1) if blocks[j].digest in self._sent), 0)
+        self._sent.update(block.digest for block in blocks)
         return Billed(
             input_tokens=total - read - creation,
             cache_creation_input_tokens=creation,
             cache_read_input_tokens=read,
             ephemeral_5m_input_tokens=by_ttl["5m"],
             ephemeral_1h_input_tokens=by_ttl["1h"],
+            repeated_input_tokens=prefix[repeated_end],
         )

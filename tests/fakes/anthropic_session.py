@@ -16,13 +16,15 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from codling.brain.events import CompactionStarted, TurnEnded, TurnFailed, Usage
 from codling.brain.factory import open_session
 from codling.config import PromptCache, Settings
 from codling.llm.catalog import ModelInfo, load_catalog
 from codling.llm.providers import build_model
+from tests.fakes import fidelity
+from tests.fakes.anthropic_bridge import ChatBridge
 from tests.fakes.anthropic_cache import Billed
 from tests.fakes.anthropic_server import Reply, ScriptedReply, ToolUse, running_server
 from tests.fakes.summarizer import MARK
@@ -103,6 +105,11 @@ class SessionBill:
         return sum(b.cache_read_input_tokens for b in self.bill) / max(1, self.input_tokens)
 
     @property
+    def missed_share(self) -> float:
+        """The share of repeated input (sent before by an earlier request) the cache did not serve."""
+        return sum(b.missed_tokens for b in self.bill) / max(1, sum(b.repeated_input_tokens for b in self.bill))
+
+    @property
     def billed_input(self) -> float:
         """Input priced in base-input tokens (reads 0.1x, writes 1.25x or 2x)."""
         return sum(b.billed_input() for b in self.bill)
@@ -128,29 +135,44 @@ def bill_price(billed: Billed, info: ModelInfo) -> float:
     return dollars / 1_000_000
 
 
-async def run_session(turns: int, cache: PromptCache, window: int = 200_000) -> SessionBill:
-    """``turns`` scripted turns with ``cache`` in a ``window``-token context; raises if a turn fails."""
+Script = Literal["reads", "fidelity"]
+"""Which session: ``reads`` (:class:`SessionModel`, any number of turns) or ``fidelity`` (the 30-turn session of
+``fidelity.py``: facts and constraints stated along the way, reads of up to 138 KB, commands printing 10–50 KB,
+edits, a delegate; played through :class:`~tests.fakes.anthropic_bridge.ChatBridge`)."""
+
+
+async def run_session(turns: int, cache: PromptCache, window: int = 200_000, script: Script = "reads") -> SessionBill:
+    """``turns`` turns of ``script`` with ``cache`` in a ``window``-token context; raises if a turn fails."""
     info = model(window)
-    with tempfile.TemporaryDirectory() as tmp, running_server(responder=SessionModel()) as server:
+    if script == "fidelity":
+        responder: Any = ChatBridge(fidelity.Model(window, summarizer_works=True))
+        prompts = [turn.prompt for turn in fidelity.turns()][:turns]
+    else:
+        responder = SessionModel()
+        prompts = [f"Step {i}: " + "look into the module and explain " * 8 for i in range(turns)]
+    with tempfile.TemporaryDirectory() as tmp, running_server(responder=responder) as server:
         root = Path(tmp)
         project, home = root / "project", root / "home"
-        (project / "src").mkdir(parents=True)
         home.mkdir()
-        for i in range(turns):
-            (project / "src" / f"mod{i}.py").write_text(f"def f{i}(x):\n    return x * {i}\n" * 20)
+        if script == "fidelity":
+            fidelity.make_repo(project)
+        else:
+            (project / "src").mkdir(parents=True)
+            for i in range(turns):
+                (project / "src" / f"mod{i}.py").write_text(f"def f{i}(x):\n    return x * {i}\n" * 20)
         session = open_session(
             Settings(home=home, env={"CODLING_HOME": str(home)}, titles=False, cache=cache),
             info,
             project,
             approver=None,
-            mode="read-only",
+            mode="yolo" if script == "fidelity" else "read-only",
             model_factory=lambda model_id: build_model(model_id, env=server.env(), cache=cache),
         )
         session.options = replace(session.options, auto_title=False)
         usage, cost, compactions = Usage(), 0.0, 0
-        for i in range(turns):
-            async with asyncio.timeout(60):  # liveness only
-                events = [e async for e in session.stream(f"Step {i}: " + "look into the module and explain " * 8)]
+        for i, prompt in enumerate(prompts):
+            async with asyncio.timeout(120):  # liveness only
+                events = [e async for e in session.stream(prompt)]
             if failed := [e for e in events if isinstance(e, TurnFailed)]:
                 raise RuntimeError(f"turn {i} failed: {failed[0].message}")
             ended = next(e for e in events if isinstance(e, TurnEnded))

@@ -74,3 +74,14 @@ async def test_a_title_named_by_a_cheaper_model_is_priced_at_its_price_in_the_ne
     assert first.cost == pytest.approx(bill_price(server.bill[0], sonnet))
     assert second.cost == pytest.approx(bill_price(server.bill[1], sonnet) + bill_price(title, catalog.get(HAIKU)))
     assert second.usage.input_tokens == server.bill[1].total_input_tokens + title.total_input_tokens
+
+
+async def test_a_realistic_session_reads_every_prefix_it_repeats_from_the_cache() -> None:
+    """The context-fidelity session (large tool output, edits, a delegate, facts), on Anthropic's cache rules: what
+    a request sends the same as an earlier one comes from the cache, so only new input is billed in full."""
+    async with asyncio.timeout(deadline(120)):  # liveness only
+        session = await run_session(8, "5m", 200_000, "fidelity")
+
+    assert session.missed_share < 0.01, [(i, b.missed_tokens) for i, b in enumerate(session.bill) if b.missed_tokens]
+    assert session.cache_share > 0.5  # over its first 8 turns, a 138 KB read and new tool output are much of it
+    assert abs(session.cost - session.priced(model(200_000))) <= 0.01 * session.cost
