@@ -101,6 +101,11 @@ async def test_codling_acp_over_anthropic_streams_thinking_runs_a_tool_and_cache
         )
         assert second.stop_reason == "end_turn"
         assert client.agent_text().endswith("Second answer")
+        # The prompt cache's reads and writes reach the editor in each turn's usage, as the fake billed them.
+        bill = server.bill
+        assert first.usage is not None and second.usage is not None
+        assert first.usage.cached_write_tokens == sum(b.cache_creation_input_tokens for b in bill[:2])
+        assert second.usage.cached_read_tokens == bill[2].cache_read_input_tokens > 0
         process.kill()
         await asyncio.wait_for(process.wait(), deadline(10))
 
