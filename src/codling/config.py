@@ -2,7 +2,7 @@
 
 config.toml keys (all optional)::
 
-    model = "anthropic:claude-sonnet-4-5"   # default model (CODLING_MODEL and --model win)
+    model = "anthropic:claude-sonnet-5-5"   # default model (CODLING_MODEL and --model win)
     mode = "ask"                            # read-only | ask | accept-edits | yolo
     max_requests_per_turn = 50              # model requests one turn may make
     command_timeout = 120                   # seconds before run_command kills a command

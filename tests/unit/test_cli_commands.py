@@ -248,9 +248,9 @@ def test_models_table_shows_limits_and_credentials(home: Path) -> None:
     assert "12,345" in rows["openai-chat:local-coder"]
     # The model a run would use is marked, and why it was chosen is said.
     selected = [line for line in result.stdout.splitlines() if "← selected" in line]
-    assert [line.split()[1] for line in selected] == ["anthropic:claude-sonnet-4-5"]
+    assert [line.split()[1] for line in selected] == ["anthropic:claude-sonnet-5-5"]
     assert result.stdout.splitlines()[-1] == (
-        "selected: anthropic:claude-sonnet-4-5 (the first listed whose provider has credentials; choose another "
+        "selected: anthropic:claude-sonnet-5-5 (the first listed whose provider has credentials; choose another "
         "with --model, CODLING_MODEL or model in config.toml)"
     )
     chosen = codling(clean_env(home, CODLING_MODEL="openai-chat:elsewhere"), "models")

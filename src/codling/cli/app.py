@@ -49,7 +49,7 @@ ModelOption = Annotated[
     typer.Option(
         "--model",
         "-m",
-        help="Model id, e.g. anthropic:claude-sonnet-4-5 (see `codling models`).",
+        help="Model id, e.g. anthropic:claude-sonnet-5-5 (see `codling models`).",
         autocompletion=complete.models,
     ),
 ]
