@@ -227,6 +227,15 @@ async def test_a_wrong_key_fails_the_turn_naming_anthropic_api_key(
 # -- prompt caching ------------------------------------------------------------------------------------------
 
 
+def blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def has_text(message: dict[str, Any]) -> bool:
+    return any(b["type"] == "text" for b in blocks(message))
+
+
 async def ten_turns(session: ConversationSession, server: AnthropicServer) -> None:
     """A scripted 10-turn session; every third turn reads a file first (two requests)."""
     for i in range(10):
@@ -250,6 +259,15 @@ async def test_caching_puts_breakpoints_on_tools_system_and_conversation_and_mos
         assert body["tools"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
         assert body["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
         assert body["cache_control"] == {"type": "ephemeral", "ttl": "5m"}  # automatic: the last block
+    # From the second turn on, one more on the history's last block, before the turn's prompt, so a request that
+    # shares the history but not what follows (the summarizer's, the next after a compaction) reads it too.
+    for body in requests[1:]:
+        messages = body["messages"]
+        prompt = max(i for i, m in enumerate(messages) if m["role"] == "user" and has_text(m))
+        marks = [i for i, m in enumerate(messages) for b in blocks(m) if "cache_control" in b]
+        assert marks == [prompt - 1] and messages[prompt - 1]["role"] == "assistant", marks
+        assert blocks(messages[prompt - 1])[-1]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
+    assert not any("cache_control" in b for m in requests[0]["messages"] for b in blocks(m))
     assert bill[0].cache_read_input_tokens == 0 and bill[0].cache_creation_input_tokens > 0
     # From turn 3 on (request 3: turn 2 made two), each request reads all but its newest part from the cache.
     for billed in bill[3:]:

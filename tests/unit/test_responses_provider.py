@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pydantic_ai.messages import CachePoint, ModelRequest, ModelResponse, TextPart
 
 from codling.brain.events import (
     CompactionStarted,
@@ -26,7 +27,7 @@ from codling.brain.retries import RetryPolicy
 from codling.brain.session import ConversationSession
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
-from codling.llm.providers import build_model, prompt_cache_settings
+from codling.llm.providers import build_model, history_breakpoint, prompt_cache_settings
 from tests.fakes.deadlines import deadline
 from tests.fakes.http_fake import MIN_CACHED_TOKENS
 from tests.fakes.openai_server import running_server
@@ -235,6 +236,19 @@ def test_chat_completions_get_a_prompt_cache_key_only_from_openai_itself() -> No
     assert prompt_cache_settings("openai-chat:qwen", "http://localhost:11434/v1", "s1") == {}
     assert prompt_cache_settings("openai-responses:gpt-5", "http://localhost:8000/v1", "s1") != {}
     assert prompt_cache_settings("anthropic:claude-sonnet-4-5", None, "s1") == {}
+
+
+def test_only_anthropic_gets_a_breakpoint_on_the_history() -> None:
+    history = [ModelRequest.user_text_prompt("hi"), ModelResponse([TextPart("hello")])]
+    (mark,) = history_breakpoint("anthropic:claude-sonnet-5-5", "1h", history)
+    assert mark == CachePoint(ttl="1h")
+    # Other providers may refuse a field they do not know; OpenAI caches by prefix without breakpoints.
+    assert history_breakpoint("openai:gpt-5", "5m", history) == []
+    assert history_breakpoint("openai-chat:qwen", "5m", history) == []
+    assert history_breakpoint("anthropic:claude-sonnet-5-5", "off", history) == []
+    # Nothing to mark before the first prompt, nor when the prompt joins a user message (it would split its text).
+    assert history_breakpoint("anthropic:claude-sonnet-5-5", "5m", []) == []
+    assert history_breakpoint("anthropic:claude-sonnet-5-5", "5m", history[:1]) == []
 
 
 async def test_a_local_chat_completions_server_gets_no_prompt_cache_key(project: Path, settings: Settings) -> None:

@@ -83,7 +83,7 @@ from codling.brain.turns import (
 from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
-from codling.llm.providers import Endpoint, prompt_cache_settings
+from codling.llm.providers import Endpoint, history_breakpoint, prompt_cache_settings
 from codling.tools.deps import ToolDeps
 from codling.tools.specs import ToolFilter
 
@@ -690,9 +690,13 @@ class ConversationSession:
             # (images: each provider counts them its own way, so a count with them says nothing of a cut)
             requests.reported = lambda tokens, estimate: self._learn_cut_window(turn_id, send, tokens, estimate)
         turn.block = block = self.context.turn_block()  # the history keeps it with the prompt
+        content = user_content(f"{block}\n\n{user_text}" if block else user_text, images, can_see=self._sees_images())
+        history = self.state.messages()
+        if mark := history_breakpoint(model.id, self.options.prompt_cache, history):
+            content = [*mark, *(content if isinstance(content, list) else [content])]
         async with agent.iter(
-            user_content(f"{block}\n\n{user_text}" if block else user_text, images, can_see=self._sees_images()),
-            message_history=self.state.messages(),
+            content,
+            message_history=history,
             # One tool result may take about a quarter of the window (the model is told the cap, so it can page).
             deps=replace(self.deps, output_tokens=self.context.budget.tool_output),
             usage_limits=UsageLimits(request_limit=self.options.max_requests_per_turn),

@@ -46,7 +46,7 @@ from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTur
 from codling.brain.spend import Spend, priced
 from codling.brain.state import HistoryEntry, Role, SessionState, summary_entry
 from codling.errors import SpecialTurnError
-from codling.llm.providers import prompt_cache_settings
+from codling.llm.providers import history_breakpoint, prompt_cache_settings
 from codling.tools.ports import ToolProgress
 
 if TYPE_CHECKING:
@@ -181,11 +181,15 @@ class SpecialTurns:
             capabilities=[ProcessHistory(sanitize_messages)],  # the same well-formed history user turns get
         )
         events: list[Event] = []
+        model_id = config.model or session.state.model.id
+        prompt: Any = config.prompt
+        if config.share_prefix and (mark := history_breakpoint(model_id, session.options.prompt_cache, history)):
+            prompt = [*mark, config.prompt]  # the history it shares with the turns is read from the cache
         async with agent.iter(
-            config.prompt,
+            prompt,
             message_history=history,
             deps=deps,
-            model_settings=_settings(config, session.state.session_id, config.model or session.state.model.id, model),
+            model_settings=_settings(config, session.state.session_id, model_id, model),
             usage_limits=UsageLimits(request_limit=session.options.max_requests_per_turn),
         ) as run:
             stop, usage = await drive(

@@ -17,7 +17,7 @@ import json
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -128,6 +128,24 @@ def prompt_cache_settings(model_id: str, base_url: str | None, session_id: str) 
     if provider in _RESPONSES_PROVIDERS or (provider == "openai-chat" and not _is_custom(base_url)):
         return {"openai_prompt_cache_key": f"codling-{session_id}"}
     return {}
+
+
+def history_breakpoint(model_id: str, cache: PromptCache, history: Sequence[Any]) -> list[Any]:
+    """What opens a request's new user message so that the provider caches the ``history`` before it, as well as
+    the whole request (pydantic-ai's ``cache`` puts a breakpoint on the last block): on Anthropic with caching on,
+    a ``CachePoint`` (it marks the previous message's last block). A request whose last message differs from the
+    previous request's (the summarizer's, the first after a compaction, the next turn's) then still reads the
+    history they share. Empty for every other provider, with caching off, and when the history is empty or ends
+    with a user message: the prompt then joins that message, which later requests send as one block."""
+    provider = _PROVIDER_ALIASES.get(provider_of(model_id), provider_of(model_id))
+    if cache == "off" or provider != "anthropic" or not history:
+        return []
+    from pydantic_ai.messages import CachePoint, ModelResponse
+
+    if not isinstance(history[-1], ModelResponse):
+        return []
+
+    return [CachePoint(ttl=cache)]
 
 
 _API_NAMES = {
