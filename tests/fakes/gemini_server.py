@@ -169,7 +169,8 @@ class GeminiServer(FakeProvider):
         """The signature each function call this server made was given, by function name and args."""
 
     def env(self, api_key: str = "test-key") -> dict[str, str]:
-        """The key variable and google-genai's base URL variable, pointing a client at this server."""
+        """The key variable and the base URL variable (google-genai's own, which codling reads too), pointing a
+        client at this server."""
         return {"GEMINI_API_KEY": api_key, "GOOGLE_GEMINI_BASE_URL": self.url}
 
     def _counted(self) -> list[tuple[int, RecordedRequest]]:
@@ -179,6 +180,11 @@ class GeminiServer(FakeProvider):
     def requests(self) -> list[dict[str, Any]]:
         """The JSON bodies of the model requests received, in order."""
         return [r.body for _, r in self._counted() if r.body is not None]
+
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        """The headers of each request in :attr:`requests` (lowercased names: ``x-goog-api-key``, ...)."""
+        return [dict(r.headers) for _, r in self._counted()]
 
     @property
     def bills(self) -> list[Bill]:
