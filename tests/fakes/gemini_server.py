@@ -48,12 +48,13 @@ class FunctionCall:
 class Reply:
     """One response: thoughts, then text, then function calls, each piece of ``thoughts`` and ``text`` an event
     of its own when streamed. ``finish_reason`` defaults to ``STOP`` (Gemini says ``STOP`` after function calls
-    too)."""
+    too). ``cut=True`` ends a stream after its parts, with no ``finishReason`` (a connection dropped)."""
 
     text: Sequence[str] = ()
     thoughts: Sequence[str] = ()
     function_calls: Sequence[FunctionCall] = ()
     finish_reason: str = "STOP"
+    cut: bool = False
 
     def __post_init__(self) -> None:
         for name in ("text", "thoughts"):
@@ -276,7 +277,7 @@ class GeminiServer(FakeProvider):
         handler.start_events()
         for n, part in enumerate(parts):
             candidate: dict[str, Any] = {"content": {"role": "model", "parts": [part]}, "index": 0}
-            last = n == len(parts) - 1
+            last = n == len(parts) - 1 and not reply.cut
             if last:
                 candidate["finishReason"] = reply.finish_reason
             event: dict[str, Any] = {"candidates": [candidate], **common}

@@ -179,7 +179,9 @@ def session_on(
     api_key: str = "g-key",
     model: ModelInfo = MODEL,
     sleep: FakeSleep | None = None,
+    env: dict[str, str] | None = None,
 ) -> ConversationSession:
+    env = server.env(api_key) if env is None else env
     warm_up_provider(model.id)  # google-genai's import takes seconds on a busy machine: not the turn's liveness
     session = open_session(
         replace(settings, titles=False),
@@ -187,7 +189,7 @@ def session_on(
         project,
         approver=None,
         mode="read-only",
-        model_factory=lambda model_id: build_model(model_id, env=server.env(api_key)),
+        model_factory=lambda model_id: build_model(model_id, env=env),
     )
     session.options = replace(session.options, retry=RetryPolicy(sleep=sleep or FakeSleep()))
     return session
@@ -383,3 +385,30 @@ async def test_cached_content_tokens_reach_usage_and_cost(
     assert cost is not None
     assert cost == pytest.approx(model.price.cost(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens))
     assert cost < model.price.cost(usage.input_tokens, usage.output_tokens)  # the reads were cheaper
+
+
+async def test_a_stream_cut_before_its_finish_reason_fails_the_turn_keeping_the_text(
+    server: GeminiServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(Reply(text=["The answer is ", "forty"], cut=True))
+    session = session_on(server, project, settings)
+
+    events = await turn(session)
+
+    (failed,) = failures(events)
+    assert "cut off" in failed.message
+    assert text_of(events) == "The answer is forty"
+    assert len(server.requests) == 1  # output had reached the user: not retried
+
+
+async def test_an_unreachable_base_url_names_the_variable_to_fix(
+    server: GeminiServer, project: Path, settings: Settings
+) -> None:
+    nowhere = {"GEMINI_API_KEY": "g-key", "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9"}  # (discard: closed)
+    session = session_on(server, project, settings, env=nowhere)
+
+    events = await turn(session)
+
+    (failed,) = failures(events)
+    assert "Could not connect" in failed.message and "GOOGLE_GEMINI_BASE_URL" in failed.message
+    assert len([e for e in events if isinstance(e, ProviderRetrying) and e.status == "waiting"]) == 2  # visibly
