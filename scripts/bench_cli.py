@@ -25,7 +25,7 @@ LIGHT_COMMANDS: tuple[tuple[str, ...], ...] = (
 )
 """The commands timed; the session shown is the golden one, copied into the bench's home."""
 
-HEAVY = ("pydantic_ai", "openai", "anthropic", "tiktoken", "httpx", "httpx2")
+HEAVY = ("pydantic_ai", "openai", "anthropic", "google", "tiktoken", "httpx", "httpx2")
 """Top-level packages none of them may import."""
 
 TARGET_SECONDS = 0.5

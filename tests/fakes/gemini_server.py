@@ -48,12 +48,13 @@ class FunctionCall:
 class Reply:
     """One response: thoughts, then text, then function calls, each piece of ``thoughts`` and ``text`` an event
     of its own when streamed. ``finish_reason`` defaults to ``STOP`` (Gemini says ``STOP`` after function calls
-    too)."""
+    too). ``cut=True`` ends a stream after its parts, with no ``finishReason`` (a connection dropped)."""
 
     text: Sequence[str] = ()
     thoughts: Sequence[str] = ()
     function_calls: Sequence[FunctionCall] = ()
     finish_reason: str = "STOP"
+    cut: bool = False
 
     def __post_init__(self) -> None:
         for name in ("text", "thoughts"):
@@ -169,7 +170,8 @@ class GeminiServer(FakeProvider):
         """The signature each function call this server made was given, by function name and args."""
 
     def env(self, api_key: str = "test-key") -> dict[str, str]:
-        """The key variable and google-genai's base URL variable, pointing a client at this server."""
+        """The key variable and the base URL variable (google-genai's own, which codling reads too), pointing a
+        client at this server."""
         return {"GEMINI_API_KEY": api_key, "GOOGLE_GEMINI_BASE_URL": self.url}
 
     def _counted(self) -> list[tuple[int, RecordedRequest]]:
@@ -179,6 +181,11 @@ class GeminiServer(FakeProvider):
     def requests(self) -> list[dict[str, Any]]:
         """The JSON bodies of the model requests received, in order."""
         return [r.body for _, r in self._counted() if r.body is not None]
+
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        """The headers of each request in :attr:`requests` (lowercased names: ``x-goog-api-key``, ...)."""
+        return [dict(r.headers) for _, r in self._counted()]
 
     @property
     def bills(self) -> list[Bill]:
@@ -270,7 +277,7 @@ class GeminiServer(FakeProvider):
         handler.start_events()
         for n, part in enumerate(parts):
             candidate: dict[str, Any] = {"content": {"role": "model", "parts": [part]}, "index": 0}
-            last = n == len(parts) - 1
+            last = n == len(parts) - 1 and not reply.cut
             if last:
                 candidate["finishReason"] = reply.finish_reason
             event: dict[str, Any] = {"candidates": [candidate], **common}

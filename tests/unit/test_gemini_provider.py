@@ -1,24 +1,43 @@
-"""Gemini: the loopback Gemini server (tests/fakes/gemini_server.py) speaks the documented wire format, and what
-codling says about Gemini models and their errors.
-
-codling reaches Gemini through pydantic-ai's ``GoogleModel``, which needs the ``google-genai`` SDK; this
-environment does not install it, so a session cannot be driven over the fake here. The fake is checked over raw
-HTTP against the documented format (what ``google-genai`` parses), ready for those tests."""
+"""Gemini end to end in process: a codling session on ``google:`` drives pydantic-ai's ``GoogleModel`` (through
+google-genai, on the client ``llm/providers.py`` builds) over HTTP against the loopback Gemini server
+(tests/fakes/gemini_server.py): streamed thinking and text, thought signatures sent back across tool calls, images,
+visible retries, refusals, a wrong key, overflow and the prompt cache's reads in usage and cost. The fake itself is
+first checked over raw HTTP against Gemini's documented wire format."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from pydantic_ai.exceptions import ModelHTTPError
 
+from codling.brain.events import (
+    CompactionStarted,
+    Event,
+    ProviderRetrying,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallFinished,
+    TurnEnded,
+    TurnFailed,
+)
+from codling.brain.factory import open_session
+from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
+from codling.brain.retries import RetryPolicy
+from codling.brain.session import ConversationSession
 from codling.brain.turns import describe_failure
-from codling.errors import UnknownProviderError
-from codling.llm.providers import Endpoint, build_model
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo, load_catalog
+from codling.llm.providers import CONNECT_TIMEOUT, Endpoint, build_model, warm_up_provider
+from tests.fakes.deadlines import deadline
 from tests.fakes.gemini_server import FunctionCall, GeminiError, GeminiServer, Reply, running_gemini_server, signature
 from tests.fakes.http_fake import MIN_CACHED_TOKENS
 
@@ -136,12 +155,260 @@ def test_geminis_wrong_key_400_tells_the_user_to_check_the_key() -> None:
     assert "GEMINI_API_KEY" not in other
 
 
-def test_a_gemini_model_without_the_google_sdk_says_what_to_install() -> None:
-    pytest.importorskip("pydantic_ai")
-    try:
-        import google.genai  # noqa: F401
-    except ImportError:
-        with pytest.raises(UnknownProviderError, match=r"pydantic-ai-slim\[google\]"):
-            build_model("google:gemini-2.5-flash", env={"GEMINI_API_KEY": "k"})
-    else:
-        pytest.skip("google-genai is installed: the model builds")
+# -- a codling session on the real GoogleModel ---------------------------------------------------------------
+
+MODEL = ModelInfo("google:gemini-2.5-flash", context_limit=1_048_576, thinking=True, images=True)
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+
+
+class FakeSleep:
+    """Records each wait and returns at once."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def session_on(
+    server: GeminiServer,
+    project: Path,
+    settings: Settings,
+    *,
+    api_key: str = "g-key",
+    model: ModelInfo = MODEL,
+    sleep: FakeSleep | None = None,
+    env: dict[str, str] | None = None,
+) -> ConversationSession:
+    env = server.env(api_key) if env is None else env
+    warm_up_provider(model.id)  # google-genai's import takes seconds on a busy machine: not the turn's liveness
+    session = open_session(
+        replace(settings, titles=False),
+        model,
+        project,
+        approver=None,
+        mode="read-only",
+        model_factory=lambda model_id: build_model(model_id, env=env),
+    )
+    session.options = replace(session.options, retry=RetryPolicy(sleep=sleep or FakeSleep()))
+    return session
+
+
+async def turn(session: ConversationSession, prompt: str | tuple[PromptBlock, ...] = "hi") -> list[Event]:
+    async with asyncio.timeout(deadline(60)):  # liveness only
+        return [event async for event in session.stream(prompt)]
+
+
+def text_of(events: list[Event]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+def failures(events: list[Event]) -> list[TurnFailed]:
+    return [e for e in events if isinstance(e, TurnFailed)]
+
+
+def either(fields: dict[str, Any], name: str) -> Any:
+    """A field by its proto name or its JSON (lowerCamel) name: Gemini's JSON parser takes both, and google-genai
+    sends some nested fields as pydantic-ai spells them."""
+    head, *rest = name.split("_")
+    return fields.get(name, fields.get(head + "".join(w.title() for w in rest)))
+
+
+def model_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for c in body["contents"] if c.get("role") == "model" for p in c["parts"]]
+
+
+def test_a_google_model_is_built_on_codlings_client_pointed_at_the_base_url() -> None:
+    model = build_model(
+        "google:gemini-2.5-flash",
+        idle_timeout=30,
+        env={"GEMINI_API_KEY": "g-key", "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9"},
+    )
+    options = model.client._api_client._http_options  # type: ignore[attr-defined]
+    assert (model.base_url or "").startswith("http://127.0.0.1:9")
+    assert options.retry_options is not None and options.retry_options.attempts == 1  # codling retries, visibly
+    client = options.httpx_async_client
+    assert isinstance(client, httpx2.AsyncClient)
+    assert (client.timeout.read, client.timeout.connect) == (30, CONNECT_TIMEOUT)
+    # google-gla, the Gemini API's older name in pydantic-ai and the bundled catalog, is the same model.
+    assert build_model("google-gla:gemini-2.5-flash", env={"GOOGLE_API_KEY": "k"}).model_name == "gemini-2.5-flash"
+
+
+def test_a_google_model_id_finds_the_catalogs_google_gla_entry() -> None:
+    catalog = load_catalog()
+    info = catalog.get("google:gemini-2.5-flash")
+    assert info.known and info.id == "google:gemini-2.5-flash"
+    assert info == replace(catalog.get("google-gla:gemini-2.5-flash"), id=info.id)
+    assert not catalog.get("google:gemini-0-nonexistent").known
+
+
+async def test_streamed_thinking_and_text_reach_the_session(
+    server: GeminiServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(Reply(thoughts=["Weighing ", "it up."], text=["Hello ", "from ", "Gemini."]))
+    session = session_on(server, project, settings)
+
+    events = await turn(session, "Say hello")
+
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert deltas[0] == "Hello " and "".join(deltas) == "Hello from Gemini."  # streamed: the first piece at once
+    assert "".join(e.text for e in events if isinstance(e, ThoughtDelta)) == "Weighing it up."
+    assert not failures(events)
+    (request,) = server.recorded
+    assert request.path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent" and request.query == "alt=sse"
+    assert request.headers["x-goog-api-key"] == "g-key" and "key=" not in request.query
+    (body,) = server.requests
+    assert either(body["generationConfig"]["thinkingConfig"], "include_thoughts") is True  # so its thoughts stream
+    assert session.state.entries[-1].text == "Hello from Gemini."
+
+
+async def test_multi_step_tool_use_sends_each_thought_signature_back(
+    server: GeminiServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(
+        Reply(thoughts="Read the app.", function_calls=[FunctionCall("read_file", {"path": "src/app.py"})]),
+        Reply(thoughts="Now the README.", function_calls=[FunctionCall("read_file", {"path": "README.md"})]),
+        Reply(text="greet returns 'hello'; the README is a title."),
+    )
+    session = session_on(server, project, settings)
+
+    events = await turn(session, "What does greet return?")
+
+    assert not failures(events), failures(events)
+    assert text_of(events) == "greet returns 'hello'; the README is a title."
+    assert len([e for e in events if isinstance(e, ToolCallFinished) and e.status == "completed"]) == 2
+    first, second, third = server.requests
+    calls = [p for p in model_parts(second) if "functionCall" in p]
+    assert [(c["functionCall"]["args"], c["thoughtSignature"]) for c in calls] == [
+        ({"path": "src/app.py"}, signature(0))
+    ]
+    answers = [p["functionResponse"] for c in second["contents"] for p in c["parts"] if "functionResponse" in p]
+    assert [a["name"] for a in answers] == ["read_file"] and "return 'hello'" in json.dumps(answers)
+    assert [p["thoughtSignature"] for p in model_parts(third) if "functionCall" in p] == [signature(0), signature(1)]
+    assert first["contents"] == second["contents"][: len(first["contents"])]  # the conversation only grows
+
+
+async def test_an_image_is_sent_as_inline_data(server: GeminiServer, project: Path, settings: Settings) -> None:
+    server.enqueue(Reply(text="A red pixel."))
+    session = session_on(server, project, settings)
+
+    events = await turn(session, (TextBlock("What is this?"), ImageBlock(PNG, "image/png", "file:///p/shot.png")))
+
+    assert text_of(events) == "A red pixel."
+    (body,) = server.requests
+    (image,) = [p["inlineData"] for c in body["contents"] for p in c["parts"] if "inlineData" in p]
+    assert image["data"] == PNG and either(image, "mime_type") == "image/png"
+
+
+async def test_resource_exhausted_waits_its_retry_delay_and_unavailable_is_retried(
+    server: GeminiServer, project: Path, settings: Settings
+) -> None:
+    sleep = FakeSleep()
+    server.enqueue(GeminiError.resource_exhausted(retry_delay_seconds=7), GeminiError.unavailable(), Reply(text="ok"))
+    session = session_on(server, project, settings, sleep=sleep)
+
+    events = await turn(session)
+
+    waits = [e for e in events if isinstance(e, ProviderRetrying) and e.status == "waiting"]
+    assert [(w.attempt, w.reason) for w in waits] == [(2, "HTTP 429"), (3, "HTTP 503")]
+    assert sleep.waits[0] == 7.0  # Gemini's RetryInfo retryDelay, not a guess
+    assert text_of(events) == "ok" and not failures(events)
+    assert len(server.requests) == 3 and server.requests[0] == server.requests[2]
+
+
+async def test_a_refused_request_fails_the_turn_with_the_providers_reason(
+    server: GeminiServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(GeminiError.invalid_argument("Unable to process input image. Please retry or report it."))
+    session = session_on(server, project, settings)
+
+    events = await turn(session)
+
+    (failed,) = failures(events)
+    assert "HTTP 400" in failed.message and "Unable to process input image" in failed.message
+    assert "GEMINI_API_KEY" not in failed.message  # not about the key
+    assert len(server.requests) == 1  # a 400 is not retried
+    assert isinstance(events[-1], TurnEnded) and events[-1].error
+
+
+async def test_a_wrong_key_fails_the_turn_naming_the_key_variables(project: Path, settings: Settings) -> None:
+    with running_gemini_server(expected_api_key="g-right") as server:
+        session = session_on(server, project, settings, api_key="g-wrong")
+        events = await turn(session)
+
+    (failed,) = failures(events)
+    assert failed.reason == "auth"  # Gemini's 400 API_KEY_INVALID is a refused key
+    assert "API key not valid" in failed.message and "GOOGLE_API_KEY or GEMINI_API_KEY" in failed.message
+    assert len(server.requests) == 1  # not retried
+
+
+async def test_an_input_over_the_window_compacts_and_the_turn_goes_on(
+    server: GeminiServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(
+        Reply(text="Noted."),
+        GeminiError.too_many_tokens(),
+        Reply(text="## Goal\nShip the parser.\n## User constraints and preferences\nThe codeword is heron."),
+        Reply(text="The codeword is heron."),
+    )
+    session = session_on(server, project, settings)
+
+    await turn(session, "The codeword is heron.")
+    events = await turn(session, "What is the codeword?")
+
+    assert [e.reason for e in events if isinstance(e, CompactionStarted)] == ["overflow"]
+    assert not failures(events) and text_of(events) == "The codeword is heron."
+    overflowing, _summarising, retried = server.requests[1:]
+    assert overflowing["contents"] != retried["contents"]
+    assert "input token count" not in text_of(events)
+
+
+async def test_cached_content_tokens_reach_usage_and_cost(
+    server: GeminiServer, project: Path, settings: Settings
+) -> None:
+    model = load_catalog().get("google:gemini-2.5-flash")
+    assert model.price is not None and model.price.cache_read is not None
+    long_prompt = "Remember these notes. " + "lorem ipsum dolor sit amet " * 400  # well past 1,024 tokens
+    server.enqueue(Reply(text="Noted."), Reply(text="Still noted."))
+    session = session_on(server, project, settings, model=model)
+
+    first = await turn(session, long_prompt)
+    second = await turn(session, "And now?")
+
+    ends = [next(e for e in events if isinstance(e, TurnEnded)) for events in (first, second)]
+    bills = server.bills
+    assert bills[0].cached_tokens == 0 and bills[1].cached_tokens >= MIN_CACHED_TOKENS
+    assert [end.usage.cache_read_tokens for end in ends] == [b.cached_tokens for b in bills]
+    assert [end.usage.input_tokens for end in ends] == [b.prompt_tokens for b in bills]  # reads included
+    usage, cost = ends[1].usage, ends[1].cost
+    assert cost is not None
+    assert cost == pytest.approx(model.price.cost(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens))
+    assert cost < model.price.cost(usage.input_tokens, usage.output_tokens)  # the reads were cheaper
+
+
+async def test_a_stream_cut_before_its_finish_reason_fails_the_turn_keeping_the_text(
+    server: GeminiServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(Reply(text=["The answer is ", "forty"], cut=True))
+    session = session_on(server, project, settings)
+
+    events = await turn(session)
+
+    (failed,) = failures(events)
+    assert "cut off" in failed.message
+    assert text_of(events) == "The answer is forty"
+    assert len(server.requests) == 1  # output had reached the user: not retried
+
+
+async def test_an_unreachable_base_url_names_the_variable_to_fix(
+    server: GeminiServer, project: Path, settings: Settings
+) -> None:
+    nowhere = {"GEMINI_API_KEY": "g-key", "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9"}  # (discard: closed)
+    session = session_on(server, project, settings, env=nowhere)
+
+    events = await turn(session)
+
+    (failed,) = failures(events)
+    assert "Could not connect" in failed.message and "GOOGLE_GEMINI_BASE_URL" in failed.message
+    assert len([e for e in events if isinstance(e, ProviderRetrying) and e.status == "waiting"]) == 2  # visibly

@@ -336,11 +336,20 @@ def test_a_provider_whose_sdk_is_missing_says_what_to_install(
 
 
 def test_warming_up_a_provider_imports_its_sdk_and_not_another() -> None:
+    sdks = ("anthropic", "pydantic_ai.models.anthropic", "google.genai", "pydantic_ai.models.google", "openai")
     code = (
-        "import sys; from codling.llm.providers import warm_up_provider; warm_up_provider(sys.argv[1]); "
-        "print(' '.join(m for m in ('anthropic', 'pydantic_ai.models.anthropic', 'openai') if m in sys.modules))"
+        "import sys; from codling.llm.providers import warm_up_provider\n"
+        "for model in sys.argv[1:]:\n"
+        "    warm_up_provider(model)\n"
+        f"    print(' '.join(m for m in {sdks!r} if m in sys.modules))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, "anthropic:claude-test"], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", code, "anthropic:claude-test", "google:gemini-test"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
-    assert done.stdout.split() == ["anthropic", "pydantic_ai.models.anthropic"]
+    anthropic, then_google = done.stdout.splitlines()
+    assert anthropic.split() == ["anthropic", "pydantic_ai.models.anthropic"]
+    assert then_google.split() == [*anthropic.split(), "google.genai", "pydantic_ai.models.google"]

@@ -274,7 +274,7 @@ def failure_reason(e: Exception) -> FailureReason:
 
     cause = e.__cause__ if isinstance(e, ModelError) and isinstance(e.__cause__, Exception) else e
     if isinstance(cause, MissingCredentialsError | NoModelError) or (
-        isinstance(cause, ModelHTTPError) and cause.status_code in AUTH_STATUSES
+        isinstance(cause, ModelHTTPError) and _auth_status(cause.status_code, cause.body) in AUTH_STATUSES
     ):
         return "auth"
     if isinstance(e, ModelError | ModelAPIError):  # ModelError: codling gave up on the provider

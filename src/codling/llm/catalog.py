@@ -13,7 +13,7 @@ with conservative defaults (``ModelInfo.known`` is then false and a warning is d
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,9 @@ from typing import Any
 from codling.errors import ConfigError
 
 DEFAULT_CONTEXT_LIMIT = 32_000
+
+SAME_PROVIDER = {"google": "google-gla", "google-gla": "google"}
+"""Provider names pydantic-ai takes for the same API (``google-gla`` is the Gemini API's older name)."""
 DEFAULT_MAX_OUTPUT_TOKENS = 4_096
 
 
@@ -109,8 +112,16 @@ class Catalog:
     models: dict[str, ModelInfo]
 
     def get(self, model_id: str) -> ModelInfo:
-        """The entry for ``model_id``, or conservative defaults flagged ``known=False``."""
-        return self.models.get(model_id) or ModelInfo(id=model_id, known=False)
+        """The entry for ``model_id`` (or for the same model under its provider's other name: ``google:`` and
+        ``google-gla:`` are one provider to pydantic-ai), else conservative defaults flagged ``known=False``."""
+        if (found := self.models.get(model_id)) is not None:
+            return found
+        provider = provider_of(model_id)
+        if (other := SAME_PROVIDER.get(provider)) is not None:
+            alias = self.models.get(other + model_id[len(provider) :])
+            if alias is not None:
+                return replace(alias, id=model_id)
+        return ModelInfo(id=model_id, known=False)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self.models.values())

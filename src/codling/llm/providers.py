@@ -4,10 +4,10 @@ A model id is a pydantic-ai model string, ``provider:model``. Nothing here impor
 SDK at module import time: :func:`build_model` does, the first time a model is needed, so ``codling acp``
 can answer ``initialize`` before any of that is loaded.
 
-codling builds the OpenAI and Anthropic clients itself rather than taking the SDKs' defaults: with no retries
-of their own (they would wait out a ``Retry-After`` in silence; the turn loop retries visibly, see
-``brain/retries.py``) and with a read timeout of ``idle_timeout`` seconds (the SDKs wait ten minutes for a
-stalled stream). OpenAI-compatible chat streams must end with a finish reason, so a stream cut short is an
+codling builds the OpenAI, Anthropic and Gemini clients itself rather than taking the SDKs' defaults: with no
+retries of their own (they would wait out a ``Retry-After`` in silence; the turn loop retries visibly, see
+``brain/retries.py``) and with a read timeout of ``idle_timeout`` seconds (the SDKs wait ten or twenty minutes
+for a stalled stream). OpenAI-compatible chat streams must end with a finish reason, so a stream cut short is an
 error rather than a complete-looking reply.
 """
 
@@ -68,6 +68,8 @@ BASE_URL_VARIABLES: dict[str, str] = {
     "openai-chat": "OPENAI_BASE_URL",
     "openai-responses": "OPENAI_BASE_URL",
     "anthropic": "ANTHROPIC_BASE_URL",
+    "google": "GOOGLE_GEMINI_BASE_URL",
+    "google-gla": "GOOGLE_GEMINI_BASE_URL",
     "ollama": "OLLAMA_BASE_URL",
 }
 """The variable that points a provider's client at another server (where codling's clients read one)."""
@@ -331,6 +333,8 @@ def build_model(
             return _openai_provider(variables, idle_timeout)
         if provider_name == "anthropic":
             return _anthropic_provider(variables, idle_timeout)
+        if provider_name == "google":
+            return _google_provider(variables, idle_timeout)
         return infer_provider(provider_name)
 
     try:
@@ -389,7 +393,10 @@ def warm_up_provider(model_id: str) -> None:
         import codling.llm.openai_client  # noqa: F401
     elif provider == "anthropic":
         import pydantic_ai.models.anthropic
-        import pydantic_ai.providers.anthropic  # noqa: F401
+        import pydantic_ai.providers.anthropic
+    elif provider == "google":
+        import pydantic_ai.models.google
+        import pydantic_ai.providers.google  # noqa: F401
 
 
 def _timeout(idle_timeout: float) -> Any:
@@ -431,3 +438,24 @@ def _anthropic_provider(env: Mapping[str, str], idle_timeout: float) -> Provider
         timeout=_timeout(idle_timeout),
     )
     return AnthropicProvider(anthropic_client=client)
+
+
+def _google_provider(env: Mapping[str, str], idle_timeout: float) -> Provider[Any]:
+    """A Gemini API provider on a client of our own (``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``, and
+    ``GOOGLE_GEMINI_BASE_URL``, the variable google-genai itself reads, taken from ``env`` like the others)."""
+    import httpx2
+    from google.genai.types import HttpRetryOptions
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.providers.google import GoogleProvider
+
+    api_key = env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY") or None
+    if api_key is None:
+        raise UserError("Set the GOOGLE_API_KEY or GEMINI_API_KEY environment variable to use Gemini models.")
+    return GoogleProvider(
+        api_key=api_key,
+        http_client=httpx2.AsyncClient(timeout=_timeout(idle_timeout)),
+        base_url=env.get("GOOGLE_GEMINI_BASE_URL") or None,
+        # One attempt: without this, a request without ``max_retries`` in its settings would be the SDK's
+        # to retry (and wait on) in silence.
+        retry_options=HttpRetryOptions(attempts=1),
+    )
