@@ -11,7 +11,9 @@ sets ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``).
   its input usage), ``ping``, then per content block ``content_block_start`` / ``content_block_delta`` /
   ``content_block_stop`` (thinking: ``thinking_delta`` then ``signature_delta``; text: ``text_delta``; tool use:
   ``input_json_delta`` in pieces), then ``message_delta`` (``stop_reason`` and the cumulative usage, with
-  ``output_tokens``) and ``message_stop``.
+  ``output_tokens``) and ``message_stop``. ``Reply(cut=True)`` ends the body after the content blocks;
+  ``Reply(stream_error="overloaded_error")`` sends an ``error`` event there instead, as Anthropic reports a
+  failure once the response has begun.
 - otherwise one ``message`` object with the same content and usage.
 
 Usage: ``input_tokens``, ``cache_creation_input_tokens``, ``cache_read_input_tokens`` come from the cache
@@ -95,6 +97,12 @@ class Reply:
     tool_uses: Sequence[ToolUse] = ()
     stop_reason: str | None = None
     output_tokens: int | None = None
+    cut: bool = False
+    """Streamed, the body ends after the content blocks: no ``message_delta``, no ``message_stop`` (a connection
+    dropped mid-reply)."""
+    stream_error: str | None = None
+    """Streamed, an ``error`` event of this type (e.g. ``overloaded_error``) follows the content blocks and ends
+    the stream, as Anthropic reports a failure after the response has begun."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", (self.text,) if isinstance(self.text, str) else tuple(self.text))
@@ -230,6 +238,12 @@ def _events(reply: Reply, message: dict[str, Any], usage: dict[str, Any]) -> Ite
                 for at in range(0, len(encoded), size):
                     yield _delta(index, {"type": "input_json_delta", "partial_json": encoded[at : at + size]})
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
+    if reply.stream_error is not None:
+        error = {"type": reply.stream_error, "message": "Overloaded" if "overloaded" in reply.stream_error else "Error"}
+        yield "error", {"type": "error", "error": error}
+        return
+    if reply.cut:
+        return
     yield (
         "message_delta",
         {

@@ -179,6 +179,37 @@ async def test_overloaded_is_retried_visibly_then_answers(
     assert len(server.requests) == 2
 
 
+async def test_a_stream_cut_before_message_stop_fails_the_turn_keeping_the_text(
+    server: AnthropicServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(Reply(text=["The answer is ", "forty"], cut=True))
+    session = session_on(server, project, settings)
+
+    events = await turn(session)
+
+    assert text_of(events) == "The answer is forty"
+    (failed,) = failures(events)
+    assert "cut off" in failed.message and "incomplete" in failed.message
+    assert len(server.requests) == 1  # not retried: the user saw part of the reply
+
+
+async def test_an_overload_after_the_reply_began_fails_the_turn_saying_so(
+    server: AnthropicServer, project: Path, settings: Settings
+) -> None:
+    server.enqueue(Reply(text=["The answer is ", "forty"], stream_error="overloaded_error"))
+    session = session_on(server, project, settings)
+
+    events = await turn(session)
+
+    assert text_of(events) == "The answer is forty"
+    (failed,) = failures(events)
+    assert failed.message == (
+        "The model provider returned HTTP 529 for claude-sonnet-4-5: Overloaded, partway through the reply: what "
+        "arrived is kept above, incomplete. Ask again to continue."
+    )
+    assert len(server.requests) == 1 and not [e for e in events if isinstance(e, ProviderRetrying)]
+
+
 async def test_a_rate_limit_waits_as_long_as_retry_after_says(
     server: AnthropicServer, project: Path, settings: Settings
 ) -> None:

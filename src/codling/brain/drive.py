@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from codling.brain.events import Event, PlanUpdated, StopReason, TextDelta, ThoughtDelta, ToolCallStarted, Usage
-from codling.brain.turns import args_dict, plan_of, stop_reason, tool_finished
+from codling.brain.turns import args_dict, describe_failure, plan_of, stop_reason, tool_finished
 from codling.errors import ModelError
 from codling.text import clean_text
 from codling.tools.deps import ToolDeps
@@ -59,12 +59,17 @@ async def drive(
             if Agent.is_model_request_node(node) and stream:
                 async with node.stream(run.ctx) as events:
                     streamed_chars = 0
-                    async for ev in _paced(events, idle_timeout):
-                        if (streamed := _streamed(turn_id, ev)) is not None:
-                            streamed_chars += len(streamed.text)
-                            if streamed_chars > RESPONSE_MAX_CHARS:
-                                raise ModelError(TOO_LONG)
-                            send(streamed)
+                    try:
+                        async for ev in _paced(events, idle_timeout):
+                            if (streamed := _streamed(turn_id, ev)) is not None:
+                                streamed_chars += len(streamed.text)
+                                if streamed_chars > RESPONSE_MAX_CHARS:
+                                    raise ModelError(TOO_LONG)
+                                send(streamed)
+                    except ModelAPIError as e:
+                        if streamed_chars == 0 or isinstance(e, ModelTimeoutError):
+                            raise
+                        raise ModelError(broke_off(e)) from e
                 _clean_parts(events.response)
                 if events.response.finish_reason is None and events.response.provider_name is not None:
                     raise ModelError(CUT_OFF)
@@ -129,6 +134,18 @@ CUT_OFF = (
     "The model provider's stream was cut off before the reply was finished (the provider never said it was "
     "complete), so the reply above is incomplete. Ask again to continue."
 )
+
+
+def broke_off(e: Exception) -> str:
+    """The error of a provider that failed after its reply had begun (an ``error`` event mid-stream, a dropped
+    connection): not retried, since the user has seen part of the reply already."""
+    from pydantic_ai.exceptions import ModelConnectionError
+
+    if isinstance(e, ModelConnectionError):
+        failure = f"The connection to the model provider for {e.model_name} was lost ({e.message.rstrip('.')})"
+    else:
+        failure = describe_failure(e)
+    return f"{failure}, partway through the reply: what arrived is kept above, incomplete. Ask again to continue."
 
 
 def stalled(idle_timeout: float) -> str:
