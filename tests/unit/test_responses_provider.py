@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from pydantic_ai.messages import CachePoint, ModelRequest, ModelResponse, TextPart
+from pydantic_ai.messages import CachePoint, ModelRequest, ModelResponse, TextPart, ThinkingPart
 
 from codling.brain.events import (
     CompactionStarted,
@@ -249,6 +249,9 @@ def test_only_anthropic_gets_a_breakpoint_on_the_history() -> None:
     # Nothing to mark before the first prompt, nor when the prompt joins a user message (it would split its text).
     assert history_breakpoint("anthropic:claude-sonnet-5-5", "5m", []) == []
     assert history_breakpoint("anthropic:claude-sonnet-5-5", "5m", history[:1]) == []
+    # Nor on a reply without words: Anthropic refuses a breakpoint on blank text or a thinking block.
+    for reply in (ModelResponse([TextPart("")]), ModelResponse([TextPart("  ")]), ModelResponse([ThinkingPart("x")])):
+        assert history_breakpoint("anthropic:claude-sonnet-5-5", "5m", [*history[:1], reply]) == []
 
 
 async def test_a_local_chat_completions_server_gets_no_prompt_cache_key(project: Path, settings: Settings) -> None:

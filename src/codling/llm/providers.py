@@ -137,14 +137,21 @@ def history_breakpoint(model_id: str, cache: PromptCache, history: Sequence[Any]
     the whole request (pydantic-ai's ``cache`` puts a breakpoint on the last block): on Anthropic with caching on,
     a ``CachePoint`` (it marks the previous message's last block). A request whose last message differs from the
     previous request's (the summarizer's, the first after a compaction, the next turn's) then still reads the
-    history they share. Empty for every other provider, with caching off, and when the history is empty or ends
-    with a user message: the prompt then joins that message, which later requests send as one block."""
+    history they share. Empty for every other provider, with caching off, and when the history is empty or does
+    not end with a reply's text (a user message: the prompt then joins it, which later requests send as one
+    block)."""
     provider = _PROVIDER_ALIASES.get(provider_of(model_id), provider_of(model_id))
     if cache == "off" or provider != "anthropic" or not history:
         return []
-    from pydantic_ai.messages import CachePoint, ModelResponse
+    from pydantic_ai.messages import CachePoint, ModelResponse, TextPart
 
-    if not isinstance(history[-1], ModelResponse):
+    last = history[-1]
+    # Only on text with words: an empty reply is left out of the request (the prompt then joins the user message
+    # before it), and a breakpoint on a thinking block or on blank text is a 400.
+    if not isinstance(last, ModelResponse) or not last.parts:
+        return []
+    part = last.parts[-1]
+    if not isinstance(part, TextPart) or not part.content.strip():
         return []
 
     return [CachePoint(ttl=cache)]
