@@ -4,35 +4,29 @@ signatures across tool calls, images, retries, overflow, auth, and prompt cachin
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from codling.brain.events import (
-    Event,
     ProviderRetrying,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
     TurnEnded,
-    TurnFailed,
 )
-from codling.brain.factory import open_session
-from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
-from codling.brain.retries import RetryPolicy
+from codling.brain.prompt import ImageBlock, TextBlock
 from codling.brain.session import ConversationSession
 from codling.config import PromptCache, Settings, load_settings
 from codling.errors import ConfigError
 from codling.llm.catalog import ModelInfo
-from codling.llm.providers import build_model, warm_up_provider
+from codling.llm.providers import warm_up_provider
 from tests.fakes.anthropic_server import AnthropicServer, ErrorReply, Reply, Thinking, ToolUse, api_key, running_server
-from tests.fakes.deadlines import deadline
+from tests.fakes.provider_session import FakeSleep, failures, provider_session, text_of, turn
 
 MODEL = ModelInfo("anthropic:claude-sonnet-4-5", context_limit=200_000, thinking=True, images=True)
 PNG = bytes.fromhex(
@@ -47,16 +41,6 @@ def server() -> Iterator[AnthropicServer]:
         yield server
 
 
-class FakeSleep:
-    """Records each wait and returns at once."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
 def session_on(
     server: AnthropicServer,
     project: Path,
@@ -67,29 +51,7 @@ def session_on(
     model: ModelInfo = MODEL,
     sleep: FakeSleep | None = None,
 ) -> ConversationSession:
-    session = open_session(
-        replace(settings, titles=False, cache=cache),
-        model,
-        project,
-        approver=None,
-        mode="read-only",
-        model_factory=lambda model_id: build_model(model_id, env=server.env(api_key), cache=cache),
-    )
-    session.options = replace(session.options, retry=RetryPolicy(sleep=sleep or FakeSleep()))
-    return session
-
-
-async def turn(session: ConversationSession, prompt: str | tuple[PromptBlock, ...] = "hi") -> list[Event]:
-    async with asyncio.timeout(deadline(20)):  # liveness only
-        return [event async for event in session.stream(prompt)]
-
-
-def text_of(events: list[Event]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
-
-
-def failures(events: list[Event]) -> list[TurnFailed]:
-    return [e for e in events if isinstance(e, TurnFailed)]
+    return provider_session(server.env(api_key), model, project, settings, cache=cache, sleep=sleep)
 
 
 def blocks_of(body: dict[str, Any], kind: str) -> list[dict[str, Any]]:

@@ -6,7 +6,6 @@ first checked over raw HTTP against Gemini's documented wire format."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import urllib.error
 import urllib.request
@@ -21,25 +20,21 @@ from pydantic_ai.exceptions import ModelHTTPError
 
 from codling.brain.events import (
     CompactionStarted,
-    Event,
     ProviderRetrying,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
     TurnEnded,
-    TurnFailed,
 )
-from codling.brain.factory import open_session
-from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
-from codling.brain.retries import RetryPolicy
+from codling.brain.prompt import ImageBlock, TextBlock
 from codling.brain.session import ConversationSession
 from codling.brain.turns import describe_failure
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo, load_catalog
-from codling.llm.providers import CONNECT_TIMEOUT, Endpoint, build_model, warm_up_provider
-from tests.fakes.deadlines import deadline
+from codling.llm.providers import CONNECT_TIMEOUT, Endpoint, build_model
 from tests.fakes.gemini_server import FunctionCall, GeminiError, GeminiServer, Reply, running_gemini_server, signature
 from tests.fakes.http_fake import MIN_CACHED_TOKENS
+from tests.fakes.provider_session import FakeSleep, failures, provider_session, text_of, turn
 
 PATH = "/v1beta/models/gemini-2.5-flash"
 
@@ -161,16 +156,6 @@ MODEL = ModelInfo("google:gemini-2.5-flash", context_limit=1_048_576, thinking=T
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 
 
-class FakeSleep:
-    """Records each wait and returns at once."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
 def session_on(
     server: GeminiServer,
     project: Path,
@@ -181,31 +166,7 @@ def session_on(
     sleep: FakeSleep | None = None,
     env: dict[str, str] | None = None,
 ) -> ConversationSession:
-    env = server.env(api_key) if env is None else env
-    warm_up_provider(model.id)  # google-genai's import takes seconds on a busy machine: not the turn's liveness
-    session = open_session(
-        replace(settings, titles=False),
-        model,
-        project,
-        approver=None,
-        mode="read-only",
-        model_factory=lambda model_id: build_model(model_id, env=env),
-    )
-    session.options = replace(session.options, retry=RetryPolicy(sleep=sleep or FakeSleep()))
-    return session
-
-
-async def turn(session: ConversationSession, prompt: str | tuple[PromptBlock, ...] = "hi") -> list[Event]:
-    async with asyncio.timeout(deadline(60)):  # liveness only
-        return [event async for event in session.stream(prompt)]
-
-
-def text_of(events: list[Event]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
-
-
-def failures(events: list[Event]) -> list[TurnFailed]:
-    return [e for e in events if isinstance(e, TurnFailed)]
+    return provider_session(server.env(api_key) if env is None else env, model, project, settings, sleep=sleep)
 
 
 def either(fields: dict[str, Any], name: str) -> Any:

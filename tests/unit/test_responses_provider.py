@@ -15,15 +15,11 @@ from pydantic_ai.messages import CachePoint, ModelRequest, ModelResponse, TextPa
 
 from codling.brain.events import (
     CompactionStarted,
-    Event,
     ProviderRetrying,
-    TextDelta,
     ThoughtDelta,
-    TurnFailed,
 )
 from codling.brain.factory import open_session
 from codling.brain.prompt import ImageBlock, TextBlock
-from codling.brain.retries import RetryPolicy
 from codling.brain.session import ConversationSession
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
@@ -31,6 +27,7 @@ from codling.llm.providers import build_model, history_breakpoint, prompt_cache_
 from tests.fakes.deadlines import deadline
 from tests.fakes.http_fake import MIN_CACHED_TOKENS
 from tests.fakes.openai_server import running_server
+from tests.fakes.provider_session import failures, provider_session, text_of, turn
 from tests.fakes.responses_server import ErrorReply, Reply, ResponsesServer, ToolCall, running_responses_server
 
 # (a gpt-5 name: pydantic-ai sends reasoning items back, with their encrypted content, to reasoning models only)
@@ -43,36 +40,10 @@ def server() -> Iterator[ResponsesServer]:
         yield server
 
 
-async def no_wait(seconds: float) -> None:
-    pass
-
-
 def session_on(
     server: ResponsesServer, project: Path, settings: Settings, *, api_key: str = "test-key"
 ) -> ConversationSession:
-    session = open_session(
-        replace(settings, titles=False),
-        MODEL,
-        project,
-        approver=None,
-        mode="read-only",
-        model_factory=lambda model_id: build_model(model_id, env=server.env(api_key)),
-    )
-    session.options = replace(session.options, retry=RetryPolicy(sleep=no_wait))
-    return session
-
-
-async def turn(session: ConversationSession, prompt: str | tuple[TextBlock | ImageBlock, ...] = "hi") -> list[Event]:
-    async with asyncio.timeout(deadline(120)):  # liveness only
-        return [event async for event in session.stream(prompt)]
-
-
-def text(events: list[Event]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
-
-
-def failures(events: list[Event]) -> list[TurnFailed]:
-    return [e for e in events if isinstance(e, TurnFailed)]
+    return provider_session(server.env(api_key), MODEL, project, settings)
 
 
 async def test_streamed_reasoning_and_text_reach_the_session(
@@ -83,7 +54,7 @@ async def test_streamed_reasoning_and_text_reach_the_session(
 
     events = await turn(session, "Say hello")
 
-    assert text(events) == "Hello from Responses."
+    assert text_of(events) == "Hello from Responses."
     assert "".join(e.text for e in events if isinstance(e, ThoughtDelta)) == "Weighing the options."
     assert not failures(events)
     (request,) = server.requests
@@ -105,7 +76,7 @@ async def test_multi_step_tool_use_sends_back_the_reasoning_and_the_call_results
 
     events = await turn(session, "What does greet return?")
 
-    assert text(events) == "greet() returns 'hello'; the README is a title."
+    assert text_of(events) == "greet() returns 'hello'; the README is a title."
     first, second, third = server.requests
     items = second["input"]
     # The reasoning item goes back with its signature (encrypted content) before the call it led to.
@@ -133,7 +104,7 @@ async def test_an_image_is_sent_as_an_input_image(server: ResponsesServer, proje
 
     events = await turn(session, (TextBlock("What is this?"), ImageBlock(png, "image/png", "file:///p/shot.png")))
 
-    assert text(events) == "A red square."
+    assert text_of(events) == "A red square."
     parts = [p for i in server.requests[0]["input"] if isinstance(i.get("content"), list) for p in i["content"]]
     (image,) = [p for p in parts if p.get("type") == "input_image"]
     assert image["image_url"] == f"data:image/png;base64,{png}"
@@ -150,7 +121,7 @@ async def test_a_rate_limit_is_retried_visibly_after_its_retry_after(
     waits = [e for e in events if isinstance(e, ProviderRetrying) and e.status == "waiting"]
     assert [w.attempt for w in waits] == [2, 3]
     assert waits[0].delay == 7  # the provider's Retry-After, not a guess
-    assert text(events) == "Done." and not failures(events)
+    assert text_of(events) == "Done." and not failures(events)
     assert len(server.requests) == 3
 
 
@@ -192,7 +163,7 @@ async def test_context_length_exceeded_compacts_and_the_turn_goes_on(
     events = await turn(session, "What is the codeword?")
 
     assert [e.reason for e in events if isinstance(e, CompactionStarted)] == ["overflow"]
-    assert not failures(events) and text(events) == "The codeword is heron."
+    assert not failures(events) and text_of(events) == "The codeword is heron."
     overflowing, retried = server.requests[1], server.requests[3]
     assert overflowing["input"] != retried["input"]
 
