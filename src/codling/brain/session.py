@@ -21,22 +21,17 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.builtin_turns import clean_title, fallback_title, title_turn
 from codling.brain.coalesce import TextCoalescer
 from codling.brain.commands import AGENTS_FILE, run_command
-from codling.brain.context import compactor, tools
-from codling.brain.context.budget import Budget
+from codling.brain.context import tools
 from codling.brain.context.engine import ContextEngine
 from codling.brain.context.ledger import build_turn_summary
-from codling.brain.context.overflow import overflow_of
 from codling.brain.context.pins import pins_after
-from codling.brain.context.summaries import summarize_tool_call
-from codling.brain.context.window import may_cut_silently, stated_message, truncated_message, truncated_window
 from codling.brain.delegates import SessionDelegator
 from codling.brain.delivery import Barrier, DeliveredFirst, TurnProgress
-from codling.brain.drive import drive
 from codling.brain.events import (
     ContextWarning,
     Event,
@@ -51,7 +46,8 @@ from codling.brain.events import (
     UsageUpdated,
 )
 from codling.brain.host import ModelFactory
-from codling.brain.images import may_see_images, refuses_images
+from codling.brain.images import may_see_images
+from codling.brain.model_turn import ModelTurn
 from codling.brain.options import TOOLS_SPENT_NOTE, SessionOptions
 from codling.brain.prompt import (
     ImageBlock,
@@ -61,7 +57,6 @@ from codling.brain.prompt import (
     prompt_cut_warning,
     prompt_summary,
     system_prompt,
-    user_content,
 )
 from codling.brain.restore import follow, record_turn, restore
 from codling.brain.running import RunningTurn
@@ -74,7 +69,6 @@ from codling.brain.turns import (
     Ending,
     TurnLog,
     command_of,
-    describe_failure,
     is_expected_failure,
     turn_failed,
     turn_text,
@@ -83,7 +77,6 @@ from codling.brain.turns import (
 from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
-from codling.llm.providers import Endpoint, history_breakpoint, prompt_cache_settings
 from codling.tools.deps import ToolDeps
 from codling.tools.specs import ToolFilter
 
@@ -345,7 +338,7 @@ class ConversationSession:
     def model_for(self, model_id: str | None) -> Model:
         """The session's pydantic-ai model, or the model ``model_id`` names."""
         if model_id is None or model_id == self.state.model.id:
-            return self._get_agent().model  # type: ignore[return-value]
+            return self.agent().model  # type: ignore[return-value]
         return self._build_model(model_id)
 
     def _build_model(self, model_id: str) -> Model:
@@ -410,7 +403,7 @@ class ConversationSession:
 
         return [FilteredToolset(build_mcp_toolset(), offered)]
 
-    def _tools_spent(self, ctx: Any) -> str | None:
+    def tools_spent(self, ctx: Any) -> str | None:
         """An instruction for the request after the last tool pass: tools are gone, answer now."""
         return TOOLS_SPENT_NOTE if self.options.run_tools and ctx.run_step > self.options.max_tool_passes else None
 
@@ -486,7 +479,8 @@ class ConversationSession:
         restore(self.state, events)
         self._titled = self._titled or self.state.turn_count > 0
 
-    def _get_agent(self) -> Agent[ToolDeps, str]:
+    def agent(self) -> Agent[ToolDeps, str]:
+        """The session's pydantic-ai agent, built on first use (its model is the session's)."""
         if self._agent is None:
             from codling.llm.providers import agent_class
 
@@ -537,7 +531,7 @@ class ConversationSession:
             if command is not None and answered:
                 await run_command(self, turn_id, send, *command)
             else:
-                stop, usage = await self._model_turn(turn, user_text, send, log_, images)
+                stop, usage = await ModelTurn(self, turn, send, log_).run(user_text, images)
         except asyncio.CancelledError:
             if not turn.cancel_requested:
                 raise
@@ -584,174 +578,17 @@ class ConversationSession:
         send(ended)
         emit(_DONE)
 
-    async def _model_turn(
-        self,
-        turn: RunningTurn,
-        user_text: str,
-        send: Callable[[Event], None],
-        log_: TurnLog,
-        images: tuple[ImageBlock, ...] = (),
-    ) -> tuple[StopReason, Usage]:
-        """Run the prompt; compact first past the threshold, and once more (then retry) on a context overflow
-        (an error in no known wording that looks like one included; a window the provider revealed is used)."""
-        turn_id = turn.id
-        await self.context.before_turn(turn_id, send, user_text)
-        window = self.state.model.context_limit
-        try:
-            return await self._drive(turn, user_text, send, images)
-        except Exception as e:
-            found = overflow_of(e)
-            learned = self.state.model.context_limit < window  # the provider revealed a smaller window
-            if found is None or not (self.state.entries or learned):
-                raise
-            log.info(
-                "%s reported by the provider; compacting and retrying once",
-                "something like a context overflow" if found.guessed else "context overflow",
-            )
-        if self.state.entries:
-            await compactor.compact(self, turn_id, send, "overflow")
-        # The prompt was cut to the window the turn started with; a window learned since may take less.
-        retry_text = self.context.fit_prompt(user_text, turn_id, send, log_.turn_number) if learned else user_text
-        if done := [summarize_tool_call(s, log_.finished.get(cid)) for cid, s in log_.calls.items()]:
-            # Tools already ran in this turn: say so, so the retried request does not redo their side effects.
-            retry_text += (
-                "\n\n[Before the context overflowed, this turn already did:\n" + "\n".join(done) + "\n"
-                "Do not repeat those steps; continue from there.]"
-            )
-        try:
-            return await self._drive(turn, retry_text, send, images)
-        except Exception as e:
-            # (an overflow only guessed at may be something else: then the provider's own message says more)
-            if (found := overflow_of(e)) is not None and not found.guessed:
-                budget = self.context.budget
-                if found.requested is not None and found.limit is not None:
-                    size = f"{found.requested:,} tokens by the provider's count, of the {found.limit:,} it takes"
-                else:
-                    last_input = turn.requests.last_input if turn.requests is not None else self.context_used()
-                    size = f"about {last_input:,} tokens, of the {budget.input_limit:,} a request may use"
-                raise SessionError(
-                    f"The request is still too long for {self.state.model.id} after compacting the conversation "
-                    f"and cutting this turn's tool output ({size}). Shorten the request, or start a new session."
-                ) from e
-            raise
-
-    async def _drive(
-        self, turn: RunningTurn, user_text: str, send: Callable[[Event], None], images: tuple[ImageBlock, ...] = ()
-    ) -> tuple[StopReason, Usage]:
-        """Run the turn's requests; when a model the catalog does not know is refused the prompt's images,
-        say so, send the request again with their names instead, and send that model no images again."""
-        model = self.state.model
-        try:
-            return await self._drive_once(turn, user_text, send, images)
-        except Exception as e:
-            if not images or model.known or model.id in self._no_images or not refuses_images(e):
-                raise
-            self._no_images.add(model.id)
-            said = describe_failure(e).rstrip(".")
-            self.context.warn_once(
-                f"images-{model.id}",
-                turn.id,
-                send,
-                f"{model.id} refused the attached images ({said}). The request went again without them: the model "
-                'was only told their names, as it will be for the rest of this session (with "images": false '
-                "for this model in $CODLING_HOME/models.json, codling will not try again). Attach images with a "
-                "model that can see them.",
-            )
-        return await self._drive_once(turn, user_text, send, images)
-
-    async def _drive_once(
-        self, turn: RunningTurn, user_text: str, send: Callable[[Event], None], images: tuple[ImageBlock, ...] = ()
-    ) -> tuple[StopReason, Usage]:
-        from pydantic_ai.settings import ModelSettings
-        from pydantic_ai.usage import UsageLimits
-
-        from codling.brain.provider_retries import ProviderRetries
-
-        model = self.state.model
-        settings: ModelSettings = {
-            # codling retries itself, visibly (ProviderRetries); the SDK's retries would wait in silence.
-            "max_retries": 0,
-            # The transport's read timeout: no byte for this long ends the request, streamed or not.
-            "timeout": self.options.stream_idle_timeout,
-        }
-        if model.thinking:
-            settings["thinking"] = True
-        # max_tokens is set per request by the context engine (the room the window has left).
-        turn_id = turn.id
-        turn.requests = requests = self.context.requests(lambda: self._compact_mid_turn(turn, send))
-        agent = self._get_agent()
-        # (the agent's model is always a built Model here; a bare name would have no base URL)
-        turn.endpoint = endpoint = Endpoint(model.id, getattr(agent.model, "base_url", None))
-        # The same key on every request of the session: the provider routes them to one prompt cache.
-        cache_settings = prompt_cache_settings(model.id, endpoint.base_url, self.state.session_id)
-        settings = cast("ModelSettings", {**settings, **cache_settings})
-        requests.learn = lambda error: self._learn_stated_window(turn_id, send, error)
-        if may_cut_silently(endpoint.model_id, endpoint.base_url) and not images:
-            # (images: each provider counts them its own way, so a count with them says nothing of a cut)
-            requests.reported = lambda tokens, estimate: self._learn_cut_window(turn_id, send, tokens, estimate)
-        turn.block = block = self.context.turn_block()  # the history keeps it with the prompt
-        content = user_content(f"{block}\n\n{user_text}" if block else user_text, images, can_see=self._sees_images())
-        history = self.state.messages()
-        if mark := history_breakpoint(model.id, self.options.prompt_cache, history):
-            content = [*mark, *(content if isinstance(content, list) else [content])]
-        async with agent.iter(
-            content,
-            message_history=history,
-            # One tool result may take about a quarter of the window (the model is told the cap, so it can page).
-            deps=replace(self.deps, output_tokens=self.context.budget.tool_output),
-            usage_limits=UsageLimits(request_limit=self.options.max_requests_per_turn),
-            model_settings=settings,
-            instructions=[self._tools_spent],
-            capabilities=[ProviderRetries(self.options.retry, turn_id, send, endpoint), requests],
-        ) as run:
-            return await drive(
-                run,
-                turn_id,
-                send,
-                self.deps,
-                # As soon as the provider answers, even if the turn is cancelled or fails later; counted
-                # against the history as it is now (a compaction later in the turn makes it stale).
-                lambda tokens: turn.first_input_reported(tokens, self.state.replacements),
-                idle_timeout=self.options.stream_idle_timeout,
-            )
-
-    def _sees_images(self) -> bool:
+    def sees_images(self) -> bool:
         """Whether the session's model is sent the prompt's images (not if its provider refused them)."""
         return may_see_images(self.state.model) and self.state.model.id not in self._no_images
 
-    def _learn_stated_window(self, turn_id: str, send: Callable[[Event], None], error: Exception) -> Budget | None:
-        """The budget of the window a provider's overflow error states, when it is smaller than the one in
-        use: the session uses it from now on, and says so (see ``context/window.py``); else None."""
-        found = overflow_of(error)
-        before, catalog = self.state.model.context_limit, self.state.catalog_model is None
-        if found is None or found.limit is None or not self.state.learn_window(found.limit):
-            return None
-        message = stated_message(self.state.model.id, found.limit, before, catalog)
-        self.context.warn_once(f"window-{found.limit}", turn_id, send, message)
-        return self.context.budget
+    def images_refused(self, model_id: str) -> bool:
+        """Whether ``model_id``'s provider refused this session's images; ``refuse_images`` records it."""
+        return model_id in self._no_images
 
-    def _learn_cut_window(
-        self, turn_id: str, send: Callable[[Event], None], reported: int, estimate: int
-    ) -> Budget | None:
-        """The budget of the window a server that cut a request silently has (it reported ``reported`` input
-        tokens of a request codling counts ``estimate``): the session uses it from now on, and says so (see
-        ``context/window.py``); else None."""
-        learned = truncated_window(reported, estimate, self.state.model.context_limit)
-        if learned is None or not self.state.learn_window(learned):
-            return None
-        message = truncated_message(self.state.model.id, learned, reported, estimate)
-        self.context.warn_once(f"window-{learned}", turn_id, send, message)
-        return self.context.budget
-
-    async def _compact_mid_turn(self, turn: RunningTurn, send: Callable[[Event], None]) -> tuple[list[Any], str] | None:
-        """Compact the history between two requests of a turn (the turn's own messages stay); the new
-        history's messages and the context block the turn's prompt carries from then on (in full: the blocks
-        the compaction took are gone), or None when there was nothing to compact."""
-        if not self.state.entries:
-            return None
-        await compactor.compact(self, turn.id, send, "mid-turn")
-        turn.block = self.context.turn_block()
-        return self.state.messages(), turn.block
+    def refuse_images(self, model_id: str) -> None:
+        """From now on, ``model_id`` is told the images' names instead of being sent them."""
+        self._no_images.add(model_id)
 
     @staticmethod
     def _close_open_calls(
