@@ -77,7 +77,6 @@ def traffic(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return entries
 
 
-@pytest.mark.slow
 def test_acpx_json_traffic_is_schema_valid(home: Path, project: Path, server: OpenAIServer) -> None:
     lines = [json.loads(line) for line in run_acpx(home, project, server, "json").splitlines() if line.strip()]
     seen = traffic(lines)

@@ -73,7 +73,6 @@ def check_provider_side(server: AnthropicServer) -> None:
     assert all(b.cache_read_input_tokens >= 0.8 * b.total_input_tokens for b in bill[1:]), bill
 
 
-@pytest.mark.slow
 async def test_codling_acp_over_anthropic_streams_thinking_runs_a_tool_and_caches(
     home: Path, project: Path, server: AnthropicServer
 ) -> None:
@@ -108,7 +107,6 @@ async def test_codling_acp_over_anthropic_streams_thinking_runs_a_tool_and_cache
     check_provider_side(server)
 
 
-@pytest.mark.slow
 def test_codling_run_over_anthropic_then_continue(home: Path, project: Path, server: AnthropicServer) -> None:
     script(server)
 

@@ -64,7 +64,6 @@ def test_the_summarizer_keeps_stated_facts_or_always_fails() -> None:
     assert [r.kind for r in failing.log] == ["summary"] * 3
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_small_window_failing_summarizer_restarted_before_every_turn(tmp_path: Path) -> None:
     root = tmp_path / "run"  # the same for both runs: paths are part of every request

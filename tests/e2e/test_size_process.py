@@ -89,7 +89,6 @@ async def turns_in(conn: object, sid: str) -> tuple[str, str]:
     return first, second.stop_reason
 
 
-@pytest.mark.slow
 async def test_a_50_mb_prompt_is_kept_capped_with_a_note_and_reloads_at_once(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:

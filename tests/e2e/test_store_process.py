@@ -42,7 +42,6 @@ os.execv(sys.executable, [sys.executable, "-m", "codling", "acp"])
 """
 
 
-@pytest.mark.slow
 async def test_open_sessions_hold_no_descriptors_three_times_the_limit_stay_open(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:
@@ -124,7 +123,6 @@ async def prompt_quietly(conn: ClientSideConnection, sid: str, text: str) -> Non
         await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[helpers.text_block(text)]), 30)
 
 
-@pytest.mark.slow
 async def test_history_survives_sigkill_at_points_through_a_turn(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:

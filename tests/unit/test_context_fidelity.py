@@ -7,8 +7,6 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-import pytest
-
 from codling.brain.context.budget import Budget
 from codling.llm.catalog import ModelInfo
 from tests.fakes.fidelity import MAX_OUTPUT, run_session
@@ -16,7 +14,6 @@ from tests.fakes.fidelity import MAX_OUTPUT, run_session
 TURNS = 12
 
 
-@pytest.mark.slow
 async def test_a_small_window_and_a_failing_summarizer_hold(tmp_path: Path) -> None:
     root = tmp_path / "run"  # the same for both runs: paths are part of every request
     live = await run_session(8_000, False, restarts=False, turn_count=TURNS, root=root)

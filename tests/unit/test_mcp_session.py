@@ -79,7 +79,6 @@ async def test_a_servers_tools_reach_the_model_and_a_call_reaches_the_server(pro
     assert "fake: echo" in session.state.entries[-1].text and "echo: hi there" in session.state.entries[-1].text
 
 
-@pytest.mark.slow
 async def test_http_and_sse_servers_work_like_stdio_ones(project: Path, settings: Settings) -> None:
     with http_server("http", "web") as http_url, http_server("sse", "events") as sse_url:
         script = Script(
@@ -98,7 +97,6 @@ async def test_http_and_sse_servers_work_like_stdio_ones(project: Path, settings
     assert returned == {"mcp__web__add": "42", "mcp__sse__whoami": "events token="}
 
 
-@pytest.mark.slow
 async def test_two_sessions_see_only_their_own_servers(project: Path, settings: Settings) -> None:
     first_script = Script([[Call("mcp__one__whoami", {}, "c1")], [Say("ok")]])
     second_script = Script([[Call("mcp__two__whoami", {}, "c1")], [Say("ok")]])

@@ -142,7 +142,6 @@ _PROBE = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
 def test_memory_stays_flat_reading_a_10_gb_file(tmp_path: Path) -> None:
     # 1,000 lines, then 10 GiB of nothing: sparse, so it costs no disk, and one line of 10 GiB without a newline.
     path = tmp_path / "huge.log"
