@@ -75,6 +75,10 @@ class RawAgent:
             self._reader.result()  # re-raise a bad line
             assert condition(), "the agent closed stdout"
 
+    async def finished(self, timeout: float = 30) -> None:
+        """Wait until the agent has closed its stdout; raises if a line it wrote was not JSON-RPC."""
+        await asyncio.wait_for(asyncio.shield(self._reader), timeout)
+
     async def request(self, request_id: Any, method: str, params: Any, timeout: float = 30) -> dict[str, Any]:
         await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         return await self.answer(request_id, timeout)
@@ -115,7 +119,7 @@ async def raw_agent(env: dict[str, str], stderr: Path) -> AsyncIterator[RawAgent
             assert process.stdin is not None
             process.stdin.close()
             assert await asyncio.wait_for(process.wait(), 20) == 0
-            await agent._reader
+            await agent.finished()
         finally:
             if process.returncode is None:
                 process.kill()

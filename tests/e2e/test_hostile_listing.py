@@ -5,7 +5,6 @@ stopped with the cancelled turn instead of holding the process (issue 29 D7)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 from acp import PROTOCOL_VERSION
 
+from tests.e2e.raw_acp import RawAgent
 from tests.e2e.test_signals import agent_env, last_record
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
@@ -51,46 +51,34 @@ async def test_stdin_closed_during_a_slow_walk_ends_the_turn_and_the_process(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
-    assert process.stdin is not None and process.stdout is not None
-    stdout, stdin = process.stdout, process.stdin
+    assert process.stdin is not None
+    agent = RawAgent(process)
 
-    async def until_message(check: object) -> dict[str, object]:
-        while True:
-            line = await asyncio.wait_for(stdout.readline(), DEADLINE)
-            assert line, "the agent closed stdout first"
-            message = json.loads(line)
-            if check(message):  # type: ignore[operator]
-                return message
-
-    def send(request_id: int, method: str, params: dict[str, object]) -> None:
-        stdin.write(
-            (json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}) + "\n").encode()
+    def walking() -> bool:
+        """The call is in progress once the tool has started: the walk is running."""
+        return any(
+            m.get("method") == "session/update"
+            and m["params"]["update"].get("toolCallId") == "call_1"
+            and m["params"]["update"].get("status") == "in_progress"
+            for m in agent.messages
         )
-
-    def answer(request_id: int) -> object:
-        return lambda m: m.get("id") == request_id and "method" not in m
 
     try:
-        send(1, "initialize", {"protocolVersion": PROTOCOL_VERSION})
-        await until_message(answer(1))
-        send(2, "session/new", {"cwd": str(project), "mcpServers": []})
-        session_id = (await until_message(answer(2)))["result"]["sessionId"]  # type: ignore[index]
-        send(3, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "list"}]})
-        # The call is in progress once the tool has started: the walk is running.
-        await until_message(
-            lambda m: (
-                m.get("method") == "session/update"
-                and m["params"]["update"].get("toolCallId") == "call_1"
-                and m["params"]["update"].get("status") == "in_progress"
-            )
-        )
-        stdin.close()
-        prompted = await until_message(answer(3))
+        await agent.request(1, "initialize", {"protocolVersion": PROTOCOL_VERSION}, DEADLINE)
+        session_id = (await agent.request(2, "session/new", {"cwd": str(project), "mcpServers": []}, DEADLINE))[
+            "result"
+        ]["sessionId"]
+        prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "list"}]}
+        await agent.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt})
+        await agent.wait_until(walking, DEADLINE)
+        process.stdin.close()
+        prompted = await agent.answer(3, DEADLINE)
         assert prompted["result"] == {"stopReason": "cancelled"}
         assert await asyncio.wait_for(process.wait(), DEADLINE) == 0
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
+        await agent.finished(DEADLINE)
     record = last_record(home)
     assert (record["kind"], record["stop_reason"]) == ("turn_end", "cancelled")

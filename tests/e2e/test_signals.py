@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,9 +18,10 @@ from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
-from tests.fakes.processes import alive
+from tests.fakes.processes import Fifo, alive, gone
 
-# The shell writes its pid (its process group's id) once its background child runs, then waits.
+# The shell writes its pid (its process group's id) once its background child runs, then waits. The test makes
+# cmd.pid a named pipe (tests/fakes/processes.Fifo) and waits on it.
 COMMAND = "sleep 300 & echo $! > child.pid; echo $$ > cmd.pid; wait"
 DEADLINE = deadline(60.0)
 """Liveness only: each wait ends as soon as what it waits for happens (eight test processes at once on a small
@@ -50,15 +50,29 @@ def agent_env(home: Path, server: OpenAIServer) -> dict[str, str]:
     }
 
 
-async def until(check: object, what: str, agent: asyncio.subprocess.Process | None = None) -> None:
-    """Wait until ``check()`` holds, while ``agent`` still runs, within the deadline."""
-    deadline = time.monotonic() + DEADLINE
-    while not check():  # type: ignore[operator]
-        if agent is not None and agent.returncode is not None:
-            raise AssertionError(f"the agent exited ({agent.returncode}) before {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
+async def command_started(pids: Fifo, agent: asyncio.subprocess.Process) -> tuple[int, int]:
+    """The command's shell pid (its process group's id) and its background child's, once the shell has written
+    its pid into the pipe ``cmd.pid``; AssertionError if ``agent`` exits first."""
+    started = asyncio.ensure_future(pids.pid(DEADLINE))
+    exited = asyncio.ensure_future(agent.wait())
+    try:
+        await asyncio.wait((started, exited), return_when=asyncio.FIRST_COMPLETED)
+        if not started.done():
+            raise AssertionError(f"the agent exited ({agent.returncode}) before the command started")
+        pgid = started.result()
+    finally:
+        started.cancel()
+        exited.cancel()
+    child = _pid(pids.path.parent / "child.pid")  # written before cmd.pid
+    assert child is not None
+    return pgid, child
+
+
+async def group_gone(pgid: int, *also: int) -> None:
+    """Wait (on pidfds) until every member of process group ``pgid`` and the pids ``also`` are gone."""
+    for pid in {*_pids_in_group(pgid), pgid, *also}:
+        assert await gone(pid, DEADLINE), f"process {pid} of the command's group {pgid} is still there"
+    assert _group_gone(pgid)
 
 
 def _group_gone(pgid: int) -> bool:
@@ -93,15 +107,13 @@ def last_record(home: Path) -> dict[str, object]:
     return json.loads(history.read_text().splitlines()[-1])
 
 
-async def check_shutdown(process: asyncio.subprocess.Process, project: Path, home: Path, sig: signal.Signals) -> None:
-    cmd_pid, child_pid = project / "cmd.pid", project / "child.pid"
-    await until(lambda: _pid(cmd_pid) is not None, "the command to start", process)
-    pgid, child = _pid(cmd_pid), _pid(child_pid)
-    assert pgid is not None and child is not None
+async def check_shutdown(process: asyncio.subprocess.Process, pids: Fifo, home: Path, sig: signal.Signals) -> None:
+    pgid, child = await command_started(pids, process)
     try:
         process.send_signal(sig)
         assert await asyncio.wait_for(process.wait(), DEADLINE) == 128 + sig
-        await until(lambda: _group_gone(pgid) and not alive(child), "the command's process group to go")
+        await group_gone(pgid, child)
+        assert not alive(child)
     finally:
         with contextlib.suppress(ProcessLookupError):  # a failed test leaves nothing behind
             os.killpg(pgid, signal.SIGKILL)
@@ -115,26 +127,28 @@ async def test_a_signal_to_codling_acp_stops_commands_and_records_the_turn(
 ) -> None:
     client = RecordingClient()
     env = agent_env(home, server)
-    async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=env) as (conn, process):
-        try:
-            await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
-            session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
-            prompt = asyncio.ensure_future(
-                conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("run it")])
-            )
-            await check_shutdown(process, project, home, sig)
-            # The client heard how the turn ended before the agent went.
-            assert (await asyncio.wait_for(prompt, DEADLINE)).stop_reason == "cancelled"
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+    with Fifo(project / "cmd.pid") as pids:
+        async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=env) as (conn, process):
+            try:
+                await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
+                session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
+                prompt = asyncio.ensure_future(
+                    conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("run it")])
+                )
+                await check_shutdown(process, pids, home, sig)
+                # The client heard how the turn ended before the agent went.
+                assert (await asyncio.wait_for(prompt, DEADLINE)).stop_reason == "cancelled"
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])  # SIGINT: Ctrl-C exits 130
 async def test_a_signal_to_codling_run_stops_commands_and_records_the_turn(
     home: Path, project: Path, server: OpenAIServer, sig: signal.Signals
 ) -> None:
+    pids = Fifo(project / "cmd.pid")
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -150,8 +164,9 @@ async def test_a_signal_to_codling_run_stops_commands_and_records_the_turn(
         stderr=asyncio.subprocess.DEVNULL,
     )
     try:
-        await check_shutdown(process, project, home, sig)
+        await check_shutdown(process, pids, home, sig)
     finally:
+        pids.close()
         if process.returncode is None:
             process.kill()
             await process.wait()
@@ -164,6 +179,7 @@ async def test_a_client_gone_mid_turn_ends_the_turn_as_cancelled_and_recorded(
     """The client closes codling's stdin (issue 29 D14: codling exited at once, the prompt unanswered and the
     turn without its turn_end), or stops reading its stdout but keeps stdin open (codling streamed on into the
     closed pipe): the turn ends as cancelled and recorded, its command stopped, and codling exits 0."""
+    pids = Fifo(project / "cmd.pid")
     read_end, write_end = os.pipe()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -201,8 +217,7 @@ async def test_a_client_gone_mid_turn_ends_the_turn_as_cancelled_and_recorded(
         send(2, "session/new", {"cwd": str(project), "mcpServers": []})
         session_id = (await answer(2))["result"]["sessionId"]  # type: ignore[index]
         send(3, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "run it"}]})
-        await until(lambda: _pid(project / "cmd.pid") is not None, "the command to start", process)
-        pgid = _pid(project / "cmd.pid")
+        pgid, _ = await command_started(pids, process)
         if closed == "stdin":
             process.stdin.close()  # the client is gone, mid-turn
             prompted = await answer(3)
@@ -210,9 +225,9 @@ async def test_a_client_gone_mid_turn_ends_the_turn_as_cancelled_and_recorded(
         else:
             reading.close()  # the client stops reading, mid-turn; stdin stays open
         assert await asyncio.wait_for(process.wait(), DEADLINE) == 0
-        assert pgid is not None
-        await until(lambda: _group_gone(pgid), "the command's process group to go")
+        await group_gone(pgid)
     finally:
+        pids.close()
         reading.close()
         if process.returncode is None:
             process.kill()
