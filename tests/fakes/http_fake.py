@@ -1,6 +1,7 @@
-"""The plumbing the loopback provider fakes share (``responses_server.py``, ``gemini_server.py``): a threaded HTTP
-server on ``127.0.0.1`` that records every request, hands out scripted replies in order, streams server-sent
-events, and computes what an implicit prefix cache would serve of each request.
+"""The plumbing the loopback provider fakes share (``responses_server.py``, ``gemini_server.py``,
+``anthropic_server.py``): a threaded HTTP server on ``127.0.0.1`` that records every request, hands out scripted
+replies in order, streams server-sent events, and computes what an implicit prefix cache would serve of each
+request (OpenAI's and Gemini's; Anthropic's explicit cache is ``anthropic_cache.py``).
 
 Standard library only; a subclass says how a request is routed (:meth:`FakeProvider.route`) and how a reply is
 written (:meth:`FakeProvider.answer`).
@@ -179,7 +180,6 @@ class FakeProvider:
 
     def __init__(self, *, responder: Callable[[dict[str, Any]], Any] | None = None) -> None:
         self.responder = responder
-        self.cache = PrefixCache()
         self._condition = threading.Condition()
         self._queue: deque[Any] = deque()
         self._recorded: list[RecordedRequest] = []
