@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from codling.brain.builtin_turns import prompt_text
 from tests.fakes.anthropic_cache import Billed, CacheRejected, PromptCache
@@ -310,12 +310,8 @@ class AnthropicServer(FakeProvider):
     def no_reply(self, index: int) -> ErrorReply:
         return ErrorReply(500, "api_error", f"fake Anthropic server: no scripted reply for request #{index}")
 
-    def next_reply(self, body: dict[str, Any], index: int) -> ScriptedReply:
-        # A responder's bug reaches the client as Anthropic's 500 naming it, rather than a dropped connection.
-        try:
-            return cast(ScriptedReply, super().next_reply(body, index))
-        except Exception as exc:
-            return ErrorReply(500, "api_error", f"fake Anthropic server: the responder raised {exc!r}")
+    def responder_failed(self, exc: Exception) -> ErrorReply:
+        return ErrorReply(500, "api_error", f"fake Anthropic server: the responder raised {exc!r}")
 
     # -- answering ---------------------------------------------------------------------------------------
 
