@@ -1,9 +1,9 @@
 """A scripted Anthropic Messages API server for tests, with Anthropic's prompt cache simulated.
 
-Like ``openai_server.py``: ``127.0.0.1`` on an ephemeral port, served from a background thread, standard library
-only. The code under test reaches it in process (``AsyncAnthropic(base_url=server.url, ...)``, or codling's
-``build_model("anthropic:...", env=server.env())``) or from a subprocess (``env={**os.environ, **server.env()}``
-sets ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``).
+On the plumbing the provider fakes share (``http_fake.FakeProvider``): ``127.0.0.1`` on an ephemeral port, served
+from a background thread, every request recorded, standard library only. The code under test reaches it in process
+(``AsyncAnthropic(base_url=server.url, ...)``, or codling's ``build_model("anthropic:...", env=server.env())``) or
+from a subprocess (``env={**os.environ, **server.env()}`` sets ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``).
 
 ``POST /v1/messages`` (the SDK's beta client adds ``?beta=true``) answers with the next scripted reply:
 
@@ -24,7 +24,8 @@ Errors are Anthropic's JSON (``{"type": "error", "error": {"type", "message"}}``
 :meth:`ErrorReply.prompt_too_long` (400), :meth:`ErrorReply.authentication` (401, also sent by itself when
 ``expected_api_key`` is set and ``x-api-key`` differs), :meth:`ErrorReply.rate_limited` (429 with
 ``retry-after``), :meth:`ErrorReply.overloaded` (529). A breakpoint the API refuses (more than 4, or on a
-thinking or empty block) is a 400 ``invalid_request_error``.
+thinking or empty block) is a 400 ``invalid_request_error``; any other path or method a 404 ``not_found_error``;
+a responder that raises a 500 ``api_error`` naming the exception. JSON responses carry a ``request-id``.
 
 Title requests (codling's title special turn, recognised by its system prompt) get :attr:`title_reply` and are
 left out of :attr:`requests` and :attr:`bill`, as in the OpenAI fake (:attr:`title_bill` has theirs).
@@ -33,18 +34,15 @@ left out of :attr:`requests` and :attr:`bill`, as in the OpenAI fake (:attr:`tit
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any
 
 from codling.brain.builtin_turns import prompt_text
 from tests.fakes.anthropic_cache import Billed, CacheRejected, PromptCache
+from tests.fakes.http_fake import FakeProvider, Handler, RecordedRequest
 
 __all__ = [
     "AnthropicServer",
@@ -62,7 +60,8 @@ __all__ = [
 _JSON_PIECES = 3
 """How many ``input_json_delta`` events a tool call's input is split over."""
 
-_CONNECTION_ERRORS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+_REQUEST_ID = {"request-id": "req_fake"}
+"""Sent with every JSON response, as Anthropic does (the SDK puts it in its errors)."""
 
 
 @dataclass(frozen=True)
@@ -179,18 +178,8 @@ ScriptedReply = Reply | ErrorReply
 Responder = Callable[[dict[str, Any]], ScriptedReply]
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request received; header names lowercased; ``body`` is ``None`` unless a JSON object."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    body: dict[str, Any] | None
-
-    @property
-    def is_message(self) -> bool:
-        return self.method == "POST" and self.path == "/v1/messages"
+def _is_message(request: RecordedRequest) -> bool:
+    return request.method == "POST" and request.path == "/v1/messages"
 
 
 def is_title(body: Mapping[str, Any]) -> bool:
@@ -211,7 +200,7 @@ def api_key(headers: Mapping[str, str]) -> str | None:
 
 
 def _counted(request: RecordedRequest) -> bool:
-    return request.is_message and request.body is not None and not is_title(request.body)
+    return _is_message(request) and request.body is not None and not is_title(request.body)
 
 
 def _events(reply: Reply, message: dict[str, Any], usage: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -263,116 +252,13 @@ def _delta(index: int, delta: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, owner: AnthropicServer) -> None:
-        self.owner = owner
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        import sys
-
-        if isinstance(sys.exc_info()[1], (*_CONNECTION_ERRORS, TimeoutError)):
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    timeout = 30
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        owner = cast(_HTTPServer, self.server).owner
-        path = self.path.split("?", 1)[0]
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length > 0 else b""
-        try:
-            parsed = json.loads(raw) if raw else None
-        except ValueError:
-            parsed = None
-        body = parsed if isinstance(parsed, dict) else None
-        headers = {name.lower(): value for name, value in self.headers.items()}
-        request = RecordedRequest("POST", path, headers, body)
-        index = owner._record(request)
-        try:
-            if owner.expected_api_key is not None and api_key(headers) != owner.expected_api_key:
-                self._send_error(ErrorReply.authentication())
-            elif not request.is_message:
-                self._send_error(ErrorReply(404, "not_found_error", f"Not found: POST {path}"))
-            elif body is None:
-                self._send_error(ErrorReply(400, "invalid_request_error", "The request body is not a JSON object."))
-            else:
-                self._answer(owner, body, index)
-        except _CONNECTION_ERRORS:
-            self.close_connection = True
-
-    def _answer(self, owner: AnthropicServer, body: dict[str, Any], index: int) -> None:
-        reply = owner._next_reply(body, index)
-        if isinstance(reply, ErrorReply):
-            self._send_error(reply)
-            return
-        try:
-            billed = owner._charge(body)
-        except CacheRejected as e:
-            self._send_error(ErrorReply(400, "invalid_request_error", str(e)))
-            return
-        content = reply.content(index)
-        usage = {**billed.usage_json(), "output_tokens": reply.estimated_output(index)}
-        owner._billed(body, Billed(**{**billed.__dict__, "output_tokens": usage["output_tokens"]}))
-        message = {
-            "id": f"msg_fake_{index}",
-            "type": "message",
-            "role": "assistant",
-            "model": str(body.get("model")),
-            "content": content,
-            "stop_reason": reply.effective_stop_reason,
-            "stop_sequence": None,
-            "usage": usage,
-        }
-        if not body.get("stream"):
-            self._send_json(200, message)
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        start_usage = {**usage, "output_tokens": 1}
-        for name, data in _events(reply, {**message, "usage": start_usage}, usage):
-            if name == "message_start":
-                data["message"]["stop_reason"] = None
-            payload = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
-    def _send_error(self, error: ErrorReply) -> None:
-        self._send_json(error.status, error.body, error.headers)
-
-    def _send_json(self, status: int, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("request-id", "req_fake")
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
-
-
-class AnthropicServer:
+class AnthropicServer(FakeProvider):
     """A scripted Anthropic Messages API on ``127.0.0.1``, with a simulated prompt cache and a bill.
 
     Use it as a context manager, or :meth:`start` and :meth:`stop`; every method is safe from any thread.
     """
+
+    name = "fake-anthropic-server"
 
     def __init__(
         self,
@@ -383,68 +269,16 @@ class AnthropicServer:
         minimum_cacheable: int | None = None,
     ) -> None:
         """``clock`` (seconds) drives cache expiry; ``minimum_cacheable`` overrides the per-model minimum."""
-        self.responder = responder
+        super().__init__(responder=responder)
         self.expected_api_key = expected_api_key
         self.title_reply: ScriptedReply = Reply("Loopback session title")
         self.cache = PromptCache(clock, minimum=minimum_cacheable)
-        self._condition = threading.Condition()
-        self._queue: deque[ScriptedReply] = deque()
-        self._recorded: list[RecordedRequest] = []
         self._bills: list[Billed] = []
         self._title_bills: list[Billed] = []
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> Self:
-        httpd = _HTTPServer(self)
-        thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        thread.start()
-        self._httpd, self._thread = httpd, thread
-        return self
-
-    def stop(self) -> None:
-        httpd, thread = self._httpd, self._thread
-        if httpd is None or thread is None:
-            return
-        self._httpd = self._thread = None
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        """The API root, ``http://127.0.0.1:PORT`` (``ANTHROPIC_BASE_URL``)."""
-        if self._httpd is None:
-            raise RuntimeError("the server is not running")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def env(self, api_key: str = "test-key") -> dict[str, str]:
-        """The variables that point codling (or the Anthropic SDK) at this server."""
+        """The variables that point codling (or the Anthropic SDK) at this server (``url`` is the API root)."""
         return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": api_key}
-
-    def enqueue(self, *replies: ScriptedReply) -> None:
-        """Queue replies for the next message requests (title requests aside), in order."""
-        with self._condition:
-            self._queue.extend(replies)
-
-    @property
-    def pending(self) -> int:
-        with self._condition:
-            return len(self._queue)
-
-    @property
-    def recorded(self) -> list[RecordedRequest]:
-        """Every request received, in order (a snapshot)."""
-        with self._condition:
-            return list(self._recorded)
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -462,46 +296,72 @@ class AnthropicServer:
         with self._condition:
             return list(self._bills)
 
-    def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
-        """Wait until at least ``count`` message requests have arrived; return :attr:`requests`."""
-        with self._condition:
-            if not self._condition.wait_for(lambda: sum(map(_counted, self._recorded)) >= count, timeout=timeout):
-                raise TimeoutError(f"expected {count} message requests within {timeout}s")
-        return self.requests
-
-    def _record(self, request: RecordedRequest) -> int:
-        with self._condition:
-            self._recorded.append(request)
-            self._condition.notify_all()
-            return len(self._recorded) - 1
-
-    def _charge(self, body: dict[str, Any]) -> Billed:
-        with self._condition:
-            return self.cache.bill(body)
-
     @property
     def title_bill(self) -> list[Billed]:
         """What each answered title request was billed, in order."""
         with self._condition:
             return list(self._title_bills)
 
-    def _billed(self, body: dict[str, Any], billed: Billed) -> None:
-        with self._condition:
-            (self._title_bills if is_title(body) else self._bills).append(billed)
+    def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Wait until at least ``count`` message requests have arrived; return :attr:`requests`."""
+        self.wait_for(lambda recorded: sum(map(_counted, recorded)) >= count, timeout)
+        return self.requests
 
-    def _next_reply(self, body: dict[str, Any], index: int) -> ScriptedReply:
-        if is_title(body):
-            return self.title_reply
-        with self._condition:
-            if self._queue:
-                return self._queue.popleft()
-            responder = self.responder
-        if responder is None:
-            return ErrorReply(500, "api_error", f"fake Anthropic server: no scripted reply for request #{index}")
+    def no_reply(self, index: int) -> ErrorReply:
+        return ErrorReply(500, "api_error", f"fake Anthropic server: no scripted reply for request #{index}")
+
+    def responder_failed(self, exc: Exception) -> ErrorReply:
+        return ErrorReply(500, "api_error", f"fake Anthropic server: the responder raised {exc!r}")
+
+    # -- answering ---------------------------------------------------------------------------------------
+
+    def route(self, handler: Handler, request: RecordedRequest, index: int) -> None:
+        body = request.body
+        if self.expected_api_key is not None and api_key(request.headers) != self.expected_api_key:
+            _send_error(handler, ErrorReply.authentication())
+        elif not _is_message(request):
+            _send_error(handler, ErrorReply(404, "not_found_error", f"Not found: {request.method} {request.path}"))
+        elif body is None:
+            _send_error(handler, ErrorReply(400, "invalid_request_error", "The request body is not a JSON object."))
+        else:
+            reply = self.title_reply if is_title(body) else self.next_reply(body, index)
+            if isinstance(reply, ErrorReply):
+                _send_error(handler, reply)
+            else:
+                self._answer(handler, body, index, reply)
+
+    def _answer(self, handler: Handler, body: dict[str, Any], index: int, reply: Reply) -> None:
         try:
-            return responder(body)
-        except Exception as exc:
-            return ErrorReply(500, "api_error", f"fake Anthropic server: the responder raised {exc!r}")
+            with self._condition:
+                billed = self.cache.bill(body)
+        except CacheRejected as e:
+            _send_error(handler, ErrorReply(400, "invalid_request_error", str(e)))
+            return
+        usage = {**billed.usage_json(), "output_tokens": reply.estimated_output(index)}
+        with self._condition:
+            bills = self._title_bills if is_title(body) else self._bills
+            bills.append(Billed(**{**billed.__dict__, "output_tokens": usage["output_tokens"]}))
+        message = {
+            "id": f"msg_fake_{index}",
+            "type": "message",
+            "role": "assistant",
+            "model": str(body.get("model")),
+            "content": reply.content(index),
+            "stop_reason": reply.effective_stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        if not body.get("stream"):
+            handler.send_json(200, message, _REQUEST_ID)
+            return
+        handler.start_events()
+        for name, data in _events(reply, {**message, "usage": {**usage, "output_tokens": 1}}, usage):
+            handler.send_event(data, name)
+        handler.end_events()
+
+
+def _send_error(handler: Handler, error: ErrorReply) -> None:
+    handler.send_json(error.status, error.body, {**_REQUEST_ID, **error.headers})
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.http_fake import FakeProvider, Handler, RecordedRequest, tokens_of
+from tests.fakes.http_fake import FakeProvider, Handler, PrefixCache, RecordedRequest, tokens_of
 
 __all__ = ["Bill", "FunctionCall", "GeminiError", "GeminiServer", "Reply", "running_gemini_server"]
 
@@ -164,6 +164,7 @@ class GeminiServer(FakeProvider):
 
     def __init__(self, *, expected_api_key: str | None = None) -> None:
         super().__init__()
+        self.cache = PrefixCache()
         self.expected_api_key = expected_api_key
         self._bills: dict[int, Bill] = {}
         self._signed_calls: dict[str, str] = {}

@@ -1,9 +1,10 @@
-"""The plumbing the loopback provider fakes share (``responses_server.py``, ``gemini_server.py``): a threaded HTTP
-server on ``127.0.0.1`` that records every request, hands out scripted replies in order, streams server-sent
-events, and computes what an implicit prefix cache would serve of each request.
+"""The plumbing the loopback provider fakes share (``openai_server.py``, ``responses_server.py``,
+``gemini_server.py``, ``anthropic_server.py``): a threaded HTTP server on ``127.0.0.1`` that records every
+request, hands out scripted replies in order, streams server-sent events, and computes what an implicit prefix
+cache would serve of each request (OpenAI's and Gemini's; Anthropic's explicit cache is ``anthropic_cache.py``).
 
-Standard library only; a subclass says how a request is routed (:meth:`FakeProvider.route`) and how a reply is
-written (:meth:`FakeProvider.answer`).
+Standard library only; a subclass says how a request is routed and answered (:meth:`FakeProvider.route`) and
+what a request gets when nothing is scripted (:meth:`FakeProvider.no_reply`, :meth:`FakeProvider.responder_failed`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class RecordedRequest:
     query: str
     headers: Mapping[str, str]
     body: dict[str, Any] | None
+
+    @property
+    def authorization(self) -> str | None:
+        return self.headers.get("authorization")
 
 
 def tokens_of(text: str) -> int:
@@ -137,6 +142,7 @@ class Handler(BaseHTTPRequestHandler):
             owner.route(self, request, owner._record(request))
         except CONNECTION_ERRORS:
             self.close_connection = True
+            owner._hung_up()
 
     def send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
         """A whole JSON response."""
@@ -179,13 +185,14 @@ class FakeProvider:
 
     def __init__(self, *, responder: Callable[[dict[str, Any]], Any] | None = None) -> None:
         self.responder = responder
-        self.cache = PrefixCache()
         self._condition = threading.Condition()
         self._queue: deque[Any] = deque()
         self._recorded: list[RecordedRequest] = []
+        self._hangups = 0
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        """Set by :meth:`stop`: releases handlers of stalled replies."""
 
     # -- what a subclass provides --------------------------------------------------------------------------
 
@@ -194,6 +201,11 @@ class FakeProvider:
 
     def no_reply(self, index: int) -> Any:
         raise NotImplementedError
+
+    def responder_failed(self, exc: Exception) -> Any:
+        """The reply when :attr:`responder` raises; by default the exception reaches the handler, which drops
+        the connection."""
+        raise exc
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -259,15 +271,38 @@ class FakeProvider:
                 raise TimeoutError(f"{self.name}: the requests expected did not arrive within {timeout}s")
             return list(self._recorded)
 
+    @property
+    def hangups(self) -> int:
+        """How many replies were cut short because the client hung up while they were being sent."""
+        with self._condition:
+            return self._hangups
+
+    def wait_for_hangups(self, count: int, timeout: float = 5.0) -> None:
+        """Wait until the client has hung up on at least ``count`` replies."""
+        with self._condition:
+            if not self._condition.wait_for(lambda: self._hangups >= count, timeout=timeout):
+                raise TimeoutError(f"expected {count} hang-ups within {timeout}s, got {self._hangups}")
+
     def _record(self, request: RecordedRequest) -> int:
         with self._condition:
             self._recorded.append(request)
             self._condition.notify_all()
             return len(self._recorded) - 1
 
+    def _hung_up(self) -> None:
+        with self._condition:
+            self._hangups += 1
+            self._condition.notify_all()
+
     def next_reply(self, body: dict[str, Any], index: int) -> Any:
+        """The next queued reply, else the responder's answer, else :meth:`no_reply`."""
         with self._condition:
             if self._queue:
                 return self._queue.popleft()
             responder = self.responder
-        return self.no_reply(index) if responder is None else responder(body)
+        if responder is None:
+            return self.no_reply(index)
+        try:
+            return responder(body)
+        except Exception as exc:
+            return self.responder_failed(exc)

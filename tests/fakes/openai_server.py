@@ -3,7 +3,8 @@
 The server listens on ``127.0.0.1`` on an ephemeral port and serves from a background thread of the test
 process, so the code under test can reach it in-process (``OpenAIProvider(base_url=server.base_url, ...)``)
 and from spawned subprocesses (``env={**os.environ, **server.env()}`` sets ``OPENAI_BASE_URL`` and
-``OPENAI_API_KEY``). It uses the standard library only and never touches anything beyond loopback.
+``OPENAI_API_KEY``). It uses the standard library only and never touches anything beyond loopback; the server
+plumbing (recording, the reply queue, SSE, stopping) is ``http_fake.FakeProvider``'s.
 
 Endpoints:
 
@@ -34,19 +35,14 @@ errors as the client will make attempts (``ErrorReply.rate_limited(retry_after_m
 from __future__ import annotations
 
 import json
-import socket
-import sys
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any
 
 from codling.brain.builtin_turns import prompt_text
+from tests.fakes.http_fake import FakeProvider, Handler, RecordedRequest
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -67,9 +63,6 @@ DEFAULT_MODEL = "fake-model"
 
 _ARGUMENT_PIECES = 3
 """How many ``tool_calls`` deltas a tool call's arguments string is split over when streamed."""
-
-_CONNECTION_ERRORS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
-
 
 # --- Scripted replies ------------------------------------------------------------------------------------
 
@@ -249,22 +242,8 @@ Responder = Callable[[dict[str, Any]], ScriptedReply]
 """Answers a request (its JSON body) when no reply is queued. Called from a server thread."""
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request the server received. Header names are lowercased; ``body`` is ``None`` unless JSON."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    body: dict[str, Any] | None
-
-    @property
-    def authorization(self) -> str | None:
-        return self.headers.get("authorization")
-
-    @property
-    def is_chat_completion(self) -> bool:
-        return self.method == "POST" and self.path == "/v1/chat/completions"
+def _is_chat_completion(request: RecordedRequest) -> bool:
+    return request.method == "POST" and request.path == "/v1/chat/completions"
 
 
 def last_user_text(body: Mapping[str, Any]) -> str:
@@ -312,7 +291,7 @@ def is_title(body: Mapping[str, Any]) -> bool:
 
 
 def _counted(request: RecordedRequest) -> bool:
-    return request.is_chat_completion and request.body is not None and not is_title(request.body)
+    return _is_chat_completion(request) and request.body is not None and not is_title(request.body)
 
 
 def _error_body(message: str, type_: str, code: str | None) -> dict[str, Any]:
@@ -410,162 +389,17 @@ def _chunks(
         }
 
 
-# --- HTTP plumbing ---------------------------------------------------------------------------------------
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, owner: OpenAIServer) -> None:
-        self.owner = owner
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self.connections_lock:
-            self.connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self.connections_lock:
-            self.connections.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        """Unblock handler threads waiting on idle keep-alive connections."""
-        with self.connections_lock:
-            connections = list(self.connections)
-        for connection in connections:
-            with suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hangs up (e.g. a cancelled stream) is not a server error worth a traceback.
-        if isinstance(sys.exc_info()[1], (*_CONNECTION_ERRORS, TimeoutError)):
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # TCP_NODELAY, as real API servers set it: with Nagle's algorithm a streamed reply's second small write waits
-    # for the client's delayed ACK (up to 40 ms on Linux), which made every warm prompt look 30-40 ms slower.
-    disable_nagle_algorithm = True
-    timeout = 30  # an idle keep-alive connection frees its thread after this long
-
-    @property
-    def _owner(self) -> OpenAIServer:
-        return cast(_HTTPServer, self.server).owner
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def _handle(self, method: str) -> None:
-        path = self.path.split("?", 1)[0]
-        raw = self._read_body()
-        body: dict[str, Any] | None = None
-        if raw:
-            try:
-                parsed = json.loads(raw)
-            except ValueError:
-                parsed = None
-            body = parsed if isinstance(parsed, dict) else None
-        headers = {name.lower(): value for name, value in self.headers.items()}
-        request = RecordedRequest(method=method, path=path, headers=headers, body=body)
-        owner = self._owner
-        index = owner._record(request)
-
-        try:
-            if owner.expected_api_key is not None and request.authorization != f"Bearer {owner.expected_api_key}":
-                self._send_json(
-                    401,
-                    _error_body("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"),
-                )
-            elif method == "GET" and path == "/v1/models":
-                self._send_json(200, owner._models_body())
-            elif request.is_chat_completion:
-                if body is None:
-                    self._send_json(
-                        400,
-                        _error_body("The request body is not a JSON object.", "invalid_request_error", None),
-                    )
-                else:
-                    self._answer(body, index, owner._next_reply(body, index))
-            else:
-                self._send_json(
-                    404,
-                    _error_body(f"Unknown request URL: {method} {path}", "invalid_request_error", "unknown_url"),
-                )
-        except _CONNECTION_ERRORS:
-            self.close_connection = True
-            owner._hung_up()
-
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
-
-    def _send_json(self, status: int, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
-
-    def _answer(self, body: dict[str, Any], index: int, reply: ScriptedReply) -> None:
-        if isinstance(reply, ErrorReply):
-            self._send_json(reply.status, reply.body, reply.headers)
-            return
-        model = str(body.get("model") or self._owner.model)
-        completion_id = f"chatcmpl-fake-{index}"
-        if not body.get("stream"):
-            time.sleep(reply.delay)
-            self._send_json(200, _completion(reply, completion_id=completion_id, model=model, request_index=index))
-            return
-        stream_options = body.get("stream_options")
-        include_usage = isinstance(stream_options, dict) and bool(stream_options.get("include_usage"))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        chunks = _chunks(
-            reply, completion_id=completion_id, model=model, request_index=index, include_usage=include_usage
-        )
-        for sent, data in enumerate(chunks):
-            if sent == reply.stall_after:
-                self._owner._stopping.wait()  # hung: nothing more until the server stops
-                return
-            time.sleep(reply.delay)
-            self._write_chunk(f"data: {json.dumps(data)}\n\n".encode())
-        if not reply.cut:
-            self._write_chunk(b"data: [DONE]\n\n")
-        self._write_chunk(b"")  # the zero-length chunk that ends the body
-
-    def _write_chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-
 # --- The server ------------------------------------------------------------------------------------------
 
 
-class OpenAIServer:
+class OpenAIServer(FakeProvider):
     """A scripted OpenAI-compatible chat-completions server on ``127.0.0.1``, run from a background thread.
 
     Use it as a context manager, or call :meth:`start` and :meth:`stop`. All methods and properties are safe
     to call from any thread while it serves.
     """
+
+    name = "fake-openai-server"
 
     def __init__(
         self,
@@ -583,65 +417,18 @@ class OpenAIServer:
             expected_api_key: When set, a request whose ``Authorization`` isn't ``Bearer <key>`` gets a
                 ``401`` with code ``invalid_api_key``.
         """
-        self.responder: Responder | None = responder
+        super().__init__(responder=responder)
         self.model = model
         self.expected_api_key = expected_api_key
         self.listed_models: list[str] | None = None
         """The model ids ``GET /v1/models`` lists (None: just :attr:`model`; empty: none)."""
         self.title_reply: ScriptedReply = Reply("Loopback session title")
-        self._condition = threading.Condition()
-        self._queue: deque[ScriptedReply] = deque()
-        self._recorded: list[RecordedRequest] = []
-        self._hangups = 0
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
-        """Set by :meth:`stop`: releases handlers of stalled replies."""
-
-    # -- lifecycle ---------------------------------------------------------------------------------------
-
-    def start(self) -> Self:
-        if self._httpd is not None:
-            raise RuntimeError("the server is already running")
-        httpd = _HTTPServer(self)
-        thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai-server", daemon=True
-        )
-        thread.start()
-        self._httpd, self._thread = httpd, thread
-        return self
-
-    def stop(self) -> None:
-        httpd, thread = self._httpd, self._thread
-        if httpd is None or thread is None:
-            return
-        self._httpd = self._thread = None
-        self._stopping.set()
-        httpd.shutdown()
-        httpd.close_connections()
-        httpd.server_close()
-        thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     # -- addresses ---------------------------------------------------------------------------------------
 
     @property
     def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the server is not running")
-        return int(self._httpd.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """The server's root, ``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.port}"
+        return int(self.url.rpartition(":")[2])
 
     @property
     def base_url(self) -> str:
@@ -652,26 +439,7 @@ class OpenAIServer:
         """The environment variables that point an OpenAI client in a subprocess at this server."""
         return {"OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": api_key}
 
-    # -- scripting ---------------------------------------------------------------------------------------
-
-    def enqueue(self, *replies: ScriptedReply) -> None:
-        """Queue the replies for the next chat-completion requests, in order."""
-        with self._condition:
-            self._queue.extend(replies)
-
-    @property
-    def pending(self) -> int:
-        """How many queued replies haven't been sent yet."""
-        with self._condition:
-            return len(self._queue)
-
     # -- what was received -------------------------------------------------------------------------------
-
-    @property
-    def recorded(self) -> list[RecordedRequest]:
-        """Every request received, of any method and path, in order (a snapshot)."""
-        with self._condition:
-            return list(self._recorded)
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -682,7 +450,7 @@ class OpenAIServer:
     @property
     def title_requests(self) -> list[dict[str, Any]]:
         """The JSON bodies of the title requests received, in order (a snapshot)."""
-        return [r.body for r in self.recorded if r.is_chat_completion and r.body is not None and is_title(r.body)]
+        return [r.body for r in self.recorded if _is_chat_completion(r) and r.body is not None and is_title(r.body)]
 
     @property
     def authorizations(self) -> list[str | None]:
@@ -691,64 +459,80 @@ class OpenAIServer:
 
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
         """Wait until at least ``count`` chat-completion requests have arrived; return :attr:`requests`."""
-
-        def arrived() -> int:
-            return sum(1 for r in self._recorded if _counted(r))
-
-        with self._condition:
-            if not self._condition.wait_for(lambda: arrived() >= count, timeout=timeout):
-                raise TimeoutError(f"expected {count} chat-completion requests within {timeout}s, got {arrived()}")
+        try:
+            self.wait_for(lambda recorded: sum(map(_counted, recorded)) >= count, timeout)
+        except TimeoutError:
+            got = sum(map(_counted, self.recorded))
+            raise TimeoutError(f"expected {count} chat-completion requests within {timeout}s, got {got}") from None
         return self.requests
 
-    @property
-    def hangups(self) -> int:
-        """How many replies were cut short because the client hung up while they were being sent."""
-        with self._condition:
-            return self._hangups
+    # -- answering ---------------------------------------------------------------------------------------
 
-    def wait_for_hangups(self, count: int, timeout: float = 5.0) -> None:
-        """Wait until the client has hung up on at least ``count`` replies."""
-        with self._condition:
-            if not self._condition.wait_for(lambda: self._hangups >= count, timeout=timeout):
-                raise TimeoutError(f"expected {count} hang-ups within {timeout}s, got {self._hangups}")
+    def no_reply(self, index: int) -> ErrorReply:
+        return ErrorReply(
+            status=500,
+            message=f"fake OpenAI server: no scripted reply for request #{index} "
+            "(the queue is empty and there is no responder)",
+            type="server_error",
+            code="no_scripted_reply",
+        )
 
-    # -- used by the handler -----------------------------------------------------------------------------
+    def responder_failed(self, exc: Exception) -> ErrorReply:
+        return ErrorReply(
+            status=500,
+            message=f"fake OpenAI server: the responder raised {exc!r}",
+            type="server_error",
+            code="responder_error",
+        )
 
-    def _record(self, request: RecordedRequest) -> int:
-        with self._condition:
-            self._recorded.append(request)
-            self._condition.notify_all()
-            return len(self._recorded) - 1
-
-    def _hung_up(self) -> None:
-        with self._condition:
-            self._hangups += 1
-            self._condition.notify_all()
-
-    def _next_reply(self, body: dict[str, Any], index: int) -> ScriptedReply:
-        if is_title(body):
-            return self.title_reply
-        with self._condition:
-            if self._queue:
-                return self._queue.popleft()
-            responder = self.responder
-        if responder is None:
-            return ErrorReply(
-                status=500,
-                message=f"fake OpenAI server: no scripted reply for request #{index} "
-                "(the queue is empty and there is no responder)",
-                type="server_error",
-                code="no_scripted_reply",
+    def route(self, handler: Handler, request: RecordedRequest, index: int) -> None:
+        body = request.body
+        if self.expected_api_key is not None and request.authorization != f"Bearer {self.expected_api_key}":
+            handler.send_json(
+                401, _error_body("Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
             )
-        try:
-            return responder(body)
-        except Exception as exc:
-            return ErrorReply(
-                status=500,
-                message=f"fake OpenAI server: the responder raised {exc!r}",
-                type="server_error",
-                code="responder_error",
+        elif request.method == "GET" and request.path == "/v1/models":
+            handler.send_json(200, self._models_body())
+        elif _is_chat_completion(request):
+            if body is None:
+                handler.send_json(
+                    400, _error_body("The request body is not a JSON object.", "invalid_request_error", None)
+                )
+            else:
+                self._answer(handler, body, index, self.title_reply if is_title(body) else self.next_reply(body, index))
+        else:
+            handler.send_json(
+                404,
+                _error_body(
+                    f"Unknown request URL: {request.method} {request.path}", "invalid_request_error", "unknown_url"
+                ),
             )
+
+    def _answer(self, handler: Handler, body: dict[str, Any], index: int, reply: ScriptedReply) -> None:
+        if isinstance(reply, ErrorReply):
+            handler.send_json(reply.status, reply.body, reply.headers)
+            return
+        model = str(body.get("model") or self.model)
+        completion_id = f"chatcmpl-fake-{index}"
+        if not body.get("stream"):
+            time.sleep(reply.delay)
+            handler.send_json(200, _completion(reply, completion_id=completion_id, model=model, request_index=index))
+            return
+        stream_options = body.get("stream_options")
+        include_usage = isinstance(stream_options, dict) and bool(stream_options.get("include_usage"))
+        handler.start_events()
+        chunks = _chunks(
+            reply, completion_id=completion_id, model=model, request_index=index, include_usage=include_usage
+        )
+        for sent, data in enumerate(chunks):
+            if sent == reply.stall_after:
+                self._stopping.wait()  # hung: nothing more until the server stops
+                return
+            time.sleep(reply.delay)
+            handler.send_event(data)
+        if not reply.cut:
+            handler.write_chunk(b"data: [DONE]\n\n")
+        handler.end_events()
 
     def _models_body(self) -> dict[str, Any]:
         listed = [self.model] if self.listed_models is None else self.listed_models

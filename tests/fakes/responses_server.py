@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codling.brain.builtin_turns import prompt_text
-from tests.fakes.http_fake import FakeProvider, Handler, RecordedRequest, tokens_of
+from tests.fakes.http_fake import FakeProvider, Handler, PrefixCache, RecordedRequest, tokens_of
 from tests.fakes.openai_server import ErrorReply, ToolCall
 
 __all__ = ["Bill", "ErrorReply", "Reply", "ResponsesServer", "ToolCall", "running_responses_server"]
@@ -101,6 +101,7 @@ class ResponsesServer(FakeProvider):
 
     def __init__(self, *, model: str = DEFAULT_MODEL, expected_api_key: str | None = None) -> None:
         super().__init__()
+        self.cache = PrefixCache()
         self.model = model
         self.expected_api_key = expected_api_key
         self.title_reply: Reply | ErrorReply = Reply("Loopback session title")

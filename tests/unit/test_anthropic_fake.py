@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from codling.brain.builtin_turns import prompt_text
 from tests.fakes.anthropic_cache import LOOKBACK_BLOCKS, CacheRejected, PromptCache
 from tests.fakes.anthropic_server import ErrorReply, Reply, ToolUse, running_server
 
@@ -157,3 +158,36 @@ def test_a_non_streamed_message_and_anthropic_error_bodies() -> None:
         }
         assert headers["retry-after"] == "3"
         assert server.headers[0]["x-api-key"] == "k"
+
+
+def test_refused_breakpoints_titles_a_failing_responder_and_unknown_paths_over_http() -> None:
+    """What the server adds to the cache rules on the wire: a refused breakpoint is Anthropic's 400, a title is
+    answered apart from the script and billed apart, and its own failures come back in Anthropic's shape."""
+
+    def responder(body: dict[str, Any]) -> Reply:
+        raise ValueError("no script for this")
+
+    title_system = [{"type": "text", "text": prompt_text("title")}]
+    with running_server(responder=responder) as server:
+        server.enqueue(Reply("refused"), Reply("answered"))
+        status, error, headers = post(server.url, request("a", "b", "c", "d", "e", marks=(0, 1, 2, 3, 4)))
+        assert status == 400 and error["error"]["type"] == "invalid_request_error"
+        assert "maximum of 4 blocks" in error["error"]["message"] and headers["request-id"] == "req_fake"
+
+        status, message, _ = post(server.url, {**request("name this"), "system": title_system})
+        assert status == 200 and message["content"] == [{"type": "text", "text": "Loopback session title"}]
+        assert len(server.title_bill) == 1 and server.bill == []
+
+        status, message, _ = post(server.url, request("a"))
+        assert status == 200 and message["content"][0]["type"] == "text"
+        status, error, _ = post(server.url, request("b"))
+        assert status == 500 and error["error"]["type"] == "api_error"
+        assert "the responder raised ValueError('no script for this')" in error["error"]["message"]
+        assert [len(r["messages"][0]["content"]) for r in server.requests] == [5, 1, 1]
+        assert len(server.bill) == 1
+
+        req = urllib.request.Request(f"{server.url}/v1/models")
+        with pytest.raises(urllib.error.HTTPError) as raised:
+            urllib.request.urlopen(req, timeout=10)
+        assert raised.value.code == 404
+        assert json.loads(raised.value.read())["error"]["type"] == "not_found_error"

@@ -319,6 +319,19 @@ async def test_unscripted_request_gets_a_clear_500(server: OpenAIServer) -> None
     assert "no scripted reply" in caught.value.body["message"]
 
 
+async def test_a_responder_that_raises_gets_a_500_naming_its_exception(server: OpenAIServer) -> None:
+    def responder(body: dict[str, Any]) -> Reply:
+        raise ValueError("no script for this")
+
+    server.responder = responder
+    with pytest.raises(ModelServerError) as caught:
+        await make_agent(server, retries=False).run("hi")
+
+    assert isinstance(caught.value.body, dict)
+    assert caught.value.body["code"] == "responder_error"
+    assert "the responder raised ValueError('no script for this')" in caught.value.body["message"]
+
+
 async def test_responder_answers_when_the_queue_is_empty(server: OpenAIServer) -> None:
     server.responder = lambda body: Reply(text=["echo: ", last_user_text(body)])
     server.enqueue(Reply(text="scripted first"))
