@@ -72,6 +72,9 @@ def test_shell_completion_offers_sessions_models_and_modes(home: Path, server: O
     assert complete(env, "codling sessions show 2026") == [GOLDEN_ID]
     assert complete(env, "codling sessions show 7") == []
     assert complete(env, "codling run --resume 2026") == [GOLDEN_ID]
-    assert complete(env, "codling run --model anthropic:claude-s") == ["anthropic:claude-sonnet-4-5"]
+    assert complete(env, "codling run --model anthropic:claude-s") == [
+        "anthropic:claude-sonnet-5-5",
+        "anthropic:claude-sonnet-4-5",
+    ]
     assert complete(env, "codling run --mode a") == ["ask", "accept-edits"]
     assert "sessions" in complete(env, "codling s")

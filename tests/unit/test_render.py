@@ -591,6 +591,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
                 "requests": 2,
                 "cache_read_tokens": 0,
                 "cache_write_tokens": 0,
+                "cache_write_1h_tokens": 0,
             },
             "error": False,
             "summary": None,

@@ -67,7 +67,7 @@ async def drive(
                                     raise ModelError(TOO_LONG)
                                 send(streamed)
                     except ModelAPIError as e:
-                        if streamed_chars == 0 or isinstance(e, ModelTimeoutError):
+                        if streamed_chars == 0 or isinstance(e, ModelTimeoutError) or _ended_unfinished(e):
                             raise
                         raise ModelError(broke_off(e)) from e
                 _clean_parts(events.response)
@@ -97,9 +97,7 @@ async def drive(
             raise
         raise ModelError(stalled(idle_timeout)) from e
     except ModelAPIError as e:
-        # pydantic-ai's OpenAI chat stream raises exactly this when the profile requires a finish reason
-        # (llm/providers.py asks for it) and the stream ended without one.
-        if type(e) is ModelAPIError and "without a `finish_reason`" in e.message:
+        if _ended_unfinished(e):
             raise ModelError(CUT_OFF) from e
         raise
     return stop, usage_of(run.usage)
@@ -134,6 +132,14 @@ CUT_OFF = (
     "The model provider's stream was cut off before the reply was finished (the provider never said it was "
     "complete), so the reply above is incomplete. Ask again to continue."
 )
+
+
+def _ended_unfinished(e: Exception) -> bool:
+    """Whether ``e`` is a stream that ended without a finish reason: pydantic-ai's OpenAI chat stream raises
+    exactly this when the profile requires one (llm/providers.py asks for it)."""
+    from pydantic_ai.exceptions import ModelAPIError
+
+    return type(e) is ModelAPIError and "without a `finish_reason`" in e.message
 
 
 def broke_off(e: Exception) -> str:
