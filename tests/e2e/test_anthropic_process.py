@@ -22,7 +22,7 @@ from tests.fakes.deadlines import deadline
 from tests.fakes.processes import measured
 
 API_KEY = "sk-ant-test-secret-123456"
-MODEL = "anthropic:claude-sonnet-4-5"
+MODEL = "anthropic:claude-sonnet-5-5"
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from tests.fakes.anthropic_cache import Billed
 from tests.fakes.anthropic_server import Reply, ScriptedReply, ToolUse, running_server
 from tests.fakes.summarizer import MARK
 
-MODEL_ID = "anthropic:claude-sonnet-4-5"
+MODEL_ID = "anthropic:claude-sonnet-5-5"
 
 _STEP = re.compile(r"Step (\d+):")
 

@@ -32,7 +32,7 @@ def request(*texts: str, marks: tuple[int, ...] = (), automatic: dict[str, Any] 
         {"type": "text", "text": t, **({"cache_control": EPHEMERAL} if i in marks else {})} for i, t in enumerate(texts)
     ]
     body: dict[str, Any] = {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-5-5",
         "system": BIG,
         "messages": [{"role": "user", "content": content}],
     }
@@ -138,7 +138,7 @@ def test_a_non_streamed_message_and_anthropic_error_bodies() -> None:
             Reply(text="hi", tool_uses=[ToolUse("read_file", {"path": "a"}, id="toolu_1")]), ErrorReply.rate_limited(3)
         )
         status, message, _ = post(
-            server.url, {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "q"}]}
+            server.url, {"model": "claude-sonnet-5-5", "messages": [{"role": "user", "content": "q"}]}
         )
         assert status == 200 and message["stop_reason"] == "tool_use"
         assert message["content"] == [

@@ -28,7 +28,7 @@ from codling.llm.providers import warm_up_provider
 from tests.fakes.anthropic_server import AnthropicServer, ErrorReply, Reply, Thinking, ToolUse, api_key, running_server
 from tests.fakes.provider_session import FakeSleep, failures, provider_session, text_of, turn
 
-MODEL = ModelInfo("anthropic:claude-sonnet-4-5", context_limit=200_000, thinking=True, images=True)
+MODEL = ModelInfo("anthropic:claude-sonnet-5-5", context_limit=200_000, thinking=True, images=True)
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
 )
@@ -78,7 +78,7 @@ async def test_streamed_text_arrives_in_pieces_with_the_api_headers(
     assert [e.text for e in events if isinstance(e, TextDelta)] and text_of(events) == "Hello from Claude"
     assert not failures(events)
     (body,) = server.requests
-    assert body["stream"] is True and body["model"] == "claude-sonnet-4-5"
+    assert body["stream"] is True and body["model"] == "claude-sonnet-5-5"
     (headers,) = server.headers
     assert api_key(headers) == "test-key" and headers["anthropic-version"]
 
@@ -166,7 +166,7 @@ async def test_an_overload_after_the_reply_began_fails_the_turn_saying_so(
     assert text_of(events) == "The answer is forty"
     (failed,) = failures(events)
     assert failed.message == (
-        "The model provider returned HTTP 529 for claude-sonnet-4-5: Overloaded, partway through the reply: what "
+        "The model provider returned HTTP 529 for claude-sonnet-5-5: Overloaded, partway through the reply: what "
         "arrived is kept above, incomplete. Ask again to continue."
     )
     assert len(server.requests) == 1 and not [e for e in events if isinstance(e, ProviderRetrying)]
