@@ -16,6 +16,10 @@ def main() -> None:
     # twice when codling restarts; commands still lose those too (tools/local.py).
     seal()
     undumpable()  # after seal(): execve makes a process dumpable again
+    _stored_keys()
+    if sys.argv[1:3] == ["acp", "login"]:
+        # An editor's terminal sign-in runs the agent's own command with the method's args appended.
+        sys.argv[1:3] = ["login"]
     if sys.argv[1:] == ["acp"]:
         from codling.cli.acp_main import run_acp
 
@@ -25,6 +29,20 @@ def main() -> None:
 
     sys.argv = resume_without_id(sys.argv)
     app()
+
+
+def _stored_keys() -> None:
+    """The keys ``codling login`` stored, for the variables the environment does not set (``codling.credentials``);
+    a file codling must not use is said on stderr (stdout is JSON-RPC's in ``codling acp``)."""
+    import os
+
+    from codling.credentials import apply
+    from codling.errors import ConfigError
+
+    try:
+        apply(os.environ)
+    except ConfigError as e:
+        print(f"codling: {e}", file=sys.stderr)
 
 
 if __name__ == "__main__":

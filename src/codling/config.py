@@ -72,6 +72,8 @@ class Settings:
     home: Path
     model: str | None = None
     """The model from config.toml (``--model`` and ``CODLING_MODEL`` take precedence)."""
+    login_model: str | None = None
+    """The model chosen at ``codling login`` (``codling.credentials``), used when none of those names one."""
     mode: PermissionMode = "ask"
     max_requests_per_turn: int = 50
     command_timeout: float = 120.0
@@ -131,8 +133,18 @@ def _names(data: dict[str, object], key: str, path: Path) -> tuple[str, ...]:
     return tuple(cast(list[str], value))
 
 
-KNOWN_KEYS = frozenset(f.name for f in fields(Settings)) - {"home", "env"}
+KNOWN_KEYS = frozenset(f.name for f in fields(Settings)) - {"home", "env", "login_model"}
 """The settings config.toml may hold; any other key is a mistake worth saying (a typo would go unnoticed)."""
+
+
+def _login_model(home: Path) -> str | None:
+    """The model ``codling login`` chose (None: none, or its file is unusable, which starting codling said)."""
+    from codling.credentials import read
+
+    try:
+        return read(home).model
+    except ConfigError:
+        return None
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -168,6 +180,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     return Settings(
         home=home,
         model=model or None,
+        login_model=_login_model(home),
         mode=parse_mode(mode),
         max_requests_per_turn=int(_positive(data, "max_requests_per_turn", 50, path)),
         command_timeout=_positive(data, "command_timeout", 120.0, path),

@@ -136,3 +136,44 @@ def test_codling_run_over_anthropic_then_continue(home: Path, project: Path, ser
 
     check_provider_side(server)
     assert "and now?" in json.dumps(server.requests[2]["messages"][-1])
+
+
+def test_a_key_stored_by_codling_login_signs_in_from_an_empty_environment(
+    home: Path, project: Path, server: AnthropicServer
+) -> None:
+    """Nothing set but where the API is: `codling login` stores the key (from stdin, as no terminal is there)
+    and the model, and `codling run` then works with them, the key never written anywhere else."""
+    env = measured(
+        {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "CODLING_HOME": str(home),
+            "ANTHROPIC_BASE_URL": server.url,
+        }
+    )
+
+    def codling(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "codling", *args],
+            env=env,
+            cwd=project,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=deadline(60),  # liveness only
+            check=False,
+        )
+
+    before = codling("run", "hi")
+    assert before.returncode != 0 and "codling login" in before.stderr
+    logged_in = codling("login", "--provider", "anthropic", stdin=API_KEY + "\n")
+    assert logged_in.returncode == 0, logged_in.stderr
+    server.enqueue(Reply(text="Signed in."))
+    after = codling("run", "hi")
+
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.strip() == "Signed in."
+    (request,) = server.requests
+    assert request["model"] == "claude-sonnet-5-5" and api_key(server.headers[0]) == API_KEY
+    written = [p for p in home.rglob("*") if p.is_file() and API_KEY in p.read_text(errors="replace")]
+    assert written == [home / "credentials.json"]

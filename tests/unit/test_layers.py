@@ -13,6 +13,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "codling"
 LAYERS = {
     "errors": 0,
     "config": 0,
+    "credentials": 0,
     "paths": 0,
     "secrecy": 0,
     "text": 0,

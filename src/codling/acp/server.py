@@ -285,8 +285,8 @@ class CodlingAgent:
         if self._model_factory is None and not has_credentials(choice.info.id, settings.env):
             # An injected model factory builds models without the provider's credentials.
             raise auth_required(
-                f"the model {choice.info.id} (from {choice.source}) has no credentials: set its provider's key "
-                "in the environment codling starts in, or choose another model"
+                f"the model {choice.info.id} (from {choice.source}) has no credentials: run `codling login` in a "
+                "terminal, set its provider's key in the environment codling starts in, or choose another model"
             )
         if choice.note is not None:
             log.warning("%s", choice.note)  # the model picker shows the model; the log says why it was chosen

@@ -112,6 +112,43 @@ def acp(model: ModelOption = None) -> None:
     run_acp(model)
 
 
+ProviderOption = Annotated[
+    str | None,
+    typer.Option(
+        "--provider", "-p", help="anthropic, openai, google, openrouter, deepseek, mistral, groq, xai, cerebras."
+    ),
+]
+
+
+@app.command("login")
+def login_command(provider: ProviderOption = None, model: ModelOption = None) -> None:
+    """Store a provider key for codling (in $CODLING_HOME/credentials.json, readable by you only) and choose a
+    model. On a terminal it asks for both; otherwise give --provider and the key on stdin. A key set in the
+    environment still wins."""
+    from codling.cli.login import login
+
+    interactive = sys.stdin.isatty()
+    try:
+        _, catalog = load()
+        typer.echo(login(catalog, provider, model, interactive=interactive, say=typer.echo))
+    except ConfigError as e:
+        raise _fail_config(e) from e
+    except (EOFError, KeyboardInterrupt) as e:
+        typer.echo("codling login: cancelled; nothing was stored", err=True)
+        raise typer.Exit(EXIT_USAGE) from e
+
+
+@app.command("logout")
+def logout_command(provider: ProviderOption = None) -> None:
+    """Remove the provider keys `codling login` stored (with --provider, that provider's only)."""
+    from codling.cli.login import logout
+
+    try:
+        typer.echo(logout(provider))
+    except ConfigError as e:
+        raise _fail_config(e) from e
+
+
 @app.command()
 def models() -> None:
     """List the models codling knows, their context limits and whether credentials are set; mark the one
@@ -153,6 +190,8 @@ def _why_selected(source: str, settings: Settings) -> str:
     return {
         "CODLING_MODEL": "set by CODLING_MODEL",
         "config.toml": f"set by model in {config_file(settings.home)}",
+        "codling login": "chosen at `codling login`; choose another with --model, CODLING_MODEL or model in "
+        "config.toml",
         "server": "the first model the server at OPENAI_BASE_URL lists",
         "credentials": "the first listed whose provider has credentials; choose another with --model, "
         "CODLING_MODEL or model in config.toml",

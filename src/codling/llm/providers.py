@@ -264,21 +264,22 @@ class ModelChoice:
 
     info: ModelInfo
     source: str
-    """One of ``--model``, ``CODLING_MODEL``, ``config.toml``, ``credentials``, ``server`` (the first model the
-    server at ``OPENAI_BASE_URL`` lists)."""
+    """One of ``--model``, ``CODLING_MODEL``, ``config.toml``, ``codling login``, ``credentials``, ``server`` (the
+    first model the server at ``OPENAI_BASE_URL`` lists)."""
     note: str | None = None
     """What the user should be told about the choice (which model a server offered), or None."""
 
 
 def select_model(cli_model: str | None, settings: Settings, catalog: Catalog) -> ModelChoice:
-    """Choose the model: ``--model``, ``CODLING_MODEL``, config.toml; then, when ``OPENAI_BASE_URL`` points at
-    a server other than OpenAI's, the first model that server lists, on the chat-completions API (most local
-    servers lack the Responses API); else the first credentialed catalog model. Asking the server is a
-    request with a short timeout, made here, when a session's model is first needed."""
+    """Choose the model: ``--model``, ``CODLING_MODEL``, config.toml, ``codling login``'s; then, when
+    ``OPENAI_BASE_URL`` points at a server other than OpenAI's, the first model that server lists, on the
+    chat-completions API (most local servers lack the Responses API); else the first credentialed catalog model.
+    Asking the server is a request with a short timeout, made here, when a session's model is first needed."""
     for model_id, source in (
         (cli_model, "--model"),
         (settings.env.get("CODLING_MODEL"), "CODLING_MODEL"),
         (settings.model, "config.toml"),
+        (settings.login_model, "codling login"),
     ):
         if model_id:
             if not provider_of(model_id):
@@ -296,9 +297,10 @@ def select_model(cli_model: str | None, settings: Settings, catalog: Catalog) ->
             return ModelChoice(info, "credentials")
     variables = sorted({name for names in CREDENTIAL_VARIABLES.values() for name in names})
     raise NoModelError(
-        "no model is configured and no provider has credentials. Set one of "
+        "no model is configured and no provider has credentials. Run `codling login` to store a provider key, "
+        "or set one of "
         + ", ".join(variables)
-        + " (for example ANTHROPIC_API_KEY or OPENAI_API_KEY), or choose a model with --model, CODLING_MODEL "
+        + " (for example ANTHROPIC_API_KEY or OPENAI_API_KEY); choose a model with --model, CODLING_MODEL "
         'or `model = "provider:name"` in $CODLING_HOME/config.toml.'
     )
 
@@ -330,8 +332,8 @@ def build_model(
     if not has_credentials(model_id, variables):
         names = CREDENTIAL_VARIABLES[provider_of(model_id)]
         raise MissingCredentialsError(
-            f"model {model_id!r} needs {' or '.join(names)}: set it in the environment codling starts in "
-            '(in Zed: the agent server\'s "env" setting), or choose another model',
+            f"model {model_id!r} needs {' or '.join(names)}: run `codling login` to store a key, set it in the "
+            'environment codling starts in (in Zed: the agent server\'s "env" setting), or choose another model',
             names,
         )
 
