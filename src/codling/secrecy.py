@@ -142,6 +142,11 @@ class Redactor:
         values = [env[name] for name in secret_names(env, known)]
         return cls([*values, *(found for value in values for found in credentials_in(value))])
 
+    def add(self, secrets: Iterable[str]) -> None:
+        """Treat ``secrets`` as secrets too from now on (a key stored after this redactor was made)."""
+        merged = Redactor([*self._secrets, *secrets])
+        self._secrets = merged._secrets
+
     def __call__(self, text: str) -> str:
         for secret in self._secrets:
             if secret in text:
@@ -200,3 +205,11 @@ class RedactingFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """The formatted line with every secret value replaced."""
         return self._redact(super().format(record))
+
+
+def redact_in_logs(secrets: Iterable[str]) -> None:
+    """Keep ``secrets`` out of every log line from now on: they became known after logging was set up (a key
+    stored by ``codling login`` while ``codling acp`` runs)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler.formatter, RedactingFormatter):
+            handler.formatter._redact.add(secrets)

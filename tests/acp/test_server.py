@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -13,7 +14,16 @@ from typing import Protocol
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
-from acp.schema import ContentToolCallContent, FileEditToolCallContent, ImageContentBlock, TextContentBlock
+from acp.schema import (
+    AuthCapabilities,
+    AuthMethodAgent,
+    ClientCapabilities,
+    ContentToolCallContent,
+    FileEditToolCallContent,
+    ImageContentBlock,
+    TerminalAuthMethod,
+    TextContentBlock,
+)
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import BinaryContent, ModelMessage, UserPromptPart
 
@@ -109,21 +119,31 @@ async def test_initialize_advertises_only_what_is_implemented(start: Start) -> N
         if getattr(sessions, name) is not None
     }
     assert advertised == {"list", "fork", "resume", "close", "additional_directories"}
-    # One sign-in method per provider credential variable (codling reads its keys from the environment).
-    assert [m.id for m in response.auth_methods or []] == [
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_API_KEY",
-        "GOOGLE_API_KEY",
-        "GEMINI_API_KEY",
-        "OPENROUTER_API_KEY",
-        "DEEPSEEK_API_KEY",
-        "GROQ_API_KEY",
-        "MISTRAL_API_KEY",
-        "XAI_API_KEY",
-        "CEREBRAS_API_KEY",
-        "OLLAMA_BASE_URL",
-    ]
+    # One sign-in method: `codling login` in a terminal, in the `_meta` form Zed reads without asking (this
+    # client did not say it runs terminal methods).
+    (method,) = response.auth_methods or []
+    assert isinstance(method, AuthMethodAgent) and method.id == "codling-login"
+    assert method.field_meta is not None
+    login = method.field_meta["terminal-auth"]
+    assert (login["command"], login["args"], login["label"]) == (
+        sys.executable,
+        ["-m", "codling", "login"],
+        "codling login",
+    )
+    assert list(login["env"]) == ["CODLING_HOME"]
+
+
+async def test_a_client_that_runs_terminal_sign_ins_gets_the_terminal_method(start: Start) -> None:
+    async with start(Script([])) as h:
+        response = await h.conn.initialize(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(auth=AuthCapabilities(terminal=True)),
+        )
+    (method,) = response.auth_methods or []
+    assert isinstance(method, TerminalAuthMethod)
+    assert (method.type, method.id, method.args) == ("terminal", "codling-login", ["login"])
+    assert method.env is not None and list(method.env) == ["CODLING_HOME"]
+    assert method.field_meta is not None and "terminal-auth" in method.field_meta  # Zed reads this form
 
 
 async def test_new_session_offers_modes_and_model_config(start: Start, project: Path) -> None:

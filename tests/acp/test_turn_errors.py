@@ -14,7 +14,8 @@ from pydantic_ai.exceptions import ModelHTTPError, UnexpectedModelBehavior
 
 from codling.acp.server import CodlingAgent
 from codling.brain.events import TurnFailed
-from codling.config import Settings
+from codling.config import Settings, load_settings
+from codling.credentials import store
 from codling.store.index import SessionStore
 from tests.fakes.acp_client import RecordingClient, connected
 from tests.fakes.scenarios import Fail, Say, Script
@@ -83,7 +84,7 @@ async def test_a_refused_key_is_auth_required_without_the_key(home: Path, projec
     )
     assert failure.data is not None
     assert SECRET not in repr(failure.data) and "[redacted]" in failure.data["details"]
-    assert "OPENAI_API_KEY" in failure.data["authMethods"]
+    assert failure.data["authMethods"] == ["codling-login"]
 
 
 async def test_a_missing_key_is_auth_required_at_session_new(home: Path, project: Path) -> None:
@@ -100,14 +101,24 @@ async def test_a_missing_key_is_auth_required_at_session_new(home: Path, project
     assert info.value.code == -32000 and "no provider has credentials" in str(info.value)
 
 
-async def test_authenticate_checks_the_variable(home: Path) -> None:
-    async with serving(home, None, env={"ANTHROPIC_API_KEY": "sk-ant-0123456789"}) as (conn, _):
-        assert await conn.authenticate(method_id="ANTHROPIC_API_KEY") is not None
-        with pytest.raises(RequestError) as unset:
-            await conn.authenticate(method_id="OPENAI_API_KEY")
+async def test_authenticate_takes_up_the_key_codling_login_stored(home: Path, project: Path) -> None:
+    """The editor ran `codling login` in its terminal (here: its store), then authenticate: the key is used
+    from then on, for the model chosen at login, while the environment's keys still win."""
+    environment = {"CODLING_HOME": str(home)}
+    agent = CodlingAgent(settings_loader=lambda: load_settings(environment), warm_up=False, environ=environment)
+    async with connected(agent, RecordingClient()) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        with pytest.raises(RequestError) as before:
+            await conn.authenticate(method_id="codling-login")
+        store(home, "ANTHROPIC_API_KEY", "sk-ant-stored-0123456789", "anthropic:claude-opus-5-5")
+        assert await conn.authenticate(method_id="codling-login") is not None
+        session = await conn.new_session(cwd=str(project))
         with pytest.raises(RequestError) as unknown:
-            await conn.authenticate(method_id="password")
-    assert unset.value.code == -32000 and "OPENAI_API_KEY is not set" in str(unset.value)
+            await conn.authenticate(method_id="ANTHROPIC_API_KEY")
+    assert before.value.code == -32000 and "codling login" in str(before.value)
+    assert environment["ANTHROPIC_API_KEY"] == "sk-ant-stored-0123456789"
+    model = next(o for o in session.config_options or [] if o.id == "model")
+    assert model.current_value == "anthropic:claude-opus-5-5"
     assert unknown.value.code == -32602
 
 

@@ -1,60 +1,70 @@
-"""Authentication over ACP: one method per provider credential variable, and the auth_required error.
+"""Authentication over ACP: one sign-in method, ``codling login`` in a terminal, and the auth_required error.
 
-codling reads its credentials from the environment it is started in, so a method says which variable to set
-(in Zed: the agent server's ``env`` setting) and ``authenticate`` checks that it is set. A session/new with no
+codling reads provider keys from the environment it is started in, else from what ``codling login`` stored
+(``codling.credentials``). The one method an editor is offered runs ``codling login`` in a terminal: as ACP's
+``terminal`` method (the client runs the agent's command with ``login`` appended) when the client says it can,
+and always with the ``_meta["terminal-auth"]`` form (an explicit command line) that Zed reads without asking.
+``authenticate`` then takes up what was stored and succeeds once some model has a key. A session/new with no
 credentialed model, or a turn whose provider refused the key (HTTP 401/403) or whose key is missing, answers
 with -32000 auth_required, which an editor turns into its sign-in prompt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from pathlib import Path
+from typing import Any
 
 from acp import RequestError
-from acp.schema import AuthMethodAgent
+from acp.schema import AuthMethodAgent, ClientCapabilities, TerminalAuthMethod
 
-from codling.llm.providers import CREDENTIAL_VARIABLES
+LOGIN_METHOD = "codling-login"
+"""The id of codling's one sign-in method."""
 
 AUTH_REQUIRED = -32000
 """ACP's error code for "authenticate first"."""
 
-
-def _providers_of(variable: str) -> list[str]:
-    return [p for p, names in CREDENTIAL_VARIABLES.items() if variable in names and p != "google-gla"]
-
-
-def variables() -> list[str]:
-    """Every provider credential variable, each once, in the order providers are listed."""
-    return list(dict.fromkeys(name for names in CREDENTIAL_VARIABLES.values() for name in names))
+_NAME = "Log in with a provider key"
+_DESCRIPTION = (
+    "Opens a terminal running `codling login`: pick a provider (Anthropic, OpenAI, Gemini, OpenRouter…) and paste "
+    "its key, which codling stores for itself (a key set in the agent's env setting still wins)."
+)
 
 
-def auth_methods() -> list[AuthMethodAgent]:
-    """The methods ``initialize`` advertises: one per credential variable, its id the variable's name."""
-    return [
-        AuthMethodAgent(
-            id=name,
-            name=f"{name} ({', '.join(_providers_of(name))})",
-            description=(
-                f'Set {name} in the environment codling starts in (in Zed: the agent server\'s "env" setting in '
-                "settings.json), restart the agent, then retry."
-            ),
-        )
-        for name in variables()
-    ]
+def auth_methods(capabilities: ClientCapabilities, home: Path) -> list[TerminalAuthMethod | AuthMethodAgent]:
+    """The method ``initialize`` advertises, for a client with ``capabilities``; the login stores its key under
+    ``home`` (the data home this agent reads)."""
+    env = {"CODLING_HOME": str(home)}
+    legacy: dict[str, Any] = {
+        "terminal-auth": {
+            "command": sys.executable,
+            "args": ["-m", "codling", "login"],
+            "env": env,
+            "label": "codling login",
+        }
+    }
+    auth = capabilities.auth
+    if auth is not None and auth.terminal:
+        return [
+            TerminalAuthMethod(
+                type="terminal",
+                id=LOGIN_METHOD,
+                name=_NAME,
+                description=_DESCRIPTION,
+                args=["login"],
+                env=env,
+                field_meta=legacy,
+            )
+        ]
+    return [AuthMethodAgent(id=LOGIN_METHOD, name=_NAME, description=_DESCRIPTION, field_meta=legacy)]
 
 
-def check_method(method_id: str, env: Mapping[str, str]) -> None:
-    """Succeed if ``method_id`` names a credential variable that ``env`` sets; -32602 for an unknown method,
-    auth_required (saying what to do) for a variable that is not set."""
-    if method_id not in variables():
+def check_method(method_id: str) -> None:
+    """-32602 for a method codling does not offer."""
+    if method_id != LOGIN_METHOD:
         raise RequestError.invalid_params({"methodId": method_id[:200], "message": "not an auth method of codling"})
-    if not env.get(method_id):
-        raise auth_required(
-            f"{method_id} is not set in codling's environment: set it in the environment codling starts in (in "
-            'Zed: the agent server\'s "env" setting), then restart the agent',
-        )
 
 
 def auth_required(message: str, details: str = "") -> RequestError:
     """-32000 with ``message`` as the error's message (Zed shows it as the sign-in prompt's description)."""
-    return RequestError(AUTH_REQUIRED, message, {"details": details or message, "authMethods": variables()})
+    return RequestError(AUTH_REQUIRED, message, {"details": details or message, "authMethods": [LOGIN_METHOD]})

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import MutableMapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.interfaces import Client
@@ -75,7 +77,7 @@ from codling.errors import (
     UnknownSessionError,
 )
 from codling.llm.catalog import Catalog, load_catalog
-from codling.paths import user_catalog_file
+from codling.paths import codling_home, user_catalog_file
 from codling.secrecy import Redactor
 from codling.store.ids import check_session_id, is_session_id
 
@@ -113,8 +115,13 @@ class CodlingAgent:
         model_factory: ModelFactory | None = None,
         cli_model: str | None = None,
         warm_up: bool = True,
+        environ: MutableMapping[str, str] | None = None,
     ) -> None:
         self._settings_loader = settings_loader
+        self._environ = os.environ if environ is None else environ
+        """Where keys ``codling login`` stored are taken up (the process's environment, which models are built
+        from; a test's own mapping)."""
+        self._data_home: Path | None = None
         self._settings: Settings | None = None
         self._catalog: Catalog | None = None
         self._store: SessionStore | None = None
@@ -224,8 +231,17 @@ class CodlingAgent:
                 ),
             ),
             agent_info=Implementation(name="codling", title="codling", version=__version__),
-            auth_methods=list(auth_methods()),
+            auth_methods=list(auth_methods(self._client_capabilities, self._home())),
         )
+
+    def _home(self) -> Path:
+        """The data home this agent reads (the environment's, if config.toml cannot be read), found once."""
+        if self._data_home is None:
+            try:
+                self._data_home = cast(Path, self._settings_loader().home)
+            except ConfigError:
+                self._data_home = codling_home(self._environ)
+        return self._data_home
 
     async def _warmed(self) -> None:
         """Return once the warm-up thread is done (at once when there is none)."""
@@ -251,10 +267,31 @@ class CodlingAgent:
             return None
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
-        """Succeed when the credential variable ``method_id`` is set in codling's environment (credentials
-        come from the environment: there is nothing to log in to); auth_required saying what to do if not."""
-        settings, _, _ = self._config()
-        check_method(method_id, settings.env)
+        """Take up the keys ``codling login`` stored (it ran in the editor's terminal) for the variables the
+        environment does not set; succeed once a model has a key, auth_required saying what to do if not."""
+        from codling.credentials import apply
+        from codling.llm.providers import has_credentials, select_model
+        from codling.secrecy import redact_in_logs
+
+        check_method(method_id)
+        _, catalog, _ = self._config()
+        try:
+            added = apply(self._environ)
+        except ConfigError as e:
+            raise auth_required(str(e)) from e
+        keys = [self._environ[name] for name in added]
+        self._redact.add(keys)  # the store's and the editor's text lose them too: they share this redactor
+        redact_in_logs(keys)
+        try:
+            self._settings = settings = self._settings_loader()  # with the keys and the model chosen at login
+            choice = select_model(self._cli_model, settings, catalog)
+        except ConfigError as e:
+            raise auth_required(str(e)) from e
+        if self._model_factory is None and not has_credentials(choice.info.id, settings.env):
+            raise auth_required(
+                f"the model {choice.info.id} (from {choice.source}) has no key yet: run `codling login` and paste "
+                "its provider's key, or choose another model"
+            )
         return AuthenticateResponse()
 
     async def new_session(
