@@ -80,7 +80,8 @@ async def test_a_refused_key_is_auth_required_without_the_key(home: Path, projec
     assert failure.code == -32000
     assert str(failure) == (
         "The model provider returned HTTP 401 for scripted: Incorrect API key provided: [redacted]; the openai-chat "
-        "API refused the key in OPENAI_API_KEY: check that it is valid for this server"
+        "API refused the key in OPENAI_API_KEY: check that it is valid for this server (`codling login` stores "
+        "another)"
     )
     assert failure.data is not None
     assert SECRET not in repr(failure.data) and "[redacted]" in failure.data["details"]

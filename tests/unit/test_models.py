@@ -291,7 +291,8 @@ def test_a_user_catalog_that_cannot_be_read_is_a_config_error(tmp_path: Path) ->
             "groq:llama",
             None,
             403,
-            "the groq API refused the key in GROQ_API_KEY: check that it is valid for this server",
+            "the groq API refused the key in GROQ_API_KEY: check that it is valid for this server (`codling login` "
+            "stores another)",
         ),
         ("groq:llama", None, None, "check that the groq API is reachable from here"),
         (

@@ -98,7 +98,10 @@ class Endpoint:
         if status in (401, 403):
             if not keys:
                 return f"{where} refused the request: check its credentials"
-            return f"{where} refused the key in {' or '.join(keys)}: check that it is valid for this server"
+            return (
+                f"{where} refused the key in {' or '.join(keys)}: check that it is valid for this server "
+                "(`codling login` stores another)"
+            )
         if status == 404:
             _, _, name = self.model_id.partition(":")
             if provider in ("openai", "openai-responses") and _is_custom(self.base_url):
