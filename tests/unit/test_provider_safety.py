@@ -235,12 +235,12 @@ async def test_an_unreachable_provider_is_retried_visibly_then_named_with_what_t
         (
             401,
             "the chat-completions API at {url} refused the key in OPENAI_API_KEY: check that it is valid for this "
-            "server",
+            "server (`codling login` stores another)",
         ),
         (
             403,
             "the chat-completions API at {url} refused the key in OPENAI_API_KEY: check that it is valid for this "
-            "server",
+            "server (`codling login` stores another)",
         ),
         (
             404,
