@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from codling.brain.events import TurnEnded, TurnStarted
+from codling.credentials import Stored, read
 from codling.store.index import SessionStore
 from tests.e2e.test_cli import base_env, codling, model_env
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, last_user_text, running_server
@@ -226,3 +227,21 @@ def test_the_chat_never_shows_a_secret_value_a_tool_or_the_model_echoes(
     assert token.encode() not in codling_.raw and token[:20] not in codling_.output  # …never the value
     # The model read it (what it reads is not redacted; what the user's terminal shows is).
     assert token in json.dumps(server.requests[1]["messages"])
+
+
+def test_codling_login_on_a_terminal_asks_the_provider_and_reads_the_key_without_echo(home: Path) -> None:
+    """What an editor's terminal sign-in runs (`codling acp login`): a numbered list, then the key unseen."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODLING_HOME": str(home)}
+    login = PtyProcess([sys.executable, "-m", "codling", "acp", "login"], env=env, cwd=home)
+    try:
+        at = login.expect("1. Anthropic (Claude)")
+        at = login.expect("Number or name:", after=at)
+        login.send("1\r")
+        at = login.expect("ANTHROPIC_API_KEY (input hidden):", after=at)
+        login.send("sk-ant-typed-on-a-terminal\r")
+        at = login.expect("Model: anthropic:claude-sonnet-5-5", after=at)
+        assert login.wait() == 0
+    finally:
+        login.close()
+    assert "sk-ant-typed-on-a-terminal" not in login.output  # never echoed
+    assert read(home) == Stored({"ANTHROPIC_API_KEY": "sk-ant-typed-on-a-terminal"}, "anthropic:claude-sonnet-5-5")
