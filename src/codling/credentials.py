@@ -88,13 +88,18 @@ def store(home: Path, variable: str, key: str, model: str | None) -> Path:
 
 def forget(home: Path, variables: Collection[str] | None = None) -> list[str]:
     """Remove the stored keys of ``variables`` (None: all of them, and the model); the names removed."""
-    if not credentials_file(home).exists():
+    path = credentials_file(home)
+    if not path.exists():
         return []
-    current = read(home)
-    gone = [name for name in current.keys if variables is None or name in variables]
     if variables is None:
-        credentials_file(home).unlink()
+        try:
+            gone = list(read(home).keys)
+        except ConfigError:  # unusable or readable by others: removed all the same
+            gone = [FILE_NAME]
+        path.unlink()
         return gone
+    current = read(home)
+    gone = [name for name in current.keys if name in variables]
     if gone:
         _write(home, Stored({k: v for k, v in current.keys.items() if k not in gone}, current.model))
     return gone

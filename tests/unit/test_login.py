@@ -50,9 +50,11 @@ def test_a_key_file_others_can_read_is_refused_saying_how_to_fix_it(home: Path) 
     path.chmod(0o600)
     with pytest.raises(ConfigError, match="run `codling login` again"):
         read(home)
-    # Logging in again replaces an unusable file.
+    # Logging in again replaces an unusable file; logging out removes it whatever it holds.
     store(home, "OPENAI_API_KEY", "sk-two", None)
     assert read(home).keys == {"OPENAI_API_KEY": "sk-two"}
+    path.chmod(0o644)
+    assert forget(home) == ["credentials.json"] and not path.exists()
 
 
 def test_the_model_chosen_at_login_comes_after_config_toml(home: Path) -> None:
