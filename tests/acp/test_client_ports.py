@@ -128,13 +128,16 @@ async def test_a_command_runs_in_the_editor_s_terminal_shown_live(home: Path, pr
         ("ToolCallStart", "pending"),
         ("ToolCallProgress", "in_progress"),  # the work started
         ("ToolCallProgress", "in_progress"),  # its terminal
+        ("ToolCallProgress", None),  # its title again, which Zed's terminal takes as its label
         ("ToolCallProgress", "completed"),
     ]
     # The terminal is shown while it runs; the final update leaves the content alone (the editor keeps
     # showing the released terminal, and would reject an update naming it), and says how the command ended.
-    assert updates[2].content == [helpers.tool_terminal_ref("term-1")] and updates[3].content is None
-    assert updates[3].raw_output == {"status": "exit code 3", "output": "from-the-editor\n", "exitCode": 3}
+    assert updates[2].content == [helpers.tool_terminal_ref("term-1")] and updates[4].content is None
+    assert updates[3].title == "Run echo from-the-editor; exit 3" and updates[3].content is None
+    assert updates[4].raw_output == {"status": "exit code 3", "output": "from-the-editor\n", "exitCode": 3}
     assert h.editor.calls[0] == ("terminal/create", "/bin/sh -c echo from-the-editor; exit 3")
+    assert h.client.shown_terminal_labels() == ["Run echo from-the-editor; exit 3"]
     assert h.editor.methods()[-1] == "terminal/release"
     assert tool_results(script)[0].startswith("exit code 3\nfrom-the-editor")
     assert h.editor.terminals["term-1"].cwd == str(project)

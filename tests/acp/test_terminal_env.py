@@ -27,9 +27,12 @@ SECRETS = {
 }
 
 
-async def run_in_editor(home: Path, project: Path, command: str, allow: tuple[str, ...] = ()) -> tuple[str, Path]:
+async def run_in_editor(
+    home: Path, project: Path, command: str, allow: tuple[str, ...] = (), labels: list[str] | None = None
+) -> tuple[str, Path]:
     """Run ``command`` through run_command in the fake editor's terminal, whose environment (like the agent's)
-    holds the secrets; return what the model was told and the session's history file."""
+    holds the secrets; return what the model was told and the session's history file (and put the terminals'
+    labels, as Zed shows them, in ``labels``)."""
     script = Script([[Call("run_command", {"command": command}, "c1")], [Say("done")]])
     env = {"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID, **SECRETS}
     settings = Settings(home=home, mode="yolo", titles=False, command_env_allow=allow, env=env)
@@ -45,6 +48,8 @@ async def run_in_editor(home: Path, project: Path, command: str, allow: tuple[st
         await editor.close()
     assert client.problems == []
     assert editor.calls[0][0] == "terminal/create"
+    if labels is not None:
+        labels.extend(client.shown_terminal_labels())
     results = [
         str(part.content)
         for request in script.requests
@@ -66,6 +71,17 @@ async def test_the_editor_s_terminal_runs_commands_without_secrets(home: Path, p
     assert f"PATH={os.environ['PATH']}\n" in output and f"HOME={os.environ['HOME']}\n" in output
     assert "CODLING_COMMAND_ID=" in output
     assert _shown(history.read_text()) == []
+
+
+async def test_a_terminal_card_is_labelled_with_the_command_not_the_wrapper_hiding_secrets(
+    home: Path, project: Path
+) -> None:
+    labels: list[str] = []
+    output, _ = await run_in_editor(home, project, "env", labels=labels)
+    assert _shown(output) == []  # the wrapper still keeps the secrets out of the command's environment
+    # Zed labels a terminal by the program and arguments it ran ("env -u OPENAI_API_KEY … /bin/sh -c env"),
+    # naming every secret variable, until a later title of its call relabels it.
+    assert labels == ["Run env"]
 
 
 async def test_an_allowed_secret_reaches_the_command_but_not_the_history(home: Path, project: Path) -> None:

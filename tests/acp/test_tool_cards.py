@@ -153,3 +153,46 @@ def test_a_path_in_a_sibling_whose_name_extends_the_opened_directory_s_keeps_its
             str(secrets / "key.txt"),
             str(secrets),
         ]
+
+
+async def test_a_plan_is_shown_as_the_plan_with_no_update_for_a_call_the_editor_never_saw(
+    home: Path, project: Path
+) -> None:
+    steps = [{"step": "Read app.py", "status": "in_progress"}, {"step": "Fix it", "status": "pending"}]
+    script = Script([[Call("update_plan", {"steps": steps}, "p1")], [Say("Planned.")]])
+    client = await run(home, project, script)
+    (plan,) = client.of_kind("plan")
+    assert [(e.content, e.status) for e in plan.entries] == [("Read app.py", "in_progress"), ("Fix it", "pending")]
+    # Zed shows an update for an id it never saw start as a red "Tool call not found" card.
+    assert card(client, "p1") == []
+
+
+async def test_a_replay_settles_the_calls_the_user_rejected_or_cancelled(home: Path, project: Path) -> None:
+    script = Script(
+        [
+            [Call("run_command", {"command": "make deploy"}, "r1")],
+            [Say("OK, I won't.")],
+            [Call("run_command", {"command": "sleep 30"}, "c1")],
+            [Say("never")],
+        ]
+    )
+    live = RecordingClient(answers=["reject", "allow_once"])
+    async with connected(agent(home, script, mode="ask"), live) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        await conn.prompt(session_id=sid, prompt=[helpers.text_block("deploy")])
+        prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=[helpers.text_block("wait")]))
+        await live.wait_for("tool_call_update", count=4)  # the second call allowed and running
+        live.cancelled()
+        await conn.cancel(session_id=sid)
+        assert (await asyncio.wait_for(prompt, 10)).stop_reason == "cancelled"
+    assert live.statuses == {"r1": "rejected", "c1": "cancelled"}
+    replayed = RecordingClient()
+    async with connected(agent(home, Script([])), replayed) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        await conn.load_session(cwd=str(project), session_id=sid)
+    # No editor marks them this time: without a final status Zed would show them pending forever.
+    for call_id, note in (("r1", "Rejected."), ("c1", "Cancelled.")):
+        last = card(replayed, call_id)[-1]
+        assert (last.status, [c.content.text for c in last.content]) == ("failed", [note])
+    # The fake editor (connected) checks every replayed call settles.

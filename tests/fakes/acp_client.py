@@ -70,6 +70,13 @@ class RecordingClient:
     statuses: dict[str, str] = field(default_factory=dict)
     """Each tool call's status as the editor shows it: the agent's, or "rejected" and "cancelled", which Zed
     sets itself when the user rejects a call or cancels the turn."""
+    started: set[tuple[str, str]] = field(default_factory=set)
+    """The tool calls (session id, call id) whose ``tool_call`` arrived: Zed knows no others."""
+    terminal_labels: dict[str, str] = field(default_factory=dict)
+    """Each terminal's label as Zed shows it: the program and arguments it ran, then the title of a later
+    update of an ``execute`` call showing it."""
+    call_kinds: dict[tuple[str, str], str] = field(default_factory=dict)
+    call_terminals: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
@@ -79,17 +86,21 @@ class RecordingClient:
             if terminal_id is not None and (self.editor is None or not self.editor.showable(terminal_id)):
                 # Zed drops such an update: it knows no released (or unknown) terminal.
                 self.problems.append(f"update names terminal {terminal_id}, which the editor no longer has")
-        self._check_tool_call(update)
+        self._check_tool_call(session_id, update)
 
-    def _check_tool_call(self, update: Any) -> None:
-        """What Zed's thread would make of a tool call update: unknown calls, overwritten user decisions,
-        raw diffs shown as text, relative paths."""
+    def _check_tool_call(self, session_id: str, update: Any) -> None:
+        """What Zed's thread would make of a tool call update: unknown calls (Zed shows a "Tool call not found"
+        error), overwritten user decisions, raw diffs shown as text, relative paths; and how it labels terminals."""
         kind = update.session_update
         if kind not in ("tool_call", "tool_call_update"):
             return
         call_id = update.tool_call_id
-        if kind == "tool_call_update" and call_id not in self.statuses:
+        if kind == "tool_call":
+            self.started.add((session_id, call_id))
+        elif (session_id, call_id) not in self.started:
             self.problems.append(f"update for tool call {call_id}, which the editor never saw start")
+            return
+        self._label_terminals((session_id, call_id), update)
         if kind == "tool_call_update" and update.status and self.statuses.get(call_id) in ("rejected", "cancelled"):
             self.problems.append(
                 f"tool call {call_id} was {self.statuses[call_id]} by the user, then set to {update.status}"
@@ -106,6 +117,18 @@ class RecordingClient:
         for location in update.locations or ():
             if not location.path.startswith("/") or (location.line is not None and location.line < 1):
                 self.problems.append(f"tool call {call_id} has the location {location.path}:{location.line}")
+
+    def _label_terminals(self, call: tuple[str, str], update: Any) -> None:
+        """Zed's ``update_fields``: a title relabels the terminals the call shows already (it is applied
+        before the update's own content)."""
+        if update.kind is not None:
+            self.call_kinds[call] = update.kind
+        if update.title is not None and self.call_kinds.get(call) == "execute":
+            for terminal_id in self.call_terminals.get(call, ()):
+                self.terminal_labels[terminal_id] = update.title
+        for content in update.content or ():
+            if content.type == "terminal":
+                self.call_terminals.setdefault(call, []).append(content.terminal_id)
 
     def cancelled(self) -> None:
         """The user cancelled the turn: the editor marks every call still pending or running as cancelled."""
@@ -149,9 +172,16 @@ class RecordingClient:
         output_byte_limit: int | None = None,
         **kwargs: Any,
     ) -> CreateTerminalResponse:
-        return await self._editor("terminal/create").create_terminal(
+        created = await self._editor("terminal/create").create_terminal(
             session_id, command, args=args, env=env, cwd=cwd, output_byte_limit=output_byte_limit, **kwargs
         )
+        self.terminal_labels[created.terminal_id] = " ".join([command, *(args or [])])  # as Zed labels it
+        return created
+
+    def shown_terminal_labels(self) -> list[str]:
+        """The labels of the terminals shown in tool calls, in order, as Zed heads their cards."""
+        ids = [terminal_id for terminals in self.call_terminals.values() for terminal_id in terminals]
+        return [self.terminal_labels[terminal_id] for terminal_id in ids if terminal_id in self.terminal_labels]
 
     async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> TerminalOutputResponse:
         return await self._editor("terminal/output").terminal_output(session_id, terminal_id, **kwargs)
@@ -236,6 +266,54 @@ class Arrivals:
                 await self._arrived.wait()
 
 
+SETTLED = frozenset({"completed", "failed"})
+
+
+@dataclass
+class ZedReading:
+    """Watches the client's end of the stream, in wire order, for what Zed's code would show wrong: a
+    session/load replay that leaves a tool call pending or running (nothing later settles it), and a failed
+    ``session/prompt`` whose error ``data`` is not exactly ``{"details": …}`` (Zed shows any other shape as a
+    raw chain of errors). What it finds goes to ``problems`` (the client's, checked when the harness ends)."""
+
+    problems: list[str]
+    _requests: dict[Any, tuple[str, str | None]] = field(default_factory=dict)
+    _replays: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per session being loaded: each replayed call's last status."""
+
+    def __call__(self, event: StreamEvent) -> None:
+        message = event.message
+        given = message.get("params")
+        params: dict[str, Any] = given if isinstance(given, dict) else {}
+        if event.direction is StreamDirection.OUTGOING and "method" in message and "id" in message:
+            session_id = params.get("sessionId")
+            self._requests[message["id"]] = (message["method"], session_id)
+            if message["method"] == "session/load" and isinstance(session_id, str):
+                self._replays[session_id] = {}
+        elif event.direction is StreamDirection.INCOMING and message.get("method") == "session/update":
+            self._replayed(params.get("sessionId"), params.get("update") or {})
+        elif event.direction is StreamDirection.INCOMING and "method" not in message and "id" in message:
+            method, session_id = self._requests.pop(message["id"], ("", None))
+            if method == "session/load" and session_id is not None:
+                for call_id, status in self._replays.pop(session_id, {}).items():
+                    if status not in SETTLED:
+                        self.problems.append(f"the replay of {session_id} left tool call {call_id} {status}")
+            error = message.get("error")
+            if method == "session/prompt" and isinstance(error, dict) and error.get("code") == -32603:
+                data = error.get("data")
+                if not (isinstance(data, dict) and list(data) == ["details"] and isinstance(data["details"], str)):
+                    self.problems.append(f"a failed prompt's error data is {data!r}, not exactly {{details}}")
+
+    def _replayed(self, session_id: Any, update: dict[str, Any]) -> None:
+        calls = self._replays.get(session_id) if isinstance(session_id, str) else None
+        if calls is None:
+            return
+        if update.get("sessionUpdate") == "tool_call":
+            calls[update["toolCallId"]] = update.get("status") or "pending"
+        elif update.get("sessionUpdate") == "tool_call_update" and update.get("status"):
+            calls[update["toolCallId"]] = update["status"]
+
+
 @asynccontextmanager
 async def connected(
     agent: CodlingAgent, client: RecordingClient, arrivals: Arrivals | None = None
@@ -245,11 +323,16 @@ async def connected(
     client_end, agent_end = memory_transport_pair()
     observers = [arrivals] if arrivals is not None else []
     agent_conn = AgentSideConnection(agent, agent_end, use_unstable_protocol=True, observers=observers)
-    client_conn = ClientSideConnection(client, client_end, use_unstable_protocol=True)
+    client_conn = ClientSideConnection(
+        client, client_end, use_unstable_protocol=True, observers=[ZedReading(client.problems)]
+    )
     try:
         yield client_conn
     finally:
         await client_conn.close()
         await agent_conn.close()
         await agent.shutdown()  # as `codling acp` does when its client goes away
+    client.problems.extend(
+        f"a terminal card is headed {label!r}" for label in client.shown_terminal_labels() if "env -u" in label
+    )
     assert client.problems == [], "the client saw updates an editor would reject"

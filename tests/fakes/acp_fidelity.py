@@ -31,7 +31,7 @@ from acp import PROTOCOL_VERSION, RequestError, helpers, spawn_agent_process
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
 from codling.brain.state import SUMMARY_PREFIX
-from tests.fakes.acp_client import RecordingClient
+from tests.fakes.acp_client import RecordingClient, ZedReading
 from tests.fakes.long_session import SESSION, LongSessionModel, RequestLog, Summarizer, UserTurn, make_repo
 from tests.fakes.openai_server import OpenAIServer
 from tests.fakes.processes import measured
@@ -167,7 +167,9 @@ class _agent:
             env=measured(self._env),
             cwd=self._project,
             transport_kwargs={"stderr": self._stderr, "limit": DEFAULT_STDIO_BUFFER_LIMIT_BYTES},
+            observers=[ZedReading(client.problems)],  # what Zed would render wrong, checked on the way out
         )
+        self._client = client
         conn, self._process = await self._spawn.__aenter__()
         await _rpc(conn.initialize(protocol_version=PROTOCOL_VERSION))
         return conn, client
@@ -182,6 +184,8 @@ class _agent:
                 self._process.kill()
                 await asyncio.wait_for(self._process.wait(), 10)
             self._stderr.close()
+        if exc[0] is None:
+            assert self._client.problems == [], "the client saw updates an editor would reject"
 
 
 async def _rpc(awaitable: Any) -> Any:

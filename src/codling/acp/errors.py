@@ -50,12 +50,18 @@ def held(session_id: str, message: str) -> RequestError:
 
 def turn_error(failed: TurnFailed, redact: Callable[[str], str]) -> RequestError:
     """The error a failed turn's session/prompt answers with: auth_required when the provider has no (or
-    refused the) credentials, else -32603 with the readable message; ``data.details`` says more and ``data.reason``
-    what kind of failure it was. ``redact`` removes secrets (a provider may echo the key it refused)."""
+    refused the) credentials, else -32603 with the readable message and ``data`` exactly ``{"details": …}``
+    (Zed shows the details cleanly only in that shape, and a raw chain of errors otherwise). ``redact``
+    removes secrets (a provider may echo the key it refused)."""
     message, details = redact(failed.message), redact(failed.details or failed.message)
     if failed.reason == "auth":
         return auth_required(message, details)
-    return RequestError(INTERNAL_ERROR, message, {"details": details, "reason": failed.reason})
+    return failure(message, details)
+
+
+def failure(message: str, details: str) -> RequestError:
+    """-32603 for a prompt that failed: ``message`` and ``data`` exactly ``{"details": details}``."""
+    return RequestError(INTERNAL_ERROR, message, {"details": details})
 
 
 CLIENT_DETAIL_CHARS = 500

@@ -6,21 +6,23 @@ from collections.abc import Iterable
 from typing import Any
 
 from acp import CLIENT_METHODS, helpers
-from acp.schema import SessionNotification
+from acp.schema import SessionNotification, ToolCallProgress, ToolCallStart
 from acp.utils import serialize_params
 
 from codling.acp.content import to_acp
-from codling.acp.translate import Paths, Update, error_text, translate
-from codling.brain.events import Event, ToolCallFinished, ToolCallStarted, TurnEnded, TurnFailed, TurnStarted
+from codling.acp.translate import Paths, ToolCards, Update, error_text
+from codling.brain.events import Event, TurnEnded, TurnFailed, TurnStarted
 
 INTERRUPTED = "interrupted: the agent stopped before this tool call finished"
 
 
 def replay_updates(events: Iterable[Event], paths: Paths = str) -> list[Update]:
     """Every update of a recorded conversation: user chunks, agent chunks, thoughts, tool calls (with their
-    final status and content). A tool call the process never finished (it died) is shown as failed."""
+    final status and content). Every call shown settles in the replay: one the user rejected or cancelled is
+    failed (no editor marks it this time), one the process never finished (it died) is failed too."""
     updates: list[Update] = []
-    open_calls: list[str] = []
+    cards = ToolCards(paths, replaying=True)
+    open_calls: dict[str, None] = {}  # calls shown but not yet completed or failed, in order
 
     def close_open() -> None:
         for call_id in open_calls:
@@ -38,15 +40,17 @@ def replay_updates(events: Iterable[Event], paths: Paths = str) -> list[Update]:
                 updates.append(helpers.update_user_message_text(event.prompt))
             continue
         shown = (
-            translate(event, paths)
+            cards.translate(event)
             if not isinstance(event, TurnFailed)
             else [helpers.update_agent_message_text(error_text(event.message))]
         )
-        if isinstance(event, ToolCallStarted) and shown:  # only a call the client saw needs closing
-            open_calls.append(event.call_id)
-        elif isinstance(event, ToolCallFinished) and event.call_id in open_calls:
-            open_calls.remove(event.call_id)
-        elif isinstance(event, TurnEnded):
+        for update in shown:
+            if isinstance(update, ToolCallStart | ToolCallProgress):
+                if update.status in ("completed", "failed"):
+                    open_calls.pop(update.tool_call_id, None)
+                elif isinstance(update, ToolCallStart) or update.status is not None:
+                    open_calls[update.tool_call_id] = None
+        if isinstance(event, TurnEnded):
             close_open()
         updates.extend(shown)
     close_open()

@@ -51,10 +51,10 @@ from acp.schema import (
 from codling import __version__
 from codling.acp.auth import auth_methods, auth_required, check_method
 from codling.acp.errors import (
-    INTERNAL_ERROR,
     absolute,
     busy,
     directory,
+    failure,
     held,
     invalid_session_id,
     not_found,
@@ -64,7 +64,7 @@ from codling.acp.errors import (
 )
 from codling.acp.options import config_options, mode_state, parse_mode
 from codling.acp.paths import ClientPaths
-from codling.acp.translate import prompt_usage, translate
+from codling.acp.translate import ToolCards, prompt_usage, translate
 from codling.acp.warmup import WarmUp
 from codling.config import PermissionMode, Settings, load_settings
 from codling.errors import (
@@ -557,10 +557,11 @@ class CodlingAgent:
         # Secret values stay out of the editor (which may keep its threads on disk) as out of the history;
         # a turn's last event lets out whatever a delta held back.
         redactor = EventRedactor(self._redact)
+        cards = ToolCards(paths)
 
         async def forward(event: Event) -> None:
             for redacted_event in redactor.feed(event):
-                for update in translate(redacted_event, paths):
+                for update in cards.translate(redacted_event):
                     await self.client.session_update(session_id=session.id, update=update)
             if isinstance(event, SettingsChanged):  # /model or /mode: the editor's pickers follow
                 await self._send_settings(session, event.mode)
@@ -655,7 +656,7 @@ class CodlingAgent:
             # Recorded in the history already; the editor shows this error (with a retry) instead of a reply.
             raise turn_error(failed, self._redact)
         if (problem := session.recorder.file.problem) is not None:  # e.g. the disk is full: the user must act
-            raise RequestError(INTERNAL_ERROR, problem, {"details": problem, "reason": "history"})
+            raise failure(problem, problem)
         return PromptResponse(stop_reason=stop_reason, usage=prompt_usage(spent))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:

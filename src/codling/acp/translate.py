@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from acp import helpers
 from acp.schema import (
@@ -86,11 +86,13 @@ def _text(text: str) -> ContentToolCallContent:
     return helpers.tool_content(helpers.text_block(text))
 
 
-def _finished(event: ToolCallFinished, paths: Paths) -> ToolCallProgress:
+def _finished(event: ToolCallFinished, paths: Paths, replaying: bool) -> ToolCallProgress:
     """The last update of a tool call: its status, what it did, and a title that fits the result."""
     if event.ended_by is not None:
-        # The editor marked the call rejected or cancelled itself; a status would overwrite that with "failed".
-        return helpers.update_tool_call(event.call_id, content=[_text(ENDED_BY_USER[event.ended_by])])
+        # Live, the editor marked the call rejected or cancelled itself and a status would overwrite that with
+        # "failed"; a replayed call was never marked, and without a final status it would stay pending forever.
+        settled: Literal["failed"] | None = "failed" if replaying else None
+        return helpers.update_tool_call(event.call_id, status=settled, content=[_text(ENDED_BY_USER[event.ended_by])])
     shown = event.shown or ShownResult()
     raw_output: dict[str, Any] | None = None
     content: list[ContentToolCallContent | FileEditToolCallContent] = []
@@ -177,9 +179,10 @@ def error_text(message: str) -> str:
     return f"\n\n**Error:** {message}\n"
 
 
-def translate(event: Event, paths: Paths = str) -> list[Update]:
+def translate(event: Event, paths: Paths = str, *, replaying: bool = False) -> list[Update]:
     """The session/update payloads a client receives for one brain event (possibly none); ``paths`` names
-    files as the client knows them."""
+    files as the client knows them; ``replaying``: the event is recorded history a client is shown again.
+    Stateless: a session's updates go through :class:`ToolCards`, which keeps every update after its call."""
     match event:
         case TextDelta():
             return [helpers.update_agent_message_text(event.text)]
@@ -218,7 +221,7 @@ def translate(event: Event, paths: Paths = str) -> list[Update]:
             terminal = [helpers.tool_terminal_ref(event.terminal_id)]
             return [helpers.update_tool_call(event.call_id, status="in_progress", content=terminal)]
         case ToolCallFinished():
-            return [_finished(event, paths)]
+            return [_finished(event, paths, replaying)]
         case TurnFailed():
             # Live, the prompt's JSON-RPC error says it (an editor shows an error with a retry); a replay shows
             # the recorded error as text (``replay.py``), since no response carries it then.
@@ -261,3 +264,33 @@ def translate(event: Event, paths: Paths = str) -> list[Update]:
             # SettingsChanged: the agent sends the pickers' new state (server.py), which this cannot know.
             return []  # a title reaches the client as session_info_update, from the recorder
     return []
+
+
+class ToolCards:
+    """One session's updates as a client may receive them: a ``tool_call_update`` only for a call whose
+    ``tool_call`` it was sent (Zed shows an update for any other id as a red "Tool call not found" card), and a
+    command's title again once its terminal is attached (Zed labels a terminal by the program and arguments
+    ``terminal/create`` ran, the secret-hiding ``env -u …`` wrapper included, and relabels it from a later
+    title only)."""
+
+    def __init__(self, paths: Paths = str, *, replaying: bool = False) -> None:
+        self._paths = paths
+        self._replaying = replaying
+        self._titles: dict[str, str] = {}
+
+    def translate(self, event: Event) -> list[Update]:
+        """The updates for ``event`` the client can place (possibly none)."""
+        updates: list[Update] = []
+        for update in translate(event, self._paths, replaying=self._replaying):
+            if isinstance(update, ToolCallStart):
+                self._titles[update.tool_call_id] = update.title
+            elif isinstance(update, ToolCallProgress):
+                if update.tool_call_id not in self._titles:
+                    continue  # a call the client was not shown (the plan tool's: the plan is shown instead)
+                if update.title is not None:
+                    self._titles[update.tool_call_id] = update.title
+            updates.append(update)
+        if isinstance(event, ToolCallTerminal) and updates:
+            # Separate from the terminal's update: Zed applies a title before the content that attaches it.
+            updates.append(helpers.update_tool_call(event.call_id, title=self._titles[event.call_id]))
+        return updates
