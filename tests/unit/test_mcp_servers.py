@@ -12,7 +12,7 @@ import pytest
 from codling.errors import ToolError
 from codling.mcp_servers import McpServerSpec
 from codling.tools.mcp.servers import MAX_TOOLS, McpNotice, McpServer, McpServers
-from tests.fakes.mcp import pid_written, stdio_spec
+from tests.fakes.mcp import RecordingHttpServer, pid_written, stdio_spec
 from tests.fakes.mcp_server import LISTING_ERROR, REFUSAL
 from tests.fakes.processes import Fifo, gone
 
@@ -135,3 +135,13 @@ async def test_servers_stopped_before_they_start_never_start(tmp_path: Path) -> 
     await servers.ready()  # a stopped session's first turn: nothing starts, nothing waits
     assert servers.tools() == () and not pidfile.exists()
     assert [server.status for server in servers.servers] == ["stopped"]
+
+
+async def test_stopping_an_http_server_ends_its_session_with_a_delete(tmp_path: Path) -> None:
+    # (issue 31 item 7: HTTP MCP sessions were never closed, so the server kept each one until it restarted)
+    async with RecordingHttpServer("web", legacy=True) as web:
+        async for run in running(McpServerSpec("web", "http", url=web.url), tmp_path):
+            assert await run.call("mcp__web__echo", {"text": "hi"}) == "echo: hi"
+            sessions = {session for _, session in web.requests if session}
+            assert len(sessions) == 1 and web.deletes() == []
+        assert web.deletes() == list(sessions)
