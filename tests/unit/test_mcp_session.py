@@ -4,16 +4,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from acp import helpers
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
-from codling.brain.events import Event, McpServerNotice, ToolCallFinished, ToolCallStarted, TurnEnded
+from codling.acp.translate import translate
+from codling.brain.events import (
+    Event,
+    McpServerNotice,
+    McpServersStarting,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnEnded,
+    TurnStarted,
+)
 from codling.brain.session import ConversationSession
+from codling.cli.render import TerminalRenderer
 from codling.config import PermissionMode, Settings
 from codling.llm.tokens import count_tokens
 from codling.mcp_servers import McpServerSpec
+from codling.store.records import event_record
 from codling.tools.mcp.names import tool_name
 from codling.tools.ports import Answer, Approver
 from tests.fakes.approver import ScriptedApprover
@@ -359,3 +373,85 @@ async def test_a_call_past_the_tool_timeout_is_cancelled_and_the_server_stays(
     assert [f.status for f in finished] == ["failed", "completed"]
     assert finished[0].text == "slow on MCP server fake did not answer within 1 s and was cancelled."
     assert finished[1].text == "2"
+
+
+async def test_a_turn_waiting_for_servers_shows_the_wait_until_each_is_ready_or_failed(
+    project: Path, settings: Settings
+) -> None:
+    # (issue 31 item 6: the first message waited silently for MCP servers, 17 s with six)
+    script = Script([[Say("one")], [Say("two")]])
+    servers = (stdio_spec("fake"), McpServerSpec("ghost", "stdio", command="/nonexistent/mcp-server"))
+    session = mcp_session(script, project, settings, *servers)
+    try:
+        first = await turn(session, "hello")
+        second = await turn(session, "again")
+    finally:
+        await session.close()
+    waits = [e for e in first if isinstance(e, McpServersStarting)]
+    assert isinstance(first[0], TurnStarted)
+    assert waits[0] == McpServersStarting(first[0].turn_id, waits[0].call_id, ("fake", "ghost"), 0, 0, 2, "waiting")
+    assert waits[0].title == "Starting MCP servers: fake, ghost (0 of 2 ready)…"
+    (progress,) = waits[1:-1]  # one server settled, the other still starting
+    assert progress.status == "progress" and len(progress.starting) == 1 and progress.ready + progress.failed == 1
+    assert waits[-1] == replace(waits[0], starting=(), ready=1, failed=1, status="ready")
+    assert waits[-1].title == "MCP servers started (1 of 2 ready, 1 failed)"
+    # The wait ends before the model is asked, the failure's own notice inside it.
+    notice = next(e for e in first if isinstance(e, McpServerNotice))
+    assert first.index(waits[0]) < first.index(notice) < first.index(waits[-1])
+    assert [e for e in first[first.index(waits[-1]) :] if isinstance(e, McpServerNotice)] == []
+    assert "mcp__fake__echo" in script.tools[0]
+    # Servers already settled: nothing to wait for, nothing shown.
+    assert not [e for e in second if isinstance(e, McpServersStarting)]
+
+
+WAITING = McpServersStarting("t1", "mcp-start-1", ("a", "b"), 4, 0, 6)
+
+
+def test_the_editor_sees_the_wait_as_a_card_retitled_and_settled() -> None:
+    title = "Starting MCP servers: a, b (4 of 6 ready)…"
+    assert translate(WAITING) == [helpers.start_tool_call("mcp-start-1", title, kind="other", status="in_progress")]
+    progress = replace(WAITING, starting=("b",), ready=5, status="progress")
+    assert translate(progress) == [
+        helpers.update_tool_call("mcp-start-1", title="Starting MCP servers: b (5 of 6 ready)…")
+    ]
+    done = replace(WAITING, starting=(), ready=5, failed=1, status="ready")
+    assert translate(done) == [
+        helpers.update_tool_call(
+            "mcp-start-1", title="MCP servers started (5 of 6 ready, 1 failed)", status="completed"
+        )
+    ]
+    assert translate(replace(WAITING, status="cancelled")) == [
+        helpers.update_tool_call(
+            "mcp-start-1", title="Stopped waiting for MCP servers a, b: the turn was cancelled", status="failed"
+        )
+    ]
+    assert event_record(WAITING, "20261122-0b9f3c2a41de") is None  # live only
+
+
+async def test_the_terminal_prints_the_wait_once_dimmed_on_stderr() -> None:
+    out, err = StringIO(), StringIO()
+    renderer = TerminalRenderer(out, err=err, color=False, interactive=False)
+    for event in (WAITING, replace(WAITING, status="progress"), replace(WAITING, status="ready")):
+        await renderer(event)
+    assert err.getvalue() == "Starting MCP servers: a, b (4 of 6 ready)…\n"
+    assert out.getvalue() == ""
+
+
+async def test_cancelling_a_turn_that_waits_for_servers_settles_the_wait_as_cancelled(
+    project: Path, settings: Settings
+) -> None:
+    script = Script([[Say("never asked")]])
+    session = mcp_session(script, project, settings, stdio_spec("sloth", "--start-delay", "60"))
+    events: list[Event] = []
+    try:
+        async for event in session.stream("hello"):
+            events.append(event)
+            if isinstance(event, McpServersStarting) and event.status == "waiting":
+                session.cancel()
+    finally:
+        await session.close()
+    waits = [e for e in events if isinstance(e, McpServersStarting)]
+    assert [w.status for w in waits] == ["waiting", "cancelled"]
+    assert waits[-1].title == "Stopped waiting for MCP servers sloth: the turn was cancelled"
+    assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
+    assert script.requests == []

@@ -80,6 +80,11 @@ class McpServer:
         if self._task is None and not self._stop.is_set():
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"mcp-{self.spec.name}")
 
+    @property
+    def is_settled(self) -> bool:
+        """Whether the server is past starting (ready, failed or stopped)."""
+        return self._settled.is_set()
+
     async def settled(self) -> None:
         """Wait until the server is ready or failed (bounded by its startup timeout)."""
         await self._settled.wait()
@@ -250,6 +255,10 @@ class McpServers:
         """Wait for the servers still starting (each bounded by the startup timeout)."""
         self.start()
         await asyncio.gather(*(server.settled() for server in self._servers))
+
+    def starting(self) -> tuple[McpServer, ...]:
+        """The servers still starting (after :meth:`start`)."""
+        return tuple(server for server in self._servers if not server.is_settled)
 
     @property
     def servers(self) -> tuple[McpServer, ...]:
