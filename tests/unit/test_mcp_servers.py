@@ -34,7 +34,7 @@ class Running:
         found = self.servers.find(name)
         assert found is not None, name
         server, tool = found
-        return await server.call(tool, dict(args or {}), timeout)
+        return (await server.call(tool, dict(args or {}), timeout)).text
 
 
 async def running(spec: McpServerSpec, cwd: Path, *, listen: bool = True) -> AsyncIterator[Running]:

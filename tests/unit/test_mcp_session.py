@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from acp import helpers
-from pydantic_ai.messages import ModelRequest, ToolReturnPart
+from pydantic_ai.messages import BinaryContent, ModelRequest, ToolReturnPart
 
 from codling.acp.translate import translate
 from codling.brain.events import (
@@ -22,6 +22,7 @@ from codling.brain.events import (
     TurnEnded,
     TurnStarted,
 )
+from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession
 from codling.cli.render import TerminalRenderer
 from codling.config import PermissionMode, Settings
@@ -32,10 +33,10 @@ from codling.tools.mcp.names import tool_name
 from codling.tools.ports import Answer, Approver
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.mcp import http_server, pid_written, stdio_spec
-from tests.fakes.mcp_server import HOSTILE_NAME
+from tests.fakes.mcp_server import HOSTILE_NAME, PNG
 from tests.fakes.processes import Fifo, gone
 from tests.fakes.scenarios import Call, Say, Script, Until
-from tests.unit.test_session import session_for
+from tests.unit.test_session import MODEL, session_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -455,3 +456,41 @@ async def test_cancelling_a_turn_that_waits_for_servers_settles_the_wait_as_canc
     assert waits[-1].title == "Stopped waiting for MCP servers sloth: the turn was cancelled"
     assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
     assert script.requests == []
+
+
+LINK = "[resource link: Chart data (chart.csv) <file:///srv/data/chart.csv>, text/csv: The numbers behind the chart.]"
+
+
+@pytest.mark.parametrize("sees", [True, False], ids=["sees-images", "blind"])
+async def test_an_mcp_tools_image_reaches_a_model_that_sees_images_and_its_link_stays_a_link(
+    sees: bool, project: Path, settings: Settings
+) -> None:
+    # (issue 31 item 7: images and resource links were flattened to "[image …: not shown to the model]" and
+    # "[resource URI]" for every model)
+    script = Script([[Call("mcp__fake__picture", {}, "c1")], [Say("a chart")], [Say("still a chart")]])
+    model = replace(MODEL, images=sees)
+    session = open_session(
+        settings,
+        model,
+        project,
+        approver=None,
+        mode="yolo",
+        model_factory=script.factory(),
+        mcp_servers=(stdio_spec("fake"),),
+    )
+    try:
+        events = await turn(session, "show me the chart")
+        later = await turn(session, "and now?")  # the history with the image goes on to the next turn
+    finally:
+        await session.close()
+    assert isinstance(later[-1], TurnEnded) and not later[-1].error
+    (part,) = tool_returns(script, 1)
+    if sees:
+        text = f"Here is the chart.\n[image 1 (image/png, {len(PNG)} bytes): attached]\n{LINK}"
+        assert part.content == [text, BinaryContent(PNG, media_type="image/png")]
+    else:
+        assert (
+            part.content == f"Here is the chart.\n[image (image/png, about 72 bytes): not shown to the model]\n{LINK}"
+        )
+    (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert LINK in finished.text and finished.status == "completed"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from codling.config import PERMISSION_MODES, PermissionMode
@@ -25,6 +25,14 @@ class ShownResult:
 
 
 @dataclass(frozen=True)
+class ToolImage:
+    """An image a tool returns for the model (an MCP tool's), sent only to a model that sees images."""
+
+    data: bytes = field(repr=False)
+    mime_type: str
+
+
+@dataclass(frozen=True)
 class ToolOutput:
     """A tool's result: ``text`` goes to the model; the rest is shown to the user."""
 
@@ -42,6 +50,8 @@ class ToolOutput:
     """Files the call changed besides its ``diff``'s (a delegate's edits)."""
     shown: ShownResult | None = None
     """How the user sees the result, where that is not ``text`` and ``diff``."""
+    images: tuple[ToolImage, ...] = ()
+    """Images sent to the model with ``text`` (which names them)."""
 
 
 @dataclass(frozen=True)

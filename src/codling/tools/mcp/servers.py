@@ -31,7 +31,7 @@ from typing import IO, Any, Literal
 from codling.errors import ToolError
 from codling.mcp_servers import McpServerSpec
 from codling.tools.mcp.names import tool_name
-from codling.tools.mcp.results import McpTool, describe_exception, result_text, tool_of
+from codling.tools.mcp.results import McpResult, McpTool, describe_exception, result_of, result_text, tool_of
 
 log = logging.getLogger(__name__)
 
@@ -149,9 +149,10 @@ class McpServer:
         self._stop.set()
         self._notify(McpNotice(self.spec.name, message, detail))
 
-    async def call(self, tool: McpTool, args: dict[str, Any], timeout: float) -> str:
-        """Run ``tool`` with ``args``; its result as text for the model. A :class:`ToolError` for an error the
-        tool reported, a timeout, or a server that stopped working (which is then failed)."""
+    async def call(self, tool: McpTool, args: dict[str, Any], timeout: float, *, images: bool = False) -> McpResult:
+        """Run ``tool`` with ``args``; its result for the model (its images kept when ``images``: the model sees
+        them). A :class:`ToolError` for an error the tool reported, a timeout, or a server that stopped working
+        (which is then failed)."""
         if self.status != "ready":
             raise ToolError(f"The MCP server {self.spec.name} is not running, so {tool.tool} cannot be called.")
         try:
@@ -173,10 +174,10 @@ class McpServer:
                     + (f"\nIts last output:\n{tail}" if tail else "")
                 )
             ) from e
-        text = result_text(result.content, result.structured_content)
         if result.is_error:
+            text = result_text(result.content, result.structured_content)
             raise ToolError(f"{tool.tool} on MCP server {self.spec.name} failed: {text or 'no message'}")
-        return text
+        return result_of(result.content, result.structured_content, images=images)
 
     def _stderr(self) -> IO[bytes] | None:
         if self.spec.transport != "stdio":

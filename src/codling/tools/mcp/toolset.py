@@ -66,8 +66,9 @@ class McpToolset(AbstractToolset[ToolDeps]):
             mcp_tool=name,
         )
         await deps.permissions.check(request)
-        text = await server.call(mcp_tool, tool_args, deps.mcp.tool_timeout)
-        return ToolOutput(text=text if text.strip() else "(the tool returned nothing)")
+        result = await server.call(mcp_tool, tool_args, deps.mcp.tool_timeout, images=deps.sees_images)
+        text = result.text if result.text.strip() else "(the tool returned nothing)"
+        return ToolOutput(text=text, images=result.images)
 
 
 def build_mcp_toolset() -> AbstractToolset[ToolDeps]:
