@@ -93,7 +93,7 @@ async def test_a_server_that_cannot_list_its_tools_did_not_start_and_is_ended(tm
 async def test_a_server_with_too_many_tools_is_cut_and_the_user_told(tmp_path: Path) -> None:
     async for run in running(stdio_spec("many", "--extra-tools", str(MAX_TOOLS)), tmp_path):
         assert run.notices == [
-            McpNotice("many", f"MCP server many offers {MAX_TOOLS + 8} tools; the model gets the first 100")
+            McpNotice("many", f"MCP server many offers {MAX_TOOLS + 9} tools; the model gets the first 100")
         ]
         tools = run.servers.tools()
         assert len(tools) == MAX_TOOLS

@@ -123,7 +123,7 @@ async def test_two_sessions_see_only_their_own_servers(project: Path, settings: 
         await asyncio.gather(first.close(), second.close())
     first_mcp = [n for n in first_script.tools[0] if n.startswith("mcp__")]
     second_mcp = [n for n in second_script.tools[0] if n.startswith("mcp__")]
-    assert len(first_mcp) == len(second_mcp) == 8
+    assert len(first_mcp) == len(second_mcp) == 9
     assert all(n.startswith("mcp__one__") for n in first_mcp)
     assert all(n.startswith("mcp__two__") for n in second_mcp)
     assert tool_returns(first_script, 1)[0].content == "one token=t-one"
@@ -168,11 +168,18 @@ async def test_a_slow_server_is_waited_for_within_its_startup_timeout_and_then_l
     assert isinstance(events[-1], TurnEnded) and not events[-1].error
 
 
-async def test_a_server_crashing_mid_call_fails_the_call_with_its_last_words_and_its_tools_go(
+async def test_a_server_crashing_mid_call_is_restarted_once_at_the_next_call_then_its_tools_go(
     project: Path, settings: Settings
 ) -> None:
+    # (issue 31 item 7: a crashed server's tools were gone for the rest of the session; now it is restarted once)
     script = Script(
-        [[Call("mcp__fake__crash", {}, "c1")], [Say("it crashed")], [Say("still here")]],
+        [
+            [Call("mcp__fake__crash", {}, "c1")],
+            [Call("mcp__fake__echo", {"text": "back"}, "c2")],
+            [Call("mcp__fake__crash", {}, "c3")],
+            [Say("it crashed twice")],
+            [Say("still here")],
+        ],
     )
     session = mcp_session(script, project, settings, stdio_spec("fake"))
     try:
@@ -180,14 +187,22 @@ async def test_a_server_crashing_mid_call_fails_the_call_with_its_last_words_and
         later = await turn(session, "again")
     finally:
         await session.close()
-    (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
-    assert finished.status == "failed"
-    assert "The MCP server fake stopped working while running crash" in finished.text
-    assert "fatal: the fake server crashed on purpose" in finished.text
-    (notice,) = [e for e in events if isinstance(e, McpServerNotice)]
-    assert notice.detail.endswith("fatal: the fake server crashed on purpose")
+    first, echoed, second = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert first.status == "failed"
+    assert first.text.startswith("The MCP server fake stopped working while running crash (")
+    assert "it will be started again when one of its tools is called next." in first.text
+    assert "Its last output:" in first.text and first.text.endswith("fatal: the fake server crashed on purpose")
+    assert "mcp__fake__echo" in script.tools[1]  # still offered while it is down
+    assert (echoed.status, echoed.text) == ("completed", "echo: back")  # a new process answered
+    assert second.status == "failed"
+    assert "it stopped working again, after it had been restarted once, so its tools are gone" in second.text
+    crashed, gone = [e for e in events if isinstance(e, McpServerNotice)]
+    assert crashed.message.startswith("MCP server fake stopped working during crash: ")
+    assert crashed.message.endswith("; it will be restarted at its next call")
+    assert crashed.detail.endswith("fatal: the fake server crashed on purpose")
+    assert gone.message.startswith("MCP server fake stopped working again, after it had been restarted once")
     assert isinstance(later[-1], TurnEnded) and not later[-1].error
-    assert not [n for n in script.tools[2] if n.startswith("mcp__")]
+    assert not [n for n in script.tools[4] if n.startswith("mcp__")]
 
 
 async def test_cancelling_the_turn_cancels_the_running_mcp_call(

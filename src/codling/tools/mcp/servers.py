@@ -35,7 +35,12 @@ from codling.tools.mcp.results import McpResult, McpTool, describe_exception, re
 
 log = logging.getLogger(__name__)
 
-ServerStatus = Literal["starting", "ready", "failed", "stopped"]
+ServerStatus = Literal["starting", "ready", "crashed", "failed", "stopped"]
+"""``crashed``: the server stopped working during a call; the next call of one of its tools restarts it (once
+a session), so its tools stay offered."""
+
+RESTARTS = 1
+"""How many times a server that stopped working is started again (at the next call of one of its tools)."""
 
 STDERR_TAIL_CHARS = 2_000
 """How much of a failed stdio server's stderr the user sees."""
@@ -72,12 +77,15 @@ class McpServer:
         self._stop = asyncio.Event()
         self._errlog: IO[bytes] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._restarts_left = RESTARTS
+        self._closing = False
+        self._restarting = asyncio.Lock()
         self.raw_tools: list[Any] = []
         """The server's tools as it lists them (MCP SDK ``Tool``s), once it is ready."""
 
     def start(self) -> None:
         """Start connecting in the background (once, and never after ``stop``)."""
-        if self._task is None and not self._stop.is_set():
+        if self._task is None and not self._stop.is_set() and not self._closing:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"mcp-{self.spec.name}")
 
     @property
@@ -149,10 +157,47 @@ class McpServer:
         self._stop.set()
         self._notify(McpNotice(self.spec.name, message, detail))
 
+    def _crash(self, message: str, error: BaseException) -> None:
+        """The server stopped working: let it go (its task leaves the connection, a stdio process ends) and tell
+        the user, with its stderr's tail; its tools stay, and the next call starts it again."""
+        tail = self.stderr_tail()
+        message = self.spec.scrub(f"{message}: {describe_exception(error)}; it will be restarted at its next call")
+        detail = self.spec.scrub(tail or describe_exception(error))
+        log.warning("%s", message)
+        self.status = "crashed"
+        self._stop.set()
+        self._notify(McpNotice(self.spec.name, message, detail))
+
+    async def _restart(self, tool: McpTool) -> None:
+        """Start a crashed server again (once a session) before calling ``tool``; a :class:`ToolError` saying
+        so when it does not start (it is then failed)."""
+        async with self._restarting:
+            if self.status != "crashed":  # another call restarted it meanwhile
+                return
+            if self._task is not None:
+                await asyncio.gather(self._task, return_exceptions=True)  # the old connection is closed
+            self._restarts_left -= 1
+            self.status = "starting"
+            self._settled = asyncio.Event()
+            self._stop = asyncio.Event()
+            self._task = None
+            self.start()
+            if self._task is None:  # stopped meanwhile
+                self._settle("stopped")
+            await self._settled.wait()
+        if self.status != "ready":
+            raise ToolError(
+                f"The MCP server {self.spec.name} stopped working earlier and did not start again, so {tool.tool} "
+                "cannot be called; its tools are gone for the rest of this session (the user was shown why)."
+            )
+        log.info("MCP server %s restarted", self.spec.name)
+
     async def call(self, tool: McpTool, args: dict[str, Any], timeout: float, *, images: bool = False) -> McpResult:
         """Run ``tool`` with ``args``; its result for the model (its images kept when ``images``: the model sees
         them). A :class:`ToolError` for an error the tool reported, a timeout, or a server that stopped working
         (which is then failed)."""
+        if self.status == "crashed":
+            await self._restart(tool)
         if self.status != "ready":
             raise ToolError(f"The MCP server {self.spec.name} is not running, so {tool.tool} cannot be called.")
         try:
@@ -165,13 +210,20 @@ class McpServer:
         except Exception as e:
             if is_protocol_error(e):
                 raise ToolError(f"MCP server {self.spec.name} refused {tool.tool}: {describe_exception(e)}") from e
-            self._fail(f"MCP server {self.spec.name} stopped working during {tool.tool}", e)
             tail = self.stderr_tail()
+            if self.status == "ready" and self._restarts_left > 0:
+                self._crash(f"MCP server {self.spec.name} stopped working during {tool.tool}", e)
+                after = "it will be started again when one of its tools is called next"
+            elif self.status == "crashed":  # another call's failure already said so
+                after = "it will be started again when one of its tools is called next"
+            else:
+                again = " again, after it had been restarted once" if self._restarts_left < RESTARTS else ""
+                self._fail(f"MCP server {self.spec.name} stopped working{again} during {tool.tool}", e)
+                after = f"it stopped working{again}, so its tools are gone for the rest of this session"
             raise ToolError(
                 self.spec.scrub(
                     f"The MCP server {self.spec.name} stopped working while running {tool.tool} "
-                    f"({describe_exception(e)}); its tools are gone for the rest of this session."
-                    + (f"\nIts last output:\n{tail}" if tail else "")
+                    f"({describe_exception(e)}); {after}." + (f"\nIts last output:\n{tail}" if tail else "")
                 )
             ) from e
         if result.is_error:
@@ -205,6 +257,7 @@ class McpServer:
 
     async def stop(self) -> None:
         """Disconnect (a stdio server's process tree ends); wait until it has."""
+        self._closing = True
         self._stop.set()
         if self._task is None:  # never started: it never will
             self._settle("stopped")
@@ -269,7 +322,7 @@ class McpServers:
     def tools(self) -> tuple[McpTool, ...]:
         """The tools of the servers that are ready, under their model-facing names."""
         self._name_new_tools()
-        return tuple(tool for server, tool in self._tools.values() if server.status == "ready")
+        return tuple(tool for server, tool in self._tools.values() if server.status in ("ready", "crashed"))
 
     def find(self, name: str) -> tuple[McpServer, McpTool] | None:
         """The server and tool behind a model-facing name (None: not an MCP tool of this session)."""
