@@ -5,13 +5,14 @@ Each server runs in a task of its own (:class:`McpServer`), which connects throu
 holds the connection open until the session stops it; the connection is entered and left in that one task, as
 the MCP SDK's task groups require. Nothing here blocks ``session/new``: :meth:`McpServers.start` only creates
 the tasks (pydantic-ai's MCP modules, slow to import, are imported in a thread), and a turn waits for the
-servers still starting with :meth:`McpServers.ready`, each one at most ``startup_timeout`` seconds from its
-start.
+servers still starting (:meth:`McpServers.starting`, :meth:`McpServer.settled`), each one at most
+``startup_timeout`` seconds from its start.
 
-A server that cannot start (a missing program, an exit, a refused connection, a timeout) or that stops working
-later is *failed*: its tools are gone for the rest of the session, and a :class:`McpNotice` says why, with the
-tail of what a stdio server wrote to stderr. Notices go to the listener (:meth:`McpServers.listen`: the
-session, which shows them to the user).
+A server that stops working during a call is *crashed*: the next call of one of its tools starts it again, once
+a session. A server that cannot start (a missing program, an exit, a refused connection, a timeout) or that
+stops working again is *failed*: its tools are gone for the rest of the session. Either way a
+:class:`McpNotice` says why, with the tail of what a stdio server wrote to stderr. Notices go to the listener
+(:meth:`McpServers.listen`: the session, which shows them to the user).
 Stopping a stdio server closes its stdin and then ends its whole process tree (the MCP SDK's shutdown), so
 nothing is left running after :meth:`McpServers.stop`.
 """
