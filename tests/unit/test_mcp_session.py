@@ -509,3 +509,15 @@ async def test_an_mcp_tools_image_reaches_a_model_that_sees_images_and_its_link_
         )
     (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
     assert LINK in finished.text and finished.status == "completed"
+    # The editor's card holds the link as a link, after the text.
+    (update,) = translate(finished)
+    assert update.content is not None
+    assert update.content[-1] == helpers.tool_content(
+        helpers.resource_link_block(
+            "chart.csv",
+            "file:///srv/data/chart.csv",
+            mime_type="text/csv",
+            description="The numbers behind the chart.",
+            title="Chart data",
+        )
+    )

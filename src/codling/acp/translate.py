@@ -109,6 +109,14 @@ def _finished(event: ToolCallFinished, paths: Paths) -> ToolCallProgress:
         content.extend(helpers.tool_diff_content(paths(d.path), d.new_text, d.old_text) for d in diffs)
         if event.text and (not diffs or event.status == "failed" or shown.steps):
             content.append(_text(event.text))  # a diff says what an edit did; its text is for the model
+        content.extend(
+            helpers.tool_content(
+                helpers.resource_link_block(
+                    link.name, link.uri, mime_type=link.mime_type, description=link.description, title=link.title
+                )
+            )
+            for link in shown.links
+        )
     return helpers.update_tool_call(
         event.call_id,
         title=shown.title or None,

@@ -11,6 +11,17 @@ from codling.tools.ports import PLAN_TOOL, STATUS_MARKS, FileDiff, FileSystem, L
 
 
 @dataclass(frozen=True)
+class ResourceLink:
+    """A link to a resource a tool returned (an MCP tool's ``resource_link``), shown as a link."""
+
+    uri: str
+    name: str
+    title: str | None = None
+    mime_type: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True)
 class ShownResult:
     """How a finished call is shown to the user where that differs from what the model is told."""
 
@@ -22,6 +33,8 @@ class ShownResult:
     """What a delegate did, step by step."""
     exit_code: int | None = None
     """A command's exit code (None: it timed out, was stopped, or this is no command)."""
+    links: tuple[ResourceLink, ...] = ()
+    """Resources the result links to (the text names them too)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codling.text import plain_terminal_text
-from codling.tools.base import ToolImage
+from codling.tools.base import ResourceLink, ToolImage
 from codling.tools.ports import ToolKind
 
 MAX_DESCRIPTION_CHARS = 2_000
@@ -84,6 +84,7 @@ class McpResult:
 
     text: str
     images: tuple[ToolImage, ...] = ()
+    links: tuple[ResourceLink, ...] = ()
 
 
 def result_of(content: list[Any], structured: Any = None, *, images: bool = False) -> McpResult:
@@ -93,6 +94,7 @@ def result_of(content: list[Any], structured: Any = None, *, images: bool = Fals
     is of a type and size providers take (named ``[image 1 …: attached]`` in the text), else named as not shown."""
     parts: list[str] = []
     kept: list[ToolImage] = []
+    links = tuple(link for block in content if (link := _link(block)) is not None)
     for block in content:
         image = _image(block) if images else None
         if image is not None:
@@ -103,7 +105,7 @@ def result_of(content: list[Any], structured: Any = None, *, images: bool = Fals
     if not parts and structured is not None:
         return McpResult(json.dumps(structured, ensure_ascii=False, indent=1))
     # A server that runs commands passes their colours and progress bars on: the model reads plain text.
-    return McpResult(plain_terminal_text("\n".join(parts)), tuple(kept))
+    return McpResult(plain_terminal_text("\n".join(parts)), tuple(kept), links)
 
 
 def result_text(content: list[Any], structured: Any = None) -> str:
@@ -142,6 +144,24 @@ def _block_text(block: Any, images: bool = False) -> str:
     if kind == "resource_link":
         return _link_text(block)
     return f"[{kind or 'unknown'} content]"
+
+
+def _link(block: Any) -> ResourceLink | None:
+    """A ``resource_link`` block as a :class:`ResourceLink` (None for any other block)."""
+    if getattr(block, "type", "") != "resource_link" or not getattr(block, "uri", None):
+        return None
+
+    def optional(name: str, legacy: str = "") -> str | None:
+        value = getattr(block, name, None) or (getattr(block, legacy, None) if legacy else None)
+        return _oneline(str(value), 300) if value else None
+
+    return ResourceLink(
+        uri=str(block.uri),
+        name=optional("name") or str(block.uri),
+        title=optional("title"),
+        mime_type=optional("mime_type", "mimeType"),
+        description=optional("description"),
+    )
 
 
 def _link_text(block: Any) -> str:
