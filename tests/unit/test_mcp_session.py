@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from acp import helpers
+from acp.schema import ToolCallProgress
 from pydantic_ai.messages import BinaryContent, ModelRequest, ToolReturnPart
 
 from codling.acp.translate import translate
@@ -511,7 +512,7 @@ async def test_an_mcp_tools_image_reaches_a_model_that_sees_images_and_its_link_
     assert LINK in finished.text and finished.status == "completed"
     # The editor's card holds the link as a link, after the text.
     (update,) = translate(finished)
-    assert update.content is not None
+    assert isinstance(update, ToolCallProgress) and update.content is not None
     assert update.content[-1] == helpers.tool_content(
         helpers.resource_link_block(
             "chart.csv",
