@@ -117,7 +117,7 @@ def _image(block: Any) -> ToolImage | None:
     """An image block's image if the model may be sent it (a provider's type, decodable, not too big)."""
     if getattr(block, "type", "") != "image":
         return None
-    mime = str(getattr(block, "mime_type", None) or getattr(block, "mimeType", "") or "").lower()
+    mime = str(_field(block, "mime_type", "mimeType") or "").lower()
     data = str(getattr(block, "data", ""))
     if mime not in MODEL_IMAGE_TYPES or len(data) * 3 // 4 > MAX_IMAGE_BYTES:
         return None
@@ -133,7 +133,7 @@ def _block_text(block: Any, images: bool = False) -> str:
     if kind == "text":
         return str(block.text)
     if kind in ("image", "audio"):
-        mime = getattr(block, "mime_type", None) or getattr(block, "mimeType", "")
+        mime = _field(block, "mime_type", "mimeType") or ""
         size = len(str(getattr(block, "data", ""))) * 3 // 4
         why = "not shown to the model" if kind == "audio" or not images else "not sent: not an image the model takes"
         return f"[{kind} ({mime}, about {size:,} bytes): {why}]"
@@ -146,13 +146,22 @@ def _block_text(block: Any, images: bool = False) -> str:
     return f"[{kind or 'unknown'} content]"
 
 
+def _field(block: Any, name: str, legacy: str = "") -> Any:
+    """A block's field under the MCP SDK's v2 name, or its v1 name where the v2 one is not a field (reading
+    the v1 name on a v2 model warns)."""
+    value = getattr(block, name, None)
+    if value is None and legacy and name not in getattr(type(block), "model_fields", {}):
+        value = getattr(block, legacy, None)
+    return value
+
+
 def _link(block: Any) -> ResourceLink | None:
     """A ``resource_link`` block as a :class:`ResourceLink` (None for any other block)."""
     if getattr(block, "type", "") != "resource_link" or not getattr(block, "uri", None):
         return None
 
     def optional(name: str, legacy: str = "") -> str | None:
-        value = getattr(block, name, None) or (getattr(block, legacy, None) if legacy else None)
+        value = _field(block, name, legacy)
         return _oneline(str(value), 300) if value else None
 
     return ResourceLink(
@@ -169,7 +178,7 @@ def _link_text(block: Any) -> str:
     name = _oneline(str(getattr(block, "name", "") or ""), 200)
     title = _oneline(str(getattr(block, "title", None) or ""), 200)
     label = f"{title} ({name})" if title and name and title != name else title or name
-    mime = getattr(block, "mime_type", None) or getattr(block, "mimeType", None)
+    mime = _field(block, "mime_type", "mimeType")
     description = _oneline(str(getattr(block, "description", None) or ""), 300)
     text = f"[resource link: {label} <{getattr(block, 'uri', '')}>" if label else f"[resource link <{block.uri}>"
     return text + (f", {mime}" if mime else "") + (f": {description}" if description else "") + "]"
