@@ -4,11 +4,13 @@ in a subprocess, and the pid a stdio one wrote (``tests/fakes/processes.py`` tel
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from codling.mcp_servers import McpServerSpec, McpTransport
 
@@ -59,3 +61,77 @@ async def pid_written(pidfile: Path, deadline: float = 20.0) -> int:
         while not pidfile.exists() or not pidfile.read_text().strip():
             await asyncio.sleep(0.02)
     return int(pidfile.read_text())
+
+
+class RecordingHttpServer:
+    """The fake server over streamable HTTP, served by uvicorn in the test's own event loop (no subprocess),
+    recording each request's method and ``mcp-session-id`` header (a DELETE is the client ending its session)."""
+
+    def __init__(self, name: str = "web", *, legacy: bool = False) -> None:
+        self.name = name
+        self.legacy = legacy
+        """Speak only the 2025 protocol (sessions with ids), refusing the newer protocol's sessionless probe."""
+        self.requests: list[tuple[str, str | None]] = []
+        self.sessions: list[str] = []
+        """The session ids the server gave out."""
+        self.url = ""
+
+    def deletes(self) -> list[str | None]:
+        """The session ids of the DELETE requests received, in order."""
+        return [session for method, session in self.requests if method == "DELETE"]
+
+    async def __aenter__(self) -> RecordingHttpServer:
+        import socket
+
+        import uvicorn
+
+        from tests.fakes.mcp_server import build
+
+        app = build(self.name).streamable_http_app()
+
+        async def recording(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                headers = dict(scope.get("headers") or [])
+                session = headers.get(b"mcp-session-id")
+                self.requests.append((scope["method"], session.decode() if session else None))
+                if self.legacy and headers.get(b"mcp-method") == b"server/discover":
+                    # What a server of the 2025 protocol (most of those in use) answers the newer protocol's probe
+                    # without a session: the client falls back to initialize, and gets a session.
+                    body = json.dumps(
+                        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Missing session ID"}}
+                    ).encode()
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": 400,
+                            "headers": [(b"content-type", b"application/json")],
+                        }
+                    )
+                    await send({"type": "http.response.body", "body": body})
+                    return
+
+                async def sending(message: Any) -> None:
+                    if message["type"] == "http.response.start":
+                        for key, value in message.get("headers") or []:
+                            if key.lower() == b"mcp-session-id":
+                                self.sessions.append(value.decode())
+                    await send(message)
+
+                await app(scope, receive, sending)
+                return
+            await app(scope, receive, send)
+
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._web = uvicorn.Server(uvicorn.Config(recording, log_level="warning", lifespan="on"))
+        self._task = asyncio.get_running_loop().create_task(self._web.serve(sockets=[self._sock]))
+        async with asyncio.timeout(20):  # a liveness deadline: uvicorn says when it accepts connections
+            while not self._web.started:
+                await asyncio.sleep(0.01)
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/mcp"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._web.should_exit = True
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._sock.close()

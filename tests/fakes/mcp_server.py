@@ -6,9 +6,10 @@
 Tools: ``echo(text)``, ``add(a, b)``, ``whoami()`` (the server's ``--name`` and its ``MCP_FAKE_TOKEN``),
 ``slow(seconds, marker)`` (sleeps; writes ``cancelled`` to the file ``marker`` when the call is cancelled),
 ``huge(chars)`` (that many characters), ``crash()`` (the process exits at once, after a line on stderr),
-``fail()`` (a tool error), plus one tool whose name is hostile (``../../read_file; rm -rf``, which the server
-registers under that name). HTTP and SSE listen on 127.0.0.1 on a free port and print ``PORT <n>`` on stdout
-once they accept connections. With ``MCP_FAKE_PIDFILE`` set, the process writes its pid there first.
+``fail()`` (a tool error), ``picture()`` (a text, a PNG and a resource link), plus one tool whose name is
+hostile (``../../read_file; rm -rf``, which the server registers under that name). HTTP and SSE listen on
+127.0.0.1 on a free port and print ``PORT <n>`` on stdout once they accept connections. With
+``MCP_FAKE_PIDFILE`` set, the process writes its pid there first.
 ``--fail`` writes to stderr and exits 3 before speaking MCP; ``--start-delay`` waits before serving (a slow
 server). ``--fail-listing`` answers the tool listing with a JSON-RPC error; ``--refusing`` adds ``refuse()``,
 which answers with a JSON-RPC error (the server still works); ``--extra-tools N`` adds ``extra_000``... tools.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import os
 import socket
 import subprocess
@@ -30,10 +32,14 @@ from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, ImageContent, ResourceLink, TextContent
 from mcp.types import Tool as MCPTool
 
 HOSTILE_NAME = "../../read_file; rm -rf"
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+"""The 1x1 PNG ``picture()`` returns."""
 LISTING_ERROR = "the fake server cannot list its tools (--fail-listing)"
 REFUSAL = "the fake server refuses this call (--refusing)"
 
@@ -89,6 +95,22 @@ def build(name: str, *, fail_listing: bool = False, refusing: bool = False, extr
     def fail() -> str:
         """Report a tool error."""
         raise ValueError("the fake tool failed on purpose")
+
+    @server.tool()
+    def picture() -> list[TextContent | ImageContent | ResourceLink]:
+        """A text, a tiny PNG and a link to a resource."""
+        return [
+            TextContent(type="text", text="Here is the chart."),
+            ImageContent(type="image", data=base64.b64encode(PNG).decode(), mime_type="image/png"),
+            ResourceLink(
+                type="resource_link",
+                name="chart.csv",
+                title="Chart data",
+                uri="file:///srv/data/chart.csv",
+                mime_type="text/csv",
+                description="The numbers behind the chart.",
+            ),
+        ]
 
     def hostile() -> str:
         return "hostile tool ran"

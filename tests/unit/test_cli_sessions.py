@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.cli_runner import GOLDEN, GOLDEN_ID, MODEL, clean_env, codling, install_golden
-from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall
 from tests.fakes.scenarios import user_prompt
 
 
@@ -207,6 +207,27 @@ def test_an_unreachable_base_url_is_named_in_the_error(
     (history,) = (home / "sessions").glob("*/history.jsonl")
     recorded = history.read_text()
     assert f"check that the chat-completions API at {url}" in recorded and "[redacted]" not in recorded
+
+
+@pytest.mark.parametrize("flags", [(), ("-v",)], ids=["plain", "verbose"])
+def test_a_refused_key_names_the_servers_url_and_never_shows_the_key(
+    flags: tuple[str, ...], home: Path, project: Path, server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (issue 31 item 7: the 401 message blanked the server's URL, "[redacted]/", as if it were the secret)
+    key = "sk-cli-test-refused-0123456789abcdef"
+    server.enqueue(ErrorReply(401, f"Incorrect API key provided: {key}.", type="invalid_request_error"))
+    monkeypatch.chdir(project)
+    env = clean_env(home, CODLING_MODEL=MODEL, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=key)
+    result = codling(env, "run", *flags, "hello")
+    shown = result.stdout + result.stderr
+    assert result.exit_code != 0
+    url = server.base_url.rstrip("/") + "/"
+    assert f"the chat-completions API at {url} refused the key in OPENAI_API_KEY" in shown
+    assert "Incorrect API key provided: [redacted]." in shown
+    (history,) = (home / "sessions").glob("*/history.jsonl")
+    recorded = history.read_text()
+    assert f"at {url} refused the key" in recorded
+    assert key not in shown + recorded
 
 
 TOKEN = "ghp_Secr3tTokenValue0123456789abcdefABCD"

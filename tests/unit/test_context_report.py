@@ -231,7 +231,7 @@ async def test_mcp_tools_are_counted_apart_from_codling_s(repo: Path, start: Sta
     assert [label for label, _, _ in rows[at : at + 3]] == [
         "Tool definitions",
         f"· codling's tools ({builtin})",
-        "· MCP tools (8, 1 server)",
+        "· MCP tools (9, 1 server)",
     ]
     assert rows[at][1] == session.context.tool_tokens() and rows[at + 2][1] > 100
     assert check_sums(rows, 100_000) == session.context.context_used()

@@ -18,7 +18,16 @@ from mcp.types import (
     ToolAnnotations,
 )
 
-from codling.tools.mcp.results import MAX_DESCRIPTION_CHARS, McpTool, describe_exception, result_text, tool_of
+from codling.tools.base import ToolImage
+from codling.tools.mcp.results import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_IMAGE_BYTES,
+    McpTool,
+    describe_exception,
+    result_of,
+    result_text,
+    tool_of,
+)
 from codling.tools.ports import ToolKind
 
 SCHEMA = {"type": "object", "properties": {"url": {"type": "string"}}}
@@ -115,8 +124,30 @@ def test_every_kind_of_content_block_is_text_for_the_model() -> None:
         "[audio (audio/wav, about 3,000 bytes): not shown to the model]",
         "# Notes",
         "[binary resource file:///logo.png]",
-        "[resource https://example.com/spec]",
+        "[resource link: spec <https://example.com/spec>]",
     ]
+
+
+def test_only_images_a_provider_takes_are_kept_for_a_model_that_sees_them() -> None:
+    png = b"\x89PNG" + b"\0" * 296
+    svg = base64.b64encode(b"<svg/>").decode()
+    big = base64.b64encode(b"\0" * (MAX_IMAGE_BYTES + 3)).decode()
+    content = [
+        ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png"),
+        ImageContent(type="image", data=svg, mime_type="image/svg+xml"),
+        ImageContent(type="image", data=big, mime_type="image/jpeg"),
+        ImageContent(type="image", data="not base64!", mime_type="image/png"),
+    ]
+    result = result_of(content, images=True)
+    assert result.images == (ToolImage(png, "image/png"),)
+    assert result.text.split("\n") == [
+        "[image 1 (image/png, 300 bytes): attached]",
+        "[image (image/svg+xml, about 6 bytes): not sent: not an image the model takes]",
+        f"[image (image/jpeg, about {len(big) * 3 // 4:,} bytes): not sent: not an image the model takes]",
+        "[image (image/png, about 8 bytes): not sent: not an image the model takes]",
+    ]
+    blind = result_of(content)
+    assert blind.images == () and blind.text.startswith("[image (image/png, about 300 bytes): not shown to the model]")
 
 
 @dataclass

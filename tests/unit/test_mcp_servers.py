@@ -12,7 +12,7 @@ import pytest
 from codling.errors import ToolError
 from codling.mcp_servers import McpServerSpec
 from codling.tools.mcp.servers import MAX_TOOLS, McpNotice, McpServer, McpServers
-from tests.fakes.mcp import pid_written, stdio_spec
+from tests.fakes.mcp import RecordingHttpServer, pid_written, stdio_spec
 from tests.fakes.mcp_server import LISTING_ERROR, REFUSAL
 from tests.fakes.processes import Fifo, gone
 
@@ -34,7 +34,7 @@ class Running:
         found = self.servers.find(name)
         assert found is not None, name
         server, tool = found
-        return await server.call(tool, dict(args or {}), timeout)
+        return (await server.call(tool, dict(args or {}), timeout)).text
 
 
 async def running(spec: McpServerSpec, cwd: Path, *, listen: bool = True) -> AsyncIterator[Running]:
@@ -93,7 +93,7 @@ async def test_a_server_that_cannot_list_its_tools_did_not_start_and_is_ended(tm
 async def test_a_server_with_too_many_tools_is_cut_and_the_user_told(tmp_path: Path) -> None:
     async for run in running(stdio_spec("many", "--extra-tools", str(MAX_TOOLS)), tmp_path):
         assert run.notices == [
-            McpNotice("many", f"MCP server many offers {MAX_TOOLS + 8} tools; the model gets the first 100")
+            McpNotice("many", f"MCP server many offers {MAX_TOOLS + 9} tools; the model gets the first 100")
         ]
         tools = run.servers.tools()
         assert len(tools) == MAX_TOOLS
@@ -135,3 +135,13 @@ async def test_servers_stopped_before_they_start_never_start(tmp_path: Path) -> 
     await servers.ready()  # a stopped session's first turn: nothing starts, nothing waits
     assert servers.tools() == () and not pidfile.exists()
     assert [server.status for server in servers.servers] == ["stopped"]
+
+
+async def test_stopping_an_http_server_ends_its_session_with_a_delete(tmp_path: Path) -> None:
+    # (issue 31 item 7: HTTP MCP sessions were never closed, so the server kept each one until it restarted)
+    async with RecordingHttpServer("web", legacy=True) as web:
+        async for run in running(McpServerSpec("web", "http", url=web.url), tmp_path):
+            assert await run.call("mcp__web__echo", {"text": "hi"}) == "echo: hi"
+            sessions = {session for _, session in web.requests if session}
+            assert len(sessions) == 1 and web.deletes() == []
+        assert web.deletes() == list(sessions)

@@ -4,24 +4,40 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
+from io import StringIO
 from pathlib import Path
 
 import pytest
-from pydantic_ai.messages import ModelRequest, ToolReturnPart
+from acp import helpers
+from acp.schema import ToolCallProgress
+from pydantic_ai.messages import BinaryContent, ModelRequest, ToolReturnPart
 
-from codling.brain.events import Event, McpServerNotice, ToolCallFinished, ToolCallStarted, TurnEnded
+from codling.acp.translate import translate
+from codling.brain.events import (
+    Event,
+    McpServerNotice,
+    McpServersStarting,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnEnded,
+    TurnStarted,
+)
+from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession
+from codling.cli.render import TerminalRenderer
 from codling.config import PermissionMode, Settings
 from codling.llm.tokens import count_tokens
 from codling.mcp_servers import McpServerSpec
+from codling.store.records import event_record
 from codling.tools.mcp.names import tool_name
 from codling.tools.ports import Answer, Approver
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.mcp import http_server, pid_written, stdio_spec
-from tests.fakes.mcp_server import HOSTILE_NAME
+from tests.fakes.mcp_server import HOSTILE_NAME, PNG
 from tests.fakes.processes import Fifo, gone
 from tests.fakes.scenarios import Call, Say, Script, Until
-from tests.unit.test_session import session_for
+from tests.unit.test_session import MODEL, session_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -108,7 +124,7 @@ async def test_two_sessions_see_only_their_own_servers(project: Path, settings: 
         await asyncio.gather(first.close(), second.close())
     first_mcp = [n for n in first_script.tools[0] if n.startswith("mcp__")]
     second_mcp = [n for n in second_script.tools[0] if n.startswith("mcp__")]
-    assert len(first_mcp) == len(second_mcp) == 8
+    assert len(first_mcp) == len(second_mcp) == 9
     assert all(n.startswith("mcp__one__") for n in first_mcp)
     assert all(n.startswith("mcp__two__") for n in second_mcp)
     assert tool_returns(first_script, 1)[0].content == "one token=t-one"
@@ -153,11 +169,18 @@ async def test_a_slow_server_is_waited_for_within_its_startup_timeout_and_then_l
     assert isinstance(events[-1], TurnEnded) and not events[-1].error
 
 
-async def test_a_server_crashing_mid_call_fails_the_call_with_its_last_words_and_its_tools_go(
+async def test_a_server_crashing_mid_call_is_restarted_once_at_the_next_call_then_its_tools_go(
     project: Path, settings: Settings
 ) -> None:
+    # (issue 31 item 7: a crashed server's tools were gone for the rest of the session; now it is restarted once)
     script = Script(
-        [[Call("mcp__fake__crash", {}, "c1")], [Say("it crashed")], [Say("still here")]],
+        [
+            [Call("mcp__fake__crash", {}, "c1")],
+            [Call("mcp__fake__echo", {"text": "back"}, "c2")],
+            [Call("mcp__fake__crash", {}, "c3")],
+            [Say("it crashed twice")],
+            [Say("still here")],
+        ],
     )
     session = mcp_session(script, project, settings, stdio_spec("fake"))
     try:
@@ -165,14 +188,22 @@ async def test_a_server_crashing_mid_call_fails_the_call_with_its_last_words_and
         later = await turn(session, "again")
     finally:
         await session.close()
-    (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
-    assert finished.status == "failed"
-    assert "The MCP server fake stopped working while running crash" in finished.text
-    assert "fatal: the fake server crashed on purpose" in finished.text
-    (notice,) = [e for e in events if isinstance(e, McpServerNotice)]
-    assert notice.detail.endswith("fatal: the fake server crashed on purpose")
+    first, echoed, second = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert first.status == "failed"
+    assert first.text.startswith("The MCP server fake stopped working while running crash (")
+    assert "it will be started again when one of its tools is called next." in first.text
+    assert "Its last output:" in first.text and first.text.endswith("fatal: the fake server crashed on purpose")
+    assert "mcp__fake__echo" in script.tools[1]  # still offered while it is down
+    assert (echoed.status, echoed.text) == ("completed", "echo: back")  # a new process answered
+    assert second.status == "failed"
+    assert "it stopped working again, after it had been restarted once, so its tools are gone" in second.text
+    crashed, gone = [e for e in events if isinstance(e, McpServerNotice)]
+    assert crashed.message.startswith("MCP server fake stopped working during crash: ")
+    assert crashed.message.endswith("; it will be restarted at its next call")
+    assert crashed.detail.endswith("fatal: the fake server crashed on purpose")
+    assert gone.message.startswith("MCP server fake stopped working again, after it had been restarted once")
     assert isinstance(later[-1], TurnEnded) and not later[-1].error
-    assert not [n for n in script.tools[2] if n.startswith("mcp__")]
+    assert not [n for n in script.tools[4] if n.startswith("mcp__")]
 
 
 async def test_cancelling_the_turn_cancels_the_running_mcp_call(
@@ -359,3 +390,135 @@ async def test_a_call_past_the_tool_timeout_is_cancelled_and_the_server_stays(
     assert [f.status for f in finished] == ["failed", "completed"]
     assert finished[0].text == "slow on MCP server fake did not answer within 1 s and was cancelled."
     assert finished[1].text == "2"
+
+
+async def test_a_turn_waiting_for_servers_shows_the_wait_until_each_is_ready_or_failed(
+    project: Path, settings: Settings
+) -> None:
+    # (issue 31 item 6: the first message waited silently for MCP servers, 17 s with six)
+    script = Script([[Say("one")], [Say("two")]])
+    servers = (stdio_spec("fake"), McpServerSpec("ghost", "stdio", command="/nonexistent/mcp-server"))
+    session = mcp_session(script, project, settings, *servers)
+    try:
+        first = await turn(session, "hello")
+        second = await turn(session, "again")
+    finally:
+        await session.close()
+    waits = [e for e in first if isinstance(e, McpServersStarting)]
+    assert isinstance(first[0], TurnStarted)
+    assert waits[0] == McpServersStarting(first[0].turn_id, waits[0].call_id, ("fake", "ghost"), 0, 0, 2, "waiting")
+    assert waits[0].title == "Starting MCP servers: fake, ghost (0 of 2 ready)…"
+    (progress,) = waits[1:-1]  # one server settled, the other still starting
+    assert progress.status == "progress" and len(progress.starting) == 1 and progress.ready + progress.failed == 1
+    assert waits[-1] == replace(waits[0], starting=(), ready=1, failed=1, status="ready")
+    assert waits[-1].title == "MCP servers started (1 of 2 ready, 1 failed)"
+    # The wait ends before the model is asked, the failure's own notice inside it.
+    notice = next(e for e in first if isinstance(e, McpServerNotice))
+    assert first.index(waits[0]) < first.index(notice) < first.index(waits[-1])
+    assert [e for e in first[first.index(waits[-1]) :] if isinstance(e, McpServerNotice)] == []
+    assert "mcp__fake__echo" in script.tools[0]
+    # Servers already settled: nothing to wait for, nothing shown.
+    assert not [e for e in second if isinstance(e, McpServersStarting)]
+
+
+WAITING = McpServersStarting("t1", "mcp-start-1", ("a", "b"), 4, 0, 6)
+
+
+def test_the_editor_sees_the_wait_as_a_card_retitled_and_settled() -> None:
+    title = "Starting MCP servers: a, b (4 of 6 ready)…"
+    assert translate(WAITING) == [helpers.start_tool_call("mcp-start-1", title, kind="other", status="in_progress")]
+    progress = replace(WAITING, starting=("b",), ready=5, status="progress")
+    assert translate(progress) == [
+        helpers.update_tool_call("mcp-start-1", title="Starting MCP servers: b (5 of 6 ready)…")
+    ]
+    done = replace(WAITING, starting=(), ready=5, failed=1, status="ready")
+    assert translate(done) == [
+        helpers.update_tool_call(
+            "mcp-start-1", title="MCP servers started (5 of 6 ready, 1 failed)", status="completed"
+        )
+    ]
+    assert translate(replace(WAITING, status="cancelled")) == [
+        helpers.update_tool_call(
+            "mcp-start-1", title="Stopped waiting for MCP servers a, b: the turn was cancelled", status="failed"
+        )
+    ]
+    assert event_record(WAITING, "20261122-0b9f3c2a41de") is None  # live only
+
+
+async def test_the_terminal_prints_the_wait_once_dimmed_on_stderr() -> None:
+    out, err = StringIO(), StringIO()
+    renderer = TerminalRenderer(out, err=err, color=False, interactive=False)
+    for event in (WAITING, replace(WAITING, status="progress"), replace(WAITING, status="ready")):
+        await renderer(event)
+    assert err.getvalue() == "Starting MCP servers: a, b (4 of 6 ready)…\n"
+    assert out.getvalue() == ""
+
+
+async def test_cancelling_a_turn_that_waits_for_servers_settles_the_wait_as_cancelled(
+    project: Path, settings: Settings
+) -> None:
+    script = Script([[Say("never asked")]])
+    session = mcp_session(script, project, settings, stdio_spec("sloth", "--start-delay", "60"))
+    events: list[Event] = []
+    try:
+        async for event in session.stream("hello"):
+            events.append(event)
+            if isinstance(event, McpServersStarting) and event.status == "waiting":
+                session.cancel()
+    finally:
+        await session.close()
+    waits = [e for e in events if isinstance(e, McpServersStarting)]
+    assert [w.status for w in waits] == ["waiting", "cancelled"]
+    assert waits[-1].title == "Stopped waiting for MCP servers sloth: the turn was cancelled"
+    assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
+    assert script.requests == []
+
+
+LINK = "[resource link: Chart data (chart.csv) <file:///srv/data/chart.csv>, text/csv: The numbers behind the chart.]"
+
+
+@pytest.mark.parametrize("sees", [True, False], ids=["sees-images", "blind"])
+async def test_an_mcp_tools_image_reaches_a_model_that_sees_images_and_its_link_stays_a_link(
+    sees: bool, project: Path, settings: Settings
+) -> None:
+    # (issue 31 item 7: images and resource links were flattened to "[image …: not shown to the model]" and
+    # "[resource URI]" for every model)
+    script = Script([[Call("mcp__fake__picture", {}, "c1")], [Say("a chart")], [Say("still a chart")]])
+    model = replace(MODEL, images=sees)
+    session = open_session(
+        settings,
+        model,
+        project,
+        approver=None,
+        mode="yolo",
+        model_factory=script.factory(),
+        mcp_servers=(stdio_spec("fake"),),
+    )
+    try:
+        events = await turn(session, "show me the chart")
+        later = await turn(session, "and now?")  # the history with the image goes on to the next turn
+    finally:
+        await session.close()
+    assert isinstance(later[-1], TurnEnded) and not later[-1].error
+    (part,) = tool_returns(script, 1)
+    if sees:
+        text = f"Here is the chart.\n[image 1 (image/png, {len(PNG)} bytes): attached]\n{LINK}"
+        assert part.content == [text, BinaryContent(PNG, media_type="image/png")]
+    else:
+        assert (
+            part.content == f"Here is the chart.\n[image (image/png, about 72 bytes): not shown to the model]\n{LINK}"
+        )
+    (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert LINK in finished.text and finished.status == "completed"
+    # The editor's card holds the link as a link, after the text.
+    (update,) = translate(finished)
+    assert isinstance(update, ToolCallProgress) and update.content is not None
+    assert update.content[-1] == helpers.tool_content(
+        helpers.resource_link_block(
+            "chart.csv",
+            "file:///srv/data/chart.csv",
+            mime_type="text/csv",
+            description="The numbers behind the chart.",
+            title="Chart data",
+        )
+    )

@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from acp import helpers
 from acp.schema import (
@@ -31,6 +31,7 @@ from codling.brain.events import (
     ContextWarning,
     Event,
     McpServerNotice,
+    McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
     SessionTitled,
@@ -110,6 +111,14 @@ def _finished(event: ToolCallFinished, paths: Paths, replaying: bool) -> ToolCal
         content.extend(helpers.tool_diff_content(paths(d.path), d.new_text, d.old_text) for d in diffs)
         if event.text and (not diffs or event.status == "failed" or shown.steps):
             content.append(_text(event.text))  # a diff says what an edit did; its text is for the model
+        content.extend(
+            helpers.tool_content(
+                helpers.resource_link_block(
+                    link.name, link.uri, mime_type=link.mime_type, description=link.description, title=link.title
+                )
+            )
+            for link in shown.links
+        )
     return helpers.update_tool_call(
         event.call_id,
         title=shown.title or None,
@@ -246,6 +255,19 @@ def translate(event: Event, paths: Paths = str, *, replaying: bool = False) -> l
             return [
                 helpers.start_tool_call(event.call_id, event.message, kind="other", status="failed", content=detail)
             ]
+        case McpServersStarting():
+            # Like a retry's wait: a card of its own while the turn waits, retitled as servers settle.
+            match event.status:
+                case "waiting":
+                    return [helpers.start_tool_call(event.call_id, event.title, kind="other", status="in_progress")]
+                case "progress":
+                    return [helpers.update_tool_call(event.call_id, title=event.title)]
+                case "ready":
+                    return [helpers.update_tool_call(event.call_id, title=event.title, status="completed")]
+                case "cancelled":
+                    return [helpers.update_tool_call(event.call_id, title=event.title, status="failed")]
+                case _:
+                    assert_never(event.status)
         case ProviderRetrying() if event.status == "waiting":
             # A card of its own, like compaction's: an editor shows it at once and keeps it in the thread, where
             # a thought chunk would be folded into the model's reasoning and read as the model's words.

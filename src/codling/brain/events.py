@@ -2,9 +2,9 @@
 
 A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelta``, ``ToolCallStarted``,
 ``ToolCallTerminal``, ``ToolCallNote`` and ``ToolCallRunning`` (live only), ``ToolCallFinished``,
-``PlanUpdated``, compaction pairs (``CompactionStarted`` then ``ContextCompacted``) and ``ProviderRetrying``
-(live only: a wait before retrying a model request); at most one ``TurnFailed``; one ``UsageUpdated``; and
-exactly one ``TurnEnded``.
+``PlanUpdated``, compaction pairs (``CompactionStarted`` then ``ContextCompacted``), ``ProviderRetrying``
+(live only: a wait before retrying a model request) and ``McpServersStarting`` (live only: a wait for MCP
+servers); at most one ``TurnFailed``; one ``UsageUpdated``; and exactly one ``TurnEnded``.
 Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Outside turns,
 observers also get ``SpecialTurnPersisted`` (a special turn changed the history) and ``SessionTitled``.
 Events are frozen and carry no provider or protocol types.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from codling.brain.context.turns import TurnExecutionSummary
 from codling.brain.context.window import LearnedWindow
@@ -242,6 +242,44 @@ class ContextWarning:
     kind: Literal["context_warning"] = "context_warning"
 
 
+McpStartStatus = Literal["waiting", "progress", "ready", "cancelled"]
+
+
+@dataclass(frozen=True)
+class McpServersStarting:
+    """A turn waits for the session's MCP servers still starting: ``status`` "waiting" as the wait begins,
+    "progress" as each one becomes ready or fails, then "ready" (the wait is over: each is ready or failed) or
+    "cancelled" (the turn was), all with the same ``call_id``. Sent only when some server is still starting.
+    Live only: never recorded."""
+
+    turn_id: str
+    call_id: str
+    starting: tuple[str, ...]
+    """The servers still starting, by name."""
+    ready: int
+    """How many servers are ready."""
+    failed: int
+    """How many could not start (each has its own ``McpServerNotice``)."""
+    total: int
+    status: McpStartStatus = "waiting"
+    kind: Literal["mcp_starting"] = "mcp_starting"
+
+    @property
+    def title(self) -> str:
+        """One line for the user, e.g. "Starting MCP servers: a, b (4 of 6 ready)…" or "MCP servers started
+        (5 of 6 ready, 1 failed)"."""
+        counts = f"{self.ready} of {self.total} ready" + (f", {self.failed} failed" if self.failed else "")
+        match self.status:
+            case "waiting" | "progress":
+                return f"Starting MCP servers: {', '.join(self.starting)} ({counts})…"
+            case "ready":
+                return f"MCP servers started ({counts})"
+            case "cancelled":
+                return f"Stopped waiting for MCP servers {', '.join(self.starting)}: the turn was cancelled"
+            case _:
+                assert_never(self.status)
+
+
 @dataclass(frozen=True)
 class McpServerNotice:
     """An MCP server of the session failed to start, stopped working, or offers more tools than the model
@@ -365,6 +403,7 @@ Event = (
     | ContextCompacted
     | ProviderRetrying
     | ContextWarning
+    | McpServersStarting
     | McpServerNotice
     | SettingsChanged
     | UsageUpdated

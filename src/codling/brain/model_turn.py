@@ -179,7 +179,9 @@ class ModelTurn:
             content,
             message_history=history,
             # One tool result may take about a quarter of the window (the model is told the cap, so it can page).
-            deps=replace(session.deps, output_tokens=session.context.budget.tool_output),
+            deps=replace(
+                session.deps, output_tokens=session.context.budget.tool_output, sees_images=session.sees_images()
+            ),
             usage_limits=UsageLimits(request_limit=session.options.max_requests_per_turn),
             model_settings=settings,
             instructions=[session.tools_spent],

@@ -36,6 +36,8 @@ from codling.brain.events import (
     ContextWarning,
     Event,
     McpServerNotice,
+    McpServersStarting,
+    McpStartStatus,
     SessionTitled,
     StopReason,
     ToolCallFinished,
@@ -235,7 +237,36 @@ class ConversationSession:
         if self.deps.mcp is None:
             return
         turn.notices = send
-        await self.deps.mcp.ready()
+        mcp = self.deps.mcp
+        mcp.start()
+        if not mcp.starting():
+            return
+        # A card while the turn waits (a first message may wait many seconds for slow servers), updated as each
+        # server settles and settled when the wait ends.
+        call_id = f"mcp-start-{uuid.uuid4().hex[:12]}"
+
+        def progress(status: McpStartStatus) -> McpServersStarting:
+            servers = mcp.servers
+            return McpServersStarting(
+                turn.id,
+                call_id,
+                tuple(s.spec.name for s in servers if not s.is_settled),
+                ready=sum(s.status == "ready" for s in servers),
+                failed=sum(s.status == "failed" for s in servers),
+                total=len(servers),
+                status=status,
+            )
+
+        send(progress("waiting"))
+        try:
+            for settled in asyncio.as_completed([s.settled() for s in mcp.starting()]):
+                await settled
+                if mcp.starting():
+                    send(progress("progress"))
+        except asyncio.CancelledError:
+            send(progress("cancelled"))
+            raise
+        send(progress("ready"))
 
     def cancel(self) -> None:
         """Stop the running turn (and its tools); it ends with stop reason ``cancelled``."""

@@ -25,6 +25,7 @@ from codling.brain.events import (
     ContextWarning,
     Event,
     McpServerNotice,
+    McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
     SessionTitled,
@@ -197,6 +198,10 @@ class TerminalRenderer:
             self._flush_markdown()  # the text segment is over: its last block is drawn before what comes next
         if isinstance(event, ProviderRetrying):
             if event.status == "waiting":
+                self._note(event.title)
+            return
+        if isinstance(event, McpServersStarting):
+            if event.status == "waiting":  # a failure has a line of its own (McpServerNotice)
                 self._note(event.title)
             return
         if isinstance(event, ContextWarning):

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from codling.config import PERMISSION_MODES, PermissionMode
 from codling.tools.ports import PLAN_TOOL, STATUS_MARKS, FileDiff, FileSystem, Location, PlanStep, Terminal, ToolKind
+
+
+@dataclass(frozen=True)
+class ResourceLink:
+    """A link to a resource a tool returned (an MCP tool's ``resource_link``), shown as a link."""
+
+    uri: str
+    name: str
+    title: str | None = None
+    mime_type: str | None = None
+    description: str | None = None
 
 
 @dataclass(frozen=True)
@@ -22,6 +33,16 @@ class ShownResult:
     """What a delegate did, step by step."""
     exit_code: int | None = None
     """A command's exit code (None: it timed out, was stopped, or this is no command)."""
+    links: tuple[ResourceLink, ...] = ()
+    """Resources the result links to (the text names them too)."""
+
+
+@dataclass(frozen=True)
+class ToolImage:
+    """An image a tool returns for the model (an MCP tool's), sent only to a model that sees images."""
+
+    data: bytes = field(repr=False)
+    mime_type: str
 
 
 @dataclass(frozen=True)
@@ -42,6 +63,8 @@ class ToolOutput:
     """Files the call changed besides its ``diff``'s (a delegate's edits)."""
     shown: ShownResult | None = None
     """How the user sees the result, where that is not ``text`` and ``diff``."""
+    images: tuple[ToolImage, ...] = ()
+    """Images sent to the model with ``text`` (which names them)."""
 
 
 @dataclass(frozen=True)

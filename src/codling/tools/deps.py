@@ -37,5 +37,7 @@ class ToolDeps:
     """Where tools report what the user can watch while they run (the session connects it to its turns)."""
     delegator: Delegator | None = None
     """Runs delegates (sub-agents); None where delegating is not allowed (inside a delegate: depth is bounded)."""
+    sees_images: bool = False
+    """Whether the model is sent the images a tool returns (an MCP tool's); else they are only named."""
     mcp: McpServers | None = None
     """The session's MCP servers (None: it has none); their tools come with ``tools/mcp/toolset.py``."""

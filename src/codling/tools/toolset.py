@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from pydantic_ai import RunContext
-from pydantic_ai.messages import ToolReturn
+from pydantic_ai.messages import BinaryContent, ToolReturn
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
@@ -57,6 +57,9 @@ class ReportingToolset(WrapperToolset[ToolDeps]):
         if isinstance(result, ToolOutput):
             text = await _off_the_loop(capped, valid_text(result.text), ctx.deps.output_tokens)
             output = replace(result, text=text, summary=valid_text(result.summary))
+            if output.images:  # sent in the tool's result, after the text that names them
+                images = [BinaryContent(image.data, media_type=image.mime_type) for image in output.images]
+                return ToolReturn(return_value=[output.text, *images], metadata=ToolReport(replace(output, images=())))
             return ToolReturn(return_value=output.text, metadata=ToolReport(output))
         return result
 

@@ -5,13 +5,14 @@ Each server runs in a task of its own (:class:`McpServer`), which connects throu
 holds the connection open until the session stops it; the connection is entered and left in that one task, as
 the MCP SDK's task groups require. Nothing here blocks ``session/new``: :meth:`McpServers.start` only creates
 the tasks (pydantic-ai's MCP modules, slow to import, are imported in a thread), and a turn waits for the
-servers still starting with :meth:`McpServers.ready`, each one at most ``startup_timeout`` seconds from its
-start.
+servers still starting (:meth:`McpServers.starting`, :meth:`McpServer.settled`), each one at most
+``startup_timeout`` seconds from its start.
 
-A server that cannot start (a missing program, an exit, a refused connection, a timeout) or that stops working
-later is *failed*: its tools are gone for the rest of the session, and a :class:`McpNotice` says why, with the
-tail of what a stdio server wrote to stderr. Notices go to the listener (:meth:`McpServers.listen`: the
-session, which shows them to the user).
+A server that stops working during a call is *crashed*: the next call of one of its tools starts it again, once
+a session. A server that cannot start (a missing program, an exit, a refused connection, a timeout) or that
+stops working again is *failed*: its tools are gone for the rest of the session. Either way a
+:class:`McpNotice` says why, with the tail of what a stdio server wrote to stderr. Notices go to the listener
+(:meth:`McpServers.listen`: the session, which shows them to the user).
 Stopping a stdio server closes its stdin and then ends its whole process tree (the MCP SDK's shutdown), so
 nothing is left running after :meth:`McpServers.stop`.
 """
@@ -31,11 +32,16 @@ from typing import IO, Any, Literal
 from codling.errors import ToolError
 from codling.mcp_servers import McpServerSpec
 from codling.tools.mcp.names import tool_name
-from codling.tools.mcp.results import McpTool, describe_exception, result_text, tool_of
+from codling.tools.mcp.results import McpResult, McpTool, describe_exception, result_of, result_text, tool_of
 
 log = logging.getLogger(__name__)
 
-ServerStatus = Literal["starting", "ready", "failed", "stopped"]
+ServerStatus = Literal["starting", "ready", "crashed", "failed", "stopped"]
+"""``crashed``: the server stopped working during a call; the next call of one of its tools restarts it (once
+a session), so its tools stay offered."""
+
+RESTARTS = 1
+"""How many times a server that stopped working is started again (at the next call of one of its tools)."""
 
 STDERR_TAIL_CHARS = 2_000
 """How much of a failed stdio server's stderr the user sees."""
@@ -72,13 +78,21 @@ class McpServer:
         self._stop = asyncio.Event()
         self._errlog: IO[bytes] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._restarts_left = RESTARTS
+        self._closing = False
+        self._restarting = asyncio.Lock()
         self.raw_tools: list[Any] = []
         """The server's tools as it lists them (MCP SDK ``Tool``s), once it is ready."""
 
     def start(self) -> None:
         """Start connecting in the background (once, and never after ``stop``)."""
-        if self._task is None and not self._stop.is_set():
+        if self._task is None and not self._stop.is_set() and not self._closing:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"mcp-{self.spec.name}")
+
+    @property
+    def is_settled(self) -> bool:
+        """Whether the server is past starting (ready, failed or stopped)."""
+        return self._settled.is_set()
 
     async def settled(self) -> None:
         """Wait until the server is ready or failed (bounded by its startup timeout)."""
@@ -144,9 +158,47 @@ class McpServer:
         self._stop.set()
         self._notify(McpNotice(self.spec.name, message, detail))
 
-    async def call(self, tool: McpTool, args: dict[str, Any], timeout: float) -> str:
-        """Run ``tool`` with ``args``; its result as text for the model. A :class:`ToolError` for an error the
-        tool reported, a timeout, or a server that stopped working (which is then failed)."""
+    def _crash(self, message: str, error: BaseException) -> None:
+        """The server stopped working: let it go (its task leaves the connection, a stdio process ends) and tell
+        the user, with its stderr's tail; its tools stay, and the next call starts it again."""
+        tail = self.stderr_tail()
+        message = self.spec.scrub(f"{message}: {describe_exception(error)}; it will be restarted at its next call")
+        detail = self.spec.scrub(tail or describe_exception(error))
+        log.warning("%s", message)
+        self.status = "crashed"
+        self._stop.set()
+        self._notify(McpNotice(self.spec.name, message, detail))
+
+    async def _restart(self, tool: McpTool) -> None:
+        """Start a crashed server again (once a session) before calling ``tool``; a :class:`ToolError` saying
+        so when it does not start (it is then failed)."""
+        async with self._restarting:
+            if self.status != "crashed":  # another call restarted it meanwhile
+                return
+            if self._task is not None:
+                await asyncio.gather(self._task, return_exceptions=True)  # the old connection is closed
+            self._restarts_left -= 1
+            self.status = "starting"
+            self._settled = asyncio.Event()
+            self._stop = asyncio.Event()
+            self._task = None
+            self.start()
+            if self._task is None:  # stopped meanwhile
+                self._settle("stopped")
+            await self._settled.wait()
+        if self.status != "ready":
+            raise ToolError(
+                f"The MCP server {self.spec.name} stopped working earlier and did not start again, so {tool.tool} "
+                "cannot be called; its tools are gone for the rest of this session (the user was shown why)."
+            )
+        log.info("MCP server %s restarted", self.spec.name)
+
+    async def call(self, tool: McpTool, args: dict[str, Any], timeout: float, *, images: bool = False) -> McpResult:
+        """Run ``tool`` with ``args``; its result for the model (its images kept when ``images``: the model sees
+        them). A :class:`ToolError` for an error the tool reported, a timeout, or a server that stopped working
+        (which is then failed)."""
+        if self.status == "crashed":
+            await self._restart(tool)
         if self.status != "ready":
             raise ToolError(f"The MCP server {self.spec.name} is not running, so {tool.tool} cannot be called.")
         try:
@@ -159,19 +211,26 @@ class McpServer:
         except Exception as e:
             if is_protocol_error(e):
                 raise ToolError(f"MCP server {self.spec.name} refused {tool.tool}: {describe_exception(e)}") from e
-            self._fail(f"MCP server {self.spec.name} stopped working during {tool.tool}", e)
             tail = self.stderr_tail()
+            if self.status == "ready" and self._restarts_left > 0:
+                self._crash(f"MCP server {self.spec.name} stopped working during {tool.tool}", e)
+                after = "it will be started again when one of its tools is called next"
+            elif self.status == "crashed":  # another call's failure already said so
+                after = "it will be started again when one of its tools is called next"
+            else:
+                again = " again, after it had been restarted once" if self._restarts_left < RESTARTS else ""
+                self._fail(f"MCP server {self.spec.name} stopped working{again} during {tool.tool}", e)
+                after = f"it stopped working{again}, so its tools are gone for the rest of this session"
             raise ToolError(
                 self.spec.scrub(
                     f"The MCP server {self.spec.name} stopped working while running {tool.tool} "
-                    f"({describe_exception(e)}); its tools are gone for the rest of this session."
-                    + (f"\nIts last output:\n{tail}" if tail else "")
+                    f"({describe_exception(e)}); {after}." + (f"\nIts last output:\n{tail}" if tail else "")
                 )
             ) from e
-        text = result_text(result.content, result.structured_content)
         if result.is_error:
+            text = result_text(result.content, result.structured_content)
             raise ToolError(f"{tool.tool} on MCP server {self.spec.name} failed: {text or 'no message'}")
-        return text
+        return result_of(result.content, result.structured_content, images=images)
 
     def _stderr(self) -> IO[bytes] | None:
         if self.spec.transport != "stdio":
@@ -199,6 +258,7 @@ class McpServer:
 
     async def stop(self) -> None:
         """Disconnect (a stdio server's process tree ends); wait until it has."""
+        self._closing = True
         self._stop.set()
         if self._task is None:  # never started: it never will
             self._settle("stopped")
@@ -251,6 +311,10 @@ class McpServers:
         self.start()
         await asyncio.gather(*(server.settled() for server in self._servers))
 
+    def starting(self) -> tuple[McpServer, ...]:
+        """The servers still starting (after :meth:`start`)."""
+        return tuple(server for server in self._servers if not server.is_settled)
+
     @property
     def servers(self) -> tuple[McpServer, ...]:
         """Every server, in the order they were named."""
@@ -259,7 +323,7 @@ class McpServers:
     def tools(self) -> tuple[McpTool, ...]:
         """The tools of the servers that are ready, under their model-facing names."""
         self._name_new_tools()
-        return tuple(tool for server, tool in self._tools.values() if server.status == "ready")
+        return tuple(tool for server, tool in self._tools.values() if server.status in ("ready", "crashed"))
 
     def find(self, name: str) -> tuple[McpServer, McpTool] | None:
         """The server and tool behind a model-facing name (None: not an MCP tool of this session)."""

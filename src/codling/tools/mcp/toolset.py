@@ -19,7 +19,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.toolsets.external import TOOL_SCHEMA_VALIDATOR
 
 from codling.errors import ToolError
-from codling.tools.base import ToolCallInfo, ToolOutput
+from codling.tools.base import ShownResult, ToolCallInfo, ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.mcp.results import McpTool
 from codling.tools.ports import PermissionRequest
@@ -66,8 +66,10 @@ class McpToolset(AbstractToolset[ToolDeps]):
             mcp_tool=name,
         )
         await deps.permissions.check(request)
-        text = await server.call(mcp_tool, tool_args, deps.mcp.tool_timeout)
-        return ToolOutput(text=text if text.strip() else "(the tool returned nothing)")
+        result = await server.call(mcp_tool, tool_args, deps.mcp.tool_timeout, images=deps.sees_images)
+        text = result.text if result.text.strip() else "(the tool returned nothing)"
+        shown = ShownResult(links=result.links) if result.links else None
+        return ToolOutput(text=text, images=result.images, shown=shown)
 
 
 def build_mcp_toolset() -> AbstractToolset[ToolDeps]:
