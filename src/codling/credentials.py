@@ -47,7 +47,7 @@ def read(home: Path) -> Stored:
         if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise ConfigError(f"{path} can be read by others, so its keys are not used: run `chmod 600 {path}`")
         data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # (a home that is no directory is said where it is used)
         return Stored()
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ConfigError(f"{path} cannot be read ({e}): run `codling login` again, or delete it") from e
