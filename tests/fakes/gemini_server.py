@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.http_fake import FakeProvider, Handler, PrefixCache, RecordedRequest, tokens_of
+from tests.fakes.http_fake import FakeProvider, Handler, PrefixCache, RecordedRequest, freeze_pieces, tokens_of
 
 __all__ = ["Bill", "FunctionCall", "GeminiError", "GeminiServer", "Reply", "running_gemini_server"]
 
@@ -57,10 +57,7 @@ class Reply:
     cut: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("text", "thoughts"):
-            value = getattr(self, name)
-            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
-        object.__setattr__(self, "function_calls", tuple(self.function_calls))
+        freeze_pieces(self, ("text", "thoughts"), ("function_calls",))
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,15 @@ class RecordedRequest:
         return self.headers.get("authorization")
 
 
+def freeze_pieces(reply: Any, pieces: tuple[str, ...], items: tuple[str, ...] = ()) -> None:
+    """In a frozen reply's ``__post_init__``: each of ``pieces`` (a ``str`` is one piece) and ``items`` as tuples."""
+    for name in pieces:
+        value = getattr(reply, name)
+        object.__setattr__(reply, name, (value,) if isinstance(value, str) else tuple(value))
+    for name in items:
+        object.__setattr__(reply, name, tuple(getattr(reply, name)))
+
+
 def tokens_of(text: str) -> int:
     """The fake tokenizer: four characters a token, rounded up."""
     return -(-len(text) // CHARS_PER_TOKEN)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codling.brain.builtin_turns import prompt_text
-from tests.fakes.http_fake import FakeProvider, Handler, PrefixCache, RecordedRequest, tokens_of
+from tests.fakes.http_fake import FakeProvider, Handler, PrefixCache, RecordedRequest, freeze_pieces, tokens_of
 from tests.fakes.openai_server import ErrorReply, ToolCall
 
 __all__ = ["Bill", "ErrorReply", "Reply", "ResponsesServer", "ToolCall", "running_responses_server"]
@@ -52,10 +52,7 @@ class Reply:
     cut: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("text", "reasoning"):
-            value = getattr(self, name)
-            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
-        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        freeze_pieces(self, ("text", "reasoning"), ("tool_calls",))
 
 
 @dataclass(frozen=True)
