@@ -77,6 +77,9 @@ class RecordingClient:
     update of an ``execute`` call showing it."""
     call_kinds: dict[tuple[str, str], str] = field(default_factory=dict)
     call_terminals: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    newer_updates: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """The session updates of the newer protocol (``notice``, ``compaction_update``, …), raw as they came: the
+    SDK's models cannot hold them, so ``session_update`` never sees them."""
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
@@ -230,7 +233,9 @@ class RecordingClient:
         return [u for _, u in self.updates if u.session_update not in METADATA_UPDATES]
 
     def of_kind(self, kind: str) -> list[Any]:
-        """The updates of one sessionUpdate kind, in order."""
+        """The updates of one sessionUpdate kind, in order (the newer protocol's as raw dicts)."""
+        if kind not in SDK_UPDATES:
+            return [u for _, u in self.newer_updates if u.get("sessionUpdate") == kind]
         return [u for _, u in self.updates if u.session_update == kind]
 
     def agent_text(self) -> str:
@@ -314,17 +319,85 @@ class ZedReading:
             calls[update["toolCallId"]] = update["status"]
 
 
+SDK_UPDATES = frozenset(
+    {
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "available_commands_update",
+        "current_mode_update",
+        "config_option_update",
+        "session_info_update",
+        "usage_update",
+    }
+)
+"""The session updates the Python SDK's models hold."""
+
+WIRE = "wire/"
+"""``client.ext_method(f"{WIRE}session/delete", …)`` sends a ``session/delete`` request: the SDK's client has no
+method for the newer protocol's requests."""
+
+
+class NewerClientEnd:
+    """The client's end of the in-memory pair, speaking the newer protocol the SDK's client cannot: it adds
+    ``session_capabilities`` (e.g. ``{"notices": {}}``) to the ``initialize`` it sends, sends
+    ``_wire/<method>`` extension requests as ``<method>``, and keeps the session updates the SDK's models cannot
+    hold in ``client.newer_updates``."""
+
+    def __init__(self, inner: Any, client: RecordingClient, session_capabilities: dict[str, Any]) -> None:
+        self._inner = inner
+        self._client = client
+        self._session_capabilities = session_capabilities
+
+    async def send(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        if method == "initialize" and self._session_capabilities:
+            params = dict(message.get("params") or {})
+            capabilities = dict(params.get("clientCapabilities") or {})
+            capabilities["session"] = {**(capabilities.get("session") or {}), **self._session_capabilities}
+            message = {**message, "params": {**params, "clientCapabilities": capabilities}}
+        elif isinstance(method, str) and method.startswith(f"_{WIRE}"):
+            message = {**message, "method": method.removeprefix(f"_{WIRE}")}
+        await self._inner.send(message)
+
+    async def receive(self) -> dict[str, Any] | None:
+        message = await self._inner.receive()
+        params = message.get("params") if message is not None and message.get("method") == "session/update" else None
+        update = params.get("update") if isinstance(params, dict) else None
+        if isinstance(update, dict) and update.get("sessionUpdate") not in SDK_UPDATES:
+            self._client.newer_updates.append((params["sessionId"], update))  # type: ignore[index]
+            self._client.update_seen.set()
+            return await self.receive()  # the SDK's client would only log it as invalid
+        return message
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
 @asynccontextmanager
 async def connected(
-    agent: CodlingAgent, client: RecordingClient, arrivals: Arrivals | None = None
+    agent: CodlingAgent,
+    client: RecordingClient,
+    arrivals: Arrivals | None = None,
+    session_capabilities: dict[str, Any] | None = None,
 ) -> AsyncIterator[ClientSideConnection]:
     """The agent and the client joined by the SDK's own connections over its in-memory transport pair (messages
-    in order, as over `codling acp`'s stdio). ``arrivals`` observes what reaches the agent."""
+    in order, as over `codling acp`'s stdio), the agent's end wrapped for the newer protocol as `codling acp`'s
+    is. ``arrivals`` observes what reaches the agent; ``session_capabilities`` are the newer protocol's
+    ``clientCapabilities.session`` entries the client advertises (see ``NewerClientEnd``)."""
     client_end, agent_end = memory_transport_pair()
     observers = [arrivals] if arrivals is not None else []
-    agent_conn = AgentSideConnection(agent, agent_end, use_unstable_protocol=True, observers=observers)
+    agent_conn = AgentSideConnection(
+        agent, agent.newer.wrap(agent_end), use_unstable_protocol=True, observers=observers
+    )
     client_conn = ClientSideConnection(
-        client, client_end, use_unstable_protocol=True, observers=[ZedReading(client.problems)]
+        client,
+        NewerClientEnd(client_end, client, session_capabilities or {}),
+        use_unstable_protocol=True,
+        observers=[ZedReading(client.problems)],
     )
     try:
         yield client_conn

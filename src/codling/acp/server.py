@@ -62,6 +62,7 @@ from codling.acp.errors import (
     shown,
     turn_error,
 )
+from codling.acp.newer import NewerEdge
 from codling.acp.options import config_options, mode_state, parse_mode
 from codling.acp.paths import ClientPaths
 from codling.acp.translate import ToolCards, prompt_usage, translate
@@ -133,6 +134,8 @@ class CodlingAgent:
         self._client: Client | None = None
         self._client_capabilities = ClientCapabilities()
         """What the client said it offers at ``initialize`` (nothing until then)."""
+        self.newer = NewerEdge()
+        """The newer protocol the SDK cannot carry: wrap the connection's transport with ``newer.wrap``."""
         self._sessions: dict[str, LiveSession] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._warming: WarmUp | None = None

@@ -67,7 +67,8 @@ async def serve(cli_model: str | None = None) -> int | None:
 
     for sig in stop_signals:
         loop.add_signal_handler(sig, on_signal, sig)
-    serving = asyncio.ensure_future(run_agent(cast("Agent", codling), transport, use_unstable_protocol=True))
+    wrapped = codling.newer.wrap(transport)
+    serving = asyncio.ensure_future(run_agent(cast("Agent", codling), wrapped, use_unstable_protocol=True))
     gone = asyncio.ensure_future(writer.gone.wait())
     try:
         waited = [serving, gone, cast("asyncio.Future[Any]", received)]

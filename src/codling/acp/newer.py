@@ -1,0 +1,112 @@
+"""The newer protocol at the edge: what the newest ACP schema has that the SDK (agent-client-protocol 0.12.1)
+cannot carry.
+
+* **Requests its router does not know** (``NEWER_REQUESTS``: ``session/delete``, ``logout``): the SDK answers
+  any method it has no route for with method-not-found, and routes only ``_``-prefixed names to the agent's
+  ``ext_method``. :class:`NewerEdge` renames these requests on the way in to ``_newer/<method>``, so the SDK
+  runs them as it runs every request (concurrently, its errors as JSON-RPC errors) and the agent's
+  ``ext_method`` receives ``newer/<method>``. Responses carry no method, so the client sees its own request
+  answered.
+* **Client capabilities its models drop** (``session.notices``, ``session.compaction``): read from the raw
+  ``initialize`` params into :class:`ClientExtras`.
+* **Session updates its models do not have** (``notice``, ``compaction_update``): sent as raw JSON through the
+  same transport, in order with the SDK's own messages.
+
+Only a connection whose transport :meth:`NewerEdge.wrap` wrapped learns the client's extras; any other
+connection is treated as a client that advertised none of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+NEWER_REQUESTS = frozenset({"session/delete", "logout"})
+"""Requests of the newest schema that the SDK's router has no route for."""
+
+RENAMED = "newer/"
+"""The extension name (after the SDK strips the leading ``_``) a renamed request reaches ``ext_method`` as."""
+
+
+class Transport(Protocol):
+    """What the SDK's connection reads and writes JSON-RPC messages through (its own protocol is private)."""
+
+    async def send(self, message: dict[str, Any]) -> None: ...
+
+    async def receive(self) -> dict[str, Any] | None: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ClientExtras:
+    """What the client advertised at ``initialize`` beyond what the SDK's models keep."""
+
+    notices: bool = False
+    """``clientCapabilities.session.notices``: it presents ``notice`` updates."""
+    compaction: bool = False
+    """``clientCapabilities.session.compaction``: it presents ``compaction_update`` entries."""
+
+    @classmethod
+    def from_initialize(cls, params: Any) -> ClientExtras:
+        """The extras in an ``initialize`` request's raw params (nothing for any shape it cannot read)."""
+        capabilities = params.get("clientCapabilities") if isinstance(params, dict) else None
+        session = capabilities.get("session") if isinstance(capabilities, dict) else None
+        if not isinstance(session, dict):
+            return cls()
+        return cls(
+            notices=isinstance(session.get("notices"), dict), compaction=isinstance(session.get("compaction"), dict)
+        )
+
+
+class NewerEdge:
+    """One connection's edge for the newer protocol: it wraps the transport, learns the client's extras and
+    sends the updates the SDK cannot."""
+
+    def __init__(self) -> None:
+        self.extras = ClientExtras()
+        """What the client advertised (nothing until a wrapped transport carried its ``initialize``)."""
+        self._transport: Transport | None = None
+
+    def wrap(self, transport: Transport) -> Transport:
+        """``transport`` as the SDK's connection should use it."""
+        self._transport = transport
+        return _Wrapped(transport, self)
+
+    async def session_update(self, session_id: str, update: dict[str, Any]) -> None:
+        """Send a ``session/update`` notification the SDK's models cannot hold (nothing without a transport)."""
+        if self._transport is None:
+            log.debug("no transport for a raw %s update", update.get("sessionUpdate"))
+            return
+        params = {"sessionId": session_id, "update": update}
+        await self._transport.send({"jsonrpc": "2.0", "method": "session/update", "params": params})
+
+    def _received(self, message: dict[str, Any]) -> dict[str, Any]:
+        method = message.get("method")
+        if method == "initialize":
+            self.extras = ClientExtras.from_initialize(message.get("params"))
+        elif method in NEWER_REQUESTS and "id" in message:
+            return {**message, "method": f"_{RENAMED}{method}"}
+        return message
+
+
+class _Wrapped:
+    """The transport the SDK's connection reads and writes: the inner one, with incoming messages passed
+    through the edge."""
+
+    def __init__(self, inner: Transport, edge: NewerEdge) -> None:
+        self._inner = inner
+        self._edge = edge
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self._inner.send(message)
+
+    async def receive(self) -> dict[str, Any] | None:
+        message = await self._inner.receive()
+        return None if message is None else self._edge._received(message)
+
+    async def close(self) -> None:
+        await self._inner.close()
