@@ -9,8 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-from acp import PROTOCOL_VERSION, RequestError, helpers
+from acp import PROTOCOL_VERSION, helpers
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     ClientCapabilities,
@@ -166,7 +165,7 @@ async def test_no_greeting_unless_asked(home: Path, project: Path) -> None:
     assert len(script.requests) == 1 and "hi" in request_text(script.requests[0])
 
 
-async def test_a_prompt_waiting_for_the_greeting_can_be_cancelled_and_is_busy(home: Path, project: Path) -> None:
+async def test_prompts_waiting_for_the_greeting_are_queued_and_can_be_cancelled(home: Path, project: Path) -> None:
     release = asyncio.Event()
     script = Script([[Until(release), Say("Hello!")], [Say("Here.")]])
     arrivals = Arrivals()
@@ -174,17 +173,18 @@ async def test_a_prompt_waiting_for_the_greeting_can_be_cancelled_and_is_busy(ho
         sid = (await h.conn.new_session(cwd=str(project))).session_id
         waiting = asyncio.create_task(h.say(sid, "first"))
         await arrivals.received("session/prompt")  # the first prompt is taken before the second arrives
-        with pytest.raises(RequestError):  # a second prompt while the first waits is refused, not queued
-            await h.say(sid, "second")
+        queued = asyncio.create_task(h.say(sid, "second"))  # waits behind the first
+        await arrivals.received("session/prompt", 2)
         await h.conn.cancel(session_id=sid)
-        assert await asyncio.wait_for(waiting, 5) == "cancelled"
+        assert await asyncio.wait_for(asyncio.gather(waiting, queued), 5) == ["cancelled", "cancelled"]
         release.set()
         await h.client.wait_for("agent_message_chunk")
         assert await h.say(sid, "third") == "end_turn"
         texts = [u.content.text for u in h.client.conversation() if u.session_update == "agent_message_chunk"]
         assert texts == ["Hello!", "Here."]
     assert SESSION_OPENED in request_text(script.requests[1])  # the greeting is not the first message sent
-    assert "first" not in request_text(script.requests[1])  # the cancelled prompt never ran
+    assert "first" not in request_text(script.requests[1])  # the cancelled prompts never ran
+    assert "second" not in request_text(script.requests[1])
 
 
 async def test_a_prompt_cancelled_while_its_attachment_is_read_does_not_wait_for_the_greeting(

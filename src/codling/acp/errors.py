@@ -1,7 +1,7 @@
 """The JSON-RPC errors the agent raises itself, and the checks of what a client names (paths), so a bad value
 is invalid params (-32602) naming its field, an unknown or closed session is resource not found (-32002), a
-prompt to a session running one is session busy (-32001), a session another codling process has open is
-session held (-32003), and nothing a client sends ends as an internal error (-32603)."""
+prompt to a session with too many prompts waiting for their turn is session busy (-32001), a session another
+codling process has open is session held (-32003), and nothing a client sends ends as an internal error (-32603)."""
 
 from __future__ import annotations
 
@@ -28,19 +28,16 @@ RESOURCE_NOT_FOUND = -32002
 INTERNAL_ERROR = -32603
 
 SESSION_BUSY = -32001
-"""A ``session/prompt`` to a session whose turn is still running (one turn at a time): wait, or cancel it."""
+"""A ``session/prompt`` to a session where the most prompts that may wait for their turn already wait."""
 
 SESSION_HELD = -32003
 """A session another codling process has open (load, resume, fork of it, or writing it): close it there."""
 
 
-def busy(session_id: str) -> RequestError:
-    """-32001 for a prompt to a session that is running one already."""
-    return RequestError(
-        SESSION_BUSY,
-        "Session busy",
-        {"sessionId": session_id, "message": "a prompt is already running in this session; cancel it or wait"},
-    )
+def busy(session_id: str, waiting: int) -> RequestError:
+    """-32001 for a prompt to a session where ``waiting`` prompts already wait for their turn (too many)."""
+    message = f"{waiting} prompts already wait for their turn in this session; wait for them, or cancel"
+    return RequestError(SESSION_BUSY, "Session busy", {"sessionId": session_id, "message": message})
 
 
 def held(session_id: str, message: str) -> RequestError:

@@ -102,6 +102,10 @@ slash commands, its usage), unless the client names the session in a request fir
 only once it has handled that response, and drops notifications for a session it does not know; 2 ms was
 too soon for it. A loaded or resumed session is one the client named, so it is introduced at once."""
 
+MAX_WAITING_PROMPTS = 16
+"""How many prompts may wait behind a session's running turn; one more is refused as busy (a client sending
+more is not waiting for answers)."""
+
 SUPPORTED_PROTOCOL_VERSIONS = frozenset({PROTOCOL_VERSION})
 """The ACP protocol versions codling speaks (``PROTOCOL_VERSION`` is the latest)."""
 
@@ -625,13 +629,22 @@ class CodlingAgent:
     # -- prompts --------------------------------------------------------------------------------------------
 
     async def prompt(self, session_id: str, prompt: list[ContentBlock], **kwargs: Any) -> PromptResponse:
-        """Run one turn; updates stream as session/update notifications while this request is pending."""
+        """Run one turn; updates stream as session/update notifications while this request is pending. A prompt
+        sent while another runs waits for it (and any sent before it), then runs: prompts are queued in arrival
+        order, up to ``MAX_WAITING_PROMPTS``."""
+        session = self._session(session_id)
+        if session.waiting >= MAX_WAITING_PROMPTS:
+            raise busy(session_id, session.waiting)
+        async with session.turn_slot() as go:
+            if not go or self._sessions.get(session_id) is not session:
+                return PromptResponse(stop_reason="cancelled")  # cancelled, or closed, while it waited
+            return await self._run_prompt(session, prompt)
+
+    async def _run_prompt(self, session: LiveSession, prompt: list[ContentBlock]) -> PromptResponse:
         from codling.acp.content import to_prompt
         from codling.brain.events import StopReason, TurnEnded, TurnFailed
 
-        session = self._session(session_id)
-        if session.brain.running or session.preparing_prompt:
-            raise busy(session_id)
+        session_id = session.id
         session.preparing_prompt, session.cancel_pending = True, False
         if session.introduction is not None:  # the commands reach the client before the turn's updates
             await asyncio.wait([session.introduction])

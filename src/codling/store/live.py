@@ -7,7 +7,8 @@ same way whichever one started it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,28 @@ class LiveSession:
     introduction: asyncio.Task[None] | None = None
     """What the client is told of the session once it knows it (its commands, its usage), while pending."""
     _greeting_wait: asyncio.Future[Any] | None = None
+    _turn_line: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held by the prompt whose turn runs (or is being prepared); the others wait in arrival order (asyncio's
+    lock wakes its waiters first come, first served)."""
+    _cancels: int = 0
+    """How many cancels have arrived: a prompt that waited through one does not run."""
+    waiting: int = 0
+    """How many prompts wait for their turn behind the running one."""
+
+    @asynccontextmanager
+    async def turn_slot(self) -> AsyncIterator[bool]:
+        """Wait until every prompt that came before this one has ended, and hold the session's one turn slot;
+        yields False (run nothing) if a cancel arrived while this prompt waited."""
+        asked = self._cancels
+        self.waiting += 1
+        try:
+            await self._turn_line.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            yield self._cancels == asked
+        finally:
+            self._turn_line.release()
 
     def greet(self) -> None:
         """Start the greeting special turn in the background: its reply (only that) enters the history and
@@ -70,7 +93,8 @@ class LiveSession:
             self.greeting = None
 
     def cancel(self) -> None:
-        """Cancel the running turn, or the prompt being prepared for one."""
+        """Cancel the running turn, or the prompt being prepared for one, and every prompt waiting for its turn."""
+        self._cancels += 1
         if self.brain.running:
             self.brain.cancel()
         elif self.preparing_prompt:
