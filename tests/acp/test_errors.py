@@ -3,7 +3,6 @@ protocol versions are negotiated as the ACP spec says."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -14,13 +13,13 @@ import pytest
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
 
-from codling.acp.errors import SESSION_BUSY, SESSION_HELD, client_error
+from codling.acp.errors import SESSION_HELD, client_error
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from codling.store.history import SessionHeader
 from codling.store.index import SessionStore
 from tests.fakes.acp_client import RecordingClient, connected
-from tests.fakes.scenarios import Say, Script, Until
+from tests.fakes.scenarios import Say, Script
 
 MODEL_ID = "openai-chat:scripted"
 WELL_FORMED_UNKNOWN = "20240101-0123456789ab"
@@ -261,21 +260,3 @@ async def test_a_cwd_that_cannot_be_resolved_is_invalid_params(home: Path, tmp_p
 )
 def test_a_client_error_is_one_readable_line_with_what_its_data_says(error: RequestError, said: str) -> None:
     assert client_error(error) == said
-
-
-async def test_a_prompt_to_a_busy_session_is_session_busy(home: Path, project: Path) -> None:
-    called, release = asyncio.Event(), asyncio.Event()
-
-    def model(_messages: object) -> list[Any]:
-        called.set()
-        return [Until(release), Say("done")]
-
-    async with agent(home, Script([], fallback=model)) as conn:
-        session = await conn.new_session(cwd=str(project))
-        first = asyncio.create_task(conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("a")]))
-        await called.wait()  # the first prompt's turn is running
-        error = await error_of(conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("b")]))
-        # (issue 29 D15: it was -32600, which says the request itself is malformed)
-        assert (error.code, str(error)) == (SESSION_BUSY, "Session busy")
-        release.set()
-        assert (await first).stop_reason == "end_turn"

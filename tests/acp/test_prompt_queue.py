@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from acp import RequestError
 
+from codling.acp.errors import SESSION_BUSY
 from codling.acp.server import MAX_WAITING_PROMPTS
 from tests.acp.test_special_turns import harness, request_text
 from tests.fakes.acp_client import Arrivals
@@ -87,8 +88,9 @@ async def test_one_prompt_more_than_may_wait_is_refused_as_busy(home: Path, proj
             await h.say(sid, "one too many")
         await h.conn.cancel(session_id=sid)
         stops = await asyncio.wait_for(asyncio.gather(running, *waiting), deadline(10))
+    # (issue 29 D15: a busy session was -32600, which says the request itself is malformed)
     assert (refused.value.code, refused.value.data) == (
-        -32001,
+        SESSION_BUSY,
         {
             "sessionId": sid,
             "message": f"{MAX_WAITING_PROMPTS} prompts already wait for their turn in this session; "
