@@ -119,6 +119,39 @@ async def test_a_read_the_editor_cannot_serve_gets_the_disk_s_precise_error(home
     assert h.editor.methods() == ["fs/read_text_file"]
 
 
+async def test_a_read_the_editor_refuses_is_not_made_from_disk_instead(home: Path, project: Path) -> None:
+    (project / "secret.env").write_text("TOKEN=on-disk-only\n")
+    script = Script(
+        [
+            [Call("read_file", {"path": "secret.env"}, "r1")],
+            [Call("read_file", {"path": "missing.txt"}, "r2")],
+            [Say("refused")],
+        ]
+    )
+    async with harness(home, project, script) as h:
+        h.editor.refused["fs/read_text_file"] = "secret.env is private in this editor"
+        await h.say("read secret.env")
+    refused, missing = tool_results(script)
+    assert "on-disk-only" not in refused
+    assert (
+        f"the editor refused to read {project / 'secret.env'}: Internal error: secret.env is private in this "
+        "editor. It was not read: the editor decides which files codling may read; ask the user for what you need "
+        "from it"
+    ) in refused
+    assert "does not exist" in missing  # a refused read of a missing file still says precisely what is wrong
+
+
+async def test_a_file_the_editor_does_not_have_is_read_from_disk(home: Path, project: Path) -> None:
+    outside = project / "vendor.py"  # as Zed answers for a file outside its worktrees: resource not found
+    outside.write_text("VENDORED = True\n")
+    script = Script([[Call("read_file", {"path": "vendor.py"}, "r1")], [Say("read")]])
+    async with harness(home, project, script) as h:
+        h.editor.unknown.add(outside)
+        await h.say("read vendor.py")
+    assert "VENDORED = True" in tool_results(script)[0]
+    assert h.editor.methods() == ["fs/read_text_file"]
+
+
 async def test_a_command_runs_in_the_editor_s_terminal_shown_live(home: Path, project: Path) -> None:
     script = Script([[Call("run_command", {"command": "echo from-the-editor; exit 3"}, "c1")], [Say("it failed")]])
     async with harness(home, project, script) as h:

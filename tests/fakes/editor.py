@@ -71,6 +71,8 @@ class FakeEditor:
     """The editor's own environment, which its terminals inherit (None: this process's)."""
     read_only: set[Path] = field(default_factory=set)
     """Files whose fs/write_text_file the editor refuses (with an error whose data says why)."""
+    unknown: set[Path] = field(default_factory=set)
+    """Files the editor answers resource-not-found for though they exist (Zed: files outside its worktrees)."""
     refused: dict[str, str] = field(default_factory=dict)
     """Methods the editor answers with an internal error, by name (e.g. "terminal/create"), with its details (as
     when the user closed the terminal, or the editor cannot start a process)."""
@@ -97,6 +99,8 @@ class FakeEditor:
             await self.read_gate.wait()
         if Path(path) in self.buffers:
             return ReadTextFileResponse(content=self.buffers[Path(path)])
+        if Path(path) in self.unknown:
+            raise RequestError.resource_not_found(path)
         try:
             return ReadTextFileResponse(content=Path(path).read_text(encoding="utf-8"))
         except OSError as e:

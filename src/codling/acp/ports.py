@@ -21,7 +21,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from codling.acp.errors import client_error
+from codling.acp.errors import RESOURCE_NOT_FOUND, client_error
 from codling.acp.paths import ClientPaths
 from codling.acp.translate import locations
 from codling.errors import CommandError, PathError
@@ -88,8 +88,10 @@ class AcpApprover:
 class AcpFileSystem:
     """Files through the editor (``fs/read_text_file``, ``fs/write_text_file``): reads see unsaved buffers, and
     writes go through the editor, which saves and shows them. Used only when the client offers both (reading
-    a buffer and writing the disk would lose the user's unsaved changes or the agent's edit). A read the editor
-    cannot serve goes to the local disk, whose errors say precisely what is wrong with the path.
+    a buffer and writing the disk would lose the user's unsaved changes or the agent's edit). A file the editor
+    does not have (resource not found: Zed knows only its worktrees' files) is read from disk. For any other
+    error the disk says precisely what is wrong with the path (missing, a directory, not text); a file the disk
+    could read was refused by the editor (its policy), and stays unread.
 
     Paths reach the editor as the client named its directories: ``paths`` maps each resolved root back
     to the path the client gave (a project opened through a symbolic link, or macOS's ``/tmp``)."""
@@ -110,8 +112,17 @@ class AcpFileSystem:
         try:
             response = await self._client.read_text_file(session_id=self._session_id, path=self.client_path(path))
         except RequestError as e:
-            log.info("the client could not read %s (%s); reading it from disk", path, client_error(e))
-            return await self._local.read_text(path)
+            if e.code == RESOURCE_NOT_FOUND:  # the editor has no such file (Zed: one outside its worktrees)
+                log.info("the client has no file %s (%s); reading it from disk", path, client_error(e))
+                return await self._local.read_text(path)
+            # The disk says precisely what is wrong with a path (missing, a directory, not text); a file the disk
+            # would read is one the editor refused (a policy, a path outside what it shares): it stays unread.
+            log.info("the client refused to read %s (%s); asking the disk why", path, client_error(e))
+            await self._local.read_text(path)
+            raise PathError(
+                f"the editor refused to read {path}: {client_error(e)}. It was not read: the editor decides which "
+                "files codling may read; ask the user for what you need from it"
+            ) from e
         return response.content
 
     async def write_text(self, path: Path, content: str) -> None:
