@@ -38,11 +38,18 @@ def test_a_scripted_session_under_the_typescript_sdk_client(
         Reply(text=["Done."]),
         Reply(tool_calls=[ToolCall("write_file", {"path": "other.txt", "content": "x\n"}, id="call_x")]),
         Reply(text=["OK, I left it."]),
+        Reply(text=["First queued."]),
+        Reply(text=["Second queued."]),
     )
     result, traffic = tmp_path / "result.json", tmp_path / "traffic.jsonl"
     node = shutil.which("node")
     assert node is not None, "node is needed for the TypeScript SDK client (apt-get install nodejs)"
-    env = {**agent_env(home, server), "ACP_ANSWERS": "allow_once,allow_once,reject", "PATH": os.environ["PATH"]}
+    env = {
+        **agent_env(home, server),
+        "ACP_ANSWERS": "allow_once,allow_once,reject",
+        "ACP_QUEUED": "queued one,queued two",
+        "PATH": os.environ["PATH"],
+    }
     done = subprocess.run(
         [
             node,
@@ -89,6 +96,22 @@ def test_a_scripted_session_under_the_typescript_sdk_client(
     messages = [json.loads(line) for line in traffic.read_text().splitlines()]
     assert len(messages) > 30
     assert schema_violations(messages) == []
+    # Queued prompts: the second was sent before the first was answered, waited for it, then ran after it.
+    assert seen["queued"] == ["end_turn", "end_turn"]
+    first, second = [m["message"]["id"] for m in messages if m["message"].get("method") == "session/prompt"][-2:]
+    [sent] = [
+        i
+        for i, m in enumerate(messages)
+        if m["from"] == "client" and m["message"].get("id") == second and m["message"].get("method") == "session/prompt"
+    ]
+    [answered] = [
+        i
+        for i, m in enumerate(messages)
+        if m["from"] == "agent" and "result" in m["message"] and m["message"]["id"] == first
+    ]
+    assert sent < answered
+    last = [m for m in server.requests[-1]["messages"] if m["role"] in ("user", "assistant")]
+    assert "queued two" in str(last[-1]["content"]) and "First queued." in str(last[-2]["content"])
     # (and the check does reject what the schema forbids)
     update = next(m for m in messages if m["message"].get("method") == "session/update")
     broken = {**update["message"], "params": {**update["message"]["params"], "update": {"sessionUpdate": "nope"}}}

@@ -4,7 +4,8 @@
 // It offers files (an unsaved buffer for notes.txt) and terminals (real processes), answers permission
 // requests from ACP_ANSWERS (comma-separated option ids, in order), sends each prompt in turn, and writes what
 // it saw to RESULT.json; every JSON-RPC message in either direction goes to TRAFFIC.jsonl as
-// {"from": "client"|"agent", "message": ...}.
+// {"from": "client"|"agent", "message": ...}. Then it sends the prompts of ACP_QUEUED (comma-separated) all at
+// once, without waiting for answers, as a user typing while the agent works would.
 import { spawn } from "node:child_process";
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
@@ -13,7 +14,8 @@ import { client, methods, ndJsonStream, PROTOCOL_VERSION } from "@agentclientpro
 const [resultPath, trafficPath, python, project, ...prompts] = process.argv.slice(2);
 const answers = (process.env.ACP_ANSWERS || "").split(",").filter(Boolean);
 const buffers = new Map([[`${project}/notes.txt`, "unsaved text in the editor\n"]]);
-const seen = { updates: [], permissions: [], fs: [], terminals: [], stops: [], errors: [] };
+const queued = (process.env.ACP_QUEUED || "").split(",").filter(Boolean);
+const seen = { updates: [], permissions: [], fs: [], terminals: [], stops: [], errors: [], queued: [] };
 const terminals = new Map();
 
 function log(from, bytes) {
@@ -119,6 +121,13 @@ await app.connectWith(stream, async (ctx) => {
       seen.errors.push({ code: error.code, message: error.message });
     }
   }
+  // Queued prompts: all sent before any is answered; each answers once its own turn has run.
+  const answered = await Promise.allSettled(
+    queued.map((text) =>
+      ctx.request(methods.agent.session.prompt, { sessionId: session.sessionId, prompt: [{ type: "text", text }] }),
+    ),
+  );
+  seen.queued = answered.map((a) => (a.status === "fulfilled" ? a.value.stopReason : `error ${a.reason?.code}`));
   await ctx.request(methods.agent.session.close, { sessionId: session.sessionId });
 });
 agent.stdin.end();
