@@ -3,6 +3,7 @@ level (for a model that can think), the mode picker; and reading the values a cl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -136,6 +137,23 @@ def thought_level_picker(level: ThoughtLevel) -> SessionConfigOptionSelect:
         current_value=level,
         options=[SessionConfigSelectOption(value=v, name=THOUGHT_LEVEL_NAMES[v]) for v in THOUGHT_LEVELS],
     )
+
+
+def shape_problem(params: dict[str, Any]) -> str | None:
+    """What is wrong with a ``session/set_config_option`` value whose JSON type does not fit its form (the SDK
+    would refuse it only with pydantic's "Input should be a valid string"), or None. Checked on the wire
+    (``transport.py``), before the SDK reads the request."""
+    value, kind = params.get("value"), params.get("type")
+    if "value" not in params:
+        return None
+    shown = json.dumps(value)[:60]
+    if kind == "boolean" and not isinstance(value, bool):
+        return f'a "boolean" config option takes true or false, not {shown}'
+    if kind is None and isinstance(value, bool):
+        return f'value {shown} is a boolean: send it with "type": "boolean" (a select takes one of its value ids)'
+    if kind is None and not isinstance(value, str):
+        return f'value {shown} is neither a select\'s value id (a string) nor a boolean sent with "type": "boolean"'
+    return None
 
 
 def refused(config_id: str, value: object, message: str) -> RequestError:
