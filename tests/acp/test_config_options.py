@@ -246,7 +246,8 @@ async def test_thinking_is_refused_for_a_model_that_does_not_think(home: Path, p
             await conn.set_config_option(config_id="thinking", session_id=sid, value=True)
     assert refused.value.code == -32602 and refused.value.data is not None
     assert refused.value.data["message"] == (
-        f"{PLAIN} does not think (its catalog entry says so): switch to a model that does first"
+        f"{PLAIN} is not a thinking model in codling's catalog: switch to one that is, or, if it can think, give it "
+        '"thinking": true in $CODLING_HOME/models.json'
     )
 
 

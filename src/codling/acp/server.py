@@ -650,7 +650,8 @@ class CodlingAgent:
                 raise refused(
                     config_id,
                     value,
-                    f"{state.model.id} does not think (its catalog entry says so): switch to a model that does first",
+                    f"{state.model.id} is not a thinking model in codling's catalog: switch to one that is, or, if it "
+                    'can think, give it "thinking": true in $CODLING_HOME/models.json',
                 )
             case "thinking":
                 session.set_thinking(replace(state.thinking, on=thinking_value(value)))
