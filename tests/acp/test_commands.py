@@ -133,7 +133,13 @@ async def test_model_switches_to_a_model_with_credentials(home: Path, project: P
         assert client.of_kind("config_option_update") == []
         await say(conn, sid, f"/model {OTHER}")
         [options] = client.of_kind("config_option_update")
-        assert {o.id: o.current_value for o in options.config_options} == {"model": OTHER, "mode": "ask"}
+        # OTHER thinks: its toggle (a select: this client takes no booleans) and thought level appear.
+        assert {o.id: o.current_value for o in options.config_options} == {
+            "model": OTHER,
+            "thinking": "on",
+            "thought_level": "default",
+            "mode": "ask",
+        }
     lines = [json.loads(line) for line in (home / "sessions" / sid / "history.jsonl").read_text().splitlines()]
     assert {"kind": "settings", "model": OTHER} in [{k: r[k] for k in ("kind", "model") if k in r} for r in lines]
 
@@ -161,7 +167,12 @@ async def test_the_model_picker_switches_the_session_s_model(home: Path, project
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         sid = (await conn.new_session(cwd=str(project))).session_id
         response = await conn.set_config_option(config_id="model", session_id=sid, value=OTHER)
-        assert {o.id: o.current_value for o in response.config_options} == {"model": OTHER, "mode": "ask"}
+        assert [(o.id, o.current_value) for o in response.config_options] == [
+            ("model", OTHER),
+            ("thinking", "on"),
+            ("thought_level", "default"),
+            ("mode", "ask"),
+        ]
         await say(conn, sid, "/usage")
         assert f"with {OTHER}" in client.agent_text()
     async with connected(agent(home, Script([])), RecordingClient()) as conn:

@@ -257,3 +257,36 @@ async def test_deep_nesting_around_a_lone_surrogate_is_answered_and_the_next_lin
     received, answers = await exchange(deep + b"\n", as_params, INIT_LINE)
     assert received == [INITIALIZE]
     assert codes(answers) == expected
+
+
+def set_option(request_id: int, **params: Any) -> bytes:
+    """A session/set_config_option line for the thinking option with ``params`` (value, type)."""
+    params = {"sessionId": "s", "configId": "thinking", **params}
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "session/set_config_option", "params": params}
+    return json.dumps(message).encode() + b"\n"
+
+
+async def test_a_config_value_whose_type_does_not_fit_its_form_is_refused_saying_so() -> None:
+    received, answers = await exchange(
+        set_option(1, value=True),
+        set_option(2, type="boolean", value="maybe"),
+        set_option(3, value=3),
+        set_option(4, type="boolean", value=False),
+        set_option(5, value="off"),
+    )
+    assert [m["id"] for m in received] == [4, 5]  # the well-formed ones reach the agent
+    assert [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers] == [
+        (
+            1,
+            -32602,
+            'Invalid params: value true is a boolean: send it with "type": "boolean" (a select takes one of its '
+            "value ids)",
+        ),
+        (2, -32602, 'Invalid params: a "boolean" config option takes true or false, not "maybe"'),
+        (
+            3,
+            -32602,
+            "Invalid params: value 3 is neither a select's value id (a string) nor a boolean sent with "
+            '"type": "boolean"',
+        ),
+    ]

@@ -1,6 +1,7 @@
 """The reference ACP client library (@agentclientprotocol/sdk, TypeScript, from npm) drives a spawned
-`codling acp` through a scripted session with the editor's files, terminals and permission prompts; every
-message either side sent is checked against the protocol's JSON schema shipped with that library."""
+`codling acp` through a scripted session with the editor's files, terminals, permission prompts and boolean
+config options (thinking switched off between the prompts); every message either side sent is checked against
+the protocol's JSON schema shipped with that library."""
 
 from __future__ import annotations
 
@@ -41,11 +42,17 @@ def test_a_scripted_session_under_the_typescript_sdk_client(
         Reply(text=["First queued."]),
         Reply(text=["Second queued."]),
     )
+    # The session's model thinks (so the client gets the thinking toggle, which it switches off before the
+    # second prompt).
+    (home / "models.json").write_text(
+        json.dumps({"models": {"openai-chat:gpt-5": {"context_limit": 100_000, "thinking": True}}})
+    )
     result, traffic = tmp_path / "result.json", tmp_path / "traffic.jsonl"
     node = shutil.which("node")
     assert node is not None, "node is needed for the TypeScript SDK client (apt-get install nodejs)"
     env = {
         **agent_env(home, server),
+        "CODLING_MODEL": "openai-chat:gpt-5",
         "ACP_ANSWERS": "allow_once,allow_once,reject",
         "ACP_QUEUED": "queued one,queued two",
         "PATH": os.environ["PATH"],
@@ -90,6 +97,31 @@ def test_a_scripted_session_under_the_typescript_sdk_client(
     assert calls["call_c"][-1]["status"] == "completed"
     assert calls["call_w"][-1]["content"] == ["diff"] and calls["call_w"][-1]["status"] == "completed"
     assert calls["call_x"][-1]["status"] is None  # rejected: left as the client marked it
+    # The config options: the model picker grouped by provider (the current model in it), thinking as a boolean
+    # (the client advertised boolean options), which the client switched off before the second prompt: the
+    # requests of that turn ask for the least reasoning gpt-5 takes.
+    options = {o["id"]: o for o in seen["options"]}
+    assert list(options) == ["model", "thinking", "thought_level", "mode"]
+    picker = options["model"]
+    assert [(g["group"], g["name"]) for g in picker["options"]] == [
+        ("openai", "OpenAI"),
+        ("openai-chat", "OpenAI-compatible (chat completions)"),
+    ]
+    assert picker["currentValue"] == "openai-chat:gpt-5"
+    assert {"value": "openai-chat:gpt-5", "name": "gpt-5", "description": "openai-chat:gpt-5"} in picker["options"][1][
+        "options"
+    ]
+    assert (options["thinking"]["type"], options["thinking"]["currentValue"]) == ("boolean", True)
+    assert options["thought_level"]["category"] == "thought_level"
+    assert {o["id"]: o["currentValue"] for o in seen["thinkingOff"]} == {
+        "model": "openai-chat:gpt-5",
+        "thinking": False,
+        "thought_level": "default",
+        "mode": "ask",
+    }
+    assert [r.get("reasoning_effort") for r in server.requests] == ["medium"] * 4 + [
+        "minimal"
+    ] * 4  # (the two queued prompts too)
     kinds = {u["kind"] for u in seen["updates"]}
     assert {"available_commands_update", "usage_update", "tool_call", "tool_call_update"} <= kinds
     # Every message, both ways, as the protocol's schema defines it.

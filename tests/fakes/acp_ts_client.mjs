@@ -2,7 +2,8 @@
 //
 // Usage: node acp_ts_client.mjs RESULT.json TRAFFIC.jsonl PYTHON PROJECT PROMPT...
 // It offers files (an unsaved buffer for notes.txt) and terminals (real processes), answers permission
-// requests from ACP_ANSWERS (comma-separated option ids, in order), sends each prompt in turn, and writes what
+// requests from ACP_ANSWERS (comma-separated option ids, in order), sends each prompt in turn (switching the
+// session's "thinking" option off, as a boolean, before the second one if it has one), and writes what
 // it saw to RESULT.json; every JSON-RPC message in either direction goes to TRAFFIC.jsonl as
 // {"from": "client"|"agent", "message": ...}. Then it sends the prompts of ACP_QUEUED (comma-separated) all at
 // once, without waiting for answers, as a user typing while the agent works would.
@@ -104,13 +105,28 @@ const app = client({ name: "ts-sdk-test-client" })
 await app.connectWith(stream, async (ctx) => {
   const init = await ctx.request(methods.agent.initialize, {
     protocolVersion: PROTOCOL_VERSION,
-    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
+    clientCapabilities: {
+      fs: { readTextFile: true, writeTextFile: true },
+      terminal: true,
+      session: { configOptions: { boolean: {} } },
+    },
     clientInfo: { name: "ts-sdk-test-client", version: "1.0.0" },
   });
   seen.agent = init.agentInfo?.name;
   const session = await ctx.request(methods.agent.session.new, { cwd: project, mcpServers: [] });
+  seen.options = session.configOptions;
   await ctx.request(methods.agent.session.setMode, { sessionId: session.sessionId, modeId: "ask" });
-  for (const text of prompts) {
+  for (const [index, text] of prompts.entries()) {
+    if (index === 1 && session.configOptions?.some((o) => o.id === "thinking")) {
+      // Between the first and second prompts: thinking off, in the boolean form this client advertised.
+      const answer = await ctx.request(methods.agent.session.setConfigOption, {
+        sessionId: session.sessionId,
+        configId: "thinking",
+        type: "boolean",
+        value: false,
+      });
+      seen.thinkingOff = answer.configOptions;
+    }
     try {
       const response = await ctx.request(methods.agent.session.prompt, {
         sessionId: session.sessionId,

@@ -10,10 +10,11 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ThinkingPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
+from pydantic_ai.profiles import ModelProfile
 
 from codling.brain.builtin_turns import prompt_text
 from codling.brain.context.layout import CONTEXT_CLOSE
@@ -169,9 +170,15 @@ class Script:
                 case Until():
                     await item.event.wait()
 
-    def model(self) -> FunctionModel:
-        """A FunctionModel answering from this script (streaming and non-streaming)."""
-        return FunctionModel(self._respond, stream_function=self._stream, model_name="scripted")
+    def model(self, profile: dict[str, Any] | None = None) -> FunctionModel:
+        """A FunctionModel answering from this script (streaming and non-streaming); ``profile``: what it says it
+        supports (e.g. ``supports_thinking``: pydantic-ai passes a ``thinking`` setting on only then)."""
+        return FunctionModel(
+            self._respond,
+            stream_function=self._stream,
+            model_name="scripted",
+            profile=cast(ModelProfile, profile) if profile is not None else None,
+        )
 
     def factory(self) -> Callable[[str], FunctionModel]:
         """A model factory for ConversationSession / CodlingAgent that always returns this script's model."""

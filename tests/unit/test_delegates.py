@@ -15,6 +15,7 @@ from codling.brain.builtin_turns import prompt_text
 from codling.brain.context.pins import render_pins
 from codling.brain.events import ContextCompacted, PlanUpdated, ToolCallNote
 from codling.brain.factory import open_session
+from codling.brain.thinking import Thinking
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
@@ -249,3 +250,21 @@ async def test_delegates_can_be_switched_off(project: Path, settings: Settings) 
         replace(settings, delegates=False), MODEL, project, approver=None, model_factory=script.factory()
     )
     assert off.deps.delegator is None
+
+
+async def test_a_delegate_thinks_as_the_session_chose(project: Path, settings: Settings) -> None:
+    script = Script(
+        [
+            [Call("delegate", {"agent": "reviewer", "task": "Review it", "context": ""}, "d1")],
+            [Say("Looks fine.")],  # the reviewer
+            [Say("Reviewed.")],
+        ]
+    )
+    thinker = replace(MODEL, thinking=True)
+    # A model whose profile says it thinks (pydantic-ai passes the setting on only then).
+    model = script.model(profile={"supports_thinking": True})
+    session = open_session(settings, thinker, project, approver=None, model_factory=lambda _: model)
+    session.set_thinking(Thinking(on=True, level="low"))
+    await session.run("review the change")
+    # Every request of the turn, the reviewer's included, asked for a low effort.
+    assert [info.model_request_parameters.thinking for info in script.infos] == ["low", "low", "low"]

@@ -63,7 +63,17 @@ from codling.acp.errors import (
     turn_error,
 )
 from codling.acp.newer import NewerEdge
-from codling.acp.options import config_options, mode_state, parse_mode
+from codling.acp.options import (
+    OPTION_IDS,
+    config_options,
+    mode_state,
+    mode_value,
+    parse_mode,
+    refused,
+    takes_booleans,
+    thinking_value,
+    thought_level_value,
+)
 from codling.acp.paths import ClientPaths
 from codling.acp.translate import ToolCards, prompt_usage, translate
 from codling.acp.warmup import WarmUp
@@ -595,7 +605,15 @@ class CodlingAgent:
 
     def _options(self, session: LiveSession) -> list[Any]:
         state = session.brain.state
-        return config_options(state.model.id, self._model_ids(session), state.mode)
+        _, catalog, _ = self._config()
+        return config_options(
+            state.model,
+            self._model_ids(session),
+            state.mode,
+            state.thinking,
+            booleans=takes_booleans(self._client_capabilities),
+            order=[m.id for m in catalog],
+        )
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
         """Switch the permission mode."""
@@ -612,18 +630,42 @@ class CodlingAgent:
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
     ) -> SetSessionConfigOptionResponse:
-        """Change the model or the mode; answers with every option's current value."""
+        """Change the model, the mode, thinking (a boolean, or "on"/"off" from a client that got it as a select)
+        or the thought level; answers with every option's current value. A value an option does not take is
+        refused (-32602) saying what it takes."""
+        from dataclasses import replace
+
         session = self._session(session_id)
-        if config_id == "mode" and isinstance(value, str):
-            self._set_mode(session, value)
-            await self.client.session_update(session_id=session_id, update=helpers.update_current_mode(value))
-        elif config_id == "model" and isinstance(value, str):
-            if value not in self._model_ids(session):
-                raise RequestError.invalid_params({"value": value, "message": "not an available model"})
-            _, catalog, _ = self._config()
-            session.set_model(catalog.get(value))
-        else:
-            raise RequestError.invalid_params({"configId": config_id, "message": "unknown config option or value"})
+        state = session.brain.state
+        match config_id:
+            case "mode":
+                mode = mode_value(value)
+                self._set_mode(session, mode)
+                await self.client.session_update(session_id=session_id, update=helpers.update_current_mode(mode))
+            case "model":
+                available = self._model_ids(session)
+                if not isinstance(value, str) or value not in available:
+                    raise refused(
+                        config_id,
+                        value,
+                        "not an available model: choose a value of the model picker (models whose "
+                        "provider has credentials in codling's environment)",
+                    )
+                _, catalog, _ = self._config()
+                session.set_model(catalog.get(value))
+            case "thinking" | "thought_level" if not state.model.thinking:
+                raise refused(
+                    config_id,
+                    value,
+                    f"{state.model.id} is not a thinking model in codling's catalog: switch to one that is, or, if it "
+                    'can think, give it "thinking": true in $CODLING_HOME/models.json',
+                )
+            case "thinking":
+                session.set_thinking(replace(state.thinking, on=thinking_value(value)))
+            case "thought_level":
+                session.set_thinking(replace(state.thinking, level=thought_level_value(value)))
+            case _:
+                raise refused(config_id, value, f"unknown config option: codling's are {', '.join(OPTION_IDS)}")
         return SetSessionConfigOptionResponse(config_options=self._options(session))
 
     # -- prompts --------------------------------------------------------------------------------------------

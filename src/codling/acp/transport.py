@@ -12,6 +12,9 @@ would stop its receive loop. This one checks every line before the SDK sees it a
 * a line longer than ``MAX_LINE_BYTES`` is read to its end, dropped and answered with -32600;
 * an ``initialize`` whose ``protocolVersion`` is not an integer is answered with -32602 invalid params (the SDK
   would read any such value as version 1 and let the connection go on as if the client had asked for it);
+* a ``session/set_config_option`` whose value's JSON type does not fit its form (a boolean without ``"type":
+  "boolean"``, a string with it) is answered with -32602 saying so (the SDK's answer names only a pydantic
+  type);
 * every string of an accepted message is cleaned: a lone UTF-16 surrogate (what a JSON escape like ``\\ud800``
   decodes to in Python) becomes U+FFFD, so no text that cannot be written as UTF-8 reaches a session, its
   history or a provider.
@@ -37,6 +40,7 @@ from typing import Any
 from acp import PROTOCOL_VERSION
 from acp.task import MessageSender
 
+from codling.acp.options import shape_problem
 from codling.text import clean_text
 
 log = logging.getLogger(__name__)
@@ -191,6 +195,12 @@ def check_message(message: Any) -> None:
                     echo,
                     answer,
                 )
+        if (
+            message["method"] == "session/set_config_option"
+            and isinstance(params, dict)
+            and (problem := shape_problem(params)) is not None
+        ):
+            raise _Rejected(INVALID_PARAMS, f"Invalid params: {problem}", echo, answer)
         return
     if not has_id:
         raise reject("neither a request nor a response")

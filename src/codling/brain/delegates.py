@@ -73,6 +73,7 @@ class SessionDelegator:
             cwd=state.cwd,
             model=state.model,
             mode=state.mode,
+            thinking=state.thinking,
             additional_dirs=state.additional_dirs,
         )
         args = {"agent": role, "task": task, "context": context, "carryover": carryover}

@@ -155,8 +155,9 @@ class ModelTurn:
             # The transport's read timeout: no byte for this long ends the request, streamed or not.
             "timeout": session.options.stream_idle_timeout,
         }
-        if model.thinking:
-            settings["thinking"] = True
+        # The session's choice, for a model that can think (the catalog says so); the model's default otherwise.
+        if (thinking := session.state.thinking.setting(model)) is not None:
+            settings["thinking"] = thinking
         # max_tokens is set per request by the context engine (the room the window has left).
         turn_id = turn.id
         turn.requests = requests = session.context.requests(self._compact_mid_turn)

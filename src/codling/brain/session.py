@@ -66,6 +66,7 @@ from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTur
 from codling.brain.special_turns import SpecialTurns
 from codling.brain.spend import Spend, priced
 from codling.brain.state import SessionState
+from codling.brain.thinking import Thinking
 from codling.brain.turns import (
     PROMPT_COMMANDS,
     Ending,
@@ -175,6 +176,10 @@ class ConversationSession:
         """Change the permission mode; applies to the next tool call."""
         self.state.mode = mode
         self.deps.permissions.mode = mode
+
+    def set_thinking(self, thinking: Thinking) -> None:
+        """Change whether (and how hard) a model that can think does; applies from the next model request."""
+        self.state.thinking = thinking
 
     def set_model(self, model: ModelInfo) -> None:
         """Switch models; the next turn uses the new one with the same history (and the catalog's window:
@@ -537,7 +542,8 @@ class ConversationSession:
 
         capped = cap_prompt(blocks)
         blocks = capped.blocks
-        send(TurnStarted(turn_id, prompt_summary(blocks), self.state.model.thinking, datetime.now(UTC), blocks))
+        thinks = self.state.thinking.thinks(self.state.model)
+        send(TurnStarted(turn_id, prompt_summary(blocks), thinks, datetime.now(UTC), blocks))
         if capped.cut:
             send(ContextWarning(turn_id, f"context-{uuid.uuid4().hex[:12]}", prompt_cut_warning(capped.cut)))
         user_text = log_.user_text = self.context.fit_prompt(turn_text(blocks), turn_id, send, log_.turn_number)

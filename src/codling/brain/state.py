@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.context.window import LearnedWindow
 from codling.brain.events import Usage
+from codling.brain.thinking import Thinking
 from codling.config import PermissionMode
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_wire_tokens
@@ -90,6 +91,8 @@ class SessionState:
     cwd: Path
     model: ModelInfo
     mode: PermissionMode = "ask"
+    thinking: Thinking = field(default_factory=Thinking)
+    """Whether a model that can think does, and how hard (kept across model switches)."""
     additional_dirs: tuple[Path, ...] = ()
     prompts_dir: Path | None = None
     """Where a prompt too long for the window is saved whole, for the model to read or search (the session's

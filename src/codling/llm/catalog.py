@@ -105,6 +105,29 @@ def provider_of(model_id: str) -> str:
     return provider if sep else ""
 
 
+PROVIDER_NAMES: dict[str, str] = {
+    "anthropic": "Anthropic",
+    "openai": "OpenAI",
+    "openai-responses": "OpenAI (Responses API)",
+    "openai-chat": "OpenAI-compatible (chat completions)",
+    "google": "Google",
+    "google-gla": "Google",
+    "openrouter": "OpenRouter",
+    "deepseek": "DeepSeek",
+    "groq": "Groq",
+    "mistral": "Mistral",
+    "xai": "xAI",
+    "cerebras": "Cerebras",
+    "ollama": "Ollama",
+}
+"""How a provider prefix is shown to people (a model picker's groups)."""
+
+
+def provider_name(provider: str) -> str:
+    """``provider``'s display name (the prefix itself for one codling has no name for)."""
+    return PROVIDER_NAMES.get(provider, provider or "Other")
+
+
 @dataclass(frozen=True)
 class Catalog:
     """Model ids in catalog order (bundled first, then the user's additions)."""

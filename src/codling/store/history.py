@@ -15,7 +15,7 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from codling.brain.events import (
     TurnFailed,
     TurnStarted,
 )
+from codling.brain.thinking import Thinking
 from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.secrecy import Redactor
@@ -99,6 +100,8 @@ class SessionLog:
     title: str | None = None
     mode: PermissionMode = "ask"
     model: str = ""
+    thinking: Thinking = field(default_factory=Thinking)
+    """The thinking choice as last recorded."""
     updated_at: str = ""
     turns: int = 0
     skipped_lines: int = 0
@@ -164,6 +167,10 @@ def _fold(records: list[Record], skipped: int) -> SessionLog:
             result.title = record.title if record.title is not None else result.title
             result.mode = record.mode or result.mode
             result.model = record.model if record.model is not None else result.model
+            if record.thinking is not None:
+                result.thinking = replace(result.thinking, on=record.thinking)
+            if record.thought_level is not None:
+                result.thinking = replace(result.thinking, level=record.thought_level)
             continue
         events = record.events()
         result.events.extend(events)
@@ -362,6 +369,6 @@ class HistoryRecorder:
         self._pending.clear()
         self._pending_kind = None
 
-    def settings(self, **changes: str) -> None:
-        """Record a change of mode, model or title."""
+    def settings(self, **changes: str | bool) -> None:
+        """Record a change of mode, model, thinking choice or title."""
         self.file.write(SettingsRecord.model_validate({"session_id": self.file.session_id, **changes}))

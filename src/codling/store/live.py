@@ -15,6 +15,7 @@ from typing import Any
 from codling.brain.builtin_turns import greeting_turn
 from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession, ModelFactory
+from codling.brain.thinking import Thinking
 from codling.config import PermissionMode, Settings, parse_mode
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.mcp_servers import McpServerSpec
@@ -117,6 +118,18 @@ class LiveSession:
         self.brain.set_model(model)
         self.recorder.settings(model=model.id)
 
+    def set_thinking(self, thinking: Thinking) -> None:
+        """Change the thinking choice and record what changed."""
+        before = self.brain.state.thinking
+        self.brain.set_thinking(thinking)
+        changes: dict[str, str | bool] = {}
+        if thinking.on != before.on:
+            changes["thinking"] = thinking.on
+        if thinking.level != before.level:
+            changes["thought_level"] = thinking.level
+        if changes:
+            self.recorder.settings(**changes)
+
     async def close(self) -> None:
         """Stop any running turn and the session's MCP servers, and release the history file."""
         if self.introduction is not None:
@@ -160,6 +173,7 @@ def start_session(
         prompts_dir=store.prompts_dir(header.session_id),
     )
     if stored is not None:
+        brain.set_thinking(stored.thinking)
         brain.restore(stored.events)
     recorder = store.recorder(header, file, title=stored.title if stored else None, on_title=on_title)
     brain.subscribe(recorder)

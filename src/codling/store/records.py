@@ -33,6 +33,7 @@ from codling.brain.events import (
 )
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import prompt_summary
+from codling.brain.thinking import ThoughtLevel
 from codling.config import PermissionMode
 from codling.store.parts import (
     AbsolutePath,
@@ -89,11 +90,15 @@ class SessionRecord(_Record):
 
 
 class SettingsRecord(_Record):
-    """A change of mode, model or title."""
+    """A change of mode, model, thinking choice or title."""
 
     kind: Literal["settings"] = "settings"
     mode: PermissionMode | None = Field(default=None, exclude_if=omit_none)
     model: str | None = Field(default=None, exclude_if=omit_none)
+    thinking: bool | None = Field(default=None, exclude_if=omit_none)
+    """Whether a model that can think does."""
+    thought_level: ThoughtLevel | None = Field(default=None, exclude_if=omit_none)
+    """How hard it thinks."""
     title: str | None = Field(default=None, exclude_if=omit_none)
 
 
