@@ -33,7 +33,6 @@ pytestmark = pytest.mark.timeout(120)
 NEWER: dict[str, Any] = {"notices": {}, "compaction": {}}
 COMPACTION_ONLY: dict[str, Any] = {"compaction": {}}
 SMALL_MODEL = "openai-chat:small-scripted"
-FALLBACK_NOTE = "Summary assembled by codling without the model: the summarizer failed or gave an unusable answer."
 SECRET = "sk-notice-0123456789abcdef"
 SUMMARY = "## Goal\nA parser.\n## User constraints and preferences\nThe user's lucky number is 42."
 SMALL_WINDOW = "openai-chat:small-scripted's window (4,000 tokens) is small for codling"
@@ -264,7 +263,7 @@ def test_a_notice_title_is_the_message_s_first_clause() -> None:
     assert headline(": nothing first") == (": nothing first", None)  # never an empty title (the schema forbids one)
 
 
-def test_a_fallback_summary_says_so_first() -> None:
+def test_the_breaker_s_note_comes_before_the_summary() -> None:
     def compacted(**how: Any) -> ContextCompacted:
         return ContextCompacted("t", "c", "the summary", (), 900, 300, **how)
 
@@ -276,7 +275,7 @@ def test_a_fallback_summary_says_so_first() -> None:
         update = compaction_update(event, replaying=True)
         return update.summary if update is not None else None
 
-    assert summary_of(compacted(fallback=True)) == (FALLBACK_NOTE, "the summary")
+    assert summary_of(compacted(fallback=True)) == ("the summary",)  # (a fallback summary says what it is)
     skipped = compacted(fallback=True, skipped=True, note="The summarizer failed 2 times in a row")
     assert summary_of(skipped) == ("The summarizer failed 2 times in a row.", "the summary")
     assert compaction_update(CompactionStarted("t", "c", 900, "command"), replaying=True) is None

@@ -74,12 +74,6 @@ def compaction_update(event: CompactionStarted | ContextCompacted, *, replaying:
 
 
 def _fallback_note(event: ContextCompacted) -> tuple[str, ...]:
-    """A summary codling assembled without the model says so first: it still replaced the history (the
-    compaction completed), but it reads differently from the model's."""
-    if not event.fallback:
-        return ()
-    if event.note:
-        return (f"{event.note}.",)
-    if event.skipped:
-        return ("Summary assembled by codling without the model: the summarizer is being skipped after failing.",)
-    return ("Summary assembled by codling without the model: the summarizer failed or gave an unusable answer.",)
+    """What the user should know about this compaction beyond its summary, said once (the summarizer is being
+    skipped), as a block before it. (A summary codling assembled without the model says so itself.)"""
+    return (f"{event.note}.",) if event.fallback and event.note else ()
