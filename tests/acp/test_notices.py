@@ -16,7 +16,7 @@ from acp.schema import McpServerStdio
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage
 
-from codling.acp.newer import ClientExtras, CompactionUpdate
+from codling.acp.newer import ClientExtras, CompactionUpdate, Notice, wire
 from codling.acp.notices import RETRY_HINT, compaction_update, headline
 from codling.acp.server import CodlingAgent
 from codling.acp.translate import ToolCards
@@ -224,6 +224,15 @@ async def test_a_client_that_did_not_advertise_them_gets_the_cards(home: Path, p
     assert client.newer_updates == []
 
 
+async def test_each_capability_stands_alone(home: Path, project: Path) -> None:
+    client = RecordingClient()
+    await run_and_compact(settings_for(home, SMALL_MODEL), project, client, {"notices": {}})
+    assert [u["title"] for u in client.of_kind("notice")] == [SMALL_WINDOW]
+    compacting, compacted = cards(client)  # no compaction updates without ``session.compaction``: the cards
+    assert (compacting.status, compacted.status) == ("in_progress", "completed")
+    assert compacted.tool_call_id == compacting.tool_call_id and client.of_kind("compaction_update") == []
+
+
 async def test_a_cancelled_compaction_ends_cancelled(home: Path, project: Path) -> None:
     gate = Gate()
 
@@ -261,6 +270,20 @@ def test_a_notice_title_is_the_message_s_first_clause() -> None:
     )
     assert headline("One line.") == ("One line.", None)
     assert headline(": nothing first") == (": nothing first", None)  # never an empty title (the schema forbids one)
+
+
+def test_absent_fields_are_left_out_of_the_json() -> None:
+    assert wire(Notice("warning", "MCP server x stopped")) == {
+        "sessionUpdate": "notice",
+        "severity": "warning",
+        "title": "MCP server x stopped",
+    }
+    assert wire(CompactionUpdate("c", "cancelled", error="stopped")) == {
+        "sessionUpdate": "compaction_update",
+        "compactionId": "c",
+        "status": "cancelled",
+        "error": "stopped",
+    }
 
 
 def test_the_breaker_s_note_comes_before_the_summary() -> None:
