@@ -7,6 +7,7 @@ A client that advertised neither gets the tool-call cards ``translate`` makes fo
 from __future__ import annotations
 
 import re
+from typing import assert_never
 
 from codling.acp.newer import CompactionUpdate, Notice
 from codling.brain.events import (
@@ -71,6 +72,8 @@ def compaction_update(event: CompactionStarted | ContextCompacted, *, replaying:
                 tokens_after=event.tokens_after,
                 fallback=event.fallback,
             )
+        case _:
+            assert_never(event)
 
 
 def _fallback_note(event: ContextCompacted) -> tuple[str, ...]:
