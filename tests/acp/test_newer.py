@@ -40,7 +40,7 @@ def test_extras_of_shapes_nobody_should_send_are_nothing() -> None:
 async def test_a_raw_update_reaches_the_client(home: Path) -> None:
     agent, client = make_agent(home), RecordingClient()
     notice = {"sessionUpdate": "notice", "severity": "info", "title": "Hello"}
-    async with connected(agent, client) as conn:
+    async with connected(agent, client, session_capabilities={"notices": {}}) as conn:
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         await agent.newer.session_update("s-1", notice)
         await client.wait_for("notice", timeout=deadline(10))

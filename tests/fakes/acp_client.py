@@ -238,6 +238,10 @@ class RecordingClient:
             return [u for _, u in self.newer_updates if u.get("sessionUpdate") == kind]
         return [u for _, u in self.updates if u.session_update == kind]
 
+    def of_kind_raw(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
+        """The newer protocol's updates of one kind with their session ids, in order."""
+        return [(s, u) for s, u in self.newer_updates if u.get("sessionUpdate") == kind]
+
     def agent_text(self) -> str:
         """All agent_message_chunk text joined."""
         return "".join(u.content.text for u in self.of_kind("agent_message_chunk"))
@@ -336,6 +340,9 @@ SDK_UPDATES = frozenset(
 )
 """The session updates the Python SDK's models hold."""
 
+GATED_UPDATES = {"notice": "notices", "compaction_update": "compaction", "compaction_summary_chunk": "compaction"}
+"""The newer protocol's session updates, each with the ``clientCapabilities.session`` entry it needs."""
+
 WIRE = "wire/"
 """``client.ext_method(f"{WIRE}session/delete", …)`` sends a ``session/delete`` request: the SDK's client has no
 method for the newer protocol's requests."""
@@ -368,6 +375,11 @@ class NewerClientEnd:
         params = message.get("params") if message is not None and message.get("method") == "session/update" else None
         update = params.get("update") if isinstance(params, dict) else None
         if isinstance(update, dict) and update.get("sessionUpdate") not in SDK_UPDATES:
+            kind = update.get("sessionUpdate")
+            gate = GATED_UPDATES.get(kind) if isinstance(kind, str) else None
+            if gate is not None and gate not in self._session_capabilities:
+                # The schema: an agent MUST send these only to a client that advertised them.
+                self._client.problems.append(f"a {kind} update, though the client never advertised {gate}")
             self._client.newer_updates.append((params["sessionId"], update))  # type: ignore[index]
             self._client.update_seen.set()
             return await self.receive()  # the SDK's client would only log it as invalid
@@ -408,4 +420,10 @@ async def connected(
     client.problems.extend(
         f"a terminal card is headed {label!r}" for label in client.shown_terminal_labels() if "env -u" in label
     )
-    assert client.problems == [], "the client saw updates an editor would reject"
+    compactions = {(s, u["compactionId"]): u["status"] for s, u in client.of_kind_raw("compaction_update")}
+    client.problems.extend(
+        f"compaction {compaction_id} was left {status}"
+        for (_, compaction_id), status in compactions.items()
+        if status == "in_progress"
+    )
+    assert client.problems == [], f"the client saw updates an editor would reject: {client.problems}"

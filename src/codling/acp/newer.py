@@ -9,8 +9,9 @@ cannot carry.
   answered.
 * **Client capabilities its models drop** (``session.notices``, ``session.compaction``): read from the raw
   ``initialize`` params into :class:`ClientExtras`.
-* **Session updates its models do not have** (``notice``, ``compaction_update``): sent as raw JSON through the
-  same transport, in order with the SDK's own messages.
+* **Session updates its models do not have** (``notice``, ``compaction_update``): codling's own typed values
+  (:class:`Notice`, :class:`CompactionUpdate`), turned into the schema's JSON here alone (:func:`wire`) and sent
+  raw through the same transport, in order with the SDK's own messages.
 
 Only a connection whose transport :meth:`NewerEdge.wrap` wrapped learns the client's extras; any other
 connection is treated as a client that advertised none of them.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, assert_never
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,76 @@ class ClientExtras:
         return cls(
             notices=isinstance(session.get("notices"), dict), compaction=isinstance(session.get("compaction"), dict)
         )
+
+
+NoticeSeverity = Literal["info", "warning", "error"]
+CompactionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A ``notice`` update: something the user should know that is neither a message nor a tool call. Live
+    only (not history: a replay sends none), and only to a client that advertised ``session.notices``."""
+
+    severity: NoticeSeverity
+    title: str
+    """Plain text that stands alone (never empty)."""
+    description: str | None = None
+    """Plain-text detail or what to do about it."""
+    session_update: Literal["notice"] = "notice"
+
+
+@dataclass(frozen=True)
+class CompactionUpdate:
+    """A ``compaction_update``: the compaction ``compaction_id`` started, or ended as ``status`` says (an upsert
+    by id: a later update patches the earlier one). Only to a client that advertised ``session.compaction``."""
+
+    compaction_id: str
+    status: CompactionStatus
+    summary: tuple[str, ...] | None = None
+    """The summary the history keeps, as text blocks (None: left as it was)."""
+    error: str | None = None
+    """What went wrong, or why it stopped (None: left as it was)."""
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    fallback: bool | None = None
+    """True: codling assembled the summary itself, without the model."""
+    session_update: Literal["compaction_update"] = "compaction_update"
+
+
+NewerUpdate = Notice | CompactionUpdate
+"""A session update the SDK's models cannot hold."""
+
+
+def wire(update: NewerUpdate) -> dict[str, Any]:
+    """``update`` as the newest schema's ``SessionUpdate`` JSON (absent fields left out: for a compaction,
+    absent means unchanged)."""
+    match update:
+        case Notice():
+            notice: dict[str, Any] = {"sessionUpdate": "notice", "severity": update.severity, "title": update.title}
+            if update.description:
+                notice["description"] = update.description
+            return notice
+        case CompactionUpdate():
+            compaction: dict[str, Any] = {
+                "sessionUpdate": "compaction_update",
+                "compactionId": update.compaction_id,
+                "status": update.status,
+            }
+            if update.summary is not None:
+                compaction["summary"] = [{"type": "text", "text": text} for text in update.summary]
+            if update.error is not None:
+                compaction["error"] = update.error
+            counts = {
+                "tokensBefore": update.tokens_before,
+                "tokensAfter": update.tokens_after,
+                "fallback": update.fallback,
+            }
+            if any(value is not None for value in counts.values()):
+                compaction["_meta"] = {"codling": {k: v for k, v in counts.items() if v is not None}}
+            return compaction
+        case _:
+            assert_never(update)
 
 
 class NewerEdge:

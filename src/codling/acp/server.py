@@ -62,7 +62,7 @@ from codling.acp.errors import (
     shown,
     turn_error,
 )
-from codling.acp.newer import NewerEdge
+from codling.acp.newer import NewerEdge, NewerUpdate, wire
 from codling.acp.options import (
     OPTION_IDS,
     config_options,
@@ -75,7 +75,7 @@ from codling.acp.options import (
     thought_level_value,
 )
 from codling.acp.paths import ClientPaths
-from codling.acp.translate import ToolCards, prompt_usage, translate
+from codling.acp.translate import ToolCards, Update, prompt_usage, translate
 from codling.acp.warmup import WarmUp
 from codling.config import PermissionMode, Settings, load_settings
 from codling.errors import (
@@ -373,8 +373,9 @@ class CodlingAgent:
         stored = self._stored(session_id)
         await self._warmed()  # restoring builds the model's messages
         session = await self._reopen(stored, cwd, additional_directories, mcp_servers)
-        for update in replay_updates(stored.events, ClientPaths([cwd, *(additional_directories or ())])):
-            await self.client.session_update(session_id=session.id, update=update)
+        paths = ClientPaths([cwd, *(additional_directories or ())])
+        for update in replay_updates(stored.events, paths, self.newer.extras):
+            await self._send_update(session.id, update)
         return LoadSessionResponse(modes=self._modes(session), config_options=self._options(session))
 
     async def resume_session(
@@ -574,16 +575,23 @@ class CodlingAgent:
         # Secret values stay out of the editor (which may keep its threads on disk) as out of the history;
         # a turn's last event lets out whatever a delta held back.
         redactor = EventRedactor(self._redact)
-        cards = ToolCards(paths)
+        cards = ToolCards(paths, extras=self.newer.extras)
 
         async def forward(event: Event) -> None:
             for redacted_event in redactor.feed(event):
                 for update in cards.translate(redacted_event):
-                    await self.client.session_update(session_id=session.id, update=update)
+                    await self._send_update(session.id, update)
             if isinstance(event, SettingsChanged):  # /model or /mode: the editor's pickers follow
                 await self._send_settings(session, event.mode)
 
         return forward
+
+    async def _send_update(self, session_id: str, update: Update | NewerUpdate) -> None:
+        """Send one session update: the SDK's through its connection, the newer protocol's raw (in order)."""
+        if isinstance(update, NewerUpdate):
+            await self.newer.session_update(session_id, wire(update))
+        else:
+            await self.client.session_update(session_id=session_id, update=update)
 
     async def _send_settings(self, session: LiveSession, mode: PermissionMode | None) -> None:
         """Tell the client the session's mode (if it changed) and every config option's current value."""

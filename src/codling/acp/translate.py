@@ -24,6 +24,8 @@ from acp.schema import (
 )
 from acp.schema import Usage as PromptUsage
 
+from codling.acp.newer import ClientExtras, CompactionStatus, CompactionUpdate, NewerUpdate
+from codling.acp.notices import NOTICED, compaction_update, notice
 from codling.brain.context import compaction
 from codling.brain.events import (
     CompactionStarted,
@@ -293,15 +295,56 @@ class ToolCards:
     ``tool_call`` it was sent (Zed shows an update for any other id as a red "Tool call not found" card), and a
     command's title again once its terminal is attached (Zed labels a terminal by the program and arguments
     ``terminal/create`` ran, the secret-hiding ``env -u …`` wrapper included, and relabels it from a later
-    title only)."""
+    title only). Where the client advertised them (``extras``), notices and compaction updates instead of the
+    cards for what is not a tool call (``acp/notices.py``); every compaction it was told of ends."""
 
-    def __init__(self, paths: Paths = str, *, replaying: bool = False) -> None:
+    def __init__(self, paths: Paths = str, *, replaying: bool = False, extras: ClientExtras | None = None) -> None:
         self._paths = paths
         self._replaying = replaying
+        self._extras = extras or ClientExtras()
         self._titles: dict[str, str] = {}
+        self._compacting: dict[str, None] = {}
+        """Compactions the client was told started and not yet told ended, in order."""
 
-    def translate(self, event: Event) -> list[Update]:
+    def translate(self, event: Event) -> list[Update | NewerUpdate]:
         """The updates for ``event`` the client can place (possibly none)."""
+        if self._extras.notices and isinstance(event, NOTICED):
+            shown = notice(event)
+            return [shown] if shown is not None else []
+        if self._extras.compaction:
+            if isinstance(event, CompactionStarted | ContextCompacted):
+                update = compaction_update(event, replaying=self._replaying)
+                if update is None:
+                    return []
+                if update.status == "in_progress":
+                    self._compacting[update.compaction_id] = None
+                else:
+                    self._compacting.pop(update.compaction_id, None)
+                return [update]
+            if isinstance(event, ToolCallFinished) and event.call_id in self._compacting:
+                # Compaction's own end when it was cut short (``compactor.compact``): the history was not compacted.
+                del self._compacting[event.call_id]
+                cut: CompactionStatus = "cancelled" if event.text.startswith("cancelled") else "failed"
+                return [CompactionUpdate(event.call_id, cut, error=event.text)]
+            if isinstance(event, TurnFailed | TurnEnded) and self._compacting:
+                return [*self._end_compactions(event), *self._cards(event)]
+        return [*self._cards(event)]
+
+    def _end_compactions(self, event: TurnFailed | TurnEnded) -> list[CompactionUpdate]:
+        """The end of every compaction still open when the turn failed or ended: nothing else will end it."""
+        if isinstance(event, TurnFailed):
+            status: CompactionStatus = "failed"
+            error = f"The turn failed before the compaction finished: {event.message}"
+        elif event.stop_reason == "cancelled":
+            status, error = "cancelled", "The turn was cancelled: the history was not compacted."
+        else:
+            status, error = "failed", "The turn ended before the compaction finished: the history was not compacted."
+        ended = [CompactionUpdate(compaction_id, status, error=error) for compaction_id in self._compacting]
+        self._compacting.clear()
+        return ended
+
+    def _cards(self, event: Event) -> list[Update]:
+        """The SDK's updates for ``event`` that the client can place."""
         updates: list[Update] = []
         for update in translate(event, self._paths, replaying=self._replaying):
             if isinstance(update, ToolCallStart):
