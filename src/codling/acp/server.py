@@ -25,6 +25,7 @@ from acp.schema import (
     AvailableCommandInput,
     ClientCapabilities,
     ConfigOptionUpdate,
+    DeleteSessionRequest,
     ForkSessionResponse,
     Implementation,
     InitializeResponse,
@@ -38,6 +39,7 @@ from acp.schema import (
     SessionAdditionalDirectoriesCapabilities,
     SessionCapabilities,
     SessionCloseCapabilities,
+    SessionDeleteCapabilities,
     SessionForkCapabilities,
     SessionInfo,
     SessionInfoUpdate,
@@ -62,7 +64,7 @@ from codling.acp.errors import (
     shown,
     turn_error,
 )
-from codling.acp.newer import NewerEdge
+from codling.acp.newer import RENAMED, NewerEdge, newer_params
 from codling.acp.options import config_options, mode_state, parse_mode
 from codling.acp.paths import ClientPaths
 from codling.acp.translate import ToolCards, prompt_usage, translate
@@ -230,6 +232,7 @@ class CodlingAgent:
                     resume=SessionResumeCapabilities(),
                     fork=SessionForkCapabilities(),
                     close=SessionCloseCapabilities(),
+                    delete=SessionDeleteCapabilities(),
                     additional_directories=SessionAdditionalDirectoriesCapabilities(),
                 ),
             ),
@@ -409,6 +412,13 @@ class CodlingAgent:
         session = self._session(session_id)
         del self._sessions[session_id]
         await session.close()
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a stored session for good, closing it first if it is open here (``acp/deletion.py``)."""
+        from codling.acp.deletion import delete_session
+
+        _, _, store = self._config()
+        await delete_session(session_id, self._sessions, store)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -682,7 +692,11 @@ class CodlingAgent:
             await session.close()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """No extension methods are implemented."""
+        """The newer protocol's requests the SDK has no route for (``acp/newer.py``): ``session/delete``,
+        answered ``{}``. No extension methods of codling's own are implemented."""
+        if method == f"{RENAMED}session/delete":
+            await self.delete_session(newer_params(DeleteSessionRequest, "session/delete", params).session_id)
+            return {}
         raise RequestError.method_not_found(f"_{method}")
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
