@@ -103,9 +103,9 @@ async def test_an_open_session_is_closed_first_and_its_running_turn_cancelled(ho
     async with agent(home, Script([[Say("working"), Until(asyncio.Event())]])) as (conn, client):  # never ends
         sid = (await conn.new_session(cwd=str(project))).session_id
         prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=[helpers.text_block("take your time")]))
-        await client.wait_for("agent_message_chunk", timeout=deadline(10))
-        assert await asyncio.wait_for(delete(conn, {"sessionId": sid}), deadline(10)) == {}
-        assert (await asyncio.wait_for(prompt, deadline(10))).stop_reason == "cancelled"
+        await client.wait_for("agent_message_chunk", timeout=deadline(30))
+        assert await asyncio.wait_for(delete(conn, {"sessionId": sid}), deadline(30)) == {}
+        assert (await asyncio.wait_for(prompt, deadline(30))).stop_reason == "cancelled"
         with pytest.raises(RequestError) as again:
             await conn.prompt(session_id=sid, prompt=[helpers.text_block("still there?")])
         listed = (await conn.list_sessions()).sessions
@@ -123,7 +123,7 @@ async def test_a_session_another_process_holds_is_refused_and_stays(home: Path, 
         try:
             refused = await refusal(conn, {"sessionId": sid})
         finally:
-            holder.communicate("close\n", timeout=deadline(10))
+            holder.communicate("close\n", timeout=deadline(30))
         listed = [s.session_id for s in (await conn.list_sessions()).sessions]
         # Once the other process has let go, it can be deleted.
         assert await delete(conn, {"sessionId": sid}) == {}

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.interfaces import Client
 from acp.schema import (
+    AgentAuthCapabilities,
     AgentCapabilities,
     AuthenticateResponse,
     AvailableCommand,
@@ -31,6 +32,8 @@ from acp.schema import (
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
+    LogoutCapabilities,
+    LogoutRequest,
     McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
@@ -51,7 +54,7 @@ from acp.schema import (
 )
 
 from codling import __version__
-from codling.acp.auth import auth_methods, auth_required, check_method
+from codling.acp.auth import auth_methods, auth_required, check_method, keyed_by
 from codling.acp.errors import (
     absolute,
     busy,
@@ -139,6 +142,9 @@ class CodlingAgent:
         self.newer = NewerEdge()
         """The newer protocol the SDK cannot carry: wrap the connection's transport with ``newer.wrap``."""
         self._sessions: dict[str, LiveSession] = {}
+        self._signed_out: set[str] = set()
+        """Open sessions whose model must be built again before their next turn: ``logout`` removed its key
+        while a turn ran."""
         self._background: set[asyncio.Task[None]] = set()
         self._warming: WarmUp | None = None
         """The warm-up thread (None: there is none), which the loop waits for (``_warmed``) before anything
@@ -235,6 +241,7 @@ class CodlingAgent:
                     delete=SessionDeleteCapabilities(),
                     additional_directories=SessionAdditionalDirectoriesCapabilities(),
                 ),
+                auth=AgentAuthCapabilities(logout=LogoutCapabilities()),
             ),
             agent_info=Implementation(name="codling", title="codling", version=__version__),
             auth_methods=list(auth_methods(self._client_capabilities, self._home())),
@@ -299,6 +306,31 @@ class CodlingAgent:
                 "its provider's key, or choose another model"
             )
         return AuthenticateResponse()
+
+    async def logout(self) -> None:
+        """Remove the keys ``codling login`` stored (``credentials.forget``, as ``codling logout`` does) and take
+        them out of the agent's environment; a variable the environment set to another value stays and keeps
+        working. Sessions and models chosen from then on need a key again (auth_required, so the editor offers
+        its sign-in); an open session whose model was built with a removed key builds it again at its next turn,
+        which fails with auth_required rather than go on with that key."""
+        from codling.credentials import forget
+
+        try:
+            removed = forget(self._home(), environ=self._environ)
+        except (OSError, ConfigError) as e:
+            raise RequestError.internal_error({"details": f"cannot remove the keys codling login stored: {e}"}) from e
+        if self._settings is not None:  # the environment and the model chosen at login (gone now)
+            try:
+                self._settings = self._settings_loader()
+            except ConfigError as e:
+                details = f"the stored keys were removed, but the settings cannot be read again: {e}"
+                raise RequestError.internal_error({"details": details}) from e
+        for session in self._sessions.values():
+            if keyed_by(session.brain.state.model.id, removed):
+                if session.brain.running:
+                    self._signed_out.add(session.id)  # its turn goes on; the next one builds the model afresh
+                else:
+                    session.brain.set_model(session.brain.state.model)  # built again when next needed
 
     async def new_session(
         self,
@@ -660,6 +692,9 @@ class CodlingAgent:
         failed: TurnFailed | None = None
         spent: Usage | None = None
         await self._warmed()
+        if session_id in self._signed_out:  # logout removed its model's key during the last turn
+            self._signed_out.discard(session_id)
+            session.brain.set_model(session.brain.state.model)
         async for event in session.brain.stream(blocks):
             if isinstance(event, TurnEnded):
                 stop_reason, spent = event.stop_reason, event.usage
@@ -692,10 +727,14 @@ class CodlingAgent:
             await session.close()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The newer protocol's requests the SDK has no route for (``acp/newer.py``): ``session/delete``,
-        answered ``{}``. No extension methods of codling's own are implemented."""
+        """The newer protocol's requests the SDK has no route for (``acp/newer.py``): ``session/delete`` and
+        ``logout``, each answered ``{}``. No extension methods of codling's own are implemented."""
         if method == f"{RENAMED}session/delete":
             await self.delete_session(newer_params(DeleteSessionRequest, "session/delete", params).session_id)
+            return {}
+        if method == f"{RENAMED}logout":
+            newer_params(LogoutRequest, "logout", params)
+            await self.logout()
             return {}
         raise RequestError.method_not_found(f"_{method}")
 
