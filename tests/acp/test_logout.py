@@ -5,6 +5,7 @@ new session, and the next prompt of a session already open on the signed-out key
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import AsyncIterator, Iterator, MutableMapping
 from contextlib import asynccontextmanager
@@ -30,7 +31,7 @@ LOGIN_MODEL = "anthropic:claude-opus-5-5"
 
 @asynccontextmanager
 async def signed_in(
-    environment: MutableMapping[str, str], *, real_models: bool = False
+    environment: MutableMapping[str, str], client: RecordingClient | None = None, *, real_models: bool = False
 ) -> AsyncIterator[ClientSideConnection]:
     """An agent on ``environment`` (its settings read from it, as from the process's), initialized and
     authenticated as an editor does once `codling login` ran in its terminal. ``real_models``: sessions' models
@@ -41,7 +42,7 @@ async def signed_in(
         warm_up=False,
         environ=environment,
     )
-    async with connected(agent, RecordingClient()) as conn:
+    async with connected(agent, client or RecordingClient()) as conn:
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         await conn.authenticate(method_id="codling-login")
         yield conn
@@ -118,7 +119,8 @@ async def test_a_session_open_on_the_removed_key_asks_to_sign_in_at_its_next_pro
         return Reply(text=["done"])
 
     server.responder = held_reply
-    async with signed_in(environment, real_models=True) as conn:
+    client = RecordingClient()
+    async with signed_in(environment, client, real_models=True) as conn:
         sid = (await conn.new_session(cwd=str(project))).session_id
         first = asyncio.create_task(conn.prompt(session_id=sid, prompt=[helpers.text_block("first")]))
         if when == "between turns":
@@ -131,6 +133,11 @@ async def test_a_session_open_on_the_removed_key_asks_to_sign_in_at_its_next_pro
             answer.set()  # the turn that started signed in ends as it began
             assert (await asyncio.wait_for(first, deadline(120))).stop_reason == "end_turn"
         next_prompt = await refused(conn.prompt(session_id=sid, prompt=[helpers.text_block("second")]))
+        other = await refused(conn.set_config_option(config_id="model", session_id=sid, value="openai:gpt-5"))
+    # The picker was sent again without the models whose key went (whatever its shape).
+    pickers = [json.dumps(u.model_dump(mode="json")) for u in client.of_kind("config_option_update")]
+    assert ["openai:gpt-5-codex" in p for p in pickers] == [False]
+    assert other.code == -32602
     assert [h["authorization"] for h in server.headers] == [f"Bearer {STORED}"]  # nothing sent with it afterwards
     said = (
         "model 'openai:gpt-5-mini' needs OPENAI_API_KEY: run `codling login` to store a key, set it in the "

@@ -312,7 +312,8 @@ class CodlingAgent:
         them out of the agent's environment; a variable the environment set to another value stays and keeps
         working. Sessions and models chosen from then on need a key again (auth_required, so the editor offers
         its sign-in); an open session whose model was built with a removed key builds it again at its next turn,
-        which fails with auth_required rather than go on with that key."""
+        which fails with auth_required rather than go on with that key. Open sessions' model pickers are sent
+        again without the models that lost their key."""
         from codling.credentials import forget
 
         try:
@@ -325,12 +326,16 @@ class CodlingAgent:
             except ConfigError as e:
                 details = f"the stored keys were removed, but the settings cannot be read again: {e}"
                 raise RequestError.internal_error({"details": details}) from e
-        for session in self._sessions.values():
+        for session in list(self._sessions.values()):
             if keyed_by(session.brain.state.model.id, removed):
                 if session.brain.running:
                     self._signed_out.add(session.id)  # its turn goes on; the next one builds the model afresh
                 else:
                     session.brain.set_model(session.brain.state.model)  # built again when next needed
+            try:  # its model picker keeps only the models that still have a key
+                await self._send_settings(session, None)
+            except Exception:  # the client may be gone already
+                log.debug("could not send the options after logout", exc_info=True)
 
     async def new_session(
         self,
