@@ -4,8 +4,9 @@ The file holds ``{"keys": {"ANTHROPIC_API_KEY": "…", …}, "model": "anthropic
 variable it stands for, and the model chosen at login. When codling starts, :func:`apply` sets every stored key
 whose variable the environment does not set, so a key set in the environment wins and everything that treats
 credential variables as secrets (sealing, redaction, the environment commands get) treats stored keys the same
-way. ``config.load_settings`` uses the stored model after config.toml's. A file others can read is refused with
-the command that fixes it: a key must not be left readable.
+way. ``config.load_settings`` uses the stored model after config.toml's. :func:`forget` (``codling logout``, ACP's
+``logout``) removes keys, and takes them out of the environment they were applied to. A file others can read is
+refused with the command that fixes it: a key must not be left readable.
 """
 
 from __future__ import annotations
@@ -86,23 +87,31 @@ def store(home: Path, variable: str, key: str, model: str | None) -> Path:
     return _write(home, Stored({**current.keys, variable: key}, model or current.model))
 
 
-def forget(home: Path, variables: Collection[str] | None = None) -> list[str]:
-    """Remove the stored keys of ``variables`` (None: all of them, and the model); the names removed."""
+def forget(
+    home: Path, variables: Collection[str] | None = None, environ: MutableMapping[str, str] | None = None
+) -> list[str]:
+    """Remove the stored keys of ``variables`` (None: all of them, and the model); the names removed. Each
+    removed key is taken out of ``environ`` too where its variable holds exactly that key (:func:`apply` put it
+    there); a variable holding another value was set by the environment, and stays."""
     path = credentials_file(home)
     if not path.exists():
         return []
     if variables is None:
         try:
-            gone = list(read(home).keys)
-        except ConfigError:  # unusable or readable by others: removed all the same
-            gone = [FILE_NAME]
+            removed = read(home).keys
+        except ConfigError:  # unusable or readable by others (so never applied): removed all the same
+            path.unlink()
+            return [FILE_NAME]
         path.unlink()
-        return gone
-    current = read(home)
-    gone = [name for name in current.keys if name in variables]
-    if gone:
-        _write(home, Stored({k: v for k, v in current.keys.items() if k not in gone}, current.model))
-    return gone
+    else:
+        current = read(home)
+        removed = {name: key for name, key in current.keys.items() if name in variables}
+        if removed:
+            _write(home, Stored({k: v for k, v in current.keys.items() if k not in removed}, current.model))
+    for name, key in removed.items():
+        if environ is not None and key and environ.get(name) == key:
+            del environ[name]
+    return list(removed)
 
 
 def apply(environ: MutableMapping[str, str]) -> list[str]:

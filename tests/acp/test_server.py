@@ -118,7 +118,7 @@ async def test_initialize_advertises_only_what_is_implemented(start: Start) -> N
         for name in ("list", "fork", "resume", "close", "additional_directories", "delete")
         if getattr(sessions, name) is not None
     }
-    assert advertised == {"list", "fork", "resume", "close", "additional_directories"}
+    assert advertised == {"list", "fork", "resume", "close", "additional_directories", "delete"}
     # One sign-in method: `codling login` in a terminal, in the `_meta` form Zed reads without asking (this
     # client did not say it runs terminal methods).
     (method,) = response.auth_methods or []

@@ -12,9 +12,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from codling.credentials import credentials_file, store
+from codling.store.index import SessionStore
 from tests.e2e.raw_acp import agent_env
 from tests.fakes.npm_acp import client_script, schema_violations
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
@@ -47,6 +50,7 @@ def test_a_scripted_session_under_the_typescript_sdk_client(
     (home / "models.json").write_text(
         json.dumps({"models": {"openai-chat:gpt-5": {"context_limit": 100_000, "thinking": True}}})
     )
+    store_a_login(home)
     result, traffic = tmp_path / "result.json", tmp_path / "traffic.jsonl"
     node = shutil.which("node")
     assert node is not None, "node is needed for the TypeScript SDK client (apt-get install nodejs)"
@@ -104,11 +108,12 @@ def test_a_scripted_session_under_the_typescript_sdk_client(
     assert list(options) == ["model", "thinking", "thought_level", "mode"]
     picker = options["model"]
     assert [(g["group"], g["name"]) for g in picker["options"]] == [
+        ("anthropic", "Anthropic"),  # (the stored login's key)
         ("openai", "OpenAI"),
         ("openai-chat", "OpenAI-compatible (chat completions)"),
     ]
     assert picker["currentValue"] == "openai-chat:gpt-5"
-    assert {"value": "openai-chat:gpt-5", "name": "gpt-5", "description": "openai-chat:gpt-5"} in picker["options"][1][
+    assert {"value": "openai-chat:gpt-5", "name": "gpt-5", "description": "openai-chat:gpt-5"} in picker["options"][2][
         "options"
     ]
     assert (options["thinking"]["type"], options["thinking"]["currentValue"]) == ("boolean", True)
@@ -122,6 +127,7 @@ def test_a_scripted_session_under_the_typescript_sdk_client(
     assert [r.get("reasoning_effort") for r in server.requests] == ["medium"] * 4 + [
         "minimal"
     ] * 4  # (the two queued prompts too)
+    check_delete_and_logout(seen, home)
     kinds = {u["kind"] for u in seen["updates"]}
     assert {"available_commands_update", "usage_update", "tool_call", "tool_call_update"} <= kinds
     # Every message, both ways, as the protocol's schema defines it.
@@ -148,3 +154,29 @@ def test_a_scripted_session_under_the_typescript_sdk_client(
     update = next(m for m in messages if m["message"].get("method") == "session/update")
     broken = {**update["message"], "params": {**update["message"]["params"], "update": {"sessionUpdate": "nope"}}}
     assert schema_violations([{"from": "agent", "message": broken}]) != []
+
+
+# -- session/delete and logout: after the scripted session, in the same process (acp_ts_client.mjs deleteAndLogOut)
+
+STORED_KEY = "sk-ant-stored-0123456789abcdef"
+
+
+def store_a_login(home: Path) -> None:
+    """What `codling login` would have stored: the agent takes it up at start-up; its logout removes it."""
+    store(home, "ANTHROPIC_API_KEY", STORED_KEY, None)
+
+
+def check_delete_and_logout(seen: dict[str, Any], home: Path) -> None:
+    """The session was deleted (a second delete is -32002, which the SDK takes as done) and gone from the list,
+    logout removed the stored key, and the environment's key still opened a session."""
+    outcome = dict(seen["deleteAndLogout"])
+    after = outcome.pop("sessionAfterLogout")
+    assert outcome == {
+        "capabilities": {"delete": {}, "logout": {}},
+        "deleted": {},
+        "deletedAgain": {},
+        "listed": [],
+        "loggedOut": {},
+    }
+    assert not credentials_file(home).exists()
+    assert [s.session_id for s in SessionStore(home).list()] == [after]

@@ -102,6 +102,23 @@ const app = client({ name: "ts-sdk-test-client" })
     return {};
   });
 
+// -- session/delete and logout ---------------------------------------------------------------------------------
+// After the scripted session: delete it (twice: the SDK takes -32002, not found, as already deleted), list what is
+// left, log out (removing the keys `codling login` stored), then open a session on the environment's key.
+async function deleteAndLogOut(ctx, init, sessionId) {
+  const capabilities = {
+    delete: init.agentCapabilities?.sessionCapabilities?.delete ?? null,
+    logout: init.agentCapabilities?.auth?.logout ?? null,
+  };
+  const deleted = await ctx.request(methods.agent.session.delete, { sessionId });
+  const deletedAgain = await ctx.request(methods.agent.session.delete, { sessionId });
+  const listed = (await ctx.request(methods.agent.session.list, {})).sessions.map((s) => s.sessionId);
+  const loggedOut = await ctx.request(methods.agent.logout, {});
+  const after = await ctx.request(methods.agent.session.new, { cwd: project, mcpServers: [] });
+  await ctx.request(methods.agent.session.close, { sessionId: after.sessionId });
+  return { capabilities, deleted, deletedAgain, listed, loggedOut, sessionAfterLogout: after.sessionId };
+}
+
 await app.connectWith(stream, async (ctx) => {
   const init = await ctx.request(methods.agent.initialize, {
     protocolVersion: PROTOCOL_VERSION,
@@ -145,6 +162,7 @@ await app.connectWith(stream, async (ctx) => {
   );
   seen.queued = answered.map((a) => (a.status === "fulfilled" ? a.value.stopReason : `error ${a.reason?.code}`));
   await ctx.request(methods.agent.session.close, { sessionId: session.sessionId });
+  seen.deleteAndLogout = await deleteAndLogOut(ctx, init, session.sessionId);
 });
 agent.stdin.end();
 await new Promise((resolve) => agent.on("exit", resolve));

@@ -37,6 +37,8 @@ REQUESTS = {
     "session/load": ("LoadSessionRequest", "LoadSessionResponse"),
     "session/resume": ("ResumeSessionRequest", "ResumeSessionResponse"),
     "session/close": ("CloseSessionRequest", "CloseSessionResponse"),
+    "session/delete": ("DeleteSessionRequest", "DeleteSessionResponse"),
+    "logout": ("LogoutRequest", "LogoutResponse"),
     "session/list": ("ListSessionsRequest", "ListSessionsResponse"),
     "session/set_mode": ("SetSessionModeRequest", "SetSessionModeResponse"),
     "session/set_config_option": ("SetSessionConfigOptionRequest", "SetSessionConfigOptionResponse"),

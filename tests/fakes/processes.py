@@ -1,15 +1,21 @@
 """Real processes in tests: the environment a test starts codling with, whether a process still runs, waiting for
-one to be gone, and a named pipe another process writes to when something happened. Each wait is on an event (a
-pidfd, a pipe), bounded by a liveness deadline so that a test fails rather than hangs."""
+one to be gone, a named pipe another process writes to when something happened, and another process holding a
+stored session open. Each wait is on an event (a pidfd, a pipe), bounded by a liveness deadline so that a test
+fails rather than hangs."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from codling.store.index import SessionStore
 
 COVERAGE_VARIABLES = ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START")
 """What coverage's subprocess patch sets in the tests' environment so that the processes they start are measured."""
@@ -116,3 +122,27 @@ class Fifo:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from codling.store.index import SessionStore
+file = SessionStore(Path(sys.argv[1])).open(sys.argv[2])
+print("open", flush=True)
+if sys.stdin.readline().strip() == "close":
+    file.close()
+"""
+
+
+def other_writer(store: SessionStore, sid: str) -> subprocess.Popen[str]:
+    """Another process that holds the stored session ``sid`` open for writing, as another codling would, until
+    it is sent "close" (or its stdin ends); it has taken the session's lock when this returns."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(store.root.parent), sid],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdout.readline() == "open\n"
+    return child

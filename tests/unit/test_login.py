@@ -41,6 +41,18 @@ def test_the_environment_wins_over_a_stored_key(home: Path) -> None:
     assert environ["ANTHROPIC_API_KEY"] == "sk-ant-stored" and environ["OPENAI_API_KEY"] == "sk-from-env"
 
 
+def test_forgetting_takes_applied_keys_out_of_the_environment_and_leaves_the_environments_own(home: Path) -> None:
+    store(home, "ANTHROPIC_API_KEY", "sk-ant-stored", None)
+    store(home, "OPENAI_API_KEY", "sk-stored", None)
+    store(home, "GEMINI_API_KEY", "gm-stored", None)
+    environ = {"CODLING_HOME": str(home), "OPENAI_API_KEY": "sk-from-env"}
+    apply(environ)
+
+    assert forget(home, {"GEMINI_API_KEY"}, environ) == ["GEMINI_API_KEY"]
+    assert forget(home, environ=environ) == ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+    assert environ == {"CODLING_HOME": str(home), "OPENAI_API_KEY": "sk-from-env"}
+
+
 def test_a_key_file_others_can_read_is_refused_saying_how_to_fix_it(home: Path) -> None:
     path = store(home, "ANTHROPIC_API_KEY", "sk-ant-one", None)
     path.chmod(0o644)

@@ -41,6 +41,7 @@ from codling.store.index import SessionStore, SessionSummary
 from codling.store.records import RECORD, dump_record
 from codling.tools.base import PlanStep
 from codling.tools.ports import FileDiff, Location
+from tests.fakes.processes import other_writer
 
 STARTED = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 BAD_IDS = ["../../decoy", "..", ".", "", "a\x00b", "x" * 300, "20261122-0b9f3c2a41de/../../../decoy", "20261122-0B9F"]
@@ -384,28 +385,6 @@ def test_a_zombie_owner_is_dead(store: SessionStore) -> None:
     lock_of(store, sid).write_text(f"{child.pid} {started}\n")
     store.open(sid).close()
     child.wait()
-
-
-WRITER = """
-import sys
-from pathlib import Path
-from codling.store.index import SessionStore
-file = SessionStore(Path(sys.argv[1])).open(sys.argv[2])
-print("open", flush=True)
-if sys.stdin.readline().strip() == "close":
-    file.close()
-"""
-
-
-def other_writer(store: SessionStore, sid: str) -> subprocess.Popen[str]:
-    child = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(store.root.parent), sid],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdout is not None and child.stdout.readline() == "open\n"
-    return child
 
 
 @pytest.mark.parametrize("ending", ["close", "exit"])

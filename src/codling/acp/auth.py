@@ -6,12 +6,14 @@ codling reads provider keys from the environment it is started in, else from wha
 and always with the ``_meta["terminal-auth"]`` form (an explicit command line) that Zed reads without asking.
 ``authenticate`` then takes up what was stored and succeeds once some model has a key. A session/new with no
 credentialed model, or a turn whose provider refused the key (HTTP 401/403) or whose key is missing, answers
-with -32000 auth_required, which an editor turns into its sign-in prompt.
+with -32000 auth_required, which an editor turns into its sign-in prompt. ``logout`` (advertised as
+``agentCapabilities.auth.logout``) removes what the login stored, so the sign-in is offered again.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +70,12 @@ def check_method(method_id: str) -> None:
 def auth_required(message: str, details: str = "") -> RequestError:
     """-32000 with ``message`` as the error's message (Zed shows it as the sign-in prompt's description)."""
     return RequestError(AUTH_REQUIRED, message, {"details": details or message, "authMethods": [LOGIN_METHOD]})
+
+
+def keyed_by(model_id: str, variables: Collection[str]) -> bool:
+    """Whether ``model_id``'s provider takes its key from one of ``variables`` (a model built with one of them
+    holds that key until it is built again)."""
+    from codling.llm.catalog import provider_of
+    from codling.llm.providers import CREDENTIAL_VARIABLES
+
+    return any(name in variables for name in CREDENTIAL_VARIABLES.get(provider_of(model_id), ()))

@@ -21,15 +21,32 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, assert_never
+from typing import Any, Literal, Protocol, TypeVar, assert_never
+
+from acp import RequestError
+from pydantic import BaseModel, ValidationError
 
 log = logging.getLogger(__name__)
+
+Params = TypeVar("Params", bound=BaseModel)
 
 NEWER_REQUESTS = frozenset({"session/delete", "logout"})
 """Requests of the newest schema that the SDK's router has no route for."""
 
 RENAMED = "newer/"
 """The extension name (after the SDK strips the leading ``_``) a renamed request reaches ``ext_method`` as."""
+
+
+def newer_params(model: type[Params], method: str, params: Any) -> Params:
+    """A renamed request's ``params`` as the SDK's ``model`` of them; -32602 saying what is wrong otherwise (the
+    SDK router does the same check for the requests it routes, but answers with pydantic's raw error list)."""
+    try:
+        return model.model_validate(params)
+    except ValidationError as e:
+        said = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'params'}: {error['msg']}" for error in e.errors()
+        )
+        raise RequestError.invalid_params({"message": f"{method}: {said}"[:500]}) from e
 
 
 class Transport(Protocol):

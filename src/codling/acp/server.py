@@ -19,17 +19,21 @@ from typing import TYPE_CHECKING, Any, cast
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.interfaces import Client
 from acp.schema import (
+    AgentAuthCapabilities,
     AgentCapabilities,
     AuthenticateResponse,
     AvailableCommand,
     AvailableCommandInput,
     ClientCapabilities,
     ConfigOptionUpdate,
+    DeleteSessionRequest,
     ForkSessionResponse,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
+    LogoutCapabilities,
+    LogoutRequest,
     McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
@@ -38,6 +42,7 @@ from acp.schema import (
     SessionAdditionalDirectoriesCapabilities,
     SessionCapabilities,
     SessionCloseCapabilities,
+    SessionDeleteCapabilities,
     SessionForkCapabilities,
     SessionInfo,
     SessionInfoUpdate,
@@ -49,7 +54,7 @@ from acp.schema import (
 )
 
 from codling import __version__
-from codling.acp.auth import auth_methods, auth_required, check_method
+from codling.acp.auth import auth_methods, auth_required, check_method, keyed_by
 from codling.acp.errors import (
     absolute,
     busy,
@@ -62,7 +67,7 @@ from codling.acp.errors import (
     shown,
     turn_error,
 )
-from codling.acp.newer import NewerEdge, NewerUpdate, wire
+from codling.acp.newer import RENAMED, NewerEdge, NewerUpdate, newer_params, wire
 from codling.acp.options import (
     OPTION_IDS,
     config_options,
@@ -151,6 +156,9 @@ class CodlingAgent:
         self.newer = NewerEdge()
         """The newer protocol the SDK cannot carry: wrap the connection's transport with ``newer.wrap``."""
         self._sessions: dict[str, LiveSession] = {}
+        self._signed_out: set[str] = set()
+        """Open sessions whose model must be built again before their next turn: ``logout`` removed its key
+        while a turn ran."""
         self._background: set[asyncio.Task[None]] = set()
         self._warming: WarmUp | None = None
         """The warm-up thread (None: there is none), which the loop waits for (``_warmed``) before anything
@@ -244,8 +252,10 @@ class CodlingAgent:
                     resume=SessionResumeCapabilities(),
                     fork=SessionForkCapabilities(),
                     close=SessionCloseCapabilities(),
+                    delete=SessionDeleteCapabilities(),
                     additional_directories=SessionAdditionalDirectoriesCapabilities(),
                 ),
+                auth=AgentAuthCapabilities(logout=LogoutCapabilities()),
             ),
             agent_info=Implementation(name="codling", title="codling", version=__version__),
             auth_methods=list(auth_methods(self._client_capabilities, self._home())),
@@ -310,6 +320,36 @@ class CodlingAgent:
                 "its provider's key, or choose another model"
             )
         return AuthenticateResponse()
+
+    async def logout(self) -> None:
+        """Remove the keys ``codling login`` stored (``credentials.forget``, as ``codling logout`` does) and take
+        them out of the agent's environment; a variable the environment set to another value stays and keeps
+        working. Sessions and models chosen from then on need a key again (auth_required, so the editor offers
+        its sign-in); an open session whose model was built with a removed key builds it again at its next turn,
+        which fails with auth_required rather than go on with that key. Open sessions' model pickers are sent
+        again without the models that lost their key."""
+        from codling.credentials import forget
+
+        try:
+            removed = forget(self._home(), environ=self._environ)
+        except (OSError, ConfigError) as e:
+            raise RequestError.internal_error({"details": f"cannot remove the keys codling login stored: {e}"}) from e
+        if self._settings is not None:  # the environment and the model chosen at login (gone now)
+            try:
+                self._settings = self._settings_loader()
+            except ConfigError as e:
+                details = f"the stored keys were removed, but the settings cannot be read again: {e}"
+                raise RequestError.internal_error({"details": details}) from e
+        for session in list(self._sessions.values()):
+            if keyed_by(session.brain.state.model.id, removed):
+                if session.brain.running:
+                    self._signed_out.add(session.id)  # its turn goes on; the next one builds the model afresh
+                else:
+                    session.brain.set_model(session.brain.state.model)  # built again when next needed
+            try:  # its model picker keeps only the models that still have a key
+                await self._send_settings(session, None)
+            except Exception:  # the client may be gone already
+                log.debug("could not send the options after logout", exc_info=True)
 
     async def new_session(
         self,
@@ -424,6 +464,13 @@ class CodlingAgent:
         session = self._session(session_id)
         del self._sessions[session_id]
         await session.close()
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a stored session for good, closing it first if it is open here (``acp/deletion.py``)."""
+        from codling.acp.deletion import delete_session
+
+        _, _, store = self._config()
+        await delete_session(session_id, self._sessions, store)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -713,6 +760,9 @@ class CodlingAgent:
         failed: TurnFailed | None = None
         spent: Usage | None = None
         await self._warmed()
+        if session_id in self._signed_out:  # logout removed its model's key during the last turn
+            self._signed_out.discard(session_id)
+            session.brain.set_model(session.brain.state.model)
         async for event in session.brain.stream(blocks):
             if isinstance(event, TurnEnded):
                 stop_reason, spent = event.stop_reason, event.usage
@@ -745,7 +795,15 @@ class CodlingAgent:
             await session.close()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """No extension methods are implemented."""
+        """The newer protocol's requests the SDK has no route for (``acp/newer.py``): ``session/delete`` and
+        ``logout``, each answered ``{}``. No extension methods of codling's own are implemented."""
+        if method == f"{RENAMED}session/delete":
+            await self.delete_session(newer_params(DeleteSessionRequest, "session/delete", params).session_id)
+            return {}
+        if method == f"{RENAMED}logout":
+            newer_params(LogoutRequest, "logout", params)
+            await self.logout()
+            return {}
         raise RequestError.method_not_found(f"_{method}")
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
