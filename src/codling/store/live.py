@@ -50,6 +50,8 @@ class LiveSession:
     """How many cancels have arrived: a prompt that waited through one does not run."""
     waiting: int = 0
     """How many prompts wait for their turn behind the running one."""
+    stale_model: bool = False
+    """The model's key was removed (a logout) while a turn ran: the model is built again before the next one."""
 
     @asynccontextmanager
     async def turn_slot(self) -> AsyncIterator[bool]:
