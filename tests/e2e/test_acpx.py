@@ -1,7 +1,8 @@
 """acpx (the headless ACP client from npm, ``acpx --agent "<command>" exec``) runs a scripted session against a
 spawned `codling acp`: a read and a write through the client's files, a failing command in the client's
-terminal, all approved. Its JSON output (every message both ways) is checked against the ACP schema, and its
-text output must show what the command printed and how it ended."""
+terminal, all approved, with the thinking toggle switched off first (acpx sets config options as strings).
+Its JSON output (every message both ways) is checked against the ACP schema, and its text output must show
+what the command printed and how it ended."""
 
 from __future__ import annotations
 
@@ -47,14 +48,28 @@ def run_acpx(home: Path, project: Path, server: OpenAIServer, output: str) -> st
         Reply(tool_calls=[ToolCall("run_command", {"command": "echo from-acpx; exit 2"}, id="call_c")]),
         Reply(text=["Done."]),
     )
-    env = {**agent_env(home, server), "PATH": os.environ["PATH"], "HOME": str(home)}
+    # A thinking model, whose thinking acpx switches off before the prompt (`--config-option`, a string value:
+    # acpx does not advertise boolean options, so codling offers the toggle as an on/off select).
+    (home / "models.json").write_text(json.dumps({"models": {"openai-chat:gpt-5": {"thinking": True}}}))
+    env = {
+        **agent_env(home, server),
+        "CODLING_MODEL": "openai-chat:gpt-5",
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+    }
     agent = f"{sys.executable} -m codling acp"
     argv = [str(acpx()), "--agent", agent, "--approve-all", "--format", output, "--cwd", str(project)]
     done = subprocess.run(
-        [*argv, "exec", "update the notes"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+        [*argv, "exec", "--config-option", "thinking=off", "update the notes"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (project / "notes.txt").read_text() == "edited\n"
+    assert [r.get("reasoning_effort") for r in server.requests] == ["minimal"] * 4  # thinking off, as set
     return done.stdout
 
 
@@ -92,6 +107,10 @@ def test_acpx_json_traffic_is_schema_valid(home: Path, project: Path, server: Op
     assert command_end["rawOutput"] == {"status": "exit code 2", "output": "from-acpx\n", "exitCode": 2}
     [write_end] = [u for u in updates if u.get("toolCallId") == "call_w" and u.get("status") == "completed"]
     assert [c["type"] for c in write_end["content"]] == ["diff"]
+    # The thinking toggle as acpx got it and set it: a select, since acpx takes no boolean options.
+    set_id = next(m["id"] for m in lines if m.get("method") == "session/set_config_option")
+    options = {o["id"]: o for o in answers[set_id]["configOptions"]}
+    assert (options["thinking"]["type"], options["thinking"]["currentValue"]) == ("select", "off")
 
 
 def test_acpx_text_output_shows_what_the_command_did(home: Path, project: Path, server: OpenAIServer) -> None:
