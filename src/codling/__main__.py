@@ -11,6 +11,7 @@ def main() -> None:
     First of all, codling's secret variables are moved out of its process environment and its memory is made
     unreadable to other processes of the user, the commands it runs included (``codling.seal``)."""
     from codling.seal import seal, undumpable
+    from codling.startup import imports_without_gc
 
     # By name only: the providers' table (llm/providers.py) adds just base URLs and costs ~40 ms to import, paid
     # twice when codling restarts; commands still lose those too (tools/local.py).
@@ -25,7 +26,8 @@ def main() -> None:
 
         run_acp()
         return
-    from codling.cli.app import app, resume_without_id
+    with imports_without_gc():
+        from codling.cli.app import app, resume_without_id
 
     sys.argv = resume_without_id(sys.argv)
     app()

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_cli import codling, model_env
-from tests.fakes.cli_runner import GOLDEN_ID, install_golden
+from tests.fakes.cli_runner import GOLDEN_ID, clean_env, install_golden
+from tests.fakes.cli_runner import codling as in_process
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
 
 
@@ -24,10 +25,7 @@ def server() -> Iterator[OpenAIServer]:
         yield s
 
 
-def sessions_json(env: dict[str, str], *args: str) -> list[dict[str, object]]:
-    result = codling("sessions", "list", "--json", *args, env=env)
-    assert result.returncode == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
+MODEL_VARIABLES = ("CODLING_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY")
 
 
 def test_resuming_a_session_another_process_writes_is_a_usage_error(
@@ -37,8 +35,12 @@ def test_resuming_a_session_another_process_writes_is_a_usage_error(
 
     env = model_env(home, server)
     server.enqueue(Reply(text=["first"]))
-    assert codling("run", "hello", env=env, cwd=project).returncode == 0
-    (listed,) = sessions_json(env)
+    # The session is made and listed in process (two process starts fewer): only the refused resume needs one.
+    made = in_process(clean_env(home, **{k: env[k] for k in MODEL_VARIABLES}), "run", "hello", "--cwd", str(project))
+    assert made.exit_code == 0, made.stderr
+    (listed,) = [
+        json.loads(line) for line in in_process(clean_env(home), "sessions", "list", "--json").stdout.splitlines()
+    ]
     history = home / "sessions" / str(listed["session_id"]) / "history.jsonl"
     before = history.read_bytes()
     writer = SessionStore(home).open(str(listed["session_id"]))  # this live process now holds the session

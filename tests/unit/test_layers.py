@@ -18,6 +18,7 @@ LAYERS = {
     "secrecy": 0,
     "text": 0,
     "seal": 0,
+    "startup": 0,
     "mcp_servers": 0,
     "__init__": 0,
     "llm": 1,

@@ -14,8 +14,6 @@ import pytest
 from codling.errors import PathError
 from codling.tools.atomic import put_back, set_aside
 from codling.tools.local import LocalFileSystem
-from codling.tools.patch import apply_patch
-from tests.unit.test_tools_files import ctx_in
 
 FSIZE_LIMIT = 4096
 
@@ -46,6 +44,10 @@ async def run_in_child(what: str, where: str) -> str:
     if what == "write":
         await LocalFileSystem().write_text(Path(where), big)
         return "written"
+    # Only here: the patch needs a tool context, whose helpers import pydantic-ai (1.5 CPU-s the writes skip).
+    from codling.tools.patch import apply_patch
+    from tests.unit.test_tools_files import ctx_in
+
     patch = "\n".join(
         [
             "*** Begin Patch",

@@ -51,22 +51,26 @@ class WarmUp:
             await asyncio.wrap_future(self._done)
 
     def _run(self) -> None:
+        from codling.startup import imports_without_gc
+
         try:
-            import codling.acp.mcp_specs
-            import codling.acp.ports
-            import codling.store.index
-            import codling.store.live  # noqa: F401
+            with imports_without_gc():
+                import codling.acp.mcp_specs
+                import codling.acp.ports
+                import codling.store.index
+                import codling.store.live  # noqa: F401
 
             self._released.wait()
-            from codling.llm.providers import warm_up_provider
+            with imports_without_gc():
+                from codling.llm.providers import warm_up_provider
 
-            if model_id := self._likely_model():
-                warm_up_provider(model_id)
-            from codling.llm.tokens import warm_up
-            from codling.tools.toolset import build_toolset
+                if model_id := self._likely_model():
+                    warm_up_provider(model_id)
+                from codling.llm.tokens import warm_up
+                from codling.tools.toolset import build_toolset
 
-            build_toolset()
-            warm_up()
+                build_toolset()
+                warm_up()
         except Exception:  # best effort: the real import reports errors
             log.debug("warm-up import failed", exc_info=True)
         finally:

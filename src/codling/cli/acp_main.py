@@ -53,7 +53,10 @@ def run_acp(model: str | None = None) -> None:
     except ConfigError as e:
         print(f"codling acp: {e}", file=sys.stderr)
         sys.exit(2)
-    from codling.acp.serving import serve
+    from codling.startup import imports_without_gc
+
+    with imports_without_gc():  # the ACP SDK's schemas: most of the CPU before initialize is answered
+        from codling.acp.serving import serve
 
     received: int | None = None
     with contextlib.suppress(KeyboardInterrupt):

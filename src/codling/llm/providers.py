@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from codling.config import PromptCache, Settings
 from codling.errors import ConfigError, MissingCredentialsError, NoModelError, UnknownProviderError
 from codling.llm.catalog import Catalog, ModelInfo, provider_of
+from codling.startup import imports_without_gc
 
 if TYPE_CHECKING:
     from pydantic_ai import Agent
@@ -325,6 +326,11 @@ def build_model(
     titles) puts breakpoints on the tool definitions, the system prompt and the conversation's last block, so
     each request reads the previous one's prefix from the cache (pydantic-ai's ``cache`` setting).
     """
+    with imports_without_gc():  # the model stack's import and construction: long-lived objects only
+        return _build_model(model_id, idle_timeout, env, cache)
+
+
+def _build_model(model_id: str, idle_timeout: float, env: Mapping[str, str] | None, cache: PromptCache) -> Model:
     from pydantic_ai.exceptions import UserError
     from pydantic_ai.models import infer_model
     from pydantic_ai.providers import infer_provider
@@ -395,7 +401,11 @@ def agent_class() -> type[Agent[Any, Any]]:
 def warm_up_provider(model_id: str) -> None:
     """Import pydantic-ai and the provider SDK ``model_id`` needs, without building anything (a background
     thread does it, so the first prompt does not wait for the imports)."""
-    provider = _PROVIDER_ALIASES.get(provider_of(model_id), provider_of(model_id))
+    with imports_without_gc():
+        _import_provider(_PROVIDER_ALIASES.get(provider_of(model_id), provider_of(model_id)))
+
+
+def _import_provider(provider: str) -> None:
     import pydantic_ai
 
     if provider in _OPENAI_PROVIDERS:

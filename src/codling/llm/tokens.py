@@ -83,9 +83,10 @@ def _read_ranks(path: Path | None = None) -> dict[bytes, int]:
     if digest != EXPECTED_SHA256:
         raise _damaged(source, f"sha256 {digest}, expected {EXPECTED_SHA256}")
     # Lines are "<base64 token> <rank>"; the hash pins the content, so splitting on whitespace is safe and about
-    # twice as fast as tiktoken's line-by-line parse.
-    fields = data.split()
-    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
+    # twice as fast as tiktoken's line-by-line parse, and the ranks it pins are the line numbers 0, 1, 2…, so they
+    # are not parsed (a quarter of the load's Python time; tests/unit/test_tokens.py compares with tiktoken's).
+    tokens = data.split()[0::2]
+    return dict(zip(map(binascii.a2b_base64, tokens), range(len(tokens)), strict=True))
 
 
 def _load_encoding(path: Path | None = None) -> tiktoken.Encoding:

@@ -360,7 +360,10 @@ async def build_toolset(spec: McpServerSpec, cwd: Path, startup_timeout: float, 
 
 
 def _import_mcp() -> Any:
-    from codling.tools.mcp import connect
+    from codling.startup import imports_without_gc
+
+    with imports_without_gc():
+        from codling.tools.mcp import connect
 
     return connect
 
