@@ -253,12 +253,12 @@ async def test_thinking_is_refused_for_a_model_that_does_not_think(home: Path, p
 
 # -- what the provider receives -------------------------------------------------------------------------------
 
-SONNET = "anthropic:claude-sonnet-4-5"
+HAIKU = "anthropic:claude-haiku-4-5"
 
 
 @pytest.fixture
 def anthropic() -> Iterator[AnthropicServer]:
-    warm_up_provider(SONNET)  # the SDK's import takes seconds on a busy machine
+    warm_up_provider(HAIKU)  # the SDK's import takes seconds on a busy machine
     with running_server(expected_api_key="test-key") as server:
         yield server
 
@@ -268,7 +268,7 @@ async def test_switching_thinking_off_takes_it_out_of_the_provider_request(
 ) -> None:
     for text in ("thought about it", "no thinking", "thought hard"):
         anthropic.enqueue(Reply(text=[text], thinking=Thinking("hmm", signature="sig") if "thought" in text else None))
-    async with serving(home, BOOLEANS, env={"CODLING_MODEL": SONNET, **anthropic.env()}) as (conn, _):
+    async with serving(home, BOOLEANS, env={"CODLING_MODEL": HAIKU, **anthropic.env()}) as (conn, _):
         sid = (await conn.new_session(cwd=str(project))).session_id
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("one")])
         await conn.set_config_option(config_id="thinking", session_id=sid, value=False)
