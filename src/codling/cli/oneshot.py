@@ -116,16 +116,17 @@ async def _run_turn(
     output: Output,
     redact: Redactor,
 ) -> int:
-    from codling.cli.render import JsonLinesRenderer, LastMessage, TerminalRenderer
+    from codling.cli.render import LastMessage, TerminalRenderer
+    from codling.cli.script_stream import ScriptStream, result_line
 
     # Piped or redirected, stdout carries the answer alone; what the turn does is drawn on stderr.
     answer_only = not output.json and not sys.stdout.isatty()
-    renderer: JsonLinesRenderer | TerminalRenderer
+    renderer: ScriptStream | TerminalRenderer
     if output.json:
         from codling.cli.approve import TerminalApprover
         from codling.cli.draw import use_color
 
-        renderer = JsonLinesRenderer(sys.stdout, redact)
+        renderer = ScriptStream(sys.stdout, redact)
         color = use_color(sys.stderr, os.environ)
         approver = TerminalApprover(input=sys.stdin, output=sys.stderr, color=color) if interactive else None
     else:
@@ -144,7 +145,7 @@ async def _run_turn(
     except CodlingError as e:  # e.g. the session is being written by another codling process
         print(f"codling: {e}", file=sys.stderr)
         return EXIT_USAGE
-    if isinstance(renderer, JsonLinesRenderer):
+    if isinstance(renderer, ScriptStream):
         renderer.write(session_event(live.id, plan.model.id, live.header.cwd, plan.stored is not None))
     last = LastMessage()
     live.brain.subscribe(renderer)
@@ -189,25 +190,10 @@ async def _run_turn(
         sys.stdout.write(last.text + "\n")
     if completed and output.last_message is not None:
         _write_last_message(output.last_message, redact(last.text))
-    if isinstance(renderer, JsonLinesRenderer):
+    if isinstance(renderer, ScriptStream):
         renderer.close()
-        renderer.write(
-            {
-                "type": "result",
-                "session_id": live.id,
-                "stop_reason": "error" if failed else result.stop_reason,
-                "error": result.error,
-                "usage": {
-                    "input_tokens": result.usage.input_tokens,
-                    "output_tokens": result.usage.output_tokens,
-                    "cache_read_tokens": result.usage.cache_read_tokens,
-                    "cache_write_tokens": result.usage.cache_write_tokens,
-                },
-                "cost": result.cost,
-                "duration_ms": round((time.monotonic() - started) * 1000),
-                "turns": live.brain.state.turn_count,
-            }
-        )
+        duration_ms = round((time.monotonic() - started) * 1000)
+        renderer.write(result_line(live.id, result, redact(last.text), duration_ms, live.brain.state.turn_count))
     else:
         if result.context is not None:
             print(context_meter(result.context.used, result.context.size), file=sys.stderr)
