@@ -8,7 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.cli_runner import codling
+import pytest
+
+from codling.brain.events import TurnEnded
+from codling.store.history import read_history
+from tests.fakes.cli_runner import MODEL, codling
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage
 
 
@@ -90,3 +94,93 @@ def test_a_failed_turn_says_error_in_turn_ended_and_in_the_result(
     assert (outcome["type"], outcome["stop_reason"], outcome["text"]) == ("result", "error", "")
     assert outcome["error"] == failed["message"] and "the request was refused" in failed["message"]
     assert of_type(lines, "assistant_message") == []
+
+
+# -- limits for scripts (issue 32 item 8) ----------------------------------------------------------------------
+
+
+def reads(*paths: str) -> list[Reply]:
+    """A model that reads one file per request, for as long as it is let."""
+    return [
+        Reply(
+            tool_calls=[ToolCall("read_file", {"path": path}, id=f"r{n}")],
+            usage=Usage(prompt_tokens=100_000, completion_tokens=0),
+        )
+        for n, path in enumerate(paths)
+    ]
+
+
+def recorded_end(home: Path) -> TurnEnded:
+    (history,) = (home / "sessions").glob("*/history.jsonl")
+    return next(e for e in read_history(history).events if isinstance(e, TurnEnded))
+
+
+def test_max_requests_stops_the_turn_before_the_request_past_it(
+    served: dict[str, str | None], home: Path, server: OpenAIServer
+) -> None:
+    server.enqueue(*reads("src/app.py", "README.md", "src/app.py"), Reply(text=["Done."]))
+    result = codling(served, "run", "--json", "--max-requests", "2", "read everything")
+    assert result.exit_code == 3, result.stderr
+    assert len(server.requests) == 2  # the third request was never made
+    lines = read_stream(result.stdout)
+    (ended,) = of_type(lines, "turn_ended")
+    outcome = lines[-1]
+    assert (ended["stop_reason"], ended["error"]) == ("max_turn_requests", False)
+    assert (outcome["stop_reason"], outcome["error"], outcome["text"]) == ("max_turn_requests", None, "")
+    assert [line["status"] for line in of_type(lines, "tool_call_finished")] == ["completed", "completed"]
+    session_id = outcome["session_id"]
+    assert (
+        f"codling: stopped: the turn made 2 model requests, the --max-requests 2 limit; raise it, or what it did is "
+        f'recorded; continue with: codling run --resume {session_id} "go on"\n'
+    ) in result.stderr
+    end = recorded_end(home)
+    assert (end.stop_reason, end.error, end.usage.requests) == ("max_turn_requests", False, 2)
+
+
+def test_max_cost_stops_the_turn_once_its_spend_passes_the_cap(
+    served: dict[str, str | None], home: Path, server: OpenAIServer
+) -> None:
+    """$0.10 a request (100,000 input tokens at $1 a million): after two, $0.20 is past $0.15, so no third."""
+    (home / "models.json").write_text(json.dumps({"models": {MODEL: {"price": [1, 2]}}}))
+    server.enqueue(*reads("src/app.py", "README.md", "src/app.py"), Reply(text=["Done."]))
+    result = codling(served, "run", "--max-cost", "0.15", "read everything")
+    assert result.exit_code == 3, result.stderr
+    assert len(server.requests) == 2
+    assert "codling: stopped: the turn spent $0.2000, past --max-cost 0.15; raise it, or what it did is recorded" in (
+        result.stderr
+    )
+    end = recorded_end(home)
+    assert (end.stop_reason, end.error, end.usage.requests) == ("max_cost", False, 2)
+    assert end.cost == pytest.approx(0.2)
+
+
+def test_a_spend_under_the_cap_runs_the_turn_to_its_end(
+    served: dict[str, str | None], home: Path, server: OpenAIServer
+) -> None:
+    (home / "models.json").write_text(json.dumps({"models": {MODEL: {"price": [1, 2]}}}))
+    server.enqueue(*reads("src/app.py"), Reply(text=["Done."]))
+    result = codling(served, "run", "--json", "--max-cost", "0.15", "--max-requests", "2", "read it")
+    assert result.exit_code == 0, result.stderr
+    assert (read_stream(result.stdout)[-1]["stop_reason"], len(server.requests)) == ("end_turn", 2)
+
+
+def test_max_cost_on_a_model_without_a_price_is_refused_up_front(
+    served: dict[str, str | None], home: Path, server: OpenAIServer
+) -> None:
+    result = codling(served, "run", "--max-cost", "1", "hi")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f'codling: --max-cost needs the model\'s price, and {MODEL} has none; add "price": [input, output] (US '
+        "dollars per million tokens) to its entry in $CODLING_HOME/models.json, or use --max-requests\n"
+    )
+    assert (server.requests, result.stdout) == ([], "")
+    assert not list((home / "sessions").glob("*/history.jsonl"))
+
+
+@pytest.mark.parametrize("args", [["--max-requests", "0"], ["--max-cost", "0"], ["--max-cost", "-1"]])
+def test_a_limit_that_allows_nothing_is_a_usage_error(
+    served: dict[str, str | None], server: OpenAIServer, args: list[str]
+) -> None:
+    result = codling(served, "run", *args, "hi")
+    assert result.exit_code == 2
+    assert args[0] in result.stderr and server.requests == []
