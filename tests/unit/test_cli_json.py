@@ -184,3 +184,23 @@ def test_a_limit_that_allows_nothing_is_a_usage_error(
     result = codling(served, "run", *args, "hi")
     assert result.exit_code == 2
     assert args[0] in result.stderr and server.requests == []
+
+
+def test_the_readme_s_example_is_the_stream_a_run_writes(served: dict[str, str | None], server: OpenAIServer) -> None:
+    """The README's example of the stream, in its order, and each of its whole lines with the fields a real run's
+    line of that type has (a line with `…` is abbreviated: only its place in the order is checked)."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("For example (deltas left out", 1)[1].split("```", 2)[1]
+    example = [line for line in block.splitlines() if line.startswith("{")]
+    server.enqueue(
+        Reply(text=["Let me look."], tool_calls=[ToolCall("read_file", {"path": "src/app.py"}, id="r1")]),
+        Reply(text=["It greets."]),
+    )
+    result = codling(served, "run", "--json", "what does app.py do?")
+    real = read_stream(result.stdout)
+    shown = [json.loads(line.replace("…,", ",").replace(", …}", "}"))["type"] for line in example]
+    assert [line["type"] for line in real if line["type"] in shown] == shown
+    whole = [json.loads(line) for line in example if ", …}" not in line]
+    assert {line["type"] for line in whole} == {"session", "assistant_message", "result"}
+    for line in whole:
+        assert line.keys() == next(r for r in real if r["type"] == line["type"]).keys(), line["type"]
