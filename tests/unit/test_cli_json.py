@@ -204,3 +204,23 @@ def test_the_readme_s_example_is_the_stream_a_run_writes(served: dict[str, str |
     assert {line["type"] for line in whole} == {"session", "assistant_message", "result"}
     for line in whole:
         assert line.keys() == next(r for r in real if r["type"] == line["type"]).keys(), line["type"]
+
+
+def test_max_cost_counts_what_a_delegate_spent_in_the_turn(
+    served: dict[str, str | None], home: Path, server: OpenAIServer
+) -> None:
+    """$0.10 for the turn's own first request and $0.10 for its delegate's: $0.20 is past $0.15 only with the
+    delegate's spend counted, so the turn's second request is never made."""
+    (home / "models.json").write_text(json.dumps({"models": {MODEL: {"price": [1, 2]}}}))
+    spent = Usage(prompt_tokens=100_000, completion_tokens=0)
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("delegate", {"agent": "planner", "task": "plan it"}, id="d1")], usage=spent),
+        Reply(text=["The plan."], usage=spent),  # the delegate's one request
+        Reply(text=["Done."]),
+    )
+    result = codling(served, "run", "--max-cost", "0.15", "plan and do it")
+    assert result.exit_code == 3, result.stderr
+    assert len(server.requests) == 2
+    end = recorded_end(home)
+    assert (end.stop_reason, end.usage.requests) == ("max_cost", 2)
+    assert end.cost == pytest.approx(0.2)
