@@ -5,6 +5,7 @@ terminal); what a turn does is tested in process, over the same server, in `test
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -103,6 +104,29 @@ def test_failed_turn_exits_1_with_error(home: Path, project: Path, server: OpenA
     assert result.returncode == 1
     assert result.stdout == ""  # errors are not the answer
     assert "Error" in result.stderr and "Incorrect API key provided" in result.stderr
+
+
+def test_a_script_reads_json_and_exit_code_3_when_a_limit_stops_the_turn(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    """The process's own side of issue 32 items 5 and 8: stdout is JSON lines alone, the limit's note is on
+    stderr, and the exit status says the turn stopped at a limit (the stream itself is tested in process)."""
+    server.enqueue(
+        Reply(text=["Let me read it."], tool_calls=[ToolCall("read_file", {"path": "README.md"}, id="r1")]),
+        Reply(text=["Never asked for."]),
+    )
+    result = codling("run", "--json", "--max-requests", "1", "summarise", env=model_env(home, server), cwd=project)
+    assert result.returncode == 3, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["type"] for line in lines if line["type"] in ("session", "assistant_message", "result")] == [
+        "session",
+        "assistant_message",
+        "result",
+    ]
+    outcome = lines[-1]
+    assert (outcome["stop_reason"], outcome["error"]) == ("max_turn_requests", None)
+    assert len(server.requests) == 1
+    assert "the --max-requests 1 limit; raise it" in result.stderr
 
 
 def test_piped_stdout_is_the_last_message_alone(home: Path, project: Path, server: OpenAIServer) -> None:

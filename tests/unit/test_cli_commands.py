@@ -309,6 +309,7 @@ def test_run_json_prints_event_lines(served: dict[str, str | None], project: Pat
         "type": "result",
         "session_id": session["session_id"],
         "stop_reason": "end_turn",
+        "text": "It greets.",
         "error": None,
         "usage": {
             "input_tokens": outcome["usage"]["input_tokens"],

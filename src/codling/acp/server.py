@@ -446,7 +446,9 @@ class CodlingAgent(AgentCore):
             raise turn_error(failed, self._redact)
         if (problem := session.recorder.file.problem) is not None:  # e.g. the disk is full: the user must act
             raise failure(problem, problem)
-        return PromptResponse(stop_reason=stop_reason, usage=prompt_usage(spent))
+        # ACP has no stop reason for a spending cap; it is a limit the agent set, as a request limit is.
+        acp_stop = "max_turn_requests" if stop_reason == "max_cost" else stop_reason
+        return PromptResponse(stop_reason=acp_stop, usage=prompt_usage(spent))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """Stop the session's running turn; its prompt request answers ``cancelled``. A notification: a

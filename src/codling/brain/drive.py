@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from codling.brain.events import Event, PlanUpdated, StopReason, TextDelta, ThoughtDelta, ToolCallStarted, Usage
+from codling.brain.spend import usage_of
 from codling.brain.turns import args_dict, describe_failure, plan_of, stop_reason, tool_finished
 from codling.errors import ModelError
 from codling.text import clean_text
@@ -35,7 +36,8 @@ async def drive(
     idle_timeout: float | None = None,
 ) -> tuple[StopReason, Usage]:
     """Drive ``run`` (an ``AgentRun`` from ``Agent.iter``) to its end, sending its events, and return how it
-    stopped and its usage; a run that hits its request limit ends with ``max_turn_requests``. ``first_input``
+    stopped and its usage; a run that hits its request limit ends with ``max_turn_requests``, one stopped by its
+    spending cap (``brain/spend_cap.py``) with ``max_cost``. ``first_input``
     gets the input tokens of the first response as soon as it arrives (when the provider reports them). With
     ``stream=False`` each model request is made without streaming and its response is sent whole. A streamed
     response that goes ``idle_timeout`` seconds without an event, or ends without a finish reason, is an error."""
@@ -90,8 +92,10 @@ async def drive(
                             send(tool_finished(turn_id, ev.part))
                             if (plan := plan_of(ev.part)) is not None:
                                 send(PlanUpdated(turn_id, plan))
-    except UsageLimitExceeded:
-        stop = "max_turn_requests"
+    except UsageLimitExceeded as e:
+        from codling.brain.spend_cap import CostLimitReached
+
+        stop = "max_cost" if isinstance(e, CostLimitReached) else "max_turn_requests"
     except ModelTimeoutError as e:
         if e.phase not in ("read", None) or idle_timeout is None:
             raise
@@ -101,20 +105,6 @@ async def drive(
             raise ModelError(CUT_OFF) from e
         raise
     return stop, usage_of(run.usage)
-
-
-def usage_of(usage: Any) -> Usage:
-    """codling's ``Usage`` of a pydantic-ai run's ``RunUsage``."""
-    # RunUsage sums RequestUsage's one-hour writes under the same (undeclared) attribute name.
-    one_hour = getattr(usage, "cache_write_1h_tokens", 0)
-    return Usage(
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.requests,
-        usage.cache_read_tokens,
-        usage.cache_write_tokens,
-        one_hour if isinstance(one_hour, int) else 0,
-    )
 
 
 RESPONSE_MAX_CHARS = 1_048_576

@@ -105,6 +105,10 @@ class SessionHost(Protocol):
         """Switch models."""
         ...
 
+    def spent_aside(self) -> Spend:
+        """What was spent beside the running turn's own requests so far (counted in it when it ends)."""
+        ...
+
     def spend_aside(self, spend: Spend) -> None:
         """Count what a delegate or a special turn spent in the next turn to end."""
         ...

@@ -186,7 +186,7 @@ class ModelTurn:
             usage_limits=UsageLimits(request_limit=session.options.max_requests_per_turn),
             model_settings=settings,
             instructions=[session.tools_spent],
-            capabilities=[ProviderRetries(session.options.retry, turn_id, send, endpoint), requests],
+            capabilities=[ProviderRetries(session.options.retry, turn_id, send, endpoint), requests, *self._caps()],
         ) as run:
             return await drive(
                 run,
@@ -198,6 +198,15 @@ class ModelTurn:
                 lambda tokens: turn.first_input_reported(tokens, session.state.replacements),
                 idle_timeout=session.options.stream_idle_timeout,
             )
+
+    def _caps(self) -> list[Any]:
+        """The turn's spending cap as a capability (none without ``max_cost``)."""
+        session = self.session
+        if session.options.max_cost is None:
+            return []
+        from codling.brain.spend_cap import SpendCap
+
+        return [SpendCap(session.options.max_cost, session.state.model, lambda: session.spent_aside().cost)]
 
     def _learn_stated_window(self, error: Exception) -> Budget | None:
         """The budget of the window a provider's overflow error states, when it is smaller than the one in

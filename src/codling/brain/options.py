@@ -25,6 +25,9 @@ class SessionOptions:
 
     max_requests_per_turn: int = 50
     """Model requests one turn may make; reaching it ends the turn with ``max_turn_requests``."""
+    max_cost: float | None = None
+    """US dollars a turn may spend (``codling run --max-cost``); once its spend passes this, the turn ends with
+    ``max_cost`` before its next model request (see ``brain/spend_cap.py``). None: no cap."""
     max_tool_passes: int = 40
     """Rounds of tool calls one turn may make; after that the model is asked once more, without tools, to
     answer with what it has."""

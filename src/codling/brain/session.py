@@ -352,6 +352,10 @@ class ConversationSession:
         """A new session with this one's model factory (a delegate runs in one)."""
         return ConversationSession(state, deps, model_factory=self._model_factory, options=options)
 
+    def spent_aside(self) -> Spend:
+        """What was spent beside the running turn's own requests so far (counted in it when it ends)."""
+        return self._spent_aside
+
     def spend_aside(self, spend: Spend) -> None:
         """Count what was spent beside the turns' own requests (a delegate's turn, a special turn such as the
         summarizer's or the title's) in the next turn to end: the running one, or the next one for what was

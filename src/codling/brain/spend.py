@@ -6,9 +6,24 @@ A turn's record carries what it spent and cost, its own requests and what was sp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from codling.brain.events import Usage
 from codling.llm.catalog import ModelInfo
+
+
+def usage_of(usage: Any) -> Usage:
+    """codling's ``Usage`` of a pydantic-ai run's ``RunUsage``."""
+    # RunUsage sums RequestUsage's one-hour writes under the same (undeclared) attribute name.
+    one_hour = getattr(usage, "cache_write_1h_tokens", 0)
+    return Usage(
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.requests,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        one_hour if isinstance(one_hour, int) else 0,
+    )
 
 
 def priced(model: ModelInfo, usage: Usage) -> float | None:

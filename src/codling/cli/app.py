@@ -19,7 +19,7 @@ from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
 from codling.cli import complete
 from codling.cli.acp_main import run_acp, setup_logging
 from codling.cli.home import open_store
-from codling.cli.oneshot import Output, run_turn
+from codling.cli.oneshot import Limits, Output, run_turn
 from codling.cli.plan import (
     EXIT_OK,
     EXIT_USAGE,
@@ -268,12 +268,31 @@ def run(
             "first request names it, with no wait.",
         ),
     ] = False,
+    max_requests: Annotated[
+        int | None,
+        typer.Option(
+            "--max-requests",
+            min=1,
+            help="Stop the turn (exit 3) rather than make more than this many model requests.",
+        ),
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            help="Stop the turn (exit 3) before its next model request once it has spent more than this many US "
+            "dollars at the model's list price.",
+        ),
+    ] = None,
 ) -> None:
     """Run one prompt in the terminal and print the reply as it streams; the session is recorded.
 
     When stdout is not a terminal it gets the answer only (the turn's last message, at its end); what the
     turn does and any error go to stderr."""
     _start_logging()
+    if max_cost is not None and not max_cost > 0:  # (typer's min cannot exclude 0)
+        typer.echo(f"codling: --max-cost {max_cost:g} allows no request; give more than 0 US dollars", err=True)
+        raise typer.Exit(EXIT_USAGE)
     if resume is not None and prompt is None and not could_be_id(resume):
         prompt, resume = resume, PICK  # `codling run --resume "go on"`: the prompt, and a session to choose
     text, from_stdin = _read_prompt(prompt)
@@ -288,6 +307,10 @@ def run(
             typer.echo(f"codling: --image {path}: {e}", err=True)
             raise typer.Exit(EXIT_USAGE) from e
     settings, _, plan, chosen_mode = _prepare(model, cwd, mode, resume, continue_, from_stdin)
+    limits = Limits(max_requests, max_cost)
+    if (unpriced := limits.unpriced(plan.model)) is not None:  # before any session exists
+        typer.echo(f"codling: {unpriced}", err=True)
+        raise typer.Exit(EXIT_USAGE)
     interactive = sys.stdin.isatty() and not from_stdin
     if not interactive and chosen_mode is None:
         chosen_mode = "read-only"
@@ -302,7 +325,7 @@ def run(
         typer.echo(f"codling: note: {plan.model.id} cannot see images; it is only told their names.", err=True)
     prompt_blocks: tuple[PromptBlock, ...] = (TextBlock(text), *images)
     output = Output(json_output, last_message, verbose, title)
-    code = asyncio.run(run_turn(prompt_blocks, settings, plan, chosen_mode, interactive, output))
+    code = asyncio.run(run_turn(prompt_blocks, settings, plan, chosen_mode, interactive, output, limits))
     raise typer.Exit(code)
 
 

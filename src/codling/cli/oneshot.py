@@ -15,17 +15,29 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, cast
 
 from codling.brain.prompt import PromptBlock
-from codling.cli.plan import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, SessionPlan, open_live, unknown_model
+from codling.cli.plan import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_LIMIT,
+    EXIT_OK,
+    EXIT_USAGE,
+    SessionPlan,
+    open_live,
+    unknown_model,
+)
 from codling.config import PermissionMode, Settings
 from codling.errors import CodlingError
+from codling.llm.catalog import ModelInfo
 from codling.secrecy import RedactingStream, Redactor
 
 if TYPE_CHECKING:
+    from codling.brain.events import StopReason
+    from codling.brain.session import TurnResult
     from codling.cli.approve import TerminalApprover
     from codling.cli.render import TerminalRenderer
 
@@ -42,6 +54,37 @@ class Output:
     verbose: bool = False
     model_title: bool = False
     """Ask the model for a new session's title (else its first request names it, at once)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one ``codling run`` turn may spend: model requests and US dollars (None: config.toml's request
+    limit, no spending cap)."""
+
+    max_requests: int | None = None
+    max_cost: float | None = None
+
+    def unpriced(self, model: ModelInfo) -> str | None:
+        """Why these limits cannot hold for ``model`` (a spending cap on a model without a price), or None."""
+        if self.max_cost is None or model.price is not None:
+            return None
+        return (
+            f'--max-cost needs the model\'s price, and {model.id} has none; add "price": [input, output] (US '
+            "dollars per million tokens) to its entry in $CODLING_HOME/models.json, or use --max-requests"
+        )
+
+    def stopped(self, stop_reason: StopReason, result: TurnResult, resume: str) -> str | None:
+        """What to tell the user when the turn stopped at one of its limits (None: it did not)."""
+        again = f'what it did is recorded; continue with: codling run --resume {resume} "go on"'
+        if stop_reason == "max_turn_requests":
+            made = f"{result.usage.requests} model requests"
+            if self.max_requests is None:
+                return f"stopped: the turn made {made}, max_requests_per_turn in config.toml; raise it, or {again}"
+            return f"stopped: the turn made {made}, the --max-requests {self.max_requests} limit; raise it, or {again}"
+        if stop_reason == "max_cost":
+            spent = f"${result.cost:.4f}" if result.cost is not None else "its spend"
+            return f"stopped: the turn spent {spent}, past --max-cost {self.max_cost:g}; raise it, or {again}"
+        return None
 
 
 def terminal_views(
@@ -76,6 +119,7 @@ async def run_turn(
     mode: PermissionMode | None,
     interactive: bool,
     output: Output,
+    limits: Limits = Limits(),
 ) -> int:
     """Run ``prompt`` in ``plan``'s session and report it as ``output`` says; the exit code. Everything it
     writes (the answer, ``--json``, ``-o``, what is drawn on stderr) has the environment's secret values
@@ -84,7 +128,7 @@ async def run_turn(
 
     redact = Redactor.from_env(settings.env, credential_names())
     with redacted_output(redact):
-        return await _run_turn(prompt, settings, plan, mode, interactive, output, redact)
+        return await _run_turn(prompt, settings, plan, mode, interactive, output, redact, limits)
 
 
 @contextmanager
@@ -115,17 +159,19 @@ async def _run_turn(
     interactive: bool,
     output: Output,
     redact: Redactor,
+    limits: Limits,
 ) -> int:
-    from codling.cli.render import JsonLinesRenderer, LastMessage, TerminalRenderer
+    from codling.cli.render import LastMessage, TerminalRenderer
+    from codling.cli.script_stream import ScriptStream, result_line
 
     # Piped or redirected, stdout carries the answer alone; what the turn does is drawn on stderr.
     answer_only = not output.json and not sys.stdout.isatty()
-    renderer: JsonLinesRenderer | TerminalRenderer
+    renderer: ScriptStream | TerminalRenderer
     if output.json:
         from codling.cli.approve import TerminalApprover
         from codling.cli.draw import use_color
 
-        renderer = JsonLinesRenderer(sys.stdout, redact)
+        renderer = ScriptStream(sys.stdout, redact)
         color = use_color(sys.stderr, os.environ)
         approver = TerminalApprover(input=sys.stdin, output=sys.stderr, color=color) if interactive else None
     else:
@@ -144,7 +190,12 @@ async def _run_turn(
     except CodlingError as e:  # e.g. the session is being written by another codling process
         print(f"codling: {e}", file=sys.stderr)
         return EXIT_USAGE
-    if isinstance(renderer, JsonLinesRenderer):
+    live.brain.options = replace(
+        live.brain.options,
+        max_requests_per_turn=limits.max_requests or live.brain.options.max_requests_per_turn,
+        max_cost=limits.max_cost,
+    )
+    if isinstance(renderer, ScriptStream):
         renderer.write(session_event(live.id, plan.model.id, live.header.cwd, plan.stored is not None))
     last = LastMessage()
     live.brain.subscribe(renderer)
@@ -189,30 +240,17 @@ async def _run_turn(
         sys.stdout.write(last.text + "\n")
     if completed and output.last_message is not None:
         _write_last_message(output.last_message, redact(last.text))
-    if isinstance(renderer, JsonLinesRenderer):
+    if isinstance(renderer, ScriptStream):
         renderer.close()
-        renderer.write(
-            {
-                "type": "result",
-                "session_id": live.id,
-                "stop_reason": "error" if failed else result.stop_reason,
-                "error": result.error,
-                "usage": {
-                    "input_tokens": result.usage.input_tokens,
-                    "output_tokens": result.usage.output_tokens,
-                    "cache_read_tokens": result.usage.cache_read_tokens,
-                    "cache_write_tokens": result.usage.cache_write_tokens,
-                },
-                "cost": result.cost,
-                "duration_ms": round((time.monotonic() - started) * 1000),
-                "turns": live.brain.state.turn_count,
-            }
-        )
+        duration_ms = round((time.monotonic() - started) * 1000)
+        renderer.write(result_line(live.id, result, redact(last.text), duration_ms, live.brain.state.turn_count))
     else:
         if result.context is not None:
             print(context_meter(result.context.used, result.context.size), file=sys.stderr)
         named = f" “{live.recorder.title}”" if live.recorder.title else ""
         print(f"codling: session {live.id}{named} (continue with: codling run --resume {live.id} …)", file=sys.stderr)
+    if (stopped := limits.stopped(result.stop_reason, result, live.id)) is not None:
+        print(f"codling: {stopped}", file=sys.stderr)
     if (problem := live.recorder.file.problem) is not None:  # e.g. the disk is full: the user must act
         print(f"codling: {problem}", file=sys.stderr)
     if terminated:
@@ -221,6 +259,8 @@ async def _run_turn(
         return EXIT_FAILED
     if result.stop_reason == "cancelled":
         return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+    if result.stop_reason in ("max_turn_requests", "max_cost"):
+        return EXIT_LIMIT
     return EXIT_OK
 
 

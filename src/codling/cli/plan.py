@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from codling.store.live import LiveSession
     from codling.tools.ports import Approver
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-"""The terminal commands' exit codes: the turn completed, it failed, usage or configuration error, Ctrl-C (a
-signal N other than SIGINT ends ``codling run`` with 128 + N)."""
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+"""The terminal commands' exit codes: the turn completed, it failed, usage or configuration error, it stopped at
+a limit (``--max-requests``, ``--max-cost``, ``max_requests_per_turn``), Ctrl-C (a signal N other than SIGINT
+ends ``codling run`` with 128 + N)."""
 
 
 def load() -> tuple[Settings, Catalog]:

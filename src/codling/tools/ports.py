@@ -221,9 +221,9 @@ class ProgressListener(Protocol):
 
 DelegateRole = Literal["planner", "reviewer", "coder"]
 
-StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
-"""Why a turn (or a delegate's run) ended; the same set ACP uses. A failed turn ends with ``end_turn`` and an
-error."""
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "max_cost", "refusal", "cancelled"]
+"""Why a turn (or a delegate's run) ended; ACP's set plus ``max_cost`` (the turn's spend passed its cap, which
+ACP calls ``max_turn_requests``: a limit the agent set). A failed turn ends with ``end_turn`` and an error."""
 
 
 @dataclass(frozen=True)
