@@ -38,7 +38,12 @@ from codling.llm.catalog import Catalog
 
 app = typer.Typer(
     name="codling",
-    help="A coding agent for ACP editors (Zed) and the terminal. With no command, on a terminal: `codling chat`.",
+    help="A coding agent for ACP editors (Zed) and the terminal.\n\n"
+    '`codling` opens the chat; `codling "fix the bug"` opens it with that prompt; `codling -c` continues the '
+    "latest session here, `codling -r [ID]` resumes one (no ID: choose from a list); chat's options (-m, --mode, "
+    '--cwd, -v) may come first. Without a terminal these run one turn as `codling run` does: `echo "say hi" | '
+    "codling`. A first word that is a command's name is that command; `codling -- sessions` sends it as a prompt.",
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
 
@@ -82,7 +87,8 @@ def _version(value: bool) -> None:
 def _main(
     ctx: typer.Context,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = False,
 ) -> None:
     """codling: a coding agent for ACP editors and the terminal."""
@@ -92,6 +98,18 @@ def _main(
         ctx.invoke(chat)
     else:
         typer.echo(ctx.get_help())
+
+
+def command_names() -> frozenset[str]:
+    """The names of codling's commands: a first word that is one of them is that command, not a prompt
+    (``cli/argv.py``)."""
+    names = {group.name for group in app.registered_groups if group.name}
+    for command in app.registered_commands:
+        if command.name:
+            names.add(command.name)
+        elif command.callback is not None:
+            names.add(command.callback.__name__.replace("_", "-"))
+    return frozenset(names)
 
 
 def _fail_config(e: ConfigError) -> typer.Exit:
