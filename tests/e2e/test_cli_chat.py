@@ -150,12 +150,14 @@ def test_chat_resume_with_no_id_offers_the_sessions_then_shows_where_it_left_off
     assert f"continue it with: codling chat --resume {GOLDEN_ID}" not in codling_.output
 
 
-def test_chat_without_a_terminal_points_to_run_and_plain_codling_prints_help(home: Path) -> None:
+def test_chat_without_a_terminal_points_to_run_and_plain_codling_with_nothing_piped_says_so(home: Path) -> None:
     refused = codling("chat", env=base_env(home), stdin="hello\n")
     assert refused.returncode == 2
     assert refused.stderr.startswith("codling: chat needs a terminal") and "codling run" in refused.stderr
-    help_ = codling(env=base_env(home))
-    assert help_.returncode == 0 and "chat" in help_.stdout and "run" in help_.stdout
+    # Plain `codling` without a terminal runs as `codling run` would: an empty stdin is no prompt.
+    empty = codling(env=base_env(home))
+    assert (empty.returncode, empty.stdout) == (2, "")
+    assert empty.stderr.startswith("codling: the prompt is empty: nothing came on stdin;") and "--help" in empty.stderr
     assert SessionStore(home).list() == []
 
 

@@ -247,6 +247,12 @@ def _refuse_prompt(problem: str) -> NoReturn:
     raise typer.Exit(EXIT_USAGE)
 
 
+_EMPTY_FROM_STDIN = (
+    'codling: the prompt is empty: nothing came on stdin; pipe one in (echo "say hi" | codling) or give it as '
+    "an argument (`codling --help` lists the commands)"
+)
+
+
 @app.command()
 def run(
     prompt: Annotated[str | None, typer.Argument(help="What to do; '-' (or a pipe) reads it from stdin.")] = None,
@@ -296,7 +302,7 @@ def run(
         prompt, resume = resume, PICK  # `codling run --resume "go on"`: the prompt, and a session to choose
     text, from_stdin = _read_prompt(prompt)
     if not text.strip():
-        typer.echo("codling: the prompt is empty", err=True)
+        typer.echo(_EMPTY_FROM_STDIN if from_stdin else "codling: the prompt is empty", err=True)
         raise typer.Exit(EXIT_USAGE)
     images: list[ImageBlock] = []
     for path in image or []:
