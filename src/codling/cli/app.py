@@ -400,6 +400,7 @@ async def _chat(
             approver=approver,
             out=sys.stdout,
             color=color,
+            keys=line,  # Esc cancels a running turn
         )
         return await session.run(first)
 
