@@ -346,8 +346,8 @@ def chat(
     verbose: VerboseOption = False,
 ) -> None:
     """Talk with codling in this terminal: a multi-turn session with input history, multi-line editing, slash
-    commands (/help lists them) and @path mentions that attach files. Ctrl-C cancels a turn; Ctrl-D leaves.
-    Plain `codling` on a terminal opens it too."""
+    commands (/help lists them) and @path mentions that attach files. Esc or Ctrl-C cancels a turn; Ctrl-D
+    leaves. Plain `codling` (or `codling "a prompt"`, `-c`, `-r`) on a terminal opens it too."""
     _start_logging()
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         typer.echo(
