@@ -70,6 +70,9 @@ def command_line(line: list[str], **terminal: bool) -> list[str]:
         (["-r", "-m", "x:y"], TERMINAL, ["chat", "--resume=", "-m", "x:y"]),
         (["-m", "sessions", "hi"], TERMINAL, ["chat", "-m", "sessions", "hi"]),  # an option's value is no command
         (["--mode", "yolo", "-v", "go"], TERMINAL, ["chat", "--mode", "yolo", "-v", "go"]),
+        (["-vm", "models", "go"], TERMINAL, ["chat", "-vm", "models", "go"]),  # flags run together, as click reads
+        (["-mmodels", "go"], TERMINAL, ["chat", "-mmodels", "go"]),  # the value attached
+        (["--model=x:y", "go"], TERMINAL, ["chat", "--model=x:y", "go"]),
         # A command's name is the command; `--` makes it a prompt.
         (["sessions"], TERMINAL, ["sessions"]),
         (["run", "x"], TERMINAL, ["run", "x"]),

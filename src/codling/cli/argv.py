@@ -67,5 +67,16 @@ def _first_word(args: Sequence[str]) -> int | None:
         arg = args[index]
         if arg == "--" or arg == "-" or not arg.startswith("-"):
             return index
-        index += 2 if arg in OPTIONS_WITH_VALUE else 1
+        index += 2 if _takes_next(arg) else 1
     return None
+
+
+def _takes_next(option: str) -> bool:
+    """Whether the word after ``option`` is its value: ``--model``, ``-m``, and short flags run together as
+    click reads them (``-vm MODEL``; in ``-mMODEL`` the value is attached)."""
+    if option.startswith("--") or len(option) <= 2:
+        return option in OPTIONS_WITH_VALUE
+    for position, letter in enumerate(option[1:], start=1):
+        if f"-{letter}" in OPTIONS_WITH_VALUE:
+            return position == len(option) - 1
+    return False
