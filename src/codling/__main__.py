@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import TextIO
 
 
 def main() -> None:
@@ -27,17 +29,27 @@ def main() -> None:
         run_acp()
         return
     with imports_without_gc():
-        from codling.cli.app import app, resume_without_id
+        from codling.cli.app import app, command_names, resume_without_id
+    from codling.cli.argv import Refusal, route
 
-    sys.argv = resume_without_id(sys.argv)
+    argv = resume_without_id(sys.argv)
+    if "_CODLING_COMPLETE" not in os.environ:  # shell completion reads its words from the environment
+        routed = route(argv[1:], command_names(), stdin_tty=_tty(sys.stdin), stdout_tty=_tty(sys.stdout))
+        if isinstance(routed, Refusal):
+            print(f"codling: {routed.message}", file=sys.stderr)
+            sys.exit(2)
+        argv = [argv[0], *routed]
+    sys.argv = argv
     app()
+
+
+def _tty(stream: TextIO | None) -> bool:
+    return stream is not None and stream.isatty()
 
 
 def _stored_keys() -> None:
     """The keys ``codling login`` stored, for the variables the environment does not set (``codling.credentials``);
     a file codling must not use is said on stderr (stdout is JSON-RPC's in ``codling acp``)."""
-    import os
-
     from codling.credentials import apply
     from codling.errors import ConfigError
 

@@ -98,6 +98,18 @@ def test_run_reads_prompt_from_stdin(home: Path, project: Path, server: OpenAISe
     assert "prompt from a pipe" in server.requests[0]["messages"][-1]["content"]
 
 
+def test_a_prompt_piped_into_bare_codling_runs_as_codling_run_would(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    """`echo "say hi" | codling`: the process itself routes a bare command line without a terminal to `run`
+    (it used to print the help and exit 0, dropping the prompt)."""
+    server.enqueue(Reply(text=["Hi ", "there."]))
+    result = codling(env=model_env(home, server), cwd=project, stdin="say hi\n")
+    assert (result.returncode, result.stdout) == (0, "Hi there.\n"), result.stderr
+    assert "read-only" in result.stderr  # as `codling run` says, with no terminal to ask on
+    assert user_prompt(server.requests[0]["messages"][-1]["content"]) == "say hi\n"
+
+
 def test_failed_turn_exits_1_with_error(home: Path, project: Path, server: OpenAIServer) -> None:
     server.enqueue(ErrorReply(401, "Incorrect API key provided", code="invalid_api_key"))
     result = codling("run", "hi", env=model_env(home, server), cwd=project)

@@ -21,7 +21,7 @@ from tests.fakes.processes import alive
 from tests.fakes.pty_process import PtyProcess
 from tests.fakes.scenarios import user_prompt
 
-UP, ALT_ENTER, CTRL_C, CTRL_D = "\x1b[A", "\x1b\r", "\x03", "\x04"
+UP, ALT_ENTER, CTRL_C, CTRL_D, ESC = "\x1b[A", "\x1b\r", "\x03", "\x04", "\x1b"
 
 
 @pytest.fixture
@@ -91,25 +91,43 @@ def test_plain_codling_opens_a_chat_with_mentions_multiline_input_and_history(
     assert "sk-cli-test" not in "".join(p.read_text() for p in home.rglob("history.jsonl"))
 
 
-def test_ctrl_c_cancels_the_running_turn_and_a_second_ctrl_c_leaves(
+def test_ctrl_c_or_esc_cancels_the_running_turn_and_a_second_ctrl_c_leaves(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:
     # The shell announces its pid through a named pipe the test holds open: the test waits on the pipe (an event),
-    # then presses Ctrl-C while the command surely runs.
+    # then presses Ctrl-C (the first turn) or Esc (the second) while the command surely runs.
     os.mkfifo(project / "started")
     started = os.open(project / "started", os.O_RDWR | os.O_NONBLOCK)  # (read-write: never an early end)
     command = "echo $$ > started; until [ -f go ]; do sleep 0.05; done"
-    server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": command}, id="c1")]))
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("run_command", {"command": command}, id="c1")]),
+        Reply(tool_calls=[ToolCall("run_command", {"command": command}, id="c2")]),
+    )
     codling_ = chat(home, project, server, "chat")
+    shells: list[int] = []
     try:
         at = codling_.expect("›")
         codling_.send("wait for go\r")
         at = codling_.expect("Allow? [y]es", after=at)
         codling_.send("y\r")  # the approver reads the terminal the input line has just let go of
         assert select.select([started], [], [], 30)[0], "the command did not start"
-        shell = int(os.read(started, 64))
+        shells.append(int(os.read(started, 64)))
         codling_.interrupt()
         at = codling_.expect("(cancelled)", after=at)
+        at = codling_.expect("(Ctrl-C again or Ctrl-D to leave)", after=at)
+        at = codling_.expect("›", after=at)
+        codling_.send("wait again\r")
+        at = codling_.expect("Allow? [y]es", after=at)
+        codling_.send("y\r")  # the keys watched during the turn are paused while it asks
+        assert select.select([started], [], [], 30)[0], "the second command did not start"
+        shells.append(int(os.read(started, 64)))
+        codling_.send("typed ahead")  # kept for the next prompt, not lost to the watch
+        codling_.send(ESC)
+        cancelled = codling_.expect("(cancelled)", after=at)
+        at = codling_.expect("typed ahead", after=cancelled)  # on the next input line
+        assert "(Ctrl-C again or Ctrl-D to leave)" not in codling_.output[cancelled:at]  # Esc arms nothing
+        codling_.send(CTRL_C)  # clears the line
+        codling_.send(CTRL_C)
         at = codling_.expect("(Ctrl-C again or Ctrl-D to leave)", after=at)
         at = codling_.expect("›", after=at)
         codling_.send(CTRL_C)
@@ -117,11 +135,11 @@ def test_ctrl_c_cancels_the_running_turn_and_a_second_ctrl_c_leaves(
     finally:
         codling_.close()
         os.close(started)
-    assert not alive(shell)  # the cancelled command was stopped (codling waits for it), not left running
+    assert not any(alive(shell) for shell in shells)  # the cancelled commands were stopped, not left running
     store = SessionStore(home)
     [summary] = store.list()
     ends = [e for e in store.read(summary.session_id).events if isinstance(e, TurnEnded)]
-    assert [e.stop_reason for e in ends] == ["cancelled"]
+    assert [e.stop_reason for e in ends] == ["cancelled", "cancelled"]
 
 
 def test_chat_resume_with_no_id_offers_the_sessions_then_shows_where_it_left_off(
@@ -150,12 +168,14 @@ def test_chat_resume_with_no_id_offers_the_sessions_then_shows_where_it_left_off
     assert f"continue it with: codling chat --resume {GOLDEN_ID}" not in codling_.output
 
 
-def test_chat_without_a_terminal_points_to_run_and_plain_codling_prints_help(home: Path) -> None:
+def test_chat_without_a_terminal_points_to_run_and_plain_codling_with_nothing_piped_says_so(home: Path) -> None:
     refused = codling("chat", env=base_env(home), stdin="hello\n")
     assert refused.returncode == 2
     assert refused.stderr.startswith("codling: chat needs a terminal") and "codling run" in refused.stderr
-    help_ = codling(env=base_env(home))
-    assert help_.returncode == 0 and "chat" in help_.stdout and "run" in help_.stdout
+    # Plain `codling` without a terminal runs as `codling run` would: an empty stdin is no prompt.
+    empty = codling(env=base_env(home))
+    assert (empty.returncode, empty.stdout) == (2, "")
+    assert empty.stderr.startswith("codling: the prompt is empty: nothing came on stdin;") and "--help" in empty.stderr
     assert SessionStore(home).list() == []
 
 

@@ -5,15 +5,17 @@ FunctionModel; the sessions are real files under a private CODLING_HOME."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import signal
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
-from codling.brain.events import TurnStarted
+from codling.brain.events import TurnEnded, TurnStarted
 from codling.brain.turns import COMMANDS
 from codling.cli.chat import (
     CHAT_COMMANDS,
@@ -32,7 +34,9 @@ from codling.cli.render import TerminalRenderer
 from codling.config import Settings
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.store.index import SessionStore
-from tests.fakes.scenarios import Gate, Say, Script, Until, user_prompt
+from codling.tools.ports import Answer, PermissionRequest
+from tests.fakes.approver import ScriptedApprover
+from tests.fakes.scenarios import Call, Gate, Say, Script, Until, user_prompt
 
 MODEL = ModelInfo("test:scripted", context_limit=100_000)
 
@@ -319,3 +323,100 @@ async def test_a_session_another_writer_holds_cannot_start_and_the_chat_says_so(
     assert out.getvalue().count(said) == 2
     assert script.requests == [] and prompts(script) == []
     assert turns(SessionStore(settings.home)) == {holder.id: []}
+
+
+class WatchedKeys:
+    """The terminal's keys during a turn, scripted: the test presses Esc by calling what the chat gave
+    `watching`; `state` says whether the keys are being watched, paused (a question reads the terminal) or idle."""
+
+    def __init__(self) -> None:
+        self.state = "idle"
+        self.on_escape: Callable[[], None] | None = None
+        self.turns_watched = 0
+
+    @contextlib.contextmanager
+    def watching(self, on_escape: Callable[[], None]) -> Iterator[None]:
+        self.state, self.on_escape = "watching", on_escape
+        self.turns_watched += 1
+        try:
+            yield
+        finally:
+            self.state, self.on_escape = "idle", None
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        before, self.state = self.state, "paused"
+        try:
+            yield
+        finally:
+            self.state = before
+
+    def escape(self) -> None:
+        assert self.on_escape is not None, "Esc pressed while no turn is watched"
+        self.on_escape()
+
+
+async def test_esc_cancels_the_running_turn_and_the_chat_reads_on(settings: Settings, project: Path) -> None:
+    gate = Gate()
+    script = Script([[Say("Working on it"), Until(gate)], [Say("Next.")]])
+    typed = Typed("go", "and then")
+    keys = WatchedKeys()
+    out = io.StringIO()
+    catalog = Catalog({MODEL.id: MODEL})
+    plan = plan_session(settings, catalog, MODEL.id, project, None, False, False)
+    chat = Chat(
+        settings,
+        catalog,
+        plan,
+        "yolo",
+        input=typed,
+        renderer=TerminalRenderer(out, color=False, interactive=False),
+        approver=None,
+        out=out,
+        color=False,
+        model_factory=script.factory(),
+        keys=keys,
+    )
+    running = asyncio.create_task(chat.run())
+    await gate.arrival()
+    assert keys.state == "watching"
+    keys.escape()
+    assert await asyncio.wait_for(running, 10) == 0
+    assert typed.items == [] and keys.turns_watched == 2 and keys.state == "idle"
+    assert EXIT_HINT not in out.getvalue()  # Esc cancels the turn; it arms nothing for leaving
+    store = SessionStore(settings.home)
+    [summary] = store.list()
+    events = store.read(summary.session_id).events
+    assert [e.stop_reason for e in events if isinstance(e, TurnEnded)] == ["cancelled", "end_turn"]
+    assert turns(store) == {summary.session_id: ["go", "and then"]}
+
+
+async def test_a_permission_question_reads_the_terminal_with_the_keys_paused(settings: Settings, project: Path) -> None:
+    keys = WatchedKeys()
+    states: list[str] = []
+
+    class Asking(ScriptedApprover):
+        async def ask(self, request: PermissionRequest) -> Answer:
+            states.append(keys.state)
+            return await super().ask(request)
+
+    script = Script([[Call("run_command", {"command": "echo hi"}, "c1")], [Say("Done.")]])
+    out = io.StringIO()
+    catalog = Catalog({MODEL.id: MODEL})
+    plan = plan_session(settings, catalog, MODEL.id, project, None, False, False)
+    chat = Chat(
+        settings,
+        catalog,
+        plan,
+        "ask",
+        input=Typed("run it"),
+        renderer=TerminalRenderer(out, color=False, interactive=False),
+        approver=Asking("allow_once"),
+        out=out,
+        color=False,
+        model_factory=script.factory(),
+        keys=keys,
+    )
+    assert await asyncio.wait_for(chat.run(), 10) == 0
+    assert states == ["paused"]
+    assert keys.state == "idle"

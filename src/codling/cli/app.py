@@ -38,7 +38,12 @@ from codling.llm.catalog import Catalog
 
 app = typer.Typer(
     name="codling",
-    help="A coding agent for ACP editors (Zed) and the terminal. With no command, on a terminal: `codling chat`.",
+    help="A coding agent for ACP editors (Zed) and the terminal.\n\n"
+    '`codling` opens the chat; `codling "fix the bug"` opens it with that prompt; `codling -c` continues the '
+    "latest session here, `codling -r [ID]` resumes one (no ID: choose from a list); chat's options (-m, --mode, "
+    '--cwd, -v) may come first. Without a terminal these run one turn as `codling run` does: `echo "say hi" | '
+    "codling`. A first word that is a command's name is that command; `codling -- sessions` sends it as a prompt.",
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
 
@@ -82,7 +87,8 @@ def _version(value: bool) -> None:
 def _main(
     ctx: typer.Context,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = False,
 ) -> None:
     """codling: a coding agent for ACP editors and the terminal."""
@@ -92,6 +98,18 @@ def _main(
         ctx.invoke(chat)
     else:
         typer.echo(ctx.get_help())
+
+
+def command_names() -> frozenset[str]:
+    """The names of codling's commands: a first word that is one of them is that command, not a prompt
+    (``cli/argv.py``)."""
+    names = {group.name for group in app.registered_groups if group.name}
+    for command in app.registered_commands:
+        if command.name:
+            names.add(command.name)
+        elif command.callback is not None:
+            names.add(command.callback.__name__.replace("_", "-"))
+    return frozenset(names)
 
 
 def _fail_config(e: ConfigError) -> typer.Exit:
@@ -229,6 +247,12 @@ def _refuse_prompt(problem: str) -> NoReturn:
     raise typer.Exit(EXIT_USAGE)
 
 
+_EMPTY_FROM_STDIN = (
+    'codling: the prompt is empty: nothing came on stdin; pipe one in (echo "say hi" | codling) or give it as '
+    "an argument (`codling --help` lists the commands)"
+)
+
+
 @app.command()
 def run(
     prompt: Annotated[str | None, typer.Argument(help="What to do; '-' (or a pipe) reads it from stdin.")] = None,
@@ -297,7 +321,7 @@ def run(
         prompt, resume = resume, PICK  # `codling run --resume "go on"`: the prompt, and a session to choose
     text, from_stdin = _read_prompt(prompt)
     if not text.strip():
-        typer.echo("codling: the prompt is empty", err=True)
+        typer.echo(_EMPTY_FROM_STDIN if from_stdin else "codling: the prompt is empty", err=True)
         raise typer.Exit(EXIT_USAGE)
     images: list[ImageBlock] = []
     for path in image or []:
@@ -345,8 +369,8 @@ def chat(
     verbose: VerboseOption = False,
 ) -> None:
     """Talk with codling in this terminal: a multi-turn session with input history, multi-line editing, slash
-    commands (/help lists them) and @path mentions that attach files. Ctrl-C cancels a turn; Ctrl-D leaves.
-    Plain `codling` on a terminal opens it too."""
+    commands (/help lists them) and @path mentions that attach files. Esc or Ctrl-C cancels a turn; Ctrl-D
+    leaves. Plain `codling` (or `codling "a prompt"`, `-c`, `-r`) on a terminal opens it too."""
     _start_logging()
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         typer.echo(
@@ -399,6 +423,7 @@ async def _chat(
             approver=approver,
             out=sys.stdout,
             color=color,
+            keys=line,  # Esc cancels a running turn
         )
         return await session.run(first)
 

@@ -4,8 +4,9 @@ Each input is a turn drawn as ``codling run`` draws it (``cli/render.py``) and a
 (``cli/approve.py``). ``@path`` mentions attach files (``cli/mentions.py``). An input that is a slash command
 is either the chat's own (:data:`CHAT_COMMANDS`: ``/new``, ``/resume``, ``/help``, ``/exit``) or a session
 command an editor gets too (``/compact``, ``/model``, ``/mode``, ``/usage``, ``/init``, ``/pin``…), which the
-session runs and records as a turn. Ctrl-C cancels a running turn; Ctrl-C again at the empty prompt, or
-Ctrl-D, leaves. The session is created at the first turn, so opening the chat and leaving records nothing.
+session runs and records as a turn. Ctrl-C (or Esc, :class:`TurnKeys`) cancels a running turn; Ctrl-C again at
+the empty prompt, or Ctrl-D, leaves. The session is created at the first turn, so opening the chat and leaving
+records nothing.
 
 The input line is injected (:class:`ChatInput`; ``cli/chat_input.py`` is prompt_toolkit's), so the loop runs
 in tests without a terminal.
@@ -14,10 +15,12 @@ in tests without a terminal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from codling.cli.render import TerminalRenderer
     from codling.store.index import SessionSummary
     from codling.store.live import LiveSession
-    from codling.tools.ports import Approver
+    from codling.tools.ports import Answer, Approver, PermissionRequest
 
 CHAT_COMMANDS = {
     "new": "Start a new session in this directory (this one stays recorded).",
@@ -55,7 +58,7 @@ KEYS = (
     "Enter sends; Alt-Enter (or Esc, Enter) or a line ending in \\ starts a new line; Up and Down recall what you "
     "sent before.",
     '@path attaches a file (its text, or an image); @"a path with spaces" too. Tab completes /commands and @paths.',
-    "Ctrl-C cancels a running turn or clears the line; Ctrl-C at an empty prompt, twice, or Ctrl-D leaves.",
+    "Esc or Ctrl-C cancels a running turn; Ctrl-C clears the line; Ctrl-C at an empty prompt, twice, or Ctrl-D leaves.",
 )
 
 EXIT_HINT = "(Ctrl-C again or Ctrl-D to leave)"
@@ -73,6 +76,31 @@ class ChatInput(Protocol):
     def abort(self) -> None:
         """End a read in progress with ``EOFError``."""
         ...
+
+
+class TurnKeys(Protocol):
+    """The keys of the terminal while a turn runs (``cli/chat_input.PromptInput`` on a terminal)."""
+
+    def watching(self, on_escape: Callable[[], None]) -> AbstractContextManager[None]:
+        """Inside, Esc calls ``on_escape``; anything else typed is kept for the next input."""
+        ...
+
+    def paused(self) -> AbstractContextManager[None]:
+        """Inside, the terminal is as it was before :meth:`watching` (a question reads a line from it)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _PausingApprover:
+    """An approver whose questions read the terminal with ``keys`` paused, as they read it between turns."""
+
+    inner: Approver
+    keys: TurnKeys
+
+    async def ask(self, request: PermissionRequest) -> Answer:
+        """``inner``'s answer."""
+        with self.keys.paused():
+            return await self.inner.ask(request)
 
 
 @dataclass(frozen=True)
@@ -152,7 +180,8 @@ class Chat:
 
     ``renderer`` draws the turns and ``approver`` (None: none, the mode decides) asks about tool calls, for
     every session of the chat; the chat's own lines go to ``out``. ``mode`` is the permission mode of new
-    sessions (None: the configured one); a resumed session keeps its own.
+    sessions (None: the configured one); a resumed session keeps its own. ``keys`` (None: none) are watched
+    while a turn runs, so Esc cancels it.
     """
 
     def __init__(
@@ -168,6 +197,7 @@ class Chat:
         out: TextIO,
         color: bool,
         model_factory: ModelFactory | None = None,
+        keys: TurnKeys | None = None,
     ) -> None:
         self._settings = settings
         self._catalog = catalog
@@ -175,7 +205,8 @@ class Chat:
         self._mode = mode
         self._input = input
         self._renderer = renderer
-        self._approver = approver
+        self._approver = approver if approver is None or keys is None else _PausingApprover(approver, keys)
+        self._keys = keys
         self._out = StyledWriter(out, color=color)
         self._model_factory = model_factory
         self._live: LiveSession | None = None
@@ -230,6 +261,11 @@ class Chat:
             self._input.abort()
         else:
             self._armed = True
+
+    def _escape(self) -> None:
+        """Esc while a turn runs: cancel it, as a first Ctrl-C does, without arming a second to leave."""
+        if self._live is not None and self._live.brain.running:
+            self._live.brain.cancel()
 
     def _terminate(self, sig: int) -> None:
         """SIGTERM or SIGHUP: end the turn as Ctrl-C does and leave (exit 128 + N; past SHUTDOWN_SECONDS, at once)."""
@@ -311,8 +347,10 @@ class Chat:
             if not may_see_images(model) and any(isinstance(block, ImageBlock) for block in blocks):
                 self._note(f"{model.id} cannot see images; it is only told their names.", "yellow")
         self._cancelling = False
+        watching = self._keys.watching(self._escape) if self._keys is not None else contextlib.nullcontext()
         try:
-            result = await live.brain.run(blocks)
+            with watching:
+                result = await live.brain.run(blocks)
         finally:
             self._renderer.close()
         if result.stop_reason == "cancelled" and self._cancelling and not self._leaving:

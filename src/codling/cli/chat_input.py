@@ -7,14 +7,23 @@ terminal's newline, and must still be sent.) Up and Down walk the history, kept 
 slash commands at the start of the input and ``@paths`` anywhere. Ctrl-C clears a line that has text; on an
 empty line it raises ``KeyboardInterrupt``, and Ctrl-D on an empty line raises ``EOFError`` (the chat decides
 what they mean).
+
+While a turn runs (:meth:`PromptInput.watching`) the terminal leaves canonical mode, without echo, and its keys
+are read: Esc alone cancels the turn; everything else typed is kept as prompt_toolkit's type-ahead, so it is the
+next prompt's first input. The terminal keeps its signals: Ctrl-C stays the SIGINT that cancels a turn, Ctrl-Z
+still suspends. A permission question pauses this (:meth:`PromptInput.paused`): it reads a line from the
+terminal as it was.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
-from collections.abc import Callable, Iterable, Mapping
+import termios
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
@@ -22,7 +31,10 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.input import Input
+from prompt_toolkit.input.typeahead import store_typeahead
+from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import create_output
 
 PROMPT = "› "
@@ -30,6 +42,9 @@ CONTINUATION = "  "
 """What starts each further line of a multi-line input."""
 
 HISTORY_FILE = "prompt_history"
+
+ESCAPE_WAIT = 0.1
+"""Seconds an Esc waits for more bytes before it is Esc alone (keys such as arrows start with Esc)."""
 
 
 class _RedactingHistory(FileHistory):
@@ -95,6 +110,69 @@ def _bindings() -> KeyBindings:
     return keys
 
 
+class _KeyWatch:
+    """Reads the keys of a terminal while a turn runs (see the module's docstring); started and stopped by
+    :class:`PromptInput`."""
+
+    def __init__(self, input: Input, on_escape: Callable[[], None]) -> None:
+        self._input = input
+        self._on_escape = on_escape
+        self._saved: list[Any] | None = None
+        self._attached: contextlib.AbstractContextManager[None] | None = None
+        self._flush: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        """Leave canonical mode and echo (signals stay), and read keys as they come."""
+        fd = self._input.fileno()
+        try:
+            self._saved = termios.tcgetattr(fd)
+            mode = termios.tcgetattr(fd)
+            mode[3] &= ~(termios.ICANON | termios.ECHO)
+            mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
+            termios.tcsetattr(fd, termios.TCSANOW, mode)
+        except termios.error:  # not a terminal after all: nothing to watch
+            self._saved = None
+            return
+        self._attached = self._input.attach(self._read)
+        self._attached.__enter__()
+
+    def stop(self) -> None:
+        """Stop reading, keep what was typed (an Esc not yet known to be alone is dropped), and put the
+        terminal back as it was."""
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        if self._attached is not None:
+            self._attached.__exit__(None, None, None)
+            self._attached = None
+        self._keep([key for key in self._input.flush_keys() if key.key != Keys.Escape])
+        if self._saved is not None:
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(self._input.fileno(), termios.TCSANOW, self._saved)
+            self._saved = None
+
+    def _read(self) -> None:
+        # An Esc followed by more in one read is part of a key (an arrow, Alt-Enter): the parser says so. An
+        # Esc at the end stays in the parser until ESCAPE_WAIT passes with nothing after it.
+        self._keep(self._input.read_keys())
+        if self._flush is not None:
+            self._flush.cancel()
+        self._flush = asyncio.get_running_loop().call_later(ESCAPE_WAIT, self._flushed)
+
+    def _flushed(self) -> None:
+        self._flush = None
+        keys = self._input.flush_keys()
+        if keys and keys[-1].key == Keys.Escape:
+            self._keep(keys[:-1])
+            self._on_escape()
+        else:
+            self._keep(keys)
+
+    def _keep(self, keys: list[KeyPress]) -> None:
+        if keys:
+            store_typeahead(self._input, keys)
+
+
 class PromptInput:
     """Reads one input at a time from the terminal (see the module's docstring)."""
 
@@ -114,12 +192,42 @@ class PromptInput:
             enable_suspend=True,
             output=create_output(sys.stdout),  # the terminal as it is now, before the chat redacts sys.stdout
         )
+        self._watch: _KeyWatch | None = None
 
     async def read(self) -> str:
         """The next input; ``KeyboardInterrupt`` for Ctrl-C on an empty line, ``EOFError`` for Ctrl-D."""
         message = FormattedText([("bold", PROMPT)])
         # The chat handles SIGINT itself (while a turn runs); at the prompt Ctrl-C is a key, not a signal.
         return await self._session.prompt_async(message, handle_sigint=False)
+
+    @contextlib.contextmanager
+    def watching(self, on_escape: Callable[[], None]) -> Iterator[None]:
+        """While a turn runs: Esc alone calls ``on_escape``, other keys are kept for the next prompt (see the
+        module's docstring). Nothing is watched when stdin is not a terminal."""
+        if not sys.stdin.isatty():
+            yield
+            return
+        self._watch = _KeyWatch(self._session.input, on_escape)
+        self._watch.start()
+        try:
+            yield
+        finally:
+            watch, self._watch = self._watch, None
+            watch.stop()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Inside, the terminal is as it was before :meth:`watching` (a permission question reads a line)."""
+        watch = self._watch
+        if watch is None:
+            yield
+            return
+        watch.stop()
+        try:
+            yield
+        finally:
+            if self._watch is watch:
+                watch.start()
 
     def abort(self) -> None:
         """End a read in progress with ``EOFError`` (the chat is being shut down)."""
