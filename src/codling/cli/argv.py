@@ -21,7 +21,20 @@ TOP_LEVEL_OPTIONS = frozenset({"-h", "--help", "-V", "--version", "--install-com
 """The options of ``codling`` itself; every other option before a prompt is the chat's (or run's)."""
 
 OPTIONS_WITH_VALUE = frozenset(
-    {"-m", "--model", "--cwd", "--mode", "-r", "--resume", "-o", "--output-last-message", "-i", "--image"}
+    {
+        "-m",
+        "--model",
+        "--cwd",
+        "--mode",
+        "-r",
+        "--resume",
+        "-o",
+        "--output-last-message",
+        "-i",
+        "--image",
+        "--max-requests",
+        "--max-cost",
+    }
 )
 """The options of ``chat`` and ``run`` that take the next word as their value (it is not the prompt)."""
 
