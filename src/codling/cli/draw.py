@@ -19,6 +19,7 @@ from rich.segment import Segment, Segments
 from rich.text import Text
 
 from codling.brain.events import StopReason, ToolCallFinished
+from codling.cli.output_tail import output_tail
 from codling.tools.base import STATUS_MARKS, PlanStep, command_result
 from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, FileDiff
 
@@ -246,7 +247,8 @@ def write_tool_title(out: StyledWriter, title: str) -> None:
 
 
 OUTPUT_TAIL = 6
-"""How many of a command's last output lines a tool line shows (``--verbose``: all of them)."""
+"""How many of a command's last output lines a tool line shows (``--verbose``: all of them, uncapped), each cut
+at :data:`~codling.cli.output_tail.LINE_CHARS` characters with a note of how many more it had."""
 
 
 def write_tool_status(out: StyledWriter, event: ToolCallFinished) -> None:
@@ -280,11 +282,11 @@ def write_tool_result(out: StyledWriter, event: ToolCallFinished, *, verbose: bo
     """What a finished call did, under its tool line: a command's last output lines (all with ``verbose``), a
     delegate's steps and report. Nothing for other calls (an edit's diff is drawn by :func:`write_diff`)."""
     if (command := _command(event)) is not None:
-        lines = command[1].rstrip("\n").splitlines()
-        shown = lines if verbose else lines[-OUTPUT_TAIL:]
-        if len(shown) < len(lines):
-            out.line(f"    … {len(lines) - len(shown):,} earlier lines (--verbose shows all)", "dim")
-        for line in shown:
+        # (Counted from the whole output, through the notes of any cut, not from what was kept of it.)
+        tail = output_tail(command[1], None if verbose else OUTPUT_TAIL)
+        if tail.earlier:
+            out.line(f"    … {tail.earlier:,} earlier lines (--verbose shows all)", "dim")
+        for line in tail.lines:
             out.line("    " + printable(line), "dim")
     elif event.tool_name == DELEGATE_TOOL and event.status == "completed":
         steps = event.shown.steps if event.shown is not None else ""
