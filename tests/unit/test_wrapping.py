@@ -8,11 +8,13 @@ import re
 from datetime import UTC, datetime
 
 import pytest
+from rich.console import Console
 
 from codling.brain.events import TextDelta, TurnEnded, TurnStarted, Usage
 from codling.cli.chat import describe_chat
 from codling.cli.draw import StyledWriter
 from codling.cli.render import TerminalRenderer
+from codling.cli.sessions import print_table
 from codling.config import MODE_DESCRIPTIONS, PERMISSION_MODES
 
 WIDTHS = [40, 80, 200]
@@ -113,3 +115,15 @@ def test_a_table_keeps_every_cell_whole(width: int, columns: int, cell: str) -> 
 def is_subsequence(needle: str, haystack: str) -> bool:
     it = iter(haystack)
     return all(char in it for char in needle)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_sessions_table_keeps_every_value_whole(width: int) -> None:
+    row = ("20261122-0b9f3c2a41de", "2026-11-22 10:00", "a long title about the parser END", "/home/u/" + LONG_WORD)
+    console = Console(record=True, width=width)
+    print_table([row], console)
+    seen = shown(console.export_text())
+    assert row[0] in seen  # an id is only useful whole, on one line
+    for value in row[1:]:
+        assert is_subsequence(value.replace(" ", ""), seen)
+    assert len(seen) == len("idupdatedtitledirectory") + sum(len(value.replace(" ", "")) for value in row)
