@@ -153,3 +153,40 @@ def _backspaced(line: str) -> str:
             cells.append(char)
             at += 1
     return "".join(cells)
+
+
+# -- omission notes ----------------------------------------------------------------------------------------------
+# Where a tool's output is cut, the note left in its place says how much of the original it stands for, in a form
+# the terminal reads back (``cli/output_tail.py``) to count the lines before the ones it shows and the length of a
+# line that ran through the cut. A note cut again by a later cap is counted into the later note.
+
+_OMISSION = re.compile(
+    r"^\[(?:\.\.\.|…) [^\n]*?(?P<chars>[\d,]+) characters omitted, (?P<breaks>[\d,]+) line breaks? among them[^\n]*\]$",
+    re.MULTILINE,
+)
+
+
+def omission_note(removed: str) -> str:
+    """What a note standing for ``removed`` says of it: ``N characters omitted, M line breaks among them``, counting
+    what notes inside ``removed`` stood for rather than the notes themselves."""
+    chars, breaks = len(removed), removed.count("\n")
+    for note in _OMISSION.finditer(removed):
+        stood_for = omission(note.group())
+        assert stood_for is not None  # the same pattern
+        # The note's line and the two line breaks around it were not in the original; what it stood for was.
+        chars += stood_for[0] - len(note.group()) - 2
+        breaks += stood_for[1] - 2
+    return counted_omission(max(chars, 0), max(breaks, 0))
+
+
+def counted_omission(chars: int, breaks: int) -> str:
+    """``N characters omitted, M line breaks among them`` (see :func:`omission_note`)."""
+    return f"{chars:,} characters omitted, {breaks:,} line break{'' if breaks == 1 else 's'} among them"
+
+
+def omission(line: str) -> tuple[int, int] | None:
+    """The characters and line breaks of the original that a note line (from :func:`omission_note`) stands for;
+    None when ``line`` is no such note."""
+    if (found := _OMISSION.fullmatch(line)) is None:
+        return None
+    return int(found["chars"].replace(",", "")), int(found["breaks"].replace(",", ""))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from codling.errors import CommandError, PathError
+from codling.text import omission
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import CommandResult
 from codling.tools.processes import COMMAND_ID_VARIABLE, can_find_strays, members, signal_all
@@ -151,7 +152,13 @@ async def test_output_cap_keeps_head_and_tail(tmp_path: Path) -> None:
     assert len(result.output) <= 1000
     assert result.output.startswith("1\n2\n3\n")
     assert result.output.endswith("99999\n100000\n")
-    assert "characters omitted ...]" in result.output
+    head, rest = result.output.split("\n[", 1)
+    note, tail = rest.split("]\n", 1)
+    # The note says how much of the original it stands for, line breaks included (the terminal counts lines by it).
+    assert omission(f"[{note}]") == (
+        len("".join(f"{i}\n" for i in range(1, 100001))) - len(head) - len(tail),
+        100000 - head.count("\n") - tail.count("\n"),
+    )
 
 
 async def test_output_just_over_the_cap_keeps_the_true_tail(tmp_path: Path) -> None:

@@ -9,21 +9,32 @@ permission questions (``cli/approve.py``).
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Mapping, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, ClassVar, TextIO
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderResult
+from rich.segment import Segment, Segments
 from rich.text import Text
 
 from codling.brain.events import StopReason, ToolCallFinished
+from codling.cli.output_tail import output_tail
 from codling.tools.base import STATUS_MARKS, PlanStep, command_result
 from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, FileDiff
+
+if TYPE_CHECKING:
+    from rich.markdown import Markdown, MarkdownElement
+    from rich.text import JustifyMethod
 
 DIFF_LINES = 40
 """How many diff lines the renderer shows for an edit before "… N more lines"."""
 
 _FAILURE_CHARS = 200
+
+_TABLE_COLUMN_WIDTH = 3
+"""Columns a markdown table needs per column to show every character (rich folds a cell into what it has, but
+gives a column no width at all past about this)."""
 
 # C0/C1 control characters other than newline and tab: model text, tool output or file contents could
 # otherwise move the cursor, recolor the terminal or hide part of a command the user is asked to approve.
@@ -81,14 +92,18 @@ def diff_line_style(line: str) -> str | None:
 class StyledWriter:
     """Writes text to one stream: styled through rich when ``color``, verbatim otherwise (so plain output
     never holds an escape code). Flushes every write, knows whether the cursor is mid-line, and can hold its
-    output back for a while (see :class:`~codling.cli.render.PromptGate`)."""
+    output back for a while (see :class:`~codling.cli.render.PromptGate`).
 
-    def __init__(self, stream: TextIO, *, color: bool) -> None:
+    Styled markdown is laid out to ``width`` columns (None: the terminal's): every block wraps, code and table
+    cells fold a word longer than the width, so no character is ever cut off."""
+
+    def __init__(self, stream: TextIO, *, color: bool, width: int | None = None) -> None:
         self.stream = stream
         self.color = color
         self._console = (
             Console(
                 file=stream,
+                width=width,  # None: the terminal's (or $COLUMNS)
                 force_terminal=True,
                 no_color=False,
                 color_system="standard",
@@ -155,12 +170,68 @@ class StyledWriter:
         if self._console is None:
             self.stream.write(text + "\n" if markdown else text)
         elif markdown:
-            from rich.markdown import Markdown
-
-            self._console.print(Markdown(text, code_theme="ansi_dark"))
+            # Laid out to the width, not soft-wrapped: to rich, soft wrap means neither wrapping nor cropping,
+            # yet a list item, quote, code block or table is drawn in a box of the console's width, which then
+            # cut its lines at the edge for good (issue 32). The padding to the width is dropped, so a copied
+            # line has no trailing blanks and a terminal made narrower does not wrap blanks into extra lines.
+            console = self._console
+            lines = console.render_lines(_markdown(text), console.options, pad=False)
+            console.print(Segments(segment for line in lines for segment in (*_rstrip(line), Segment.line())))
         else:
             self._console.print(Text(text, style=style or ""), end="")
         self.stream.flush()
+
+
+def _rstrip(line: list[Segment]) -> list[Segment]:
+    """A rendered line without the blanks at its end."""
+    while line and not line[-1].control and not line[-1].text.rstrip(" "):
+        line = line[:-1]
+    if line and not line[-1].control:
+        last = line[-1]
+        line = [*line[:-1], Segment(last.text.rstrip(" "), last.style)]
+    return line
+
+
+def _markdown(text: str) -> ConsoleRenderable:
+    """``text`` as rich markdown whose table cells fold a word too long for their column (rich's own end it with
+    an ellipsis, losing the rest)."""
+    return _folding_markdown()(text, code_theme="ansi_dark")
+
+
+@functools.cache
+def _folding_markdown() -> type[Markdown]:
+    # Made on first use: rich.markdown (and markdown-it) stay out of the start-up of light commands.
+    from rich.markdown import Markdown, TableDataElement, TableElement
+
+    class FoldingCell(TableDataElement):
+        def __init__(self, justify: JustifyMethod) -> None:
+            super().__init__(justify)
+            self.content.overflow = "fold"
+
+    class NarrowTable(TableElement):
+        """A table too wide for its columns to show anything (rich gives some no width at all) is drawn a row
+        at a time, a ``header: cell`` line per column."""
+
+        def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+            header = [cell.content for cell in self.header.row.cells] if self.header and self.header.row else []
+            if _TABLE_COLUMN_WIDTH * len(header) + 1 <= options.max_width:
+                yield from super().__rich_console__(console, options)
+                return
+            for index, row in enumerate(self.body.rows if self.body is not None else []):
+                if index:
+                    yield Text()
+                for name, cell in zip(header, row.cells, strict=False):
+                    yield Text.assemble((name.plain, "bold"), ": ", cell.content)
+
+    class FoldingMarkdown(Markdown):
+        elements: ClassVar[dict[str, type[MarkdownElement]]] = {
+            **Markdown.elements,
+            "table_open": NarrowTable,
+            "td_open": FoldingCell,
+            "th_open": FoldingCell,
+        }
+
+    return FoldingMarkdown
 
 
 # -- pieces of a turn, shared with the transcript ----------------------------------------------------------------
@@ -176,7 +247,8 @@ def write_tool_title(out: StyledWriter, title: str) -> None:
 
 
 OUTPUT_TAIL = 6
-"""How many of a command's last output lines a tool line shows (``--verbose``: all of them)."""
+"""How many of a command's last output lines a tool line shows (``--verbose``: all of them, uncapped), each cut
+at :data:`~codling.cli.output_tail.LINE_CHARS` characters with a note of how many more it had."""
 
 
 def write_tool_status(out: StyledWriter, event: ToolCallFinished) -> None:
@@ -210,11 +282,11 @@ def write_tool_result(out: StyledWriter, event: ToolCallFinished, *, verbose: bo
     """What a finished call did, under its tool line: a command's last output lines (all with ``verbose``), a
     delegate's steps and report. Nothing for other calls (an edit's diff is drawn by :func:`write_diff`)."""
     if (command := _command(event)) is not None:
-        lines = command[1].rstrip("\n").splitlines()
-        shown = lines if verbose else lines[-OUTPUT_TAIL:]
-        if len(shown) < len(lines):
-            out.line(f"    … {len(lines) - len(shown):,} earlier lines (--verbose shows all)", "dim")
-        for line in shown:
+        # (Counted from the whole output, through the notes of any cut, not from what was kept of it.)
+        tail = output_tail(command[1], None if verbose else OUTPUT_TAIL)
+        if tail.earlier:
+            out.line(f"    … {tail.earlier:,} earlier lines (--verbose shows all)", "dim")
+        for line in tail.lines:
             out.line("    " + printable(line), "dim")
     elif event.tool_name == DELEGATE_TOOL and event.status == "completed":
         steps = event.shown.steps if event.shown is not None else ""

@@ -23,6 +23,8 @@ from codling.config import load_settings
 from codling.errors import CodlingError, ConfigError
 
 if TYPE_CHECKING:  # the store (pydantic models) loads when a command needs it: --help and --version never do
+    from rich.console import Console
+
     from codling.store.history import SessionLog
     from codling.store.index import SessionStore, SessionSummary
 
@@ -104,13 +106,21 @@ def list_sessions(
             print("\t".join(" ".join(value.split()) for value in row))
         return
     from rich.console import Console
+
+    print_table(rows, Console())
+
+
+def print_table(rows: list[tuple[str, str, str, str]], console: Console) -> None:
+    """The sessions as a table on a terminal: every value whole, folded into its column rather than cut."""
     from rich.table import Table
 
     table = Table("id", "updated", "title", "directory", box=None, pad_edge=False)
-    table.columns[0].no_wrap = True  # an id is only useful whole
+    table.columns[0].no_wrap = True  # an id is only useful whole (it keeps its width while the others fold)
+    for column in table.columns:
+        column.overflow = "fold"  # rich's default ends a value too long for its column with "…" (issue 32)
     for row in rows:
         table.add_row(*row)
-    Console(soft_wrap=True).print(table)
+    console.print(table)
 
 
 @sessions_app.command()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from codling.errors import CommandError, MissingPathError, PathError
 from codling.secrecy import scrubbed
-from codling.text import TerminalText
+from codling.text import TerminalText, counted_omission
 from codling.tools.atomic import replace_file
 from codling.tools.encoding import decode, encode
 from codling.tools.paging import refuse_too_large
@@ -323,6 +323,7 @@ class _Capture:
         self._head = ""
         self._tail = ""
         self._total = 0
+        self._breaks = 0
 
     def feed(self, data: bytes) -> None:
         self._add(self._plain.feed(self._decoder.decode(data)))
@@ -334,6 +335,7 @@ class _Capture:
         if not text:
             return
         self._total += len(text)
+        self._breaks += text.count("\n")
         room = self.limit - len(self._head)
         if room > 0:
             self._head += text[:room]
@@ -345,11 +347,14 @@ class _Capture:
         """The captured text (head, an omission note, tail) and whether anything was dropped."""
         if self._total <= self.limit:
             return self._head + self._tail, False
-        note = "\n[... {} characters omitted ...]\n"
-        budget = self.limit - len(note.format(self._total))
+        longest = f"\n[... {counted_omission(self._total, self._breaks)} ...]\n"
+        budget = self.limit - len(longest)
         if budget <= 0:
             return self._head[: self.limit], True
         head = self._head[: budget - budget // 2]
         # The stream's last part may begin inside the head when little was dropped.
         tail = (self._head + self._tail)[-(budget // 2) :] if budget // 2 else ""
-        return head + note.format(self._total - len(head) - len(tail)) + tail, True
+        # The note says how many line breaks were dropped too, so the lines before a shown tail can be counted.
+        breaks = self._breaks - head.count("\n") - tail.count("\n")
+        note = counted_omission(self._total - len(head) - len(tail), breaks)
+        return f"{head}\n[... {note} ...]\n{tail}", True

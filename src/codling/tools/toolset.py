@@ -22,6 +22,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from codling.errors import RejectedError, ToolError
 from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
+from codling.text import counted_omission, omission_note
 from codling.tools.base import ToolOutput, ToolReport
 from codling.tools.delegate import delegate
 from codling.tools.deps import ToolDeps
@@ -83,13 +84,20 @@ def capped(text: str, max_tokens: int) -> str:
     tokens = count_tokens(text)
     if tokens <= max_tokens:
         return text
-    note = (
-        f"\n[… about {tokens - max_tokens:,} tokens cut here: a tool result may hold at most {max_tokens:,} tokens "
-        "with this model. Read a line range, search for something narrower, or filter the command's output "
-        "(| tail -n 50, | grep …) to see the rest …]\n"
-    )
-    room = max(0, max_tokens - count_tokens(note))
-    return truncate_to_tokens(text, room // 2) + note + tail_tokens(text, room - room // 2)
+
+    def note(omitted: str) -> str:
+        return (
+            f"\n[… about {tokens - max_tokens:,} tokens cut here ({omitted}): a tool result may hold at most "
+            f"{max_tokens:,} tokens with this model. Read a line range, search for something narrower, or filter the "
+            "command's output (| tail -n 50, | grep …) to see the rest …]\n"
+        )
+
+    # Room is measured with the largest counts the note could carry, so the real one fits too.
+    room = max(0, max_tokens - count_tokens(note(counted_omission(len(text), text.count("\n")))))
+    head, tail = truncate_to_tokens(text, room // 2), tail_tokens(text, room - room // 2)
+    # (Token boundaries may not fall on characters: then the count is of the text between the kept lengths.)
+    removed = text[len(head) : len(text) - len(tail)] if len(head) + len(tail) <= len(text) else ""
+    return head + note(omission_note(removed)) + tail
 
 
 def capped_error(text: str, max_tokens: int) -> str:
