@@ -3,6 +3,7 @@ each read returns, what completes, and where the history goes."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from prompt_toolkit.output import DummyOutput
 
 from codling.cli.chat import all_commands
 from codling.cli.chat_input import HISTORY_FILE, ChatCompleter, PromptInput
+from tests.fakes.deadlines import deadline
 
 ENTER = "\r"
 CTRL_C = "\x03"
@@ -68,6 +70,20 @@ async def test_a_line_ending_in_a_backslash_goes_on_and_ctrl_c_clears_what_was_t
     history = (home / HISTORY_FILE).read_text()
     assert "+first line\n+second line\n" in history
     assert "+use the key [REDACTED]\n" in history and "sk-secret" not in history and "never mind" not in history
+
+
+async def test_an_error_elsewhere_in_the_loop_does_not_take_over_the_input_line(
+    keys: PipeInput, home: Path, project: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (as a model client from an earlier turn, closed late on a loop that is gone, once hung a read for good:
+    # prompt_toolkit printed the error and waited for Enter)
+    line = PromptInput(home, all_commands(), project, redact)
+    reading = asyncio.ensure_future(line.read())
+    await asyncio.sleep(0)  # one step of the loop: the read runs until it waits for keys, its handlers set
+    asyncio.get_running_loop().call_exception_handler({"message": "a stray error", "exception": RuntimeError("late")})
+    keys.send_text("still here" + ENTER)
+    assert await asyncio.wait_for(reading, deadline(10)) == "still here"
+    assert "a stray error" in caplog.text  # logged as asyncio logs it
 
 
 async def test_a_home_that_cannot_hold_the_history_keeps_it_in_memory(

@@ -198,7 +198,9 @@ class PromptInput:
         """The next input; ``KeyboardInterrupt`` for Ctrl-C on an empty line, ``EOFError`` for Ctrl-D."""
         message = FormattedText([("bold", PROMPT)])
         # The chat handles SIGINT itself (while a turn runs); at the prompt Ctrl-C is a key, not a signal.
-        return await self._session.prompt_async(message, handle_sigint=False)
+        # An error elsewhere in the loop (a background task's, a stray client closed late) is logged as asyncio
+        # logs it: prompt_toolkit's own handler would print it over the input line and wait for Enter, hung.
+        return await self._session.prompt_async(message, handle_sigint=False, set_exception_handler=False)
 
     @contextlib.contextmanager
     def watching(self, on_escape: Callable[[], None]) -> Iterator[None]:
