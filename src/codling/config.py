@@ -17,6 +17,8 @@ config.toml keys (all optional)::
     command_env_allow = ["GITHUB_TOKEN"]    # secret variables commands may still see (default: none)
     mcp_startup_timeout = 30                # seconds an MCP server may take to start before it is left out
     mcp_tool_timeout = 120                  # seconds one MCP tool call may take
+    notify = "bell"                         # a question waits, a long turn ended: bell | osc | off
+    notify_command = ["notify-send"]        # also run this with the title and body appended (default: none)
 
     [mcp_servers.NAME]                      # MCP servers (see codling/mcp_servers.py)
     command = "uvx"
@@ -46,6 +48,10 @@ PromptCache = Literal["5m", "1h", "off"]
 """How long the provider keeps the prompt cached ("off": no cache breakpoints are sent)."""
 PROMPT_CACHES: tuple[PromptCache, ...] = ("5m", "1h", "off")
 """How much a session may do without asking (see ``tools/approval.py``)."""
+
+NotifyStyle = Literal["bell", "osc", "off"]
+"""How the chat tells a user in another window that it waits (``cli/notify.py``)."""
+NOTIFY_STYLES: tuple[NotifyStyle, ...] = ("bell", "osc", "off")
 
 PERMISSION_MODES: tuple[PermissionMode, ...] = ("read-only", "ask", "accept-edits", "yolo")
 
@@ -101,6 +107,11 @@ class Settings:
     """Seconds an MCP server may take to start (and list its tools) before the session goes on without it."""
     mcp_tool_timeout: float = 120.0
     """Seconds one MCP tool call may take before it is cancelled."""
+    notify: NotifyStyle = "bell"
+    """How a terminal chat or run says a question waits or a long turn ended: the bell, an OSC 9/777 desktop
+    notification, or nothing."""
+    notify_command: tuple[str, ...] = ()
+    """A program (and its first arguments) run for the same events, with the title and body appended."""
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The environment the settings were read from (never logged: it holds secrets)."""
 
@@ -131,6 +142,19 @@ def _names(data: dict[str, object], key: str, path: Path) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ConfigError(f'{path}: {key} must be a list of variable names like ["GITHUB_TOKEN"], not {value!r}')
     return tuple(cast(list[str], value))
+
+
+def _notify(data: dict[str, object], path: Path) -> tuple[NotifyStyle, tuple[str, ...]]:
+    """``notify`` and ``notify_command``, checked."""
+    style = data.get("notify", "bell")
+    if style not in NOTIFY_STYLES:
+        raise ConfigError(f"{path}: notify must be one of {', '.join(map(repr, NOTIFY_STYLES))}, not {style!r}")
+    command = data.get("notify_command", [])
+    if not isinstance(command, list) or not all(isinstance(v, str) and v for v in command):
+        raise ConfigError(
+            f'{path}: notify_command must be a program and its arguments, like ["notify-send"], not {command!r}'
+        )
+    return cast(NotifyStyle, style), tuple(cast(list[str], command))
 
 
 KNOWN_KEYS = frozenset(f.name for f in fields(Settings)) - {"home", "env", "login_model"}
@@ -177,6 +201,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     mode = data.get("mode", "ask")
     if not isinstance(mode, str):
         raise ConfigError(f"{path}: mode must be a string")
+    notify, notify_command = _notify(data, path)
     return Settings(
         home=home,
         model=model or None,
@@ -196,5 +221,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         mcp_servers=parse_servers(data.get("mcp_servers"), path),
         mcp_startup_timeout=_positive(data, "mcp_startup_timeout", 30.0, path),
         mcp_tool_timeout=_positive(data, "mcp_tool_timeout", 120.0, path),
+        notify=notify,
+        notify_command=notify_command,
         env=env,
     )

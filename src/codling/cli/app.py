@@ -399,6 +399,7 @@ async def _chat(
     from codling.cli.chat import CHAT_COMMANDS, Chat, SettledInput
     from codling.cli.chat_input import PromptInput
     from codling.cli.draw import use_color
+    from codling.cli.notify import terminal_notifier
     from codling.cli.oneshot import redacted_output, terminal_views
     from codling.llm.providers import credential_names
     from codling.secrecy import Redactor
@@ -424,6 +425,7 @@ async def _chat(
             out=sys.stdout,
             color=color,
             keys=line,  # Esc cancels a running turn
+            notifier=terminal_notifier(settings, sys.stdout, os.environ),
         )
         return await session.run(first)
 

@@ -40,6 +40,7 @@ from codling.llm.catalog import Catalog
 
 if TYPE_CHECKING:
     from codling.brain.session import ModelFactory
+    from codling.cli.notify import Notifier
     from codling.cli.render import TerminalRenderer
     from codling.store.index import SessionSummary
     from codling.store.live import LiveSession
@@ -198,6 +199,7 @@ class Chat:
         color: bool,
         model_factory: ModelFactory | None = None,
         keys: TurnKeys | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self._settings = settings
         self._catalog = catalog
@@ -205,6 +207,8 @@ class Chat:
         self._mode = mode
         self._input = input
         self._renderer = renderer
+        self._notifier = notifier
+        approver = _notifying(approver, notifier)
         self._approver = approver if approver is None or keys is None else _PausingApprover(approver, keys)
         self._keys = keys
         self._out = StyledWriter(out, color=color)
@@ -378,6 +382,8 @@ class Chat:
                 self._note(f"The session cannot start: {e}", "red")
                 return None
             self._live.brain.subscribe(self._renderer)
+            if self._notifier is not None:
+                self._live.brain.subscribe(self._notifier)
         return self._live
 
     async def _close(self) -> None:
@@ -418,6 +424,15 @@ class Chat:
     def _note(self, text: str, style: str = "dim") -> None:
         self._out.end_line()
         self._out.line(text, style)
+
+
+def _notifying(approver: Approver | None, notifier: Notifier | None) -> Approver | None:
+    """``approver``, announcing its questions through ``notifier`` (``cli/notify.py``) when there is one."""
+    if approver is None or notifier is None:
+        return approver
+    from codling.cli.notify import NotifyingApprover
+
+    return NotifyingApprover(approver, notifier)
 
 
 def _home_relative(path: Path) -> str:

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     from codling.brain.events import StopReason
     from codling.brain.session import TurnResult
     from codling.cli.approve import TerminalApprover
+    from codling.cli.notify import Notifier
     from codling.cli.render import TerminalRenderer
+    from codling.tools.ports import Approver
 
 SHUTDOWN_SECONDS = 5.0
 """How long SIGTERM or SIGHUP waits for the turn to end and be recorded before ``codling run`` exits anyway."""
@@ -181,12 +183,18 @@ async def _run_turn(
             approve=interactive,
             verbose=output.verbose,
         )
+    notifier = run_notifier(settings, output, sys.stdout, os.environ)
+    asker: Approver | None = approver
+    if notifier is not None and approver is not None:
+        from codling.cli.notify import NotifyingApprover
+
+        asker = NotifyingApprover(approver, notifier)
     if plan.note is not None:
         print(f"codling: {plan.note}", file=sys.stderr)
     if (warning := unknown_model(plan.model)) is not None:
         print(f"codling: warning: {warning}", file=sys.stderr)
     try:
-        live = open_live(settings, plan, mode, approver, model_titles=output.model_title)
+        live = open_live(settings, plan, mode, asker, model_titles=output.model_title)
     except CodlingError as e:  # e.g. the session is being written by another codling process
         print(f"codling: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -200,6 +208,8 @@ async def _run_turn(
     last = LastMessage()
     live.brain.subscribe(renderer)
     live.brain.subscribe(last)
+    if notifier is not None:
+        live.brain.subscribe(notifier)
     loop = asyncio.get_running_loop()
     interrupted: list[bool] = []
 
@@ -262,6 +272,16 @@ async def _run_turn(
     if result.stop_reason in ("max_turn_requests", "max_cost"):
         return EXIT_LIMIT
     return EXIT_OK
+
+
+def run_notifier(settings: Settings, output: Output, stdout: TextIO, env: Mapping[str, str]) -> Notifier | None:
+    """The notifier of a run drawn on the terminal (``cli/notify.py``); None for ``--json`` or when ``stdout``
+    is not a terminal: a script reads that output, and no one switched windows."""
+    if output.json:
+        return None
+    from codling.cli.notify import terminal_notifier
+
+    return terminal_notifier(settings, stdout, env)
 
 
 def session_event(session_id: str, model_id: str, cwd: Path, resumed: bool) -> dict[str, object]:
