@@ -136,6 +136,9 @@ def test_ctrl_c_or_esc_cancels_the_running_turn_and_a_second_ctrl_c_leaves(
         codling_.close()
         os.close(started)
     assert not any(alive(shell) for shell in shells)  # the cancelled commands were stopped, not left running
+    # Each permission question rang the bell (notify = "bell", the default) before it was drawn (issue 32 item 7).
+    before_each_question = codling_.output.split("Permission needed")[:-1]
+    assert len(before_each_question) == 2 and all("\a" in text for text in before_each_question)
     store = SessionStore(home)
     [summary] = store.list()
     ends = [e for e in store.read(summary.session_id).events if isinstance(e, TurnEnded)]

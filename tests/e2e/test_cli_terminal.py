@@ -30,9 +30,13 @@ def test_a_rejection_with_a_reason_reaches_the_model(home: Path, project: Path, 
         Reply(tool_calls=[ToolCall("run_command", {"command": "grep -r TODO ."}, id="c1")]),
         Reply(text=["Understood, I will use rg."]),
     )
+    (home / "config.toml").write_text('notify = "osc"\n')
     codling = on_terminal(home, project, server, "find the TODOs")
     try:
         codling.expect("Allow? [y]es, [a]lways (every `grep` command, for this session), [n]o (or: n <reason>): ")
+        # The question was announced first, as a desktop notification (issue 32 item 7).
+        announced = codling.raw.find(b"\x1b]9;codling: Permission needed: Run grep -r TODO .\x07")
+        assert 0 <= announced < codling.raw.find(b"Permission needed: Run grep")
         codling.send("n use rg, it skips .gitignored files\r")
         codling.expect("Understood, I will use rg.")
         assert codling.wait() == 0
