@@ -29,6 +29,7 @@ from codling.tools.ports import Answer, PermissionRequest
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.deadlines import deadline
 from tests.fakes.scenarios import Call, Say, Script
+from tests.unit.test_chat import Typed
 
 MODEL = ModelInfo("test:scripted", context_limit=100_000)
 BEL = "\a"
@@ -73,8 +74,6 @@ def chat(
     approver: ScriptedApprover | None = None,
     typed: tuple[str, ...] = ("go",),
 ) -> Chat:
-    from tests.unit.test_chat import Typed
-
     catalog = Catalog({MODEL.id: MODEL})
     plan = plan_session(settings, catalog, MODEL.id, project, None, False, False)
     return Chat(
