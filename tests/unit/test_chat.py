@@ -149,6 +149,23 @@ async def test_each_input_is_a_turn_of_one_recorded_session(settings: Settings, 
     assert f"continue it with: codling chat --resume {session_id}" in shown
 
 
+KEY = "sk-ant-api03-" + "Q" * 40
+"""A key of Anthropic's shape, in no variable: one the user types."""
+
+
+async def test_a_key_typed_into_the_chat_reaches_the_model_but_is_not_stored(settings: Settings, project: Path) -> None:
+    script = Script([[Say("Noted.")]])
+    chat, _ = chat_in(settings, project, Typed(f"deploy with this key:\n{KEY}"), script)
+    assert await chat.run() == 0
+    assert prompts(script) == [f"deploy with this key:\n{KEY}"]  # the user meant the model to have it
+    [session] = SessionStore(settings.home).list()
+    directory = settings.home / "sessions" / session.session_id
+    stored = (directory / "history.jsonl").read_bytes() + (directory / "meta.json").read_bytes()
+    assert KEY.encode() not in stored and b"QQQQ" not in stored
+    assert b'"kind":"turn_start","prompt":[{"type":"text","text":"deploy with this key:\\n[redacted]"}]' in stored
+    assert b'"title": "deploy with this key: [redacted]"' in stored
+
+
 async def test_opening_the_chat_and_leaving_records_nothing(settings: Settings, project: Path) -> None:
     chat, out = chat_in(settings, project, Typed("", "/exit", "never read"), Script([]))
     assert await chat.run() == 0

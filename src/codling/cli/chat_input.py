@@ -37,6 +37,8 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import create_output
 
+from codling.secrecy import redact_credentials
+
 PROMPT = "› "
 CONTINUATION = "  "
 """What starts each further line of a multi-line input."""
@@ -48,7 +50,8 @@ ESCAPE_WAIT = 0.1
 
 
 class _RedactingHistory(FileHistory):
-    """A file history that stores each entry with secrets replaced (see ``codling.secrecy``)."""
+    """A file history that stores each entry with secrets replaced (see ``codling.secrecy``): the environment's
+    secret values and every key-shaped string, such as a key the user typed into the prompt."""
 
     def __init__(self, path: Path, redact: Callable[[str], str]) -> None:
         super().__init__(str(path))
@@ -57,7 +60,7 @@ class _RedactingHistory(FileHistory):
     def store_string(self, string: str) -> None:
         """Append the entry, redacted; a history that cannot be written is not worth failing a prompt for."""
         with contextlib.suppress(OSError):
-            super().store_string(self._redact(string))
+            super().store_string(redact_credentials(self._redact(string)))
 
 
 class ChatCompleter(Completer):
