@@ -407,7 +407,8 @@ async def _chat(
     commands = {**CHAT_COMMANDS, **COMMANDS}
     # Made first, on the terminal itself: the input line echoes what the user types, which redaction (keeping
     # back what may start a secret) would garble.
-    line = PromptInput(settings.home, commands, plan.header.cwd, redact)
+    # The mode shown on the input line is the chat's (made below), read afresh for every line.
+    line = PromptInput(settings.home, commands, plan.header.cwd, redact, mode=lambda: session.mode())
     # Everything else the chat prints (replies, tool output, notes, transcripts, questions) is redacted by value,
     # as codling run's output is.
     with redacted_output(redact) as settle:
