@@ -19,6 +19,7 @@ import typer
 
 from codling.cli import complete
 from codling.cli.home import open_store
+from codling.cli.typer_app import CodlingTyper
 from codling.config import load_settings
 from codling.errors import CodlingError, ConfigError
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # the store (pydantic models) loads when a command needs it: 
     from codling.store.history import SessionLog
     from codling.store.index import SessionStore, SessionSummary
 
-sessions_app = typer.Typer(help="List, show, replay, fork and delete recorded sessions.", no_args_is_help=True)
+sessions_app = CodlingTyper(help="List, show, replay, fork and delete recorded sessions.", no_args_is_help=True)
 
 EXIT_USAGE = 2
 
