@@ -3,6 +3,8 @@
 One rule (:func:`is_secret_name`) decides which variables are secret, for every place that needs it: commands
 are started without them (``tools/local.py``, and the editor's terminal in ``acp/ports.py``), and their values
 are redacted from history.jsonl (``store/history.py``) and from log lines (:class:`RedactingFormatter`).
+What is stored (history.jsonl, meta.json, the chat's prompt_history) also loses every credential of a well-known
+shape, wherever it came from (:func:`redact_credentials`): a key typed into a prompt is not kept.
 
 A name is split into words at ``_``, ``-``, ``.`` and lower-to-upper case changes; it is secret when a word is
 one of :data:`SECRET_WORDS` (``DB_PASS``, ``AWS_SECRET_ACCESS_KEY``, ``GH_TOKEN``, ``apiKey``) or ends in
@@ -94,6 +96,27 @@ a longer word), so a branch name such as ``task-sk-…`` or a short ``sk-learn``
 _CREDENTIAL = re.compile(
     r"(?<![A-Za-z0-9_-])(?:" + "|".join(f"(?:{shape})" for _, shape in CREDENTIAL_SHAPES) + r")(?![A-Za-z0-9_-])"
 )
+
+
+_STORED_CREDENTIAL = re.compile(
+    # The look-ahead for a shape's first character first: most places in a long text fail there, cheaply.
+    r"(?=[AdeghnprSsx-])(?:(?<![A-Za-z0-9_-])|(?<=\\[nrtbf]))(?:"
+    + "|".join(f"(?:{shape})" for _, shape in CREDENTIAL_SHAPES)
+    + r")(?![A-Za-z0-9_-])"
+)
+""":data:`_CREDENTIAL` as it also stands in JSON text: right after an escape such as ``\\n`` (a key typed on a line
+of its own)."""
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` with every credential of a well-known shape (:data:`CREDENTIAL_SHAPES`) and every URL's password
+    replaced by ``[redacted]``, whatever variable (if any) holds them: a key the user typed or pasted into a
+    prompt, or one a command printed. For text that is stored (history.jsonl, meta.json, prompt_history), also
+    after JSON encoding; not for streams, whose pieces may split a key (those redact the environment's values)."""
+    text = _STORED_CREDENTIAL.sub("[redacted]", text)
+    if "://" not in text:  # the URL pattern is slow on long runs of letters (base64 output): most text has none
+        return text
+    return _URL_WITH_PASSWORD.sub(lambda m: m.group(0).replace(m.group(1), "[redacted]"), text)
 
 
 def credentials_in(value: str) -> list[str]:

@@ -31,7 +31,7 @@ from codling.cli.chat import (
 )
 from codling.cli.plan import SessionPlan, open_live, plan_session
 from codling.cli.render import TerminalRenderer
-from codling.config import Settings
+from codling.config import PermissionMode, Settings
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.store.index import SessionStore
 from codling.tools.ports import Answer, PermissionRequest
@@ -63,7 +63,12 @@ class Typed:
 
 
 def chat_in(
-    settings: Settings, project: Path, typed: ChatInput, script: Script, plan: SessionPlan | None = None
+    settings: Settings,
+    project: Path,
+    typed: ChatInput,
+    script: Script,
+    plan: SessionPlan | None = None,
+    mode: PermissionMode | None = "yolo",
 ) -> tuple[Chat, io.StringIO]:
     out = io.StringIO()
     catalog = Catalog({MODEL.id: MODEL})
@@ -73,7 +78,7 @@ def chat_in(
         settings,
         catalog,
         plan,
-        "yolo",
+        mode,
         input=typed,
         renderer=renderer,
         approver=None,
@@ -147,6 +152,64 @@ async def test_each_input_is_a_turn_of_one_recorded_session(settings: Settings, 
     assert "attached README.md (1 line)" in shown
     assert "First answer." in shown and "Second answer." in shown
     assert f"continue it with: codling chat --resume {session_id}" in shown
+
+
+KEY = "sk-ant-api03-" + "Q" * 40
+"""A key of Anthropic's shape, in no variable: one the user types."""
+
+
+async def test_a_key_typed_into_the_chat_reaches_the_model_but_is_not_stored(settings: Settings, project: Path) -> None:
+    script = Script([[Say("Noted.")]])
+    chat, _ = chat_in(settings, project, Typed(f"deploy with this key:\n{KEY}"), script)
+    assert await chat.run() == 0
+    assert prompts(script) == [f"deploy with this key:\n{KEY}"]  # the user meant the model to have it
+    [session] = SessionStore(settings.home).list()
+    directory = settings.home / "sessions" / session.session_id
+    stored = (directory / "history.jsonl").read_bytes() + (directory / "meta.json").read_bytes()
+    assert KEY.encode() not in stored and b"QQQQ" not in stored
+    assert b'"kind":"turn_start","prompt":[{"type":"text","text":"deploy with this key:\\n[redacted]"}]' in stored
+    assert b'"title": "deploy with this key: [redacted]"' in stored
+
+
+class ModeAtEachRead(Typed):
+    """The input line, scripted, noting the mode the chat says it is in (what the line shows) at each read."""
+
+    def __init__(self, *items: str | type[BaseException]) -> None:
+        super().__init__(*items)
+        self.chat: Chat | None = None
+        self.modes: list[str] = []
+
+    async def read(self) -> str:
+        assert self.chat is not None
+        self.modes.append(self.chat.mode())
+        return await super().read()
+
+
+async def test_continuing_a_session_left_in_another_mode_says_so_and_each_line_has_the_live_mode(
+    settings: Settings, project: Path
+) -> None:
+    first, _ = chat_in(settings, project, Typed("hello"), Script([[Say("Hi.")]]), mode="yolo")
+    assert await first.run() == 0
+    plan = plan_session(settings, Catalog({MODEL.id: MODEL}), MODEL.id, project, None, True, False)
+    typed = ModeAtEachRead("/mode read-only", "/mode ask")
+    chat, out = chat_in(settings, project, typed, Script([]), plan=plan, mode=None)
+    typed.chat = chat
+    assert await chat.run() == 0
+    assert "yolo mode ·" in out.getvalue()
+    assert "Continuing in yolo mode, as this session was left (the default is ask); /mode changes it." in out.getvalue()
+    assert typed.modes == ["yolo", "read-only", "ask"]
+
+
+async def test_a_new_session_or_an_explicit_mode_is_not_announced_as_restored(
+    settings: Settings, project: Path
+) -> None:
+    first, out = chat_in(settings, project, Typed("hello"), Script([[Say("Hi.")]]), mode="yolo")
+    assert await first.run() == 0
+    assert "Continuing in" not in out.getvalue()
+    plan = plan_session(settings, Catalog({MODEL.id: MODEL}), MODEL.id, project, None, True, False)
+    chat, out = chat_in(settings, project, Typed(), Script([]), plan=plan, mode="ask")
+    assert await chat.run() == 0
+    assert "ask mode ·" in out.getvalue() and "Continuing in" not in out.getvalue()
 
 
 async def test_opening_the_chat_and_leaving_records_nothing(settings: Settings, project: Path) -> None:

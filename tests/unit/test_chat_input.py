@@ -97,3 +97,29 @@ async def test_a_home_that_cannot_hold_the_history_keeps_it_in_memory(
     keys.send_text(UP + ENTER)
     assert await line.read() == "hello"  # recalled from the history in memory
     assert home.read_text() == ""
+
+
+async def test_keys_typed_into_the_prompt_are_not_kept_in_its_history(
+    keys: PipeInput, home: Path, project: Path
+) -> None:
+    github, slack, aws = "ghp_" + "a1B2" * 9, "xoxb-1234567890-abcdefABCDEF", "AKIA" + "Z7" * 8
+    line = PromptInput(home, all_commands(), project, redact)
+    typed = f"use {github} and\\" + ENTER + f"{slack} then {aws}, not task-sk-learn" + ENTER
+    keys.send_text(typed)
+    assert await line.read() == f"use {github} and\n{slack} then {aws}, not task-sk-learn"  # as typed
+    entry = (home / HISTORY_FILE).read_text().split("\n", 2)[2]  # after prompt_toolkit's "# <date>" line
+    assert entry == "+use [redacted] and\n+[redacted] then [redacted], not task-sk-learn\n"
+
+
+async def test_each_input_line_starts_with_the_mode_it_is_read_in(
+    keys: PipeInput, home: Path, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    modes = iter(["ask", "yolo"])
+    line = PromptInput(home, all_commands(), project, redact, mode=lambda: next(modes))
+    keys.send_text("one" + ENTER)
+    assert await line.read() == "one"
+    keys.send_text("two" + ENTER)
+    assert await line.read() == "two"
+    shown = capsys.readouterr().out
+    assert "[ask] › one" in shown and "[yolo] › two" in shown
+    assert shown.index("[ask] ›") < shown.index("[yolo] ›")

@@ -6,12 +6,14 @@ session another process holds and shell completion need a real process: `tests/e
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from codling.cli.sessions import confirm_delete
 from tests.fakes.cli_runner import GOLDEN, GOLDEN_ID, MODEL, clean_env, codling, install_golden
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall
 from tests.fakes.scenarios import user_prompt
@@ -131,7 +133,14 @@ def test_fork_and_delete(served: dict[str, str | None], home: Path) -> None:
     listed = {s["session_id"]: s for s in sessions_json(served)}
     assert set(listed) == {GOLDEN_ID, fork_id}
     assert listed[fork_id]["parent"] == GOLDEN_ID
-    deleted = codling(served, "sessions", "delete", fork_id)
+    refused = codling(served, "sessions", "delete", fork_id)  # no terminal to ask on
+    assert (refused.exit_code, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        f"codling: not deleting session {fork_id} (rename greet @app.py (fork), 3 turns) without asking, and "
+        "there is no terminal to ask on: pass --yes to delete it\n"
+    )
+    assert {s["session_id"] for s in sessions_json(served)} == {GOLDEN_ID, fork_id}
+    deleted = codling(served, "sessions", "delete", "--yes", fork_id)
     assert deleted.exit_code == 0 and fork_id in deleted.stdout
     assert [s["session_id"] for s in sessions_json(served)] == [GOLDEN_ID]
     assert (home / "sessions" / GOLDEN_ID / "history.jsonl").exists()
@@ -152,7 +161,7 @@ def test_malformed_ids_on_the_command_line_are_usage_errors_and_touch_nothing(
         ("sessions", "show", "../../decoy"),
         ("sessions", "replay", str(decoy.parent)),
         ("sessions", "fork", ".."),
-        ("sessions", "delete", "../../decoy"),
+        ("sessions", "delete", "--yes", "../../decoy"),
         ("sessions", "show", "x" * 300),
         ("run", "--resume", "../../decoy", "hi"),
     ]
@@ -258,3 +267,18 @@ def test_a_run_s_output_has_the_environment_s_secrets_redacted(
     everything = result.stdout + result.stderr + last.read_text()
     assert TOKEN not in everything and TOKEN[:10] not in everything
     assert "The token is [redacted] as written." in result.stdout + last.read_text()
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("typed", "deletes"), [("y\n", True), ("YES\n", True), ("\n", False), ("no\n", False), ("", False)]
+)
+def test_delete_on_a_terminal_names_the_session_and_deletes_only_on_yes(typed: str, deletes: bool) -> None:
+    shown = Terminal()
+    assert confirm_delete("20261122-abc (fix the bug, 2 turns)", Terminal(typed), shown) is deletes
+    question = "Delete session 20261122-abc (fix the bug, 2 turns) for good? [y/N] "
+    assert shown.getvalue() == question + ("\n" if typed == "" else "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import logging
 import os
 from pathlib import Path
@@ -15,12 +16,14 @@ from codling.errors import ConfigError
 from codling.llm.providers import credential_names
 from codling.seal import seal
 from codling.secrecy import (
+    CREDENTIAL_SHAPES,
     RedactingFormatter,
     RedactingStream,
     Redactor,
     credentials_in,
     is_secret_name,
     is_secret_value,
+    redact_credentials,
     scrubbed,
     secret_names,
 )
@@ -285,3 +288,46 @@ def test_a_url_s_password_is_redacted_on_its_own_too() -> None:
     assert redact("url s3cr%40t-passw0rd") == "url [redacted]"
     assert redact(env["DATABASE_URL"]) == "[redacted]"
     assert Redactor.from_env({"DB_URL": "mysql://u:short@h/d"})("short") == "short"  # too short alone
+
+
+ONE_OF_EACH_SHAPE = {
+    "GitHub token": "ghp_" + "a1B2" * 9,
+    "GitHub fine-grained token": "github_pat_" + "A1b_" * 13,
+    "GitLab token": "glpat-" + "x1Y2z" * 4,
+    "OpenAI or Anthropic key": "sk-ant-api03-" + "Q" * 40,
+    "Slack token": "xoxb-1234567890-abcdefABCDEF",
+    "AWS access key id": "AKIA" + "Z7" * 8,
+    "Google API key": "AIza" + "b" * 35,
+    "Hugging Face token": "hf_" + "c" * 30,
+    "npm token": "npm_" + "d" * 36,
+    "PyPI token": "pypi-" + "e" * 50,
+    "Stripe key": "sk_live_" + "f" * 24,
+    "SendGrid key": "SG." + "g" * 22 + "." + "h" * 22,
+    "DigitalOcean token": "dop_v1_" + "a" * 64,
+    "Shopify token": "shpat_" + "0" * 32,
+    "Groq key": "gsk_" + "i" * 40,
+    "Replicate token": "r8_" + "j" * 30,
+    "xAI key": "xai-" + "k" * 50,
+    "JSON web token": "eyJ" + "l" * 12 + ".eyJ" + "m" * 12 + ".sig",
+    "PEM private key": "-----BEGIN RSA PRIVATE KEY-----MIIEo-----END RSA PRIVATE KEY-----",
+}
+
+
+def test_there_is_an_example_of_every_credential_shape() -> None:
+    assert set(ONE_OF_EACH_SHAPE) == {name for name, _ in CREDENTIAL_SHAPES}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_OF_EACH_SHAPE))
+def test_stored_text_loses_a_key_of_every_shape_in_no_variable(name: str) -> None:
+    key = ONE_OF_EACH_SHAPE[name]
+    assert redact_credentials(f"use {key}, thanks") == "use [redacted], thanks"
+    as_json = json.dumps({"text": f"my key:\n{key}"}, ensure_ascii=False)
+    assert redact_credentials(as_json) == '{"text": "my key:\\n[redacted]"}'  # typed on a line of its own
+
+
+def test_stored_text_keeps_what_only_looks_like_a_key_and_loses_url_passwords() -> None:
+    kept = "task-sk-" + "a" * 40 + " sk-learn ghp_short AKIAlower"
+    assert redact_credentials(kept) == kept
+    assert (
+        redact_credentials("DATABASE_URL=postgres://app:hunter22@db/x") == "DATABASE_URL=postgres://app:[redacted]@db/x"
+    )

@@ -32,11 +32,12 @@ from codling.cli.plan import (
     read_image,
 )
 from codling.cli.sessions import sessions_app
+from codling.cli.typer_app import CodlingTyper
 from codling.config import PermissionMode, Settings, parse_mode
 from codling.errors import CodlingError, ConfigError, SessionError
 from codling.llm.catalog import Catalog
 
-app = typer.Typer(
+app = CodlingTyper(
     name="codling",
     help="A coding agent for ACP editors (Zed) and the terminal.\n\n"
     '`codling` opens the chat; `codling "fix the bug"` opens it with that prompt; `codling -c` continues the '
@@ -282,7 +283,9 @@ def run(
     verbose: VerboseOption = False,
     image: Annotated[
         list[Path] | None,
-        typer.Option("--image", "-i", help="Attach an image file (PNG, JPEG, GIF, WebP); repeat for more."),
+        typer.Option(
+            "--image", "-i", metavar="<path>", help="Attach an image file (PNG, JPEG, GIF, WebP); repeat for more."
+        ),
     ] = None,
     title: Annotated[
         bool,
@@ -408,7 +411,8 @@ async def _chat(
     commands = {**CHAT_COMMANDS, **COMMANDS}
     # Made first, on the terminal itself: the input line echoes what the user types, which redaction (keeping
     # back what may start a secret) would garble.
-    line = PromptInput(settings.home, commands, plan.header.cwd, redact)
+    # The mode shown on the input line is the chat's (made below), read afresh for every line.
+    line = PromptInput(settings.home, commands, plan.header.cwd, redact, mode=lambda: session.mode())
     # Everything else the chat prints (replies, tool output, notes, transcripts, questions) is redacted by value,
     # as codling run's output is.
     with redacted_output(redact) as settle:

@@ -395,10 +395,19 @@ class Chat:
         named = f" “{live.recorder.title}”" if live.recorder.title else ""
         self._note(f"Session {live.id}{named} is recorded; continue it with: codling chat --resume {live.id}")
 
+    def mode(self) -> PermissionMode:
+        """The permission mode the next turn runs in: the live session's (``/mode`` changes it), else the one it
+        will open in — ``--mode``, else a resumed session's own, else the configured default."""
+        if self._live is not None:
+            return self._live.brain.state.mode
+        if self._mode is not None:
+            return self._mode
+        return self._plan.stored.mode if self._plan.stored is not None else self._settings.mode
+
     def _introduce(self) -> None:
         """Say which session the chat is in: for a resumed one, its last turn first."""
         plan, out = self._plan, self._out
-        mode = plan.stored.mode if plan.stored is not None else (self._mode or self._settings.mode)
+        mode = self.mode()
         where = _home_relative(plan.header.cwd)
         if plan.stored is not None:
             from codling.brain.events import TurnStarted
@@ -415,6 +424,8 @@ class Chat:
         else:
             out.line(f"codling {__version__}", "bold")
         out.line(f"{plan.model.id} · {mode} mode · {where}", "dim")
+        if plan.stored is not None and self._mode is None and mode != self._settings.mode:
+            out.line(restored_mode_note(mode, self._settings.mode), "yellow")
         if plan.note is not None:
             out.line(plan.note[:1].upper() + plan.note[1:] + ".", "dim")
         if (warning := unknown_model(plan.model)) is not None:
@@ -433,6 +444,11 @@ def _notifying(approver: Approver | None, notifier: Notifier | None) -> Approver
     from codling.cli.notify import NotifyingApprover
 
     return NotifyingApprover(approver, notifier)
+
+
+def restored_mode_note(mode: PermissionMode, default: PermissionMode) -> str:
+    """What the chat says when a resumed session brings back a mode other than the default."""
+    return f"Continuing in {mode} mode, as this session was left (the default is {default}); /mode changes it."
 
 
 def _home_relative(path: Path) -> str:

@@ -1,12 +1,12 @@
 """The input line of ``codling chat``, on prompt_toolkit: history, multi-line editing, completion.
 
-Enter sends. Alt-Enter (Esc then Enter), or Enter after a trailing backslash, starts a new line; pasted text
-keeps its lines. (Ctrl-J stays Enter: a line typed ahead while a turn runs reaches the prompt with the
-terminal's newline, and must still be sent.) Up and Down walk the history, kept in
-``$CODLING_HOME/prompt_history`` with secrets redacted as history.jsonl has them. Typing (or Tab) completes
-slash commands at the start of the input and ``@paths`` anywhere. Ctrl-C clears a line that has text; on an
-empty line it raises ``KeyboardInterrupt``, and Ctrl-D on an empty line raises ``EOFError`` (the chat decides
-what they mean).
+Each input line starts with the permission mode (``[ask] › ``). Enter sends. Alt-Enter (Esc then Enter), or
+Enter after a trailing backslash, starts a new line; pasted text keeps its lines. (Ctrl-J stays Enter: a line
+typed ahead while a turn runs reaches the prompt with the terminal's newline, and must still be sent.) Up and
+Down walk the history, kept in ``$CODLING_HOME/prompt_history`` with secrets redacted as history.jsonl has
+them. Typing (or Tab) completes slash commands at the start of the input and ``@paths`` anywhere. Ctrl-C clears
+a line that has text; on an empty line it raises ``KeyboardInterrupt``, and Ctrl-D on an empty line raises
+``EOFError`` (the chat decides what they mean).
 
 While a turn runs (:meth:`PromptInput.watching`) the terminal leaves canonical mode, without echo, and its keys
 are read: Esc alone cancels the turn; everything else typed is kept as prompt_toolkit's type-ahead, so it is the
@@ -37,6 +37,8 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import create_output
 
+from codling.secrecy import redact_credentials
+
 PROMPT = "› "
 CONTINUATION = "  "
 """What starts each further line of a multi-line input."""
@@ -48,7 +50,8 @@ ESCAPE_WAIT = 0.1
 
 
 class _RedactingHistory(FileHistory):
-    """A file history that stores each entry with secrets replaced (see ``codling.secrecy``)."""
+    """A file history that stores each entry with secrets replaced (see ``codling.secrecy``): the environment's
+    secret values and every key-shaped string, such as a key the user typed into the prompt."""
 
     def __init__(self, path: Path, redact: Callable[[str], str]) -> None:
         super().__init__(str(path))
@@ -57,7 +60,7 @@ class _RedactingHistory(FileHistory):
     def store_string(self, string: str) -> None:
         """Append the entry, redacted; a history that cannot be written is not worth failing a prompt for."""
         with contextlib.suppress(OSError):
-            super().store_string(self._redact(string))
+            super().store_string(redact_credentials(self._redact(string)))
 
 
 class ChatCompleter(Completer):
@@ -173,10 +176,27 @@ class _KeyWatch:
             store_typeahead(self._input, keys)
 
 
+def prompt_message(mode: str | None) -> FormattedText:
+    """The start of the input line: the permission mode, if known, so it is always in sight (yolo in red, as it
+    runs everything without asking), then the prompt sign."""
+    if mode is None:
+        return FormattedText([("bold", PROMPT)])
+    return FormattedText([("ansired" if mode == "yolo" else "ansibrightblack", f"[{mode}] "), ("bold", PROMPT)])
+
+
 class PromptInput:
     """Reads one input at a time from the terminal (see the module's docstring)."""
 
-    def __init__(self, home: Path, commands: Mapping[str, str], cwd: Path, redact: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        home: Path,
+        commands: Mapping[str, str],
+        cwd: Path,
+        redact: Callable[[str], str],
+        mode: Callable[[], str] | None = None,
+    ) -> None:
+        """``mode``, when given, names the permission mode at the start of every input line (``[ask] › ``)."""
+        self._mode = mode
         history: History
         try:
             home.mkdir(parents=True, exist_ok=True)
@@ -196,7 +216,7 @@ class PromptInput:
 
     async def read(self) -> str:
         """The next input; ``KeyboardInterrupt`` for Ctrl-C on an empty line, ``EOFError`` for Ctrl-D."""
-        message = FormattedText([("bold", PROMPT)])
+        message = prompt_message(self._mode() if self._mode is not None else None)
         # The chat handles SIGINT itself (while a turn runs); at the prompt Ctrl-C is a key, not a signal.
         # An error elsewhere in the loop (a background task's, a stray client closed late) is logged as asyncio
         # logs it: prompt_toolkit's own handler would print it over the input line and wait for Enter, hung.

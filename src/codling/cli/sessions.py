@@ -13,12 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
 from codling.cli import complete
 from codling.cli.home import open_store
+from codling.cli.typer_app import CodlingTyper
 from codling.config import load_settings
 from codling.errors import CodlingError, ConfigError
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # the store (pydantic models) loads when a command needs it: 
     from codling.store.history import SessionLog
     from codling.store.index import SessionStore, SessionSummary
 
-sessions_app = typer.Typer(help="List, show, replay, fork and delete recorded sessions.", no_args_is_help=True)
+sessions_app = CodlingTyper(help="List, show, replay, fork and delete recorded sessions.", no_args_is_help=True)
 
 EXIT_USAGE = 2
 
@@ -164,11 +165,38 @@ def fork(session: IdArgument) -> None:
 
 
 @sessions_app.command()
-def delete(session: IdArgument) -> None:
-    """Delete a session's directory (its history and metadata) for good."""
+def delete(
+    session: IdArgument,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking (for scripts).")] = False,
+) -> None:
+    """Delete a session's directory (its history and metadata) for good. On a terminal it asks first, naming
+    the session; elsewhere it needs --yes."""
     store = _store()
     stored = _read(store, session)
     session_id = stored.header.session_id
+    what = f"{session_id} ({stored.title or 'untitled'}, {stored.turns} turns)"
+    if not yes:
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            typer.echo(
+                f"codling: not deleting session {what} without asking, and there is no terminal to ask on: "
+                "pass --yes to delete it",
+                err=True,
+            )
+            raise typer.Exit(EXIT_USAGE)
+        if not confirm_delete(what, sys.stdin, sys.stderr):
+            typer.echo(f"kept session {session_id}", err=True)
+            return
     with _usage_errors():
         removed = store.delete(session_id)
-    typer.echo(f"deleted session {session_id} ({stored.title or 'untitled'}, {stored.turns} turns): {removed}")
+    typer.echo(f"deleted session {what}: {removed}")
+
+
+def confirm_delete(what: str, terminal_in: TextIO, terminal_out: TextIO) -> bool:
+    """Ask on the terminal whether to delete the session ``what`` names; only an answer of y or yes deletes
+    (Enter, anything else, or the end of input keeps it)."""
+    terminal_out.write(f"Delete session {what} for good? [y/N] ")
+    terminal_out.flush()
+    answer = terminal_in.readline()
+    if not answer.endswith("\n"):
+        terminal_out.write("\n")
+    return answer.strip().lower() in ("y", "yes")

@@ -35,7 +35,7 @@ from codling.brain.events import (
 from codling.brain.thinking import Thinking
 from codling.config import PermissionMode
 from codling.errors import SessionError
-from codling.secrecy import Redactor
+from codling.secrecy import Redactor, redact_credentials
 from codling.store import lock
 from codling.store.records import (
     RECORD,
@@ -260,7 +260,7 @@ class HistoryFile:
             raise SessionError(f"session {self.session_id}'s history is closed")
         line = json.dumps(dump_record(record), ensure_ascii=False, separators=(",", ":"))
         # errors="replace": a lone surrogate (from a file name that is not UTF-8) must not lose the record.
-        self._backlog.append((self._redact(line) + "\n").encode("utf-8", errors="replace"))
+        self._backlog.append((redact_credentials(self._redact(line)) + "\n").encode("utf-8", errors="replace"))
         self._drain()
 
     def _drain(self) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from codling.errors import SessionError, SessionHeldError, StoreError, UnknownSessionError
-from codling.secrecy import Redactor
+from codling.secrecy import Redactor, redact_credentials
 from codling.store import lock
 from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, SessionLog, read_history
 from codling.store.ids import check_prefix, check_session_id, is_session_id
@@ -171,7 +171,8 @@ class SessionStore:
             model=header.model,
         )
         directory = self._directory(header.session_id)
-        data = self._redact(json.dumps(meta.model_dump(), ensure_ascii=False)).encode("utf-8", errors="replace")
+        text = redact_credentials(self._redact(json.dumps(meta.model_dump(), ensure_ascii=False)))
+        data = text.encode("utf-8", errors="replace")
         fd, tmp = tempfile.mkstemp(prefix=".meta.", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "wb") as f:
