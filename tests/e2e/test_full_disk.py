@@ -57,7 +57,8 @@ async def test_a_full_disk_is_a_clear_error_and_nothing_is_lost_once_there_is_ro
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=err,
-            env=agent_env(home, server),
+            # (a module first imported under the limit would leave a cut .pyc behind for every later import)
+            env={**agent_env(home, server), "PYTHONDONTWRITEBYTECODE": "1"},
         )
         agent = RawAgent(process)
         try:
@@ -108,7 +109,7 @@ def test_codling_run_says_what_it_could_not_record_and_exits_1(home: Path, proje
     server.enqueue(Reply(text=[reply]))
     done = subprocess.run(
         [sys.executable, "-c", RUN_UNDER_A_LIMIT, "say something long"],
-        env=agent_env(home, server),
+        env={**agent_env(home, server), "PYTHONDONTWRITEBYTECODE": "1"},  # (no cut .pyc left behind: see above)
         cwd=project,
         capture_output=True,
         text=True,

@@ -22,6 +22,7 @@ FSIZE_LIMIT = 4096
 # exits, or coverage (under scripts/coverage) could not save what it measured there.
 CHILD = f"""
 import asyncio, resource, signal, sys
+sys.dont_write_bytecode = True  # a module first imported under the limit would leave a cut .pyc for everyone
 from pathlib import Path
 from codling.errors import ToolError
 from codling.tools.local import LocalFileSystem
