@@ -11,6 +11,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
@@ -34,7 +35,7 @@ from codling.cli.render import TerminalRenderer
 from codling.config import PermissionMode, Settings
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.store.index import SessionStore
-from codling.tools.ports import Answer, PermissionRequest
+from codling.tools.ports import Answer, Approver, PermissionRequest
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.scenarios import Call, Gate, Say, Script, Until, user_prompt
 
@@ -69,8 +70,13 @@ def chat_in(
     script: Script,
     plan: SessionPlan | None = None,
     mode: PermissionMode | None = "yolo",
+    *,
+    out: io.StringIO | None = None,
+    approver: Approver | None = None,
+    **extra: Any,
 ) -> tuple[Chat, io.StringIO]:
-    out = io.StringIO()
+    """A chat on a scripted model, its terminal a StringIO (``out``, or a new one); ``extra`` goes to Chat."""
+    out = out if out is not None else io.StringIO()
     catalog = Catalog({MODEL.id: MODEL})
     plan = plan or plan_session(settings, catalog, MODEL.id, project, None, False, False)
     renderer = TerminalRenderer(out, color=False, interactive=False)
@@ -81,10 +87,11 @@ def chat_in(
         mode,
         input=typed,
         renderer=renderer,
-        approver=None,
+        approver=approver,
         out=out,
         color=False,
         model_factory=script.factory(),
+        **extra,
     )
     return chat, out
 
@@ -424,22 +431,7 @@ async def test_esc_cancels_the_running_turn_and_the_chat_reads_on(settings: Sett
     script = Script([[Say("Working on it"), Until(gate)], [Say("Next.")]])
     typed = Typed("go", "and then")
     keys = WatchedKeys()
-    out = io.StringIO()
-    catalog = Catalog({MODEL.id: MODEL})
-    plan = plan_session(settings, catalog, MODEL.id, project, None, False, False)
-    chat = Chat(
-        settings,
-        catalog,
-        plan,
-        "yolo",
-        input=typed,
-        renderer=TerminalRenderer(out, color=False, interactive=False),
-        approver=None,
-        out=out,
-        color=False,
-        model_factory=script.factory(),
-        keys=keys,
-    )
+    chat, out = chat_in(settings, project, typed, script, keys=keys)
     running = asyncio.create_task(chat.run())
     await gate.arrival()
     assert keys.state == "watching"
@@ -464,22 +456,7 @@ async def test_a_permission_question_reads_the_terminal_with_the_keys_paused(set
             return await super().ask(request)
 
     script = Script([[Call("run_command", {"command": "echo hi"}, "c1")], [Say("Done.")]])
-    out = io.StringIO()
-    catalog = Catalog({MODEL.id: MODEL})
-    plan = plan_session(settings, catalog, MODEL.id, project, None, False, False)
-    chat = Chat(
-        settings,
-        catalog,
-        plan,
-        "ask",
-        input=Typed("run it"),
-        renderer=TerminalRenderer(out, color=False, interactive=False),
-        approver=Asking("allow_once"),
-        out=out,
-        color=False,
-        model_factory=script.factory(),
-        keys=keys,
-    )
+    chat, _ = chat_in(settings, project, Typed("run it"), script, mode="ask", approver=Asking("allow_once"), keys=keys)
     assert await asyncio.wait_for(chat.run(), 10) == 0
     assert states == ["paused"]
     assert keys.state == "idle"

@@ -20,18 +20,14 @@ from codling.brain.events import TurnEnded, TurnStarted
 from codling.cli.chat import Chat
 from codling.cli.notify import Notice, Notifier, NotifyingApprover, sequence, terminal_notifier
 from codling.cli.oneshot import Output, run_notifier
-from codling.cli.plan import plan_session
-from codling.cli.render import TerminalRenderer
-from codling.config import NotifyStyle, Settings, load_settings
+from codling.config import NotifyStyle, PermissionMode, Settings, load_settings
 from codling.errors import ConfigError
-from codling.llm.catalog import Catalog, ModelInfo
 from codling.tools.ports import Answer, PermissionRequest
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.deadlines import deadline
 from tests.fakes.scenarios import Call, Say, Script
-from tests.unit.test_chat import Typed
+from tests.unit.test_chat import Typed, chat_in
 
-MODEL = ModelInfo("test:scripted", context_limit=100_000)
 BEL = "\a"
 ESC = "\x1b"
 
@@ -70,25 +66,15 @@ def chat(
     notifier: Notifier,
     out: io.StringIO,
     *,
-    mode: str = "yolo",
+    mode: PermissionMode = "yolo",
     approver: ScriptedApprover | None = None,
     typed: tuple[str, ...] = ("go",),
 ) -> Chat:
-    catalog = Catalog({MODEL.id: MODEL})
-    plan = plan_session(settings, catalog, MODEL.id, project, None, False, False)
-    return Chat(
-        settings,
-        catalog,
-        plan,
-        mode,  # type: ignore[arg-type]
-        input=Typed(*typed),
-        renderer=TerminalRenderer(out, color=False, interactive=False),
-        approver=approver,
-        out=out,
-        color=False,
-        model_factory=script.factory(),
-        notifier=notifier,
+    """A chat whose notices go to ``notifier`` (and its terminal to ``out``)."""
+    made, _ = chat_in(
+        settings, project, Typed(*typed), script, mode=mode, out=out, approver=approver, notifier=notifier
     )
+    return made
 
 
 async def test_a_turn_longer_than_the_threshold_rings_the_bell_once_its_reply_is_shown(
