@@ -190,3 +190,14 @@ def omission(line: str) -> tuple[int, int] | None:
     if (found := _OMISSION.fullmatch(line)) is None:
         return None
     return int(found["chars"].replace(",", "")), int(found["breaks"].replace(",", ""))
+
+
+def original_lines(text: str) -> int:
+    """How many lines the output ``text`` was cut from had: its own, plus the line breaks its notes (from
+    :func:`omission_note`) stood for, less each note's line and the two breaks around it."""
+    breaks = text.count("\n")
+    for note in _OMISSION.finditer(text):
+        stood_for = omission(note.group())
+        assert stood_for is not None  # the same pattern
+        breaks += stood_for[1] - 2
+    return breaks + 1

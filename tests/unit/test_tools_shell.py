@@ -11,12 +11,13 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
 from codling.errors import PermissionDenied, ToolError
+from codling.text import counted_omission
 from codling.tools.approval import Permissions
 from codling.tools.base import PermissionMode, ShownResult, ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import PermissionRequest
-from codling.tools.shell import run_command
+from codling.tools.shell import output_summary, run_command
 from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
 
@@ -201,3 +202,11 @@ async def test_a_traceback_s_marker_lines_stay_out_of_the_summary(tmp_path: Path
     result = await bounded(run_command(ctx(tmp_path), "python3 bad.py"))
     assert "^" in result.text and "TypeError" in result.summary
     assert not any(set(line.strip()) <= {"^", "~"} for line in result.summary.splitlines() if line.strip())
+
+
+def test_a_summary_counts_the_lines_a_cap_cut_as_well_as_those_it_kept() -> None:
+    # (the folded summary of `seq 1 300000` said "5,354 lines of output": the lines the cap had kept)
+    kept = "\n".join(str(n) for n in range(1, 2001))
+    cut = f"\n[… about 7,085 tokens cut here ({counted_omission(1_950_000, 296_001)}): read a line range …]\n"
+    tail = "\n".join(str(n) for n in range(298_001, 300_001))
+    assert output_summary(kept + cut + tail).splitlines()[0] == "[300,000 lines of output; its first lines:]"

@@ -7,6 +7,7 @@ import re
 from pydantic_ai import RunContext
 
 from codling.errors import ToolError
+from codling.text import original_lines
 from codling.tools.base import ShownResult, ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.ports import PermissionRequest
@@ -105,10 +106,11 @@ def output_summary(output: str) -> str:
     key = list(salient_lines(output, max_lines=12, max_chars=SUMMARY_KEY_CHARS, last_lines=False))
     head = [] if key else _fitting(lines, SUMMARY_HEAD_CHARS)
     rest = lines[len(head) :]
+    total = original_lines(output)  # the command's whole output, through the notes of what a cap cut
     headings = [
-        f"[{len(lines):,} lines of output; the lines that matter:]"
+        f"[{total:,} lines of output; the lines that matter:]"
         if key
-        else f"[{len(lines):,} lines of output; its first lines:]",
+        else f"[{total:,} lines of output; its first lines:]",
         "[… its last lines:]",
     ]
     tail: list[str] = []
