@@ -123,11 +123,16 @@ class RecordingHttpServer:
 
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
-        self._web = uvicorn.Server(uvicorn.Config(recording, log_level="warning", lifespan="on"))
+        started = asyncio.Event()
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets=sockets)
+                started.set()  # it accepts connections now
+
+        self._web = Server(uvicorn.Config(recording, log_level="warning", lifespan="on"))
         self._task = asyncio.get_running_loop().create_task(self._web.serve(sockets=[self._sock]))
-        async with asyncio.timeout(20):  # a liveness deadline: uvicorn says when it accepts connections
-            while not self._web.started:
-                await asyncio.sleep(0.01)
+        await asyncio.wait_for(started.wait(), 20)  # a liveness deadline
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/mcp"
         return self
 
