@@ -134,3 +134,15 @@ def test_a_command_cannot_read_codling_s_memory_or_environment(home: Path, proje
     assert f"codling={process.pid}" in tool_output  # (setpriv runs codling in its own place)
     assert "mem=denied" in tool_output, tool_output
     assert root or "environ=denied" in tool_output, tool_output
+
+
+def test_only_a_command_that_may_run_tools_pays_the_restart(home: Path) -> None:
+    """The restart costs a Python start-up: `--version`, `models`, `sessions` and the like skip it (they run no
+    command that could read codling's environment); `chat` (here refused: no terminal) does not."""
+    env = {**base_env(home), **SECRETS, "PYTHONPROFILEIMPORTTIME": "1"}
+
+    def starts(*args: str) -> int:  # every start of the process imports codling.seal once
+        stderr = codling(*args, env=env).stderr
+        return sum(line.endswith(" codling.seal") for line in stderr.splitlines())
+
+    assert (starts("--version"), starts("models"), starts("chat")) == (1, 1, 2)

@@ -11,7 +11,15 @@ import typer
 
 from codling import __version__
 from codling.cli.app import app, command_names, resume_without_id
-from codling.cli.argv import OPTIONS_WITH_VALUE, TOP_LEVEL_OPTIONS, Refusal, route
+from codling.cli.argv import (
+    LIGHT_COMMANDS,
+    OPTIONS_WITH_VALUE,
+    TOOL_COMMANDS,
+    TOP_LEVEL_OPTIONS,
+    Refusal,
+    route,
+    runs_tools,
+)
 from codling.store.index import SessionStore
 from tests.fakes.cli_runner import codling
 from tests.fakes.openai_server import OpenAIServer, Reply
@@ -56,46 +64,85 @@ def command_line(line: list[str], **terminal: bool) -> list[str]:
     return args
 
 
-@pytest.mark.parametrize(
-    ("line", "terminal", "expected"),
-    [
-        # On a terminal: the chat, with a first prompt, continuing or resuming.
-        ([], TERMINAL, ["chat"]),
-        (["fix the bug"], TERMINAL, ["chat", "fix the bug"]),
-        (["-c"], TERMINAL, ["chat", "-c"]),
-        (["--continue", "go on"], TERMINAL, ["chat", "--continue", "go on"]),
-        (["-r"], TERMINAL, ["chat", "--resume="]),
-        (["--resume"], TERMINAL, ["chat", "--resume="]),
-        (["-r", "20261123-0a1b"], TERMINAL, ["chat", "-r", "20261123-0a1b"]),
-        (["-r", "-m", "x:y"], TERMINAL, ["chat", "--resume=", "-m", "x:y"]),
-        (["-m", "sessions", "hi"], TERMINAL, ["chat", "-m", "sessions", "hi"]),  # an option's value is no command
-        (["--mode", "yolo", "-v", "go"], TERMINAL, ["chat", "--mode", "yolo", "-v", "go"]),
-        (["-vm", "models", "go"], TERMINAL, ["chat", "-vm", "models", "go"]),  # flags run together, as click reads
-        (["-mmodels", "go"], TERMINAL, ["chat", "-mmodels", "go"]),  # the value attached
-        (["--model=x:y", "go"], TERMINAL, ["chat", "--model=x:y", "go"]),
-        # A command's name is the command; `--` makes it a prompt.
-        (["sessions"], TERMINAL, ["sessions"]),
-        (["run", "x"], TERMINAL, ["run", "x"]),
-        (["--", "sessions"], TERMINAL, ["chat", "--", "sessions"]),
-        (["sessions list"], TERMINAL, ["chat", "sessions list"]),
-        # codling's own options stay its own.
-        (["-h"], TERMINAL, ["-h"]),
-        (["-V"], TERMINAL, ["-V"]),
-        (["--version"], PIPED, ["--version"]),
-        (["-c", "-h"], TERMINAL, ["chat", "-c", "-h"]),  # the chat's help: -c is the chat's
-        # Without a terminal: what `codling run` would do.
-        ([], PIPED, ["run"]),
-        (["-c"], PIPED, ["run", "-c"]),
-        (["--json", "say hi"], PIPED, ["run", "--json", "say hi"]),
-        (["fix it"], {"stdin_tty": True, "stdout_tty": False}, ["run", "fix it"]),
-        # stdin a terminal, stdout not, nothing asked: the help, as before.
-        ([], {"stdin_tty": True, "stdout_tty": False}, []),
-    ],
-)
+ROUTES = [
+    # On a terminal: the chat, with a first prompt, continuing or resuming.
+    ([], TERMINAL, ["chat"]),
+    (["fix the bug"], TERMINAL, ["chat", "fix the bug"]),
+    (["-c"], TERMINAL, ["chat", "-c"]),
+    (["--continue", "go on"], TERMINAL, ["chat", "--continue", "go on"]),
+    (["-r"], TERMINAL, ["chat", "--resume="]),
+    (["--resume"], TERMINAL, ["chat", "--resume="]),
+    (["-r", "20261123-0a1b"], TERMINAL, ["chat", "-r", "20261123-0a1b"]),
+    (["-r", "-m", "x:y"], TERMINAL, ["chat", "--resume=", "-m", "x:y"]),
+    (["-m", "sessions", "hi"], TERMINAL, ["chat", "-m", "sessions", "hi"]),  # an option's value is no command
+    (["--mode", "yolo", "-v", "go"], TERMINAL, ["chat", "--mode", "yolo", "-v", "go"]),
+    (["-vm", "models", "go"], TERMINAL, ["chat", "-vm", "models", "go"]),  # flags run together, as click reads
+    (["-mmodels", "go"], TERMINAL, ["chat", "-mmodels", "go"]),  # the value attached
+    (["--model=x:y", "go"], TERMINAL, ["chat", "--model=x:y", "go"]),
+    # A command's name is the command; `--` makes it a prompt.
+    (["sessions"], TERMINAL, ["sessions"]),
+    (["run", "x"], TERMINAL, ["run", "x"]),
+    (["--", "sessions"], TERMINAL, ["chat", "--", "sessions"]),
+    (["sessions list"], TERMINAL, ["chat", "sessions list"]),
+    # codling's own options stay its own.
+    (["-h"], TERMINAL, ["-h"]),
+    (["-V"], TERMINAL, ["-V"]),
+    (["--version"], PIPED, ["--version"]),
+    (["-c", "-h"], TERMINAL, ["chat", "-c", "-h"]),  # the chat's help: -c is the chat's
+    # Without a terminal: what `codling run` would do.
+    ([], PIPED, ["run"]),
+    (["-c"], PIPED, ["run", "-c"]),
+    (["--json", "say hi"], PIPED, ["run", "--json", "say hi"]),
+    (["fix it"], {"stdin_tty": True, "stdout_tty": False}, ["run", "fix it"]),
+    # stdin a terminal, stdout not, nothing asked: the help, as before.
+    ([], {"stdin_tty": True, "stdout_tty": False}, []),
+]
+
+
+@pytest.mark.parametrize(("line", "terminal", "expected"), ROUTES)
 def test_top_level_forms_route_to_the_command_they_mean(
     line: list[str], terminal: dict[str, bool], expected: list[str]
 ) -> None:
     assert routed(line, **terminal) == expected
+
+
+def test_every_command_is_either_light_or_one_that_runs_tools() -> None:
+    assert command_names() == LIGHT_COMMANDS | TOOL_COMMANDS
+    assert not LIGHT_COMMANDS & TOOL_COMMANDS
+
+
+@pytest.mark.parametrize(("line", "terminal", "expected"), ROUTES)
+def test_every_form_that_reaches_a_command_running_tools_is_sealed(
+    line: list[str], terminal: dict[str, bool], expected: list[str]
+) -> None:
+    """The restart that hides the secrets (codling.seal) is decided from the raw line, before routing: no form
+    that routes to chat, run or acp may skip it, unless it only asks for help. (Bare `codling` is always sealed,
+    though without a terminal for its output it prints the help.)"""
+    asks_help = any(arg in ("-h", "--help") for arg in expected)
+    routes_to_tools = bool(expected) and expected[0] in TOOL_COMMANDS and not asks_help
+    assert runs_tools(line) == (routes_to_tools or not line)
+
+
+@pytest.mark.parametrize(
+    ("line", "sealed"),
+    [
+        (["--version"], False),
+        (["-V"], False),
+        (["--help"], False),
+        (["models"], False),
+        (["sessions", "show", "2026"], False),
+        (["login", "--provider", "openai"], False),
+        (["logout"], False),
+        (["run", "--help"], False),
+        (["acp"], True),
+        (["acp", "login"], True),
+        (["run", "--", "--help"], True),  # a prompt, after `--`
+        (["-m", "openai:gpt-4.1"], True),
+        (["sesions"], True),  # refused later; sealed all the same
+    ],
+)
+def test_only_commands_that_may_run_tools_restart_to_hide_secrets(line: list[str], sealed: bool) -> None:
+    assert runs_tools(line) is sealed
 
 
 @pytest.mark.parametrize("word", ["sesions", "model", "chats", "logn"])

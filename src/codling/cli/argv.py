@@ -12,7 +12,6 @@ terminal and stdout not, it prints the help.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -37,6 +36,14 @@ OPTIONS_WITH_VALUE = frozenset(
     }
 )
 """The options of ``chat`` and ``run`` that take the next word as their value (it is not the prompt)."""
+
+LIGHT_COMMANDS = frozenset({"login", "logout", "models", "sessions"})
+"""The commands that run no tool: they need not hide codling's secrets from the commands it runs
+(``codling.seal``), so they skip the restart that costs a Python start-up. A test holds every command of the
+app to be one of these or of ``TOOL_COMMANDS``."""
+
+TOOL_COMMANDS = frozenset({"acp", "chat", "run"})
+"""The commands that run tools (and a prompt, routed to ``chat`` or ``run``)."""
 
 _WORD = re.compile(r"[a-z][a-z-]*")
 
@@ -64,6 +71,8 @@ def route(args: Sequence[str], commands: Collection[str], *, stdin_tty: bool, st
     if word in commands:
         return list(args)
     if word != "--" and _WORD.fullmatch(word):
+        import difflib  # only for a word that may be a mistyped command: argv.py is imported before the seal
+
         close = difflib.get_close_matches(word, sorted(commands), n=1, cutoff=0.8)
         if close:
             return Refusal(
@@ -71,6 +80,21 @@ def route(args: Sequence[str], commands: Collection[str], *, stdin_tty: bool, st
                 f"use `codling -- {word}` (or `codling run {word}`)."
             )
     return [target, *args]
+
+
+def runs_tools(args: Sequence[str]) -> bool:
+    """Whether ``codling ARGS`` may run tools, and so must be sealed (``codling.seal``): anything but a light
+    command, top-level options alone (``--version``, ``--help``) or a ``--help`` anywhere. Decided from the raw
+    arguments, before typer (or anything heavy) is imported."""
+    if not args:  # the chat, or a prompt from stdin
+        return True
+    options = args[: args.index("--")] if "--" in args else args
+    if any(arg in ("-h", "--help") for arg in options):
+        return False
+    first = _first_word(args)
+    if first is None:
+        return not all(arg in TOP_LEVEL_OPTIONS for arg in args)
+    return args[first] not in LIGHT_COMMANDS
 
 
 def _first_word(args: Sequence[str]) -> int | None:
