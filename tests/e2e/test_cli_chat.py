@@ -201,17 +201,17 @@ def test_sigterm_at_the_prompt_leaves_with_128_plus_its_number_and_the_session_r
     assert "is recorded; continue it with: codling chat --resume " in codling_.output
 
 
-def test_a_configuration_error_is_one_line_and_exit_2_before_the_chat_opens(
+def test_a_model_that_cannot_be_built_is_said_and_the_chat_leaves_with_exit_2_before_any_turn(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:
+    """The input line opens while the model stack loads (cli/preload.py); the model's failure then ends it."""
     codling_ = chat(home, project, server, "chat", "--model", "nosuch:model")
     try:
         assert codling_.wait() == 2
     finally:
         codling_.close()
-    assert codling_.output.startswith("codling: ") and "nosuch:model" in codling_.output
-    assert len(codling_.output.strip().splitlines()) == 1
-    assert "›" not in codling_.output and SessionStore(home).list() == []
+    assert codling_.output.rstrip().endswith("codling: cannot use model 'nosuch:model': Unknown provider: nosuch")
+    assert SessionStore(home).list() == [] and server.requests == []
 
 
 def test_the_chat_never_shows_a_secret_value_a_tool_or_the_model_echoes(

@@ -5,6 +5,7 @@ FunctionModel; the sessions are real files under a private CODLING_HOME."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import io
 import signal
@@ -33,6 +34,7 @@ from codling.cli.chat import (
 from codling.cli.plan import SessionPlan, open_live, plan_session
 from codling.cli.render import TerminalRenderer
 from codling.config import PermissionMode, Settings
+from codling.errors import CodlingError, ConfigError
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.store.index import SessionStore
 from codling.tools.ports import Answer, Approver, PermissionRequest
@@ -460,3 +462,58 @@ async def test_a_permission_question_reads_the_terminal_with_the_keys_paused(set
     assert await asyncio.wait_for(chat.run(), 10) == 0
     assert states == ["paused"]
     assert keys.state == "idle"
+
+
+class WaitingRead:
+    """An input line the user is still typing into: the read ends only when the chat aborts it."""
+
+    def __init__(self) -> None:
+        self.reading = asyncio.Event()
+        self.aborted = asyncio.Event()
+
+    async def read(self) -> str:
+        self.reading.set()
+        await self.aborted.wait()
+        raise EOFError
+
+    def abort(self) -> None:
+        self.aborted.set()
+
+
+async def test_a_model_that_cannot_be_loaded_ends_the_chat_while_the_user_types(
+    settings: Settings, project: Path
+) -> None:
+    """The input line opens before the model stack is loaded (cli/preload.py); a model that then turns out
+    unusable is said at once and the chat leaves with exit 2, no session recorded."""
+    loaded: concurrent.futures.Future[CodlingError | None] = concurrent.futures.Future()
+    typed = WaitingRead()
+    chat, out = chat_in(settings, project, typed, Script([]), loaded=loaded)
+    running = asyncio.create_task(chat.run())
+    await asyncio.wait_for(typed.reading.wait(), 10)  # the input line is open: nothing waited for the model
+    threading.Thread(target=loaded.set_result, args=(ConfigError("cannot use model 'nosuch:model'"),)).start()
+    assert await asyncio.wait_for(running, 10) == 2
+    assert out.getvalue().endswith("codling: cannot use model 'nosuch:model'\n")
+    assert SessionStore(settings.home).list() == []
+
+
+async def test_the_first_turn_waits_for_the_model_stack(settings: Settings, project: Path) -> None:
+    loaded: concurrent.futures.Future[CodlingError | None] = concurrent.futures.Future()
+    script = Script([[Say("Hi.")]])
+    chat, out = chat_in(settings, project, Typed("hello"), script, loaded=loaded)
+    running = asyncio.create_task(chat.run())
+    for _ in range(100):  # the loop turns; no request yet (the test below checks the wait itself)
+        await asyncio.sleep(0)
+    assert script.requests == [] and not running.done()
+    loaded.set_result(None)
+    assert await asyncio.wait_for(running, 10) == 0
+    assert prompts(script) == ["hello"] and "Hi." in out.getvalue()
+
+
+async def test_a_first_prompt_on_an_unusable_model_is_not_run(settings: Settings, project: Path) -> None:
+    loaded: concurrent.futures.Future[CodlingError | None] = concurrent.futures.Future()
+    loaded.set_result(ConfigError("model 'x:y' needs X_API_KEY"))
+    script = Script([[Say("never")]])
+    chat, out = chat_in(settings, project, Typed("never read"), script, loaded=loaded)
+    assert await asyncio.wait_for(chat.run("hello"), 10) == 2
+    assert script.requests == [] and "codling: model 'x:y' needs X_API_KEY" in out.getvalue()
+    assert SessionStore(settings.home).list() == []

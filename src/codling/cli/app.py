@@ -386,7 +386,7 @@ def chat(
         prompt, resume = resume, PICK
     if prompt is not None:
         prompt = _read_prompt(prompt)[0]
-    settings, catalog, plan, chosen_mode = _prepare(model, cwd, mode, resume, continue_, False)
+    settings, catalog, plan, chosen_mode = _prepare(model, cwd, mode, resume, continue_, False, build=False)
     raise typer.Exit(asyncio.run(_chat(settings, catalog, plan, chosen_mode, verbose, prompt)))
 
 
@@ -404,6 +404,7 @@ async def _chat(
     from codling.cli.draw import use_color
     from codling.cli.notify import terminal_notifier
     from codling.cli.oneshot import redacted_output, terminal_views
+    from codling.cli.preload import Preload
     from codling.llm.providers import credential_names
     from codling.secrecy import Redactor
 
@@ -430,6 +431,7 @@ async def _chat(
             color=color,
             keys=line,  # Esc cancels a running turn
             notifier=terminal_notifier(settings, sys.stdout, os.environ),
+            loaded=Preload(plan.model.id, settings.env).start().done,
         )
         return await session.run(first)
 
@@ -441,9 +443,13 @@ def _prepare(
     resume: str | None,
     continue_: bool,
     from_stdin: bool,
+    *,
+    build: bool = True,
 ) -> tuple[Settings, Catalog, SessionPlan, PermissionMode | None]:
     """Everything a session needs, checked before one exists (else one line and exit 2): the directory, the
-    settings, the session (chosen from a list for ``--resume`` with no id), the mode, the model, the store."""
+    settings, the session (chosen from a list for ``--resume`` with no id), the mode, the model, the store.
+    Without ``build``, the model's id and credentials are checked but the model is not built (the chat builds
+    it in the background: ``cli/preload.py``)."""
     if resume is not None and continue_:
         typer.echo("codling: use --resume or --continue, not both", err=True)
         raise typer.Exit(EXIT_USAGE)
@@ -457,7 +463,7 @@ def _prepare(
             resume = _pick(settings, workdir, from_stdin)
         chosen_mode: PermissionMode | None = parse_mode(mode) if mode else None
         plan = plan_session(settings, catalog, model, workdir, resume, continue_, cwd is not None)
-        check_model(plan.model, settings)
+        check_model(plan.model, settings, build=build)
         open_store(settings).check()
     except CodlingError as e:
         typer.echo(f"codling: {e}", err=True)

@@ -15,6 +15,7 @@ in tests without a terminal.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import re
@@ -33,7 +34,7 @@ from codling.brain.turns import COMMAND_HINTS, COMMANDS
 from codling.cli.draw import StyledWriter
 from codling.cli.mentions import attach
 from codling.cli.oneshot import SHUTDOWN_SECONDS, context_meter
-from codling.cli.plan import EXIT_OK, SessionPlan, open_live, plan_session, resumable, unknown_model
+from codling.cli.plan import EXIT_OK, EXIT_USAGE, SessionPlan, open_live, plan_session, resumable, unknown_model
 from codling.config import PermissionMode, Settings
 from codling.errors import CodlingError
 from codling.llm.catalog import Catalog
@@ -182,7 +183,9 @@ class Chat:
     ``renderer`` draws the turns and ``approver`` (None: none, the mode decides) asks about tool calls, for
     every session of the chat; the chat's own lines go to ``out``. ``mode`` is the permission mode of new
     sessions (None: the configured one); a resumed session keeps its own. ``keys`` (None: none) are watched
-    while a turn runs, so Esc cancels it.
+    while a turn runs, so Esc cancels it. ``loaded`` (None: nothing to wait for) resolves once the model stack
+    is loaded (``cli/preload.py``): turns wait for it, and the configuration error it may resolve to ends the
+    chat at once, with exit 2.
     """
 
     def __init__(
@@ -200,6 +203,7 @@ class Chat:
         model_factory: ModelFactory | None = None,
         keys: TurnKeys | None = None,
         notifier: Notifier | None = None,
+        loaded: concurrent.futures.Future[CodlingError | None] | None = None,
     ) -> None:
         self._settings = settings
         self._catalog = catalog
@@ -221,6 +225,9 @@ class Chat:
         self._cancelling = False
         self._leaving = False
         self._terminated: int | None = None
+        self._loaded = loaded
+        self._unusable: CodlingError | None = None
+        """Why the model cannot be used (the chat then leaves, exit 2)."""
 
     async def run(self, first: str | None = None) -> int:
         """Run the chat (``first``, if given, is its first input) until the user leaves; the exit code."""
@@ -228,6 +235,8 @@ class Chat:
         loop.add_signal_handler(signal.SIGINT, self._interrupt)
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, self._terminate, sig)
+        if self._loaded is not None:
+            self._loaded.add_done_callback(lambda done: loop.call_soon_threadsafe(self._model_loaded, done))
         try:
             self._introduce()
             if first is not None:
@@ -249,7 +258,17 @@ class Chat:
             await self._close()
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
+        if self._unusable is not None:
+            self._note(f"codling: {self._unusable}", "red")
+            return EXIT_USAGE
         return EXIT_OK if self._terminated is None else 128 + self._terminated
+
+    def _model_loaded(self, done: concurrent.futures.Future[CodlingError | None]) -> None:
+        """The model stack is loaded; if the model cannot be used, leave (the read in progress ends)."""
+        if (failure := done.result()) is not None and self._unusable is None:
+            self._unusable = failure
+            self._leaving = True
+            self._input.abort()
 
     # -- signals -------------------------------------------------------------------------------------------
 
@@ -338,6 +357,8 @@ class Chat:
         self._introduce()
 
     async def _send(self, text: str, command: bool) -> None:
+        if self._loaded is not None and await asyncio.wrap_future(self._loaded) is not None:
+            return  # the model cannot be used: _model_loaded ends the chat
         live = self._session()
         if live is None:
             return

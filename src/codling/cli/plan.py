@@ -85,12 +85,16 @@ def plan_session(
     return SessionPlan(info, header, stored)
 
 
-def check_model(info: ModelInfo, settings: Settings) -> None:
+def check_model(info: ModelInfo, settings: Settings, *, build: bool = True) -> None:
     """Build the model once before any session exists: a missing key, an unknown provider or an unusable
-    name is a configuration error (exit 2) rather than a failed turn in a session nobody wanted."""
-    from codling.llm.providers import build_model
+    name is a configuration error (exit 2) rather than a failed turn in a session nobody wanted. Without
+    ``build``, only the credentials are checked (the rest needs pydantic-ai, a second's import)."""
+    from codling.llm.providers import build_model, check_credentials
 
-    build_model(info.id, env=settings.env)
+    if build:
+        build_model(info.id, env=settings.env)
+    else:
+        check_credentials(info.id, settings.env)
 
 
 def could_be_id(value: str) -> bool:

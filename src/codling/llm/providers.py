@@ -234,6 +234,18 @@ def has_credentials(model_id: str, env: Mapping[str, str]) -> bool:
     return names is None or any(env.get(name) for name in names)
 
 
+def check_credentials(model_id: str, env: Mapping[str, str]) -> None:
+    """Raise MissingCredentialsError, saying how to give one, unless ``env`` holds credentials for the model's
+    provider: the check :func:`build_model` starts with, cheap enough to run before anything heavy loads."""
+    if not has_credentials(model_id, env):
+        names = CREDENTIAL_VARIABLES[provider_of(model_id)]
+        raise MissingCredentialsError(
+            f"model {model_id!r} needs {' or '.join(names)}: run `codling login` to store a key, set it in the "
+            'environment codling starts in (in Zed: the agent server\'s "env" setting), or choose another model',
+            names,
+        )
+
+
 def available_models(catalog: Catalog, env: Mapping[str, str], current: str) -> list[str]:
     """The model ids a session may switch to: ``current`` first, then every catalog model whose provider has
     credentials in ``env``."""
@@ -338,13 +350,7 @@ def _build_model(model_id: str, idle_timeout: float, env: Mapping[str, str] | No
     provider, _, name = model_id.partition(":")
     canonical_provider = _PROVIDER_ALIASES.get(provider, provider)
     variables = os.environ if env is None else env
-    if not has_credentials(model_id, variables):
-        names = CREDENTIAL_VARIABLES[provider_of(model_id)]
-        raise MissingCredentialsError(
-            f"model {model_id!r} needs {' or '.join(names)}: run `codling login` to store a key, set it in the "
-            'environment codling starts in (in Zed: the agent server\'s "env" setting), or choose another model',
-            names,
-        )
+    check_credentials(model_id, variables)
 
     def provider_factory(provider_name: str) -> Provider[Any]:
         if provider_name in _OPENAI_PROVIDERS:
