@@ -10,17 +10,16 @@ from typing import TextIO
 def main() -> None:
     """Run the CLI. ``codling acp`` takes a fast path that skips typer and rich, to answer initialize sooner.
 
-    First of all, codling's memory is made unreadable to other processes of the user, the commands it runs
-    included, and, when the command may run tools, its secret variables are moved out of its process
-    environment (``codling.seal``; the light commands skip that restart)."""
+    First of all, codling's secret variables are erased from what ``/proc`` shows of its environment and its
+    memory is made unreadable to other processes of the user, the commands it runs included (``codling.seal``)."""
     from codling.cli.argv import runs_tools
     from codling.seal import seal, undumpable
     from codling.startup import imports_without_gc
 
-    if runs_tools(sys.argv[1:]) and "_CODLING_COMPLETE" not in os.environ:
-        # By name only: the providers' table (llm/providers.py) adds just base URLs and costs ~40 ms to import,
-        # paid twice when codling restarts; commands still lose those too (tools/local.py).
-        seal()
+    # By name only: the providers' table (llm/providers.py) adds just base URLs and costs ~40 ms to import;
+    # commands still lose those too (tools/local.py). Where the secrets cannot be erased in place, only a command
+    # that may run tools pays for the restart (a second Python start-up).
+    seal(restart=runs_tools(sys.argv[1:]) and "_CODLING_COMPLETE" not in os.environ)
     undumpable()  # after seal(): execve makes a process dumpable again
     _stored_keys()
     if sys.argv[1:3] == ["acp", "login"]:
