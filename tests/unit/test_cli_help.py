@@ -69,3 +69,36 @@ def test_docstrings_wrap_to_the_terminal_not_where_the_source_breaks(home: Path)
     assert "mark the one `codling run` would use, and say why." in listed
     run = codling(wide, "run", "--help").stdout
     assert "what the turn does and any error go to stderr." in run
+
+
+def test_parsing_builds_no_pydantic_adapter_for_absent_values_or_strings() -> None:
+    """typer 0.29 builds a pydantic TypeAdapter for every parameter of the command it runs; codling's commands
+    leave absent values and strings as they are (pydantic's import was ~150 ms of the chat's start)."""
+    chat = typer.main.get_command(app).commands["chat"]  # type: ignore[attr-defined]
+    context = chat.make_context("chat", ["-m", "openai:gpt-4.1", "--mode", "ask", "fix it"])
+    assert context.params == {
+        "prompt": "fix it",
+        "model": "openai:gpt-4.1",
+        "cwd": None,
+        "mode": "ask",
+        "resume": None,
+        "continue_": False,
+        "verbose": False,
+    }
+    built = [
+        param.name
+        for param in chat.get_params(context)
+        if param._runtime_param.__class__.__name__ != "_DeferredCoercion"
+    ]
+    assert built == []
+
+
+def test_values_that_need_it_are_still_coerced_by_typer(tmp_path: Path) -> None:
+    run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    context = run.make_context(
+        "run", ["--max-cost", "0.5", "--max-requests", "3", "--cwd", str(tmp_path), "-i", "a.png", "hi"]
+    )
+    assert (context.params["max_cost"], context.params["max_requests"]) == (0.5, 3)
+    assert (context.params["cwd"], context.params["image"]) == (tmp_path, [Path("a.png")])
+    with pytest.raises(typer.BadParameter, match="Input should be a valid number"):
+        run.make_context("run", ["--max-cost", "lots", "hi"])

@@ -6,6 +6,11 @@ rich markup mode a single line break of a docstring stays a line break, so a com
 the group's list) broke mid-sentence wherever the source did, at any width: a paragraph is made one line, for
 the terminal to wrap. Every command of a :class:`CodlingTyper` gets both, and so does the group itself
 (``--version``, the completion options).
+
+And typer (0.29) coerces every parameter of the command it runs, absent ones included, through a pydantic
+``TypeAdapter`` it builds for it: importing pydantic for that took ~150 ms of the chat's start, before its input
+line. An absent value, or a string for a string parameter, is left as it is without one
+(:class:`_DeferredCoercion`); any other value goes through typer's own coercion as before.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ def _plain_flags(params: list[Any]) -> list[Any]:
     for param in params:
         if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
             param.metavar = ""
+        if getattr(param, "_runtime_param", False) is None:  # typer's coercion, not built yet
+            param._runtime_param = _DeferredCoercion()
     return params
 
 
@@ -35,6 +42,20 @@ def _paragraphs(help: str | None) -> str | None:
     return None if help is None else _LINE_BREAK.sub(" ", inspect.cleandoc(help))
 
 
+class _DeferredCoercion:
+    """typer's coercion of one parameter (its ``RuntimeParam`` contract), with no adapter built for a value that
+    needs none: an absent one, or a string for a string parameter (the adapter would return either as it is)."""
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        """``value`` as typer would coerce it for ``param``."""
+        if value is None:
+            return () if param.multiple or param.nargs == -1 else None
+        if isinstance(value, str) and param.type_descriptor.annotation is str:
+            return value
+        param._runtime_param = None  # typer builds its own from here on
+        return param.get_runtime_param().coerce(value, param=param, ctx=ctx)
+
+
 class PlainFlagsCommand(TyperCommand):
     """A typer command whose help shows no type after a flag, its paragraphs wrapped to the terminal."""
 
@@ -43,7 +64,8 @@ class PlainFlagsCommand(TyperCommand):
         super().__init__(name, **kwargs)
 
     def get_params(self, ctx: Any) -> list[Any]:  # typer's own click: its types are private
-        """The command's parameters (``--help`` included), flags without a type to show."""
+        """The command's parameters (``--help`` included), flags without a type to show, coerced without
+        pydantic where none is needed."""
         return _plain_flags(super().get_params(ctx))
 
 
@@ -55,7 +77,8 @@ class PlainFlagsGroup(TyperGroup):
         super().__init__(**kwargs)
 
     def get_params(self, ctx: Any) -> list[Any]:  # typer's own click: its types are private
-        """The group's parameters (``--help`` included), flags without a type to show."""
+        """The group's parameters (``--help`` included), flags without a type to show, coerced without
+        pydantic where none is needed."""
         return _plain_flags(super().get_params(ctx))
 
 
