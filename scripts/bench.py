@@ -839,7 +839,7 @@ RECORDS_PER_TURN = 7
 
 async def write_long_session(home: Path, project: Path, turns: int) -> str:
     """A session of ``turns`` turns written through codling's own store and recorder; returns its id."""
-    from codling.store.history import SessionHeader
+    from codling.store.header import SessionHeader
     from codling.store.ids import new_session_id
     from codling.store.index import SessionStore
 
@@ -941,7 +941,7 @@ async def write_many_sessions(home: Path, projects: Sequence[Path], count: int) 
     """``count`` one-turn sessions spread over ``projects``, titled by the recorder as codling titles them."""
     from codling.brain.events import TextDelta, TurnEnded, TurnStarted
     from codling.brain.prompt import TextBlock
-    from codling.store.history import SessionHeader
+    from codling.store.header import SessionHeader
     from codling.store.ids import new_session_id
     from codling.store.index import SessionStore
 

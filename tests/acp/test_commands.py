@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from codling.acp.server import CodlingAgent
 from codling.brain.builtin_turns import prompt_text
-from codling.brain.turns import COMMANDS
+from codling.brain.slash import COMMANDS
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
 from tests.fakes.scenarios import Call, Say, Script, user_prompt

@@ -16,7 +16,7 @@ from acp.client.connection import ClientSideConnection
 from codling.acp.errors import SESSION_HELD, client_error
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
-from codling.store.history import SessionHeader
+from codling.store.header import SessionHeader
 from codling.store.index import SessionStore
 from tests.fakes.acp_client import RecordingClient, connected
 from tests.fakes.scenarios import Say, Script

@@ -17,7 +17,7 @@ from pydantic_ai.messages import TextPart, UserPromptPart
 
 from codling.acp.server import LIST_PAGE_SIZE, CodlingAgent
 from codling.config import Settings
-from codling.store.history import SessionHeader
+from codling.store.header import SessionHeader
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from tests.fakes.acp_client import RecordingClient, connected

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from acp import PROTOCOL_VERSION
 
-from codling.store.history import SessionHeader
+from codling.store.header import SessionHeader
 from codling.store.index import SessionStore
 from tests.e2e.raw_acp import agent_env, raw_agent
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server

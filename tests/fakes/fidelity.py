@@ -417,7 +417,7 @@ async def run_session(
     from codling.config import Settings
     from codling.llm.catalog import ModelInfo
     from codling.llm.providers import build_model
-    from codling.store.history import SessionHeader
+    from codling.store.header import SessionHeader
     from codling.store.ids import new_session_id
     from codling.store.index import SessionStore
     from codling.store.live import start_session

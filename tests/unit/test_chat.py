@@ -18,7 +18,7 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from codling.brain.events import TurnEnded, TurnStarted
-from codling.brain.turns import COMMANDS
+from codling.brain.slash import COMMANDS
 from codling.cli.chat import (
     CHAT_COMMANDS,
     EXIT_HINT,
@@ -464,6 +464,17 @@ async def test_a_permission_question_reads_the_terminal_with_the_keys_paused(set
     assert keys.state == "idle"
 
 
+class Loading:
+    """The model stack loading in the background (cli/preload.py), resolved by the test."""
+
+    def __init__(self) -> None:
+        self.done: concurrent.futures.Future[CodlingError | None] = concurrent.futures.Future()
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+
+
 class WaitingRead:
     """An input line the user is still typing into: the read ends only when the chat aborts it."""
 
@@ -485,35 +496,37 @@ async def test_a_model_that_cannot_be_loaded_ends_the_chat_while_the_user_types(
 ) -> None:
     """The input line opens before the model stack is loaded (cli/preload.py); a model that then turns out
     unusable is said at once and the chat leaves with exit 2, no session recorded."""
-    loaded: concurrent.futures.Future[CodlingError | None] = concurrent.futures.Future()
+    loading = Loading()
     typed = WaitingRead()
-    chat, out = chat_in(settings, project, typed, Script([]), loaded=loaded)
+    chat, out = chat_in(settings, project, typed, Script([]), preload=loading)
     running = asyncio.create_task(chat.run())
     await asyncio.wait_for(typed.reading.wait(), 10)  # the input line is open: nothing waited for the model
-    threading.Thread(target=loaded.set_result, args=(ConfigError("cannot use model 'nosuch:model'"),)).start()
+    failure = ConfigError("cannot use model 'nosuch:model'")
+    threading.Thread(target=loading.done.set_result, args=(failure,)).start()
     assert await asyncio.wait_for(running, 10) == 2
     assert out.getvalue().endswith("codling: cannot use model 'nosuch:model'\n")
     assert SessionStore(settings.home).list() == []
 
 
 async def test_the_first_turn_waits_for_the_model_stack(settings: Settings, project: Path) -> None:
-    loaded: concurrent.futures.Future[CodlingError | None] = concurrent.futures.Future()
+    loading = Loading()
     script = Script([[Say("Hi.")]])
-    chat, out = chat_in(settings, project, Typed("hello"), script, loaded=loaded)
+    chat, out = chat_in(settings, project, Typed("hello"), script, preload=loading)
     running = asyncio.create_task(chat.run())
     for _ in range(100):  # the loop turns; no request yet (the test below checks the wait itself)
         await asyncio.sleep(0)
     assert script.requests == [] and not running.done()
-    loaded.set_result(None)
+    assert loading.starts == 1  # the turn started the loading (no input line drawn here did)
+    loading.done.set_result(None)
     assert await asyncio.wait_for(running, 10) == 0
     assert prompts(script) == ["hello"] and "Hi." in out.getvalue()
 
 
 async def test_a_first_prompt_on_an_unusable_model_is_not_run(settings: Settings, project: Path) -> None:
-    loaded: concurrent.futures.Future[CodlingError | None] = concurrent.futures.Future()
-    loaded.set_result(ConfigError("model 'x:y' needs X_API_KEY"))
+    loading = Loading()
+    loading.done.set_result(ConfigError("model 'x:y' needs X_API_KEY"))
     script = Script([[Say("never")]])
-    chat, out = chat_in(settings, project, Typed("never read"), script, loaded=loaded)
+    chat, out = chat_in(settings, project, Typed("never read"), script, preload=loading)
     assert await asyncio.wait_for(chat.run("hello"), 10) == 2
     assert script.requests == [] and "codling: model 'x:y' needs X_API_KEY" in out.getvalue()
     assert SessionStore(settings.home).list() == []

@@ -22,7 +22,8 @@ from codling.brain.events import Usage as EventUsage
 from codling.cli import complete
 from codling.cli.plan import MAX_IMAGE_BYTES
 from codling.cli.sessions import list_sessions
-from codling.store.history import SessionHeader, read_history
+from codling.store.header import SessionHeader
+from codling.store.history import read_history
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from tests.fakes.cli_runner import MODEL, clean_env, codling

@@ -18,7 +18,8 @@ from codling.brain.factory import open_session
 from codling.brain.thinking import Thinking
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
-from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from codling.store.header import SessionHeader
+from codling.store.history import HistoryFile, HistoryRecorder, read_history
 from codling.tools.base import PlanStep
 from codling.tools.ports import ShownCall
 from codling.tools.specs import role_tools

@@ -23,7 +23,8 @@ from codling.brain.events import (
 from codling.brain.prompt import ResourceBlock, TextBlock
 from codling.errors import SessionError, StoreError, UnknownSessionError
 from codling.secrecy import Redactor
-from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from codling.store.header import SessionHeader
+from codling.store.history import HistoryFile, HistoryRecorder, read_history
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from codling.tools.ports import FileDiff, Location

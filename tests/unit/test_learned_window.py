@@ -21,7 +21,7 @@ from codling.brain.state import SessionState
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.providers import build_model
-from codling.store.history import SessionHeader
+from codling.store.header import SessionHeader
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from codling.store.records import RECORD, TurnEndRecord, dump_record, event_record

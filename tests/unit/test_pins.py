@@ -28,7 +28,8 @@ from codling.brain.session import ConversationSession
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
-from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from codling.store.header import SessionHeader
+from codling.store.history import HistoryFile, HistoryRecorder, read_history
 from tests.fakes.scenarios import Fail, Response, Say, Script
 from tests.fakes.summarizer import is_summary_request
 

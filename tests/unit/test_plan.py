@@ -29,7 +29,8 @@ from codling.cli.render import TerminalRenderer
 from codling.cli.transcript import print_transcript
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
-from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from codling.store.header import SessionHeader
+from codling.store.history import HistoryFile, HistoryRecorder, read_history
 from codling.tools.base import PlanStep
 from tests.fakes.scenarios import Call, Say, Script
 

@@ -15,7 +15,8 @@ from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
-from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from codling.store.header import SessionHeader
+from codling.store.history import HistoryFile, HistoryRecorder, read_history
 from tests.fakes.scenarios import Call, Fail, Response, Say, Script, user_prompt
 from tests.fakes.summarizer import is_summary_request
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
-from codling.store.history import SessionHeader
+from codling.store.header import SessionHeader
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from codling.store.live import start_session

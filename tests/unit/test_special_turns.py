@@ -37,7 +37,8 @@ from codling.brain.state import SUMMARY_END, SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.errors import ConfigError, SpecialTurnError
 from codling.llm.catalog import ModelInfo
-from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from codling.store.header import SessionHeader
+from codling.store.history import HistoryFile, HistoryRecorder, read_history
 from codling.tools.specs import ALL_TOOLS, NO_TOOLS, ToolFilter
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.scenarios import Call, Fail, Gate, Response, Say, Script, Think, Until, user_prompt

@@ -35,7 +35,8 @@ from codling.brain.prompt import ImageBlock, ResourceBlock, TextBlock, prompt_su
 from codling.cli.home import open_store
 from codling.config import Settings
 from codling.errors import InvalidSessionIdError, SessionError, UnknownSessionError
-from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, read_history
+from codling.store.header import SessionHeader
+from codling.store.history import HistoryFile, HistoryRecorder, read_history
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore, SessionSummary
 from codling.store.records import RECORD, dump_record

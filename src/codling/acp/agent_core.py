@@ -59,7 +59,8 @@ from codling.store.ids import check_session_id
 if TYPE_CHECKING:
     from codling.brain.events import Event
     from codling.brain.session import ModelFactory
-    from codling.store.history import SessionHeader, SessionLog
+    from codling.store.header import SessionHeader
+    from codling.store.history import SessionLog
     from codling.store.index import SessionStore
     from codling.store.live import LiveSession
 
@@ -226,8 +227,8 @@ class AgentCore:
         directories as the client named them (before symbolic links are resolved)."""
         from codling.acp.mcp_specs import mcp_specs
         from codling.acp.ports import AcpApprover
+        from codling.store.clock import now
         from codling.store.live import start_session
-        from codling.store.records import now
 
         settings, catalog, store = self._config()
         paths = ClientPaths(client_dirs)
@@ -305,7 +306,7 @@ class AgentCore:
             log.debug("could not send the context's usage", exc_info=True)
 
     async def _advertise_commands(self, session_id: str) -> None:
-        from codling.brain.turns import COMMAND_HINTS, COMMANDS
+        from codling.brain.slash import COMMAND_HINTS, COMMANDS
 
         commands = []
         for name, description in COMMANDS.items():

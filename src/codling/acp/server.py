@@ -209,7 +209,7 @@ class CodlingAgent(AgentCore):
         root = directory(cwd, "cwd")
         extra = tuple(directory(d, "additionalDirectories") for d in additional_directories or ())
         from codling.llm.providers import has_credentials, local_server_url, select_model
-        from codling.store.history import SessionHeader
+        from codling.store.header import SessionHeader
         from codling.store.ids import new_session_id
 
         try:

@@ -15,7 +15,7 @@ from codling.brain.context import compactor
 from codling.brain.context.pins import describe_pins
 from codling.brain.context.report import describe_context
 from codling.brain.events import Event, SettingsChanged, TextDelta
-from codling.brain.turns import COMMAND_HINTS, COMMANDS
+from codling.brain.slash import COMMAND_HINTS, COMMANDS
 from codling.config import MODE_DESCRIPTIONS, PERMISSION_MODES, parse_mode
 from codling.errors import ConfigError
 

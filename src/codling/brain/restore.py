@@ -22,9 +22,10 @@ from codling.brain.events import (
     TurnStarted,
 )
 from codling.brain.prompt import TextBlock
+from codling.brain.slash import PROMPT_COMMANDS
 from codling.brain.special_turns import persisted_entries
 from codling.brain.state import HistoryEntry, SessionState, saved_prompt
-from codling.brain.turns import PROMPT_COMMANDS, Ending, TurnLog, command_of, turn_text, typed_text
+from codling.brain.turns import Ending, TurnLog, command_of, turn_text, typed_text
 
 
 def record_turn(state: SessionState, log_: TurnLog, ending: Ending | None) -> None:

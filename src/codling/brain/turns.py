@@ -20,13 +20,12 @@ from codling.brain.events import (
 )
 from codling.brain.prompt import PromptBlock, TextBlock, render_prompt
 from codling.brain.reasoning import SegmentSplitter, join_segments
+from codling.brain.slash import PROMPT_COMMANDS, parse_command
 from codling.llm.providers import Endpoint
 from codling.tools.base import PlanStep, ToolReport
 
 if TYPE_CHECKING:  # pydantic-ai is imported only once a turn runs (the chat imports this module)
     from pydantic_ai.messages import ToolReturnPart
-
-COMMAND_PREFIX = "/"
 
 ENDING_NOTES = {
     "cancelled": "[The user cancelled this turn.]",
@@ -34,43 +33,6 @@ ENDING_NOTES = {
 }
 
 Ending = Literal["cancelled", "interrupted"]
-
-
-def parse_command(text: str) -> tuple[str, str] | None:
-    """``("compact", "keep the API notes")`` for "/compact keep the API notes"; None for an ordinary prompt."""
-    stripped = text.strip()
-    if not stripped.startswith(COMMAND_PREFIX) or len(stripped) < 2:
-        return None
-    name, _, rest = stripped[1:].partition(" ")
-    return (name, rest.strip()) if name in COMMANDS else None
-
-
-COMMANDS = {
-    "compact": "Summarise the conversation so far to free context (optional: what to keep).",
-    "init": "Study the project and write an AGENTS.md describing it for coding agents.",
-    "model": "List the models you can switch to, or switch to one.",
-    "mode": "List the permission modes, or switch to one.",
-    "usage": "Show how full the context is and what the session has spent.",
-    "context": "Show what the next request holds: system prompt, instructions, tools, history, pins, and the window.",
-    "pin": "Pin a standing instruction: every request carries it, whatever compaction does.",
-    "pins": "List the pinned instructions.",
-    "unpin": "Drop a pinned instruction by its number in /pins.",
-    "help": "List these commands.",
-}
-"""Slash commands a prompt may consist of, with their descriptions (run by ``brain/commands.py``)."""
-
-COMMAND_HINTS = {
-    "compact": "optional instructions",
-    "model": "model id",
-    "mode": "read-only, ask, accept-edits or yolo",
-    "pin": "the instruction to pin",
-    "unpin": "its number",
-}
-"""What each command takes after its name (a command not named here takes nothing)."""
-
-PROMPT_COMMANDS = frozenset({"init"})
-"""Commands that are model turns with codling's prompt ``prompts/<name>.md`` (``turn_text``), in the history
-as such."""
 
 
 def turn_text(blocks: tuple[PromptBlock, ...]) -> str:

@@ -398,7 +398,7 @@ async def _chat(
     verbose: bool,
     first: str | None,
 ) -> int:
-    from codling.brain.turns import COMMANDS
+    from codling.brain.slash import COMMANDS
     from codling.cli.chat import CHAT_COMMANDS, Chat, SettledInput
     from codling.cli.chat_input import PromptInput
     from codling.cli.draw import use_color
@@ -413,7 +413,11 @@ async def _chat(
     # Made first, on the terminal itself: the input line echoes what the user types, which redaction (keeping
     # back what may start a secret) would garble.
     # The mode shown on the input line is the chat's (made below), read afresh for every line.
-    line = PromptInput(settings.home, commands, plan.header.cwd, redact, mode=lambda: session.mode())
+    # The model stack loads once the input line is drawn: loading sooner slows the drawing (one GIL).
+    preload = Preload(settings, plan.model.id)
+    line = PromptInput(
+        settings.home, commands, plan.header.cwd, redact, mode=lambda: session.mode(), shown=preload.start
+    )
     # Everything else the chat prints (replies, tool output, notes, transcripts, questions) is redacted by value,
     # as codling run's output is.
     with redacted_output(redact) as settle:
@@ -431,7 +435,7 @@ async def _chat(
             color=color,
             keys=line,  # Esc cancels a running turn
             notifier=terminal_notifier(settings, sys.stdout, os.environ),
-            loaded=Preload(plan.model.id, settings.env).start().done,
+            preload=preload,
         )
         return await session.run(first)
 
@@ -448,8 +452,8 @@ def _prepare(
 ) -> tuple[Settings, Catalog, SessionPlan, PermissionMode | None]:
     """Everything a session needs, checked before one exists (else one line and exit 2): the directory, the
     settings, the session (chosen from a list for ``--resume`` with no id), the mode, the model, the store.
-    Without ``build``, the model's id and credentials are checked but the model is not built (the chat builds
-    it in the background: ``cli/preload.py``)."""
+    Without ``build``, the model's credentials are checked but the model is neither built nor the store
+    checked (the chat does both in the background: ``cli/preload.py``)."""
     if resume is not None and continue_:
         typer.echo("codling: use --resume or --continue, not both", err=True)
         raise typer.Exit(EXIT_USAGE)
@@ -464,7 +468,8 @@ def _prepare(
         chosen_mode: PermissionMode | None = parse_mode(mode) if mode else None
         plan = plan_session(settings, catalog, model, workdir, resume, continue_, cwd is not None)
         check_model(plan.model, settings, build=build)
-        open_store(settings).check()
+        if build:
+            open_store(settings).check()
     except CodlingError as e:
         typer.echo(f"codling: {e}", err=True)
         raise typer.Exit(EXIT_USAGE) from e

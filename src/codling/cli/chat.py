@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 from codling import __version__
 from codling.brain.images import may_see_images
 from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
-from codling.brain.turns import COMMAND_HINTS, COMMANDS
+from codling.brain.slash import COMMAND_HINTS, COMMANDS
 from codling.cli.draw import StyledWriter
 from codling.cli.mentions import attach
 from codling.cli.oneshot import SHUTDOWN_SECONDS, context_meter
@@ -77,6 +77,17 @@ class ChatInput(Protocol):
 
     def abort(self) -> None:
         """End a read in progress with ``EOFError``."""
+        ...
+
+
+class Loading(Protocol):
+    """The model stack, loading in the background (``cli/preload.Preload``)."""
+
+    done: concurrent.futures.Future[CodlingError | None]
+    """Resolves to the error that makes the model unusable, or None."""
+
+    def start(self) -> None:
+        """Start loading, unless it has started."""
         ...
 
 
@@ -183,9 +194,9 @@ class Chat:
     ``renderer`` draws the turns and ``approver`` (None: none, the mode decides) asks about tool calls, for
     every session of the chat; the chat's own lines go to ``out``. ``mode`` is the permission mode of new
     sessions (None: the configured one); a resumed session keeps its own. ``keys`` (None: none) are watched
-    while a turn runs, so Esc cancels it. ``loaded`` (None: nothing to wait for) resolves once the model stack
-    is loaded (``cli/preload.py``): turns wait for it, and the configuration error it may resolve to ends the
-    chat at once, with exit 2.
+    while a turn runs, so Esc cancels it. ``preload`` (None: nothing to wait for) loads the model stack
+    (``cli/preload.py``): turns start it, if the input line has not, and wait for it; the error it may end in
+    ends the chat at once, with exit 2.
     """
 
     def __init__(
@@ -203,7 +214,7 @@ class Chat:
         model_factory: ModelFactory | None = None,
         keys: TurnKeys | None = None,
         notifier: Notifier | None = None,
-        loaded: concurrent.futures.Future[CodlingError | None] | None = None,
+        preload: Loading | None = None,
     ) -> None:
         self._settings = settings
         self._catalog = catalog
@@ -225,7 +236,7 @@ class Chat:
         self._cancelling = False
         self._leaving = False
         self._terminated: int | None = None
-        self._loaded = loaded
+        self._preload = preload
         self._unusable: CodlingError | None = None
         """Why the model cannot be used (the chat then leaves, exit 2)."""
 
@@ -235,8 +246,8 @@ class Chat:
         loop.add_signal_handler(signal.SIGINT, self._interrupt)
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, self._terminate, sig)
-        if self._loaded is not None:
-            self._loaded.add_done_callback(lambda done: loop.call_soon_threadsafe(self._model_loaded, done))
+        if self._preload is not None:
+            self._preload.done.add_done_callback(lambda done: loop.call_soon_threadsafe(self._model_loaded, done))
         try:
             self._introduce()
             if first is not None:
@@ -357,8 +368,10 @@ class Chat:
         self._introduce()
 
     async def _send(self, text: str, command: bool) -> None:
-        if self._loaded is not None and await asyncio.wrap_future(self._loaded) is not None:
-            return  # the model cannot be used: _model_loaded ends the chat
+        if self._preload is not None:
+            self._preload.start()
+            if await asyncio.wrap_future(self._preload.done) is not None:
+                return  # the model cannot be used: _model_loaded ends the chat
         live = self._session()
         if live is None:
             return

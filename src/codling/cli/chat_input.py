@@ -194,9 +194,12 @@ class PromptInput:
         cwd: Path,
         redact: Callable[[str], str],
         mode: Callable[[], str] | None = None,
+        shown: Callable[[], None] | None = None,
     ) -> None:
-        """``mode``, when given, names the permission mode at the start of every input line (``[ask] › ``)."""
+        """``mode``, when given, names the permission mode at the start of every input line (``[ask] › ``);
+        ``shown``, when given, is called once the first input line is on the screen."""
         self._mode = mode
+        self._shown = shown
         history: History
         try:
             home.mkdir(parents=True, exist_ok=True)
@@ -213,6 +216,13 @@ class PromptInput:
             output=create_output(sys.stdout),  # the terminal as it is now, before the chat redacts sys.stdout
         )
         self._watch: _KeyWatch | None = None
+        if shown is not None:
+            self._session.app.after_render += self._first_render
+
+    def _first_render(self, app: Any) -> None:
+        self._session.app.after_render -= self._first_render
+        if self._shown is not None:
+            self._shown()
 
     async def read(self) -> str:
         """The next input; ``KeyboardInterrupt`` for Ctrl-C on an empty line, ``EOFError`` for Ctrl-D."""

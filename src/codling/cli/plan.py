@@ -21,7 +21,8 @@ from codling.paths import user_catalog_file
 
 if TYPE_CHECKING:
     from codling.brain.session import ModelFactory
-    from codling.store.history import SessionHeader, SessionLog
+    from codling.store.header import SessionHeader
+    from codling.store.history import SessionLog
     from codling.store.index import SessionSummary
     from codling.store.live import LiveSession
     from codling.tools.ports import Approver
@@ -62,7 +63,7 @@ def plan_session(
     this directory's latest). A resumed session keeps its model and directory unless ``model`` or ``cwd_given``
     say otherwise."""
     from codling.llm.providers import select_model
-    from codling.store.history import SessionHeader
+    from codling.store.header import SessionHeader
     from codling.store.ids import new_session_id
 
     if not resume and not continue_:

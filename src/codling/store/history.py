@@ -37,6 +37,7 @@ from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.secrecy import Redactor, redact_credentials
 from codling.store import lock
+from codling.store.header import SessionHeader
 from codling.store.records import (
     RECORD,
     Record,
@@ -45,48 +46,9 @@ from codling.store.records import (
     TurnStartRecord,
     dump_record,
     event_record,
-    now,
 )
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SessionHeader:
-    """The first record of a session: where it works and how it started (never secrets)."""
-
-    session_id: str
-    cwd: Path
-    model: str
-    mode: PermissionMode
-    additional_dirs: tuple[Path, ...] = ()
-    parent: str | None = None
-    created_at: str = field(default_factory=now)
-
-    def record(self) -> SessionRecord:
-        """The ``session`` record."""
-        return SessionRecord(
-            ts=self.created_at,
-            session_id=self.session_id,
-            cwd=str(self.cwd),
-            model=self.model,
-            mode=self.mode,
-            additional_dirs=[str(d) for d in self.additional_dirs],
-            parent=self.parent,
-        )
-
-    @classmethod
-    def from_record(cls, record: SessionRecord) -> SessionHeader:
-        """The inverse of :meth:`record`."""
-        return cls(
-            session_id=record.session_id,
-            cwd=Path(record.cwd),
-            model=record.model,
-            mode=record.mode,
-            additional_dirs=tuple(Path(d) for d in record.additional_dirs),
-            parent=record.parent,
-            created_at=record.ts,
-        )
 
 
 @dataclass

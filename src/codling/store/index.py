@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from codling.errors import SessionError, SessionHeldError, StoreError, UnknownSessionError
 from codling.secrecy import Redactor, redact_credentials
 from codling.store import lock
-from codling.store.history import HistoryFile, HistoryRecorder, SessionHeader, SessionLog, read_history
+from codling.store.header import SessionHeader
+from codling.store.history import HistoryFile, HistoryRecorder, SessionLog, read_history
 from codling.store.ids import check_prefix, check_session_id, is_session_id
 from codling.store.records import SettingsRecord, Timestamp
 

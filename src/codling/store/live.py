@@ -19,7 +19,8 @@ from codling.brain.thinking import Thinking
 from codling.config import PermissionMode, Settings, parse_mode
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.mcp_servers import McpServerSpec
-from codling.store.history import HistoryRecorder, SessionHeader, SessionLog
+from codling.store.header import SessionHeader
+from codling.store.history import HistoryRecorder, SessionLog
 from codling.store.index import SessionStore
 from codling.tools.ports import Approver, FileSystem, Terminal
 

@@ -3,7 +3,7 @@ steps, usage and turn summaries, each a strict pydantic model (``store/records.p
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -15,11 +15,6 @@ from codling.brain.interactions import InteractionKind
 from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock
 from codling.store.ids import is_session_id
 from codling.tools.ports import Location, PlanPriority, PlanStatus
-
-
-def now() -> str:
-    """The current UTC time as written in records."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_time(value: str) -> datetime:

@@ -35,6 +35,7 @@ from codling.brain.interactions import Interaction
 from codling.brain.prompt import prompt_summary
 from codling.brain.thinking import ThoughtLevel
 from codling.config import PermissionMode
+from codling.store.clock import now
 from codling.store.parts import (
     AbsolutePath,
     DiffPart,
@@ -50,7 +51,6 @@ from codling.store.parts import (
     block_to_wire,
     id_or_none,
     locations_of,
-    now,
     omit_empty,
     omit_none,
     parse_time,
