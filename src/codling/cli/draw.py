@@ -1,9 +1,9 @@
 """Drawing on a terminal: the styled writer, safe text, diffs, and the pieces of a turn.
 
-:class:`StyledWriter` writes styled text through rich, or plain text with no escape code at all. The ``write_*``
-helpers draw one piece of a turn (a tool line and its status, a diff, an error, a collapsed reasoning block, a
-stop note) the same way live (``cli/render.py``), in ``codling sessions show`` (``cli/transcript.py``) and in
-permission questions (``cli/approve.py``).
+:class:`StyledWriter` writes styled text (markdown through rich), or plain text with no escape code at all.
+The ``write_*`` helpers draw one piece of a turn (a tool line and its status, a diff, an error, a collapsed
+reasoning block, a stop note) the same way live (``cli/render.py``), in ``codling sessions show``
+(``cli/transcript.py``) and in permission questions (``cli/approve.py``).
 """
 
 from __future__ import annotations
@@ -14,17 +14,15 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, TextIO
 
-from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderResult
-from rich.segment import Segment, Segments
-from rich.text import Text
-
 from codling.brain.events import StopReason, ToolCallFinished
 from codling.cli.output_tail import output_tail
 from codling.tools.base import STATUS_MARKS, PlanStep, command_result
 from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, FileDiff
 
 if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderResult
     from rich.markdown import Markdown, MarkdownElement
+    from rich.segment import Segment
     from rich.text import JustifyMethod
 
 DIFF_LINES = 40
@@ -39,6 +37,24 @@ gives a column no width at all past about this)."""
 # C0/C1 control characters other than newline and tab: model text, tool output or file contents could
 # otherwise move the cursor, recolor the terminal or hide part of a command the user is asked to approve.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+_SGR = {
+    "bold": "1",
+    "dim": "2",
+    "italic": "3",
+    "underline": "4",
+    "reverse": "7",
+    "black": "30",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+    "white": "37",
+}
+"""The SGR codes of the plain styles, as rich writes them with the standard colours: text in these styles is
+written without importing rich (~40 ms), which the chat's input line would otherwise wait for."""
 
 
 def use_color(stream: TextIO, env: Mapping[str, str]) -> bool:
@@ -90,9 +106,9 @@ def diff_line_style(line: str) -> str | None:
 
 
 class StyledWriter:
-    """Writes text to one stream: styled through rich when ``color``, verbatim otherwise (so plain output
-    never holds an escape code). Flushes every write, knows whether the cursor is mid-line, and can hold its
-    output back for a while (see :class:`~codling.cli.render.PromptGate`).
+    """Writes text to one stream: styled when ``color`` (markdown and uncommon styles through rich, made on first use),
+    verbatim otherwise (so plain output never holds an escape code). Flushes every write, knows whether the cursor
+    is mid-line, and can hold its output back for a while (see :class:`~codling.cli.render.PromptGate`).
 
     Styled markdown is laid out to ``width`` columns (None: the terminal's): every block wraps, code and table
     cells fold a word longer than the width, so no character is ever cut off."""
@@ -100,19 +116,8 @@ class StyledWriter:
     def __init__(self, stream: TextIO, *, color: bool, width: int | None = None) -> None:
         self.stream = stream
         self.color = color
-        self._console = (
-            Console(
-                file=stream,
-                width=width,  # None: the terminal's (or $COLUMNS)
-                force_terminal=True,
-                no_color=False,
-                color_system="standard",
-                highlight=False,
-                soft_wrap=True,
-            )
-            if color
-            else None
-        )
+        self._width = width  # None: the terminal's (or $COLUMNS)
+        self._console: Console | None = None
         self._at_line_start = True
         self._held: list[tuple[str, str | None, bool]] | None = None
 
@@ -167,23 +172,57 @@ class StyledWriter:
             self._emit(text, style, markdown=markdown)
 
     def _emit(self, text: str, style: str | None, *, markdown: bool = False) -> None:
-        if self._console is None:
+        if not self.color:
             self.stream.write(text + "\n" if markdown else text)
         elif markdown:
+            from rich.segment import Segment, Segments
+
             # Laid out to the width, not soft-wrapped: to rich, soft wrap means neither wrapping nor cropping,
             # yet a list item, quote, code block or table is drawn in a box of the console's width, which then
             # cut its lines at the edge for good (issue 32). The padding to the width is dropped, so a copied
             # line has no trailing blanks and a terminal made narrower does not wrap blanks into extra lines.
-            console = self._console
+            console = self._rich()
             lines = console.render_lines(_markdown(text), console.options, pad=False)
             console.print(Segments(segment for line in lines for segment in (*_rstrip(line), Segment.line())))
+        elif (codes := _sgr(style)) is not None:
+            self.stream.write("\n".join(f"\x1b[{codes}m{line}\x1b[0m" if line else "" for line in text.split("\n")))
+        elif not style:
+            self.stream.write(text)
         else:
-            self._console.print(Text(text, style=style or ""), end="")
+            from rich.text import Text
+
+            self._rich().print(Text(text, style=style), end="")
         self.stream.flush()
+
+    def _rich(self) -> Console:
+        """The rich console styled text and markdown are drawn with, made on first use."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(
+                file=self.stream,
+                width=self._width,
+                force_terminal=True,
+                no_color=False,
+                color_system="standard",
+                highlight=False,
+                soft_wrap=True,
+            )
+        return self._console
+
+
+def _sgr(style: str | None) -> str | None:
+    """The SGR parameters of ``style`` when every word of it is in :data:`_SGR` (None otherwise, or for none)."""
+    words = style.split() if style else []
+    if not words or any(word not in _SGR for word in words):
+        return None
+    return ";".join(_SGR[word] for word in words)
 
 
 def _rstrip(line: list[Segment]) -> list[Segment]:
     """A rendered line without the blanks at its end."""
+    from rich.segment import Segment
+
     while line and not line[-1].control and not line[-1].text.rstrip(" "):
         line = line[:-1]
     if line and not line[-1].control:
@@ -202,6 +241,7 @@ def _markdown(text: str) -> ConsoleRenderable:
 def _folding_markdown() -> type[Markdown]:
     # Made on first use: rich.markdown (and markdown-it) stay out of the start-up of light commands.
     from rich.markdown import Markdown, TableDataElement, TableElement
+    from rich.text import Text
 
     class FoldingCell(TableDataElement):
         def __init__(self, justify: JustifyMethod) -> None:

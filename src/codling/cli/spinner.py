@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console, RenderableType
-from rich.live import Live
-from rich.spinner import Spinner as RichSpinner
-from rich.text import Text
+if TYPE_CHECKING:  # rich loads when a spinner first shows: the chat's input line does not wait for it
+    from rich.console import RenderableType
+    from rich.live import Live
+    from rich.spinner import Spinner as RichSpinner
 
 WORKING = "working…"
 
@@ -31,22 +31,21 @@ class Spinner:
     progress). A label change keeps the count: it is the same wait."""
 
     def __init__(self, stream: TextIO, *, color: bool, clock: Clock = time.monotonic) -> None:
-        self._console = Console(
-            file=stream,
-            force_terminal=True,
-            color_system="standard" if color else None,
-            no_color=not color,
-            highlight=False,
-            soft_wrap=True,
-        )
+        self._stream = stream
+        self._color = color
         self._clock = clock
         self._live: Live | None = None
-        self._spinner = RichSpinner("dots", style="cyan")
+        self._spinner: RichSpinner | None = None
         self._label = WORKING
         self._since = 0.0
 
     def frame(self) -> RenderableType:
         """What the spinner shows now: the animation, the label, and the time waited so far."""
+        from rich.spinner import Spinner as RichSpinner
+        from rich.text import Text
+
+        if self._spinner is None:
+            self._spinner = RichSpinner("dots", style="cyan")
         elapsed = waited(self._clock() - self._since)
         self._spinner.update(text=Text(f"{self._label} {elapsed}".rstrip(), style="dim"))
         return self._spinner
@@ -56,11 +55,22 @@ class Spinner:
         self._label = label
         if self._live is not None:
             return
+        from rich.console import Console
+        from rich.live import Live
+
         self._since = self._clock()
+        console = Console(
+            file=self._stream,
+            force_terminal=True,
+            color_system="standard" if self._color else None,
+            no_color=not self._color,
+            highlight=False,
+            soft_wrap=True,
+        )
         # No stdout/stderr redirection: the renderer and the approver write to the real streams themselves.
         self._live = Live(
             get_renderable=self.frame,
-            console=self._console,
+            console=console,
             transient=True,
             refresh_per_second=12.5,
             redirect_stdout=False,
