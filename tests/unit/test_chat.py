@@ -25,12 +25,14 @@ from codling.cli.chat import (
     Chat,
     ChatCommand,
     ChatInput,
+    ChatViews,
     Prompt,
     UnknownCommand,
     _home_relative,
     describe_chat,
     parse_line,
 )
+from codling.cli.notify import Notifier
 from codling.cli.plan import SessionPlan, open_live, plan_session
 from codling.cli.render import TerminalRenderer
 from codling.config import PermissionMode, Settings
@@ -75,6 +77,7 @@ def chat_in(
     *,
     out: io.StringIO | None = None,
     approver: Approver | None = None,
+    notifier: Notifier | None = None,
     **extra: Any,
 ) -> tuple[Chat, io.StringIO]:
     """A chat on a scripted model, its terminal a StringIO (``out``, or a new one); ``extra`` goes to Chat."""
@@ -88,8 +91,7 @@ def chat_in(
         plan,
         mode,
         input=typed,
-        renderer=renderer,
-        approver=approver,
+        views=lambda: ChatViews(renderer, approver, notifier),
         out=out,
         color=False,
         model_factory=script.factory(),

@@ -399,10 +399,9 @@ async def _chat(
     first: str | None,
 ) -> int:
     from codling.brain.slash import COMMANDS
-    from codling.cli.chat import CHAT_COMMANDS, Chat, SettledInput
+    from codling.cli.chat import CHAT_COMMANDS, Chat, ChatViews, SettledInput
     from codling.cli.chat_input import PromptInput
     from codling.cli.draw import use_color
-    from codling.cli.notify import terminal_notifier
     from codling.cli.oneshot import redacted_output, terminal_views
     from codling.cli.preload import Preload
     from codling.llm.providers import credential_names
@@ -421,20 +420,23 @@ async def _chat(
     # Everything else the chat prints (replies, tool output, notes, transcripts, questions) is redacted by value,
     # as codling run's output is.
     with redacted_output(redact) as settle:
-        renderer, approver = terminal_views(sys.stdout, err=sys.stderr, approve=True, verbose=verbose)
-        color = use_color(sys.stdout, os.environ)
+
+        def views() -> ChatViews:  # at the first turn, on the redacted streams
+            from codling.cli.notify import terminal_notifier
+
+            renderer, approver = terminal_views(sys.stdout, err=sys.stderr, approve=True, verbose=verbose)
+            return ChatViews(renderer, approver, terminal_notifier(settings, sys.stdout, os.environ))
+
         session = Chat(
             settings,
             catalog,
             plan,
             mode,
             input=SettledInput(line, settle),
-            renderer=renderer,
-            approver=approver,
+            views=views,
             out=sys.stdout,
-            color=color,
+            color=use_color(sys.stdout, os.environ),
             keys=line,  # Esc cancels a running turn
-            notifier=terminal_notifier(settings, sys.stdout, os.environ),
             preload=preload,
         )
         return await session.run(first)

@@ -22,7 +22,7 @@ import re
 import signal
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
@@ -66,6 +66,17 @@ KEYS = (
 EXIT_HINT = "(Ctrl-C again or Ctrl-D to leave)"
 
 _COMMAND = re.compile(r"/(?P<name>[A-Za-z][\w-]*)(?:\s+(?P<argument>.*))?", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ChatViews:
+    """What draws a chat's turns (``renderer``), asks about its tool calls (``approver``; None: nobody, the mode
+    decides) and rings when one waits or ends (``notifier``; None: nothing does). Made at the chat's first turn:
+    their modules load the brain's events, which the input line does not wait for."""
+
+    renderer: TerminalRenderer
+    approver: Approver | None = None
+    notifier: Notifier | None = None
 
 
 class ChatInput(Protocol):
@@ -191,8 +202,8 @@ def describe_chat() -> str:
 class Chat:
     """The chat loop: reads inputs, runs them as turns of the current session, switches sessions.
 
-    ``renderer`` draws the turns and ``approver`` (None: none, the mode decides) asks about tool calls, for
-    every session of the chat; the chat's own lines go to ``out``. ``mode`` is the permission mode of new
+    ``views`` makes, at the first turn, what draws the turns and asks about tool calls for every session of the
+    chat; the chat's own lines go to ``out``. ``mode`` is the permission mode of new
     sessions (None: the configured one); a resumed session keeps its own. ``keys`` (None: none) are watched
     while a turn runs, so Esc cancels it. ``preload`` (None: nothing to wait for) loads the model stack
     (``cli/preload.py``): turns start it, if the input line has not, and wait for it; the error it may end in
@@ -207,13 +218,11 @@ class Chat:
         mode: PermissionMode | None,
         *,
         input: ChatInput,
-        renderer: TerminalRenderer,
-        approver: Approver | None,
+        views: Callable[[], ChatViews],
         out: TextIO,
         color: bool,
         model_factory: ModelFactory | None = None,
         keys: TurnKeys | None = None,
-        notifier: Notifier | None = None,
         preload: Loading | None = None,
     ) -> None:
         self._settings = settings
@@ -221,10 +230,8 @@ class Chat:
         self._plan = plan
         self._mode = mode
         self._input = input
-        self._renderer = renderer
-        self._notifier = notifier
-        approver = _notifying(approver, notifier)
-        self._approver = approver if approver is None or keys is None else _PausingApprover(approver, keys)
+        self._make_views = views
+        self._views: ChatViews | None = None
         self._keys = keys
         self._out = StyledWriter(out, color=color)
         self._model_factory = model_factory
@@ -390,7 +397,7 @@ class Chat:
             with watching:
                 result = await live.brain.run(blocks)
         finally:
-            self._renderer.close()
+            self.views().renderer.close()
         if result.stop_reason == "cancelled" and self._cancelling and not self._leaving:
             self._armed = True
             self._note(EXIT_HINT)
@@ -402,12 +409,13 @@ class Chat:
     def _session(self) -> LiveSession | None:
         """The live session, started at the first turn that needs it (None, said why, if it cannot start)."""
         if self._live is None:
+            views = self.views()
             try:
                 self._live = open_live(
                     self._settings,
                     self._plan,
                     self._mode,
-                    self._approver,
+                    views.approver,
                     model_titles=True,  # in the background, while the user reads and types
                     catalog=self._catalog,
                     model_factory=self._model_factory,
@@ -415,10 +423,21 @@ class Chat:
             except CodlingError as e:  # e.g. another codling process is writing the session
                 self._note(f"The session cannot start: {e}", "red")
                 return None
-            self._live.brain.subscribe(self._renderer)
-            if self._notifier is not None:
-                self._live.brain.subscribe(self._notifier)
+            self._live.brain.subscribe(views.renderer)
+            if views.notifier is not None:
+                self._live.brain.subscribe(views.notifier)
         return self._live
+
+    def views(self) -> ChatViews:
+        """The chat's views, made on first use; the approver announces its questions through the notifier and
+        pauses the watch for Esc while it asks."""
+        if self._views is None:
+            views = self._make_views()
+            approver = _notifying(views.approver, views.notifier)
+            if approver is not None and self._keys is not None:
+                approver = _PausingApprover(approver, self._keys)
+            self._views = replace(views, approver=approver)
+        return self._views
 
     async def _close(self) -> None:
         """Close the live session, if one was started, and say how to come back to it."""

@@ -14,16 +14,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, TextIO
 
-from codling.brain.events import StopReason, ToolCallFinished
 from codling.cli.output_tail import output_tail
-from codling.tools.base import STATUS_MARKS, PlanStep, command_result
-from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, FileDiff
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the brain's events and the tools' types load at the first turn, not before the input line
     from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderResult
     from rich.markdown import Markdown, MarkdownElement
     from rich.segment import Segment
     from rich.text import JustifyMethod
+
+    from codling.brain.events import StopReason, ToolCallFinished
+    from codling.tools.base import PlanStep
+    from codling.tools.ports import FileDiff
 
 DIFF_LINES = 40
 """How many diff lines the renderer shows for an edit before "… N more lines"."""
@@ -313,6 +314,9 @@ def write_tool_status(out: StyledWriter, event: ToolCallFinished) -> None:
 
 def _command(event: ToolCallFinished) -> tuple[str, str] | None:
     """A finished command's status line and output; None for other calls."""
+    from codling.tools.base import command_result
+    from codling.tools.ports import COMMAND_TOOL
+
     if event.tool_name != COMMAND_TOOL or event.status != "completed":
         return None
     return command_result(event.text)
@@ -321,6 +325,8 @@ def _command(event: ToolCallFinished) -> tuple[str, str] | None:
 def write_tool_result(out: StyledWriter, event: ToolCallFinished, *, verbose: bool = False) -> None:
     """What a finished call did, under its tool line: a command's last output lines (all with ``verbose``), a
     delegate's steps and report. Nothing for other calls (an edit's diff is drawn by :func:`write_diff`)."""
+    from codling.tools.ports import DELEGATE_TOOL
+
     if (command := _command(event)) is not None:
         # (Counted from the whole output, through the notes of any cut, not from what was kept of it.)
         tail = output_tail(command[1], None if verbose else OUTPUT_TAIL)
@@ -414,5 +420,7 @@ _PLAN_STYLES = {"completed": "dim", "in_progress": "bold", "pending": None}
 
 def write_plan(out: StyledWriter, steps: Sequence[PlanStep]) -> None:
     """The model's plan as an indented checklist: ``[x]`` done (dim), ``[>]`` in progress (bold), ``[ ]`` to do."""
+    from codling.tools.base import STATUS_MARKS
+
     for step in steps:
         out.line(f"    {STATUS_MARKS[step.status]} {one_line(step.step)}", _PLAN_STYLES[step.status])

@@ -14,12 +14,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codling.brain.prompt import PromptBlock, ResourceBlock, TextBlock
 from codling.cli.plan import IMAGE_TYPES, read_image
 from codling.errors import CodlingError
-from codling.tools.ports import FileSystem
-from codling.tools.workspace import Workspace
+
+if TYPE_CHECKING:  # the tools load at the first turn, not before the chat's input line
+    from codling.tools.ports import FileSystem
+    from codling.tools.workspace import Workspace
 
 MENTION = re.compile(r'(?<![\w@])@(?:"(?P<quoted>[^"\n]+)"|(?P<bare>[^\s"@]+))')
 """``@path`` or ``@"path with spaces"``, the ``@`` not after a letter, a digit or another ``@``."""
