@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,7 +186,6 @@ def test_chat_without_a_terminal_points_to_run_and_plain_codling_with_nothing_pi
 def test_sigterm_at_the_prompt_leaves_with_128_plus_its_number_and_the_session_recorded(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:
-    import signal
 
     server.enqueue(Reply(text=["Hi."]))
     codling_ = chat(home, project, server, "chat")
@@ -268,3 +268,34 @@ def test_codling_login_on_a_terminal_asks_the_provider_and_reads_the_key_without
         login.close()
     assert "sk-ant-typed-on-a-terminal" not in login.output  # never echoed
     assert read(home) == Stored({"ANTHROPIC_API_KEY": "sk-ant-typed-on-a-terminal"}, "anthropic:claude-sonnet-5-5")
+
+
+BEFORE_THE_INPUT_LINE_NEVER = (
+    "pydantic",
+    "pydantic_ai",
+    "openai",
+    "rich",
+    "codling.store.history",
+    "codling.brain.events",
+)
+"""What the chat must not import before its input line is drawn (issue 32 D2: each is tens of milliseconds, up
+to a second for pydantic-ai; the model stack loads while the user types)."""
+
+
+def test_the_input_line_is_drawn_before_the_model_stack_the_store_or_rich_load(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    """stdout and stderr share the terminal: the imports Python reports (PYTHONPROFILEIMPORTTIME, on stderr)
+    before the input line's `›` are the ones the user waited for."""
+    env = {**model_env(home, server), "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "PYTHONPROFILEIMPORTTIME": "1"}
+    codling_ = PtyProcess([sys.executable, "-m", "codling", "chat"], env=env, cwd=project)
+    try:
+        at = codling_.expect("›")
+        before = codling_.output[:at]
+        codling_.process.send_signal(signal.SIGTERM)
+        codling_.wait()
+    finally:
+        codling_.close()
+    imported = {line.rpartition("|")[2].strip() for line in before.splitlines() if line.startswith("import time:")}
+    assert "prompt_toolkit" in imported  # the report is there…
+    assert [name for name in BEFORE_THE_INPUT_LINE_NEVER if name in imported] == []  # …and none of these
