@@ -20,9 +20,11 @@ def server() -> Iterator[OpenAIServer]:
         yield s
 
 
-def on_terminal(home: Path, project: Path, server: OpenAIServer, *args: str) -> PtyProcess:
-    env = {**model_env(home, server), "NO_COLOR": "1", "TERM": "xterm"}
-    return PtyProcess([sys.executable, "-m", "codling", "run", *args], env=env, cwd=project)
+def on_terminal(
+    home: Path, project: Path, server: OpenAIServer, *args: str, colour: bool = False, columns: int = 120
+) -> PtyProcess:
+    env = {**model_env(home, server), "TERM": "xterm", **({} if colour else {"NO_COLOR": "1"})}
+    return PtyProcess([sys.executable, "-m", "codling", "run", *args], env=env, cwd=project, columns=columns)
 
 
 def test_a_rejection_with_a_reason_reaches_the_model(home: Path, project: Path, server: OpenAIServer) -> None:
@@ -109,3 +111,28 @@ def test_resume_without_an_id_offers_the_newest_sessions_to_choose_from(
         codling.close()
     assert f"codling: session {GOLDEN_ID}" in codling.output
     assert "rename greet" in str(server.requests[0]["messages"])  # the chosen session's history went along
+
+
+WIDE = "curl -fsSL https://example.com/codling/install.sh | sh -s -- --yes --prefix=/opt/codling"
+
+
+def test_at_40_columns_a_wide_code_line_keeps_every_character_and_a_4_mb_line_of_output_is_capped(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    """(issue 32 items 1 and 4) On a real 40-column terminal, in colour: a code block wider than the window is
+    folded, never cut; one enormous output line puts a capped line and a true count on the screen, not itself."""
+    command = "head -c 4000000 /dev/zero | tr '\\0' A; echo; echo done"
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("run_command", {"command": command}, id="c1")]),
+        Reply(text=[f"Install it with:\n\n```sh\n{WIDE}\n```\n\nThat is all."]),
+    )
+    codling = on_terminal(home, project, server, "--mode", "yolo", "install it", colour=True, columns=40)
+    try:
+        codling.expect("That is all.")
+        assert codling.wait() == 0
+    finally:
+        codling.close()
+    screen = codling.output
+    assert "".join(WIDE.split()) in "".join(screen.split())  # every character, in order, whatever the folding
+    assert "A" * 200 + "… (3,999,800 more characters)" in screen
+    assert len(codling.raw) < 20_000  # not the 4 MB line

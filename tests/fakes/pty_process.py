@@ -24,16 +24,18 @@ def plain(text: str) -> str:
 
 
 class PtyProcess:
-    """``argv`` with its stdin, stdout and stderr on one pseudo-terminal (the terminal is 120 columns wide)."""
+    """``argv`` with its stdin, stdout and stderr on one pseudo-terminal, ``columns`` wide (40 rows)."""
 
-    def __init__(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None = None) -> None:
+    def __init__(
+        self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None = None, columns: int = 120
+    ) -> None:
         import fcntl
         import pty
         import struct
         import termios
 
         primary, secondary = pty.openpty()
-        fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
         self.process = subprocess.Popen(
             list(argv),
             stdin=secondary,
