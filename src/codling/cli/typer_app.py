@@ -58,6 +58,13 @@ class PlainFlagsGroup(TyperGroup):
         """The group's parameters (``--help`` included), flags without a type to show."""
         return _plain_flags(super().get_params(ctx))
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the group; bash completion reads a model id's ``:`` as part of it (``cli/complete.py``)."""
+        from codling.cli.complete import use_bash_words
+
+        use_bash_words()
+        return super().main(*args, **kwargs)
+
 
 class CodlingTyper(typer.Typer):
     """A :class:`typer.Typer` whose group and commands show no type after a flag in their help."""
