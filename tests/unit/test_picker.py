@@ -87,7 +87,7 @@ def test_words_list_the_sessions_holding_them_all() -> None:
     assert chosen == "20261123-000000000003"
     assert pick("00002\n\n")[0] == "20261123-000000000002"  # an id's part is a word too; Enter: the first shown
     nothing, shown = pick("rust\n*\n2\n")
-    assert "No session in /p has “rust” in its title or id. Other words, or * for all.\n" in shown
+    assert "No session in /p has “rust” in its title, first request or id. Other words, or * for all.\n" in shown
     assert nothing == "20261123-000000000002"  # * listed them all again
 
 

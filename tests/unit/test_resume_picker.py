@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codling.brain.events import TextDelta, TurnEnded, TurnStarted, Usage
+from codling.brain.events import SessionTitled, TextDelta, TurnEnded, TurnStarted, Usage
 from codling.brain.prompt import TextBlock
 from codling.cli.chat import Chat
 from codling.cli.picker import PAGE_SIZE, pick_session
@@ -28,16 +28,21 @@ from tests.fakes.scenarios import Script
 MODEL = ModelInfo("test:scripted", context_limit=100_000)
 COUNT = 26
 OLDEST_TITLE = "Port the lexer to Rust"
+RETITLED = "Compiler front end"
+"""A session the model titled: its first request holds words its title does not."""
 
 
-async def record(store: SessionStore, cwd: Path, prompt: str, updated: float) -> str:
-    """A one-turn session in ``cwd`` titled by its ``prompt``, last updated at ``updated``; its id."""
+async def record(store: SessionStore, cwd: Path, prompt: str, updated: float, title: str | None = None) -> str:
+    """A one-turn session in ``cwd`` titled by its ``prompt`` (or by the model: ``title``), last updated at
+    ``updated``; its id."""
     header = SessionHeader(new_session_id(), cwd, MODEL.id, "ask")
     file = store.create(header)
     recorder = store.recorder(header, file)
     started = TurnStarted("t1", prompt, False, datetime.now(UTC), (TextBlock(prompt),))
     for event in (started, TextDelta("t1", "Done."), TurnEnded("t1", "end_turn", Usage())):
         await recorder(event)
+    if title is not None:
+        await recorder(SessionTitled(title, "model"))
     file.close()
     os.utime(store.history_path(header.session_id), (updated, updated))
     return header.session_id
@@ -49,7 +54,8 @@ async def recorded(settings: Settings, project: Path) -> list[str]:
     store = SessionStore(settings.home)
     base = datetime(2026, 11, 20, tzinfo=UTC).timestamp()
     ids = [await record(store, project, OLDEST_TITLE, base)]
-    ids += [await record(store, project, f"Session number {n}", base + 60 * n) for n in range(1, COUNT)]
+    ids += [await record(store, project, f"Session number {n}", base + 60 * n) for n in range(1, COUNT - 1)]
+    ids += [await record(store, project, "Make the parser fast with a Pratt loop", base + 3600, title=RETITLED)]
     return ids[::-1]
 
 
@@ -59,11 +65,19 @@ def test_the_picker_pages_to_the_last_session_and_filters_by_a_word(
     sessions, where = resumable(settings, project)
     assert len(sessions) == COUNT
 
+    store = SessionStore(settings.home)
+
     def pick(answers: str) -> tuple[str | None, str]:
         out = io.StringIO()
-        return pick_session(sessions, input=io.StringIO(answers), output=out, now=datetime.now(UTC), where=where), (
-            out.getvalue()
+        chosen = pick_session(
+            sessions,
+            input=io.StringIO(answers),
+            output=out,
+            now=datetime.now(UTC),
+            where=where,
+            about=lambda session: store.first_request(session.session_id),  # as plan.pick gives it
         )
+        return chosen, out.getvalue()
 
     chosen, shown = pick(f"m\nm\n{COUNT}\n")
     assert chosen == recorded[-1]
@@ -73,6 +87,9 @@ def test_the_picker_pages_to_the_last_session_and_filters_by_a_word(
     chosen, shown = pick("lexer\n1\n")
     assert chosen == recorded[-1]
     assert f"matching “lexer” (1 of {COUNT}):\n  1. {OLDEST_TITLE}  · " in shown
+    chosen, shown = pick("pratt PARSER\n\n")  # words of its first request, which the model's title lacks
+    assert chosen == recorded[0]
+    assert f"matching “pratt PARSER” (1 of {COUNT}):\n  1. {RETITLED}  · " in shown
 
 
 def listed(shown: str) -> int:
@@ -134,6 +151,9 @@ async def test_resume_words_list_the_sessions_holding_them(
     shown = await chat(settings, project, "/resume LEXER rust", "/resume 1")
     assert f"matching “LEXER rust” (1 of {COUNT}):\n  1. {OLDEST_TITLE}  · " in shown
     assert f"Resumed session {recorded[-1]} “{OLDEST_TITLE}”" in shown
+    shown = await chat(settings, project, "/resume pratt", "/resume 1")  # in its first request, not its title
+    assert f"matching “pratt” (1 of {COUNT}):\n  1. {RETITLED}  · " in shown
+    assert f"Resumed session {recorded[0]} “{RETITLED}”" in shown
 
 
 async def test_resume_of_a_number_not_listed_or_words_nothing_holds_says_so(
@@ -141,5 +161,5 @@ async def test_resume_of_a_number_not_listed_or_words_nothing_holds_says_so(
 ) -> None:
     shown = await chat(settings, project, "/resume 12", "/resume", "/resume 12", "/resume parsnip")
     assert shown.count("12 is not one of the numbers /resume listed; /resume lists them.") == 2  # 10 were shown
-    assert f"No session in {project} has “parsnip” in its title or id. /resume lists them all." in shown
+    assert f"No session in {project} has “parsnip” in its title, first request or id. /resume lists them all." in shown
     assert "Resumed session" not in shown

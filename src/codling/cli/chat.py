@@ -344,6 +344,7 @@ class Chat:
 
     def _list_sessions(self, words: str) -> None:
         """The first page of the sessions to resume (those holding ``words``, if any), its numbers kept."""
+        from codling.cli.home import open_store
         from codling.cli.picker import listing, no_match, show_page
 
         try:
@@ -351,7 +352,8 @@ class Chat:
         except CodlingError as e:
             self._note(str(e), "yellow")
             return
-        found = listing(sessions, where, words)
+        first_request = open_store(self._settings).first_request
+        found = listing(sessions, where, words, lambda session: first_request(session.session_id))
         if not found.sessions:
             self._note(f"{no_match(found)} /resume lists them all.", "yellow")
             return

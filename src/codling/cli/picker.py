@@ -2,13 +2,13 @@
 
 Every session of the directory can be reached, with a plain line of input: the list shows :data:`PAGE_SIZE` at a
 time, newest first, numbered on from page to page (``m`` shows more), and words typed instead of a number list only
-the sessions whose title or id holds them all (a title is the session's first request until the model names it).
-A number chooses from the list shown last. Each session is one line of plain text, which a narrow terminal wraps.
+the sessions whose title, first request or id holds them all. A number chooses from the list shown last. Each
+session is one line of plain text, which a narrow terminal wraps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, TextIO
@@ -47,10 +47,23 @@ def age(updated_at: str, now: datetime) -> str:
     return "just now"
 
 
-def matching(sessions: Sequence[SessionSummary], words: str) -> list[SessionSummary]:
-    """The sessions whose title or id holds every one of ``words`` (ignoring case), in their order."""
+About = Callable[["SessionSummary"], str]
+"""A session's first request (``SessionStore.first_request``), read only for a session its title does not match."""
+
+
+def matching(sessions: Sequence[SessionSummary], words: str, about: About | None = None) -> list[SessionSummary]:
+    """The sessions whose title, id or (``about``) first request holds every one of ``words`` (ignoring case), in
+    their order."""
     wanted = words.casefold().split()
-    return [s for s in sessions if all(w in f"{s.title or ''} {s.session_id}".casefold() for w in wanted)]
+
+    def holds(text: str) -> bool:
+        return all(word in text.casefold() for word in wanted)
+
+    def matches(session: SessionSummary) -> bool:
+        known = f"{session.title or ''} {session.session_id}"
+        return holds(known) or (about is not None and holds(f"{known} {about(session)}"))
+
+    return [s for s in sessions if matches(s)]
 
 
 @dataclass(frozen=True)
@@ -77,10 +90,11 @@ class Listing:
         return self.sessions[number - 1] if 1 <= number <= self.shown else None
 
 
-def listing(sessions: Sequence[SessionSummary], where: str, words: str = "") -> Listing:
-    """The list of ``sessions`` (newest first) to show from its start: those matching ``words``, or all."""
+def listing(sessions: Sequence[SessionSummary], where: str, words: str = "", about: About | None = None) -> Listing:
+    """The list of ``sessions`` (newest first) to show from its start: those matching ``words`` (:func:`matching`),
+    or all."""
     words = " ".join(words.split())
-    return Listing(tuple(matching(sessions, words) if words else sessions), where, len(sessions), words)
+    return Listing(tuple(matching(sessions, words, about) if words else sessions), where, len(sessions), words)
 
 
 def show_page(shown: Listing, output: TextIO, now: datetime) -> Listing:
@@ -105,15 +119,22 @@ def heading(shown: Listing) -> str:
 
 def no_match(shown: Listing) -> str:
     """What to say when no session matches a listing's words."""
-    return f"No session {shown.where} has “{shown.words}” in its title or id."
+    return f"No session {shown.where} has “{shown.words}” in its title, first request or id."
 
 
 def pick_session(
-    sessions: Sequence[SessionSummary], *, input: TextIO, output: TextIO, now: datetime, where: str
+    sessions: Sequence[SessionSummary],
+    *,
+    input: TextIO,
+    output: TextIO,
+    now: datetime,
+    where: str,
+    about: About | None = None,
 ) -> str | None:
     """Offer ``sessions`` (newest first) a page at a time on ``output`` and read the choice from ``input``: a number
-    shown, Enter for the first shown, ``m`` for more, words to list only the sessions holding them (``*``: all
-    again), ``q`` (or end of input) for none. The chosen session's id, or None."""
+    shown, Enter for the first shown, ``m`` for more, words to list only the sessions holding them (in their title,
+    id or ``about`` first request; ``*``: all again), ``q`` (or end of input) for none. The chosen session's id, or
+    None."""
     current = show_page(listing(sessions, where), output, now)
     if not current.sessions:
         return None
@@ -144,7 +165,7 @@ def pick_session(
                 continue
             current, unclear = show_page(current, output, now), 0
             continue
-        filtered = listing(sessions, where, "" if answer == ALL else answer)
+        filtered = listing(sessions, where, "" if answer == ALL else answer, about)
         if not filtered.sessions:
             output.write(no_match(filtered) + f" Other words, or {ALL} for all.\n")
             unclear += 1
