@@ -111,7 +111,7 @@ def show_page(shown: Listing, output: TextIO, now: datetime) -> Listing:
 
 
 def heading(shown: Listing) -> str:
-    """What a listing lists, e.g. ``Sessions in /p matching “parser” (3 of 25)`` or ``Sessions in /p (25)``."""
+    """What a listing lists: ``Sessions in /p matching “parser” (3 of 25)``, ``Sessions in /p (25, newest first)``."""
     if shown.words:
         return f"Sessions {shown.where} matching “{shown.words}” ({len(shown.sessions)} of {shown.total})"
     return f"Sessions {shown.where} ({shown.total}, newest first)"
@@ -135,9 +135,9 @@ def pick_session(
     shown, Enter for the first shown, ``m`` for more, words to list only the sessions holding them (in their title,
     id or ``about`` first request; ``*``: all again), ``q`` (or end of input) for none. The chosen session's id, or
     None."""
-    current = show_page(listing(sessions, where), output, now)
-    if not current.sessions:
+    if not sessions:
         return None
+    current = show_page(listing(sessions, where), output, now)
     unclear = 0
     while unclear < MAX_ATTEMPTS:
         more = f", m: {current.remaining} more" if current.remaining else ""
