@@ -158,7 +158,7 @@ def test_chat_resume_with_no_id_offers_the_sessions_then_shows_where_it_left_off
     server.enqueue(Reply(text=["Carrying on."]))
     codling_ = chat(home, project, server, "chat", "--resume")
     try:
-        at = codling_.expect("Resume which? [1-1, Enter: 1, q: none] ")
+        at = codling_.expect("Resume which? [number, words to filter, Enter: 1, q: none] ")
         codling_.send("\r")
         at = codling_.expect("The last turn of this session:", after=at)
         at = codling_.expect(f"Turn {turns} · ", after=at)  # numbered as in the whole session

@@ -101,9 +101,9 @@ def test_resume_without_an_id_offers_the_newest_sessions_to_choose_from(
     server.enqueue(Reply(text=["Picked up where we left off."]))
     codling = on_terminal(home, project, server, "go on", "--resume")
     try:
-        codling.expect("Sessions in every directory:")
+        codling.expect("Sessions in every directory (1, newest first):")
         codling.expect("1. rename greet @app.py  · ")
-        codling.expect("Resume which? [1-1, Enter: 1, q: none] ")
+        codling.expect("Resume which? [number, words to filter, Enter: 1, q: none] ")
         codling.send("1\r")
         codling.expect("Picked up where we left off.")
         assert codling.wait() == 0

@@ -275,7 +275,7 @@ async def test_new_starts_another_session_and_resume_goes_back_to_the_first(sett
 
 
 async def test_resume_of_an_unknown_session_says_so_and_stays(settings: Settings, project: Path) -> None:
-    chat, out = chat_in(settings, project, Typed("/resume 19990101-nothere", "hello"), Script([[Say("Hi.")]]))
+    chat, out = chat_in(settings, project, Typed("/resume 19990101-0123456789ab", "hello"), Script([[Say("Hi.")]]))
     assert await chat.run() == 0
     assert "Not resumed: " in out.getvalue()
     assert len(SessionStore(settings.home).list()) == 1

@@ -243,13 +243,13 @@ def test_models_table_shows_limits_and_credentials(home: Path) -> None:
     )
     result = codling(clean_env(home, ANTHROPIC_API_KEY="x"), "models")
     assert result.exit_code == 0
-    rows = {line.split()[1]: line for line in result.stdout.splitlines() if "│" in line and ":" in line}
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
     assert "200,000" in rows["anthropic:claude-sonnet-4-5"] and "yes" in rows["anthropic:claude-sonnet-4-5"]
     assert "no" in rows["openai:gpt-5"]
     assert "12,345" in rows["openai-chat:local-coder"]
     # The model a run would use is marked, and why it was chosen is said.
     selected = [line for line in result.stdout.splitlines() if "← selected" in line]
-    assert [line.split()[1] for line in selected] == ["anthropic:claude-sonnet-5-5"]
+    assert [line.split()[0] for line in selected] == ["anthropic:claude-sonnet-5-5"]
     assert result.stdout.splitlines()[-1] == (
         "selected: anthropic:claude-sonnet-5-5 (the first listed whose provider has credentials; choose another "
         "with --model, CODLING_MODEL or model in config.toml)"

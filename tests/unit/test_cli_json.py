@@ -130,8 +130,9 @@ def test_max_requests_stops_the_turn_before_the_request_past_it(
     assert [line["status"] for line in of_type(lines, "tool_call_finished")] == ["completed", "completed"]
     session_id = outcome["session_id"]
     assert (
-        f"codling: stopped: the turn made 2 model requests, the --max-requests 2 limit; raise it, or what it did is "
-        f'recorded; continue with: codling run --resume {session_id} "go on"\n'
+        "codling: stopped: the turn made 2 model requests, as many as --max-requests 2 allows, so its next "
+        "request was not made; raise it, or what it did is recorded; continue with: codling run --resume "
+        f'{session_id} "go on"\n'
     ) in result.stderr
     end = recorded_end(home)
     assert (end.stop_reason, end.error, end.usage.requests) == ("max_turn_requests", False, 2)
@@ -146,9 +147,13 @@ def test_max_cost_stops_the_turn_once_its_spend_passes_the_cap(
     result = codling(served, "run", "--max-cost", "0.15", "read everything")
     assert result.exit_code == 3, result.stderr
     assert len(server.requests) == 2
-    assert "codling: stopped: the turn spent $0.2000, past --max-cost 0.15; raise it, or what it did is recorded" in (
-        result.stderr
-    )
+    assert (
+        "codling: stopped: the turn had spent $0.2000 at list prices, past --max-cost 0.15 US dollars, so its next "
+        "model request was not made; raise the cap, or what it did is recorded; continue with: codling run --resume "
+    ) in result.stderr
+    # The turn's own note, drawn on stderr as the output is piped, says it in words, not by the stop reason's name.
+    assert "(stopped: the turn's spend passed its cap, --max-cost)\n" in result.stderr
+    assert "max_cost" not in result.stderr
     end = recorded_end(home)
     assert (end.stop_reason, end.error, end.usage.requests) == ("max_cost", False, 2)
     assert end.cost == pytest.approx(0.2)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from codling.cli.app import resume_without_id
-from codling.cli.picker import PICKER_SIZE, age, pick_session
+from codling.cli.picker import PAGE_SIZE, age, pick_session
 from codling.store.index import SessionSummary
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -40,11 +40,11 @@ def test_the_list_shows_titles_ages_and_whole_ids_newest_first() -> None:
     chosen, shown = pick("2\n")
     assert chosen == "20261123-000000000002"
     assert shown == (
-        "Sessions in /p:\n"
+        "Sessions in /p (3, newest first):\n"
         "  1. Fix the parser  · 2 min ago · 20261123-000000000001\n"
         "  2. (untitled)  · 3 min ago · 20261123-000000000002\n"
         "  3. Port the lexer  · 4 min ago · 20261123-000000000003\n"
-        "Resume which? [1-3, Enter: 1, q: none] "
+        "Resume which? [number, words to filter, Enter: 1, q: none] "
     )
 
 
@@ -65,16 +65,30 @@ def test_answers(answers: str, chosen: str | None) -> None:
 
 def test_an_unclear_answer_says_so_and_asks_again() -> None:
     _, shown = pick("7\n1\n")
-    assert shown.endswith("'7' is not one of the numbers shown.\nResume which? [1-3, Enter: 1, q: none] ")
+    assert shown.endswith(
+        "7 is not one of the numbers shown.\nResume which? [number, words to filter, Enter: 1, q: none] "
+    )
 
 
-def test_only_the_newest_are_offered() -> None:
+def test_a_page_at_a_time_numbered_on() -> None:
     many = [summary(n) for n in range(1, 15)]
-    chosen, shown = pick(f"{PICKER_SIZE}\n", many)
-    assert shown.startswith(f"Sessions in /p (the newest {PICKER_SIZE} of 14):\n")
-    assert chosen == many[PICKER_SIZE - 1].session_id
-    beyond, shown = pick("11\n", many)  # not offered: asked again, then the input ends
-    assert beyond is None and "'11' is not one of the numbers shown." in shown
+    chosen, shown = pick(f"{PAGE_SIZE + 1}\nm\n{PAGE_SIZE + 1}\n", many)
+    first, rest = shown.split("11 is not one of the numbers shown.\n")
+    assert first.startswith("Sessions in /p (14, newest first):\n") and first.count("\n") == 1 + PAGE_SIZE
+    assert first.endswith(", m: 4 more, Enter: 1, q: none] ")
+    assert " 11. (untitled)  · 12 min ago · 20261123-00000000000b\n" in rest  # the next page goes on from 11
+    assert chosen == many[PAGE_SIZE].session_id
+    assert "That is all of them (14)" in pick("m\nm\n", many)[1]
+
+
+def test_words_list_the_sessions_holding_them_all() -> None:
+    chosen, shown = pick("THE lexer\n1\n")
+    assert "Sessions in /p matching “THE lexer” (1 of 3):\n  1. Port the lexer  · " in shown
+    assert chosen == "20261123-000000000003"
+    assert pick("00002\n\n")[0] == "20261123-000000000002"  # an id's part is a word too; Enter: the first shown
+    nothing, shown = pick("rust\n*\n2\n")
+    assert "No session in /p has “rust” in its title, first request or id. Other words, or * for all.\n" in shown
+    assert nothing == "20261123-000000000002"  # * listed them all again
 
 
 def test_ages() -> None:

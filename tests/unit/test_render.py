@@ -148,7 +148,13 @@ async def test_failed_turn_shows_the_error_on_its_own_line() -> None:
 
 @pytest.mark.parametrize(
     ("reason", "note"),
-    [("cancelled", "(cancelled)"), ("max_turn_requests", "(stopped: max_turn_requests)")],
+    [
+        ("cancelled", "(cancelled)"),
+        ("max_turn_requests", "(stopped: the turn made as many model requests as it may)"),
+        ("max_cost", "(stopped: the turn's spend passed its cap, --max-cost)"),
+        ("max_tokens", "(stopped: the reply reached the model's output token limit)"),
+        ("refusal", "(stopped: the model refused to answer)"),
+    ],
 )
 async def test_a_turn_that_did_not_end_normally_says_so(reason: StopReason, note: str) -> None:
     events: list[Event] = [started(), TextDelta(T, "partial"), TurnEnded(T, reason)]

@@ -161,7 +161,7 @@ def test_cancelled_and_stopped_turns_say_so() -> None:
     ]
     assert transcript(events) == (
         "Turn 1 · 2025-01-02 08:30\n> one\npartial\n(cancelled)\n\n"
-        "Turn 2 · 2025-01-02 08:31\n> two\n(stopped: max_turn_requests)\n"
+        "Turn 2 · 2025-01-02 08:31\n> two\n(stopped: the turn made as many model requests as it may)\n"
     )
 
 

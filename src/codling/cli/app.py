@@ -10,7 +10,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -36,6 +36,9 @@ from codling.cli.typer_app import CodlingTyper
 from codling.config import PermissionMode, Settings, parse_mode
 from codling.errors import CodlingError, ConfigError, SessionError
 from codling.llm.catalog import Catalog
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = CodlingTyper(
     name="codling",
@@ -173,7 +176,6 @@ def models() -> None:
     """List the models codling knows, their context limits and whether credentials are set; mark the one
     `codling run` would use, and say why."""
     from rich.console import Console
-    from rich.table import Table
 
     from codling.llm.providers import has_credentials, select_model
 
@@ -187,20 +189,34 @@ def models() -> None:
         selected, why = None, str(e)
     else:
         selected, why = choice.info.id, _why_selected(choice.source, settings)
-    table = Table("model", "context limit", "credentials", "")
     listed = list(catalog)
     if selected is not None and all(info.id != selected for info in listed):
         listed.insert(0, choice.info)  # chosen by name, and in no catalog
-    for info in listed:
-        table.add_row(
+    rows = [
+        (
             info.id,
             f"{info.context_limit:,}",
             "yes" if has_credentials(info.id, settings.env) else "no",
             "← selected" if info.id == selected else "",
         )
-    console = Console(soft_wrap=True)
+        for info in listed
+    ]
+    print_models(rows, f"selected: {selected} ({why})" if selected else f"no model selected: {why}", Console())
+
+
+def print_models(rows: list[tuple[str, str, str, str]], selected: str, console: Console) -> None:
+    """The models table and the line saying which is selected, laid out to ``console``'s width: a value too long
+    for its column folds onto more lines rather than ending in "…" (the ids were cut at 40 columns)."""
+    from rich.table import Table
+
+    table = Table("model", "context limit", "credentials", "", box=None, pad_edge=False)  # as `sessions list`
+    for column in table.columns:
+        column.overflow = "fold"  # rich's default cuts a value too long for its column (issue 32)
+    table.columns[1].min_width = max((len(row[1]) for row in rows), default=0)  # a number is read whole
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
-    console.print(f"selected: {selected} ({why})" if selected else f"no model selected: {why}", highlight=False)
+    console.print(selected, highlight=False, soft_wrap=True)  # one line, for the terminal to wrap: a path stays whole
 
 
 def _why_selected(source: str, settings: Settings) -> str:

@@ -42,14 +42,15 @@ from codling.llm.catalog import Catalog
 if TYPE_CHECKING:
     from codling.brain.session import ModelFactory
     from codling.cli.notify import Notifier
+    from codling.cli.picker import Listing
     from codling.cli.render import TerminalRenderer
-    from codling.store.index import SessionSummary
     from codling.store.live import LiveSession
     from codling.tools.ports import Answer, Approver, PermissionRequest
 
 CHAT_COMMANDS = {
     "new": "Start a new session in this directory (this one stays recorded).",
-    "resume": "List the sessions to continue, or continue one (its number in the list, or its id).",
+    "resume": "List the sessions to continue (`more`: the next ones; words: those whose title or id holds them), "
+    "or continue one (its number in the list last shown, or its id).",
     "help": "List the commands and keys.",
     "exit": "Leave the chat (Ctrl-D does too).",
     "quit": "Leave the chat.",
@@ -195,7 +196,7 @@ def describe_chat() -> str:
     """/help's answer (markdown): the commands with what they take, then the keys."""
     from codling.brain.commands import describe_commands
 
-    hints = {**COMMAND_HINTS, "resume": "number or id"}
+    hints = {**COMMAND_HINTS, "resume": "number, id, more or words"}
     return describe_commands(all_commands(), hints) + "\n\n" + "\n".join(f"- {keys}" for keys in KEYS)
 
 
@@ -236,8 +237,8 @@ class Chat:
         self._out = StyledWriter(out, color=color)
         self._model_factory = model_factory
         self._live: LiveSession | None = None
-        self._offered: list[SessionSummary] = []
-        """The sessions the last ``/resume`` listed, by their numbers."""
+        self._offered: Listing | None = None
+        """What the last ``/resume`` listed: its numbers, and the sessions ``/resume more`` shows next."""
         self._armed = False
         """A Ctrl-C was the last thing typed: another one leaves."""
         self._cancelling = False
@@ -345,22 +346,31 @@ class Chat:
         return plan_session(self._settings, self._catalog, model, cwd, None, False, False)
 
     async def _resume(self, argument: str) -> None:
-        cwd = self._plan.header.cwd
-        if not argument:
-            from codling.cli.picker import offer
+        """``/resume``: list this directory's sessions (else every directory's) a page at a time; ``/resume more``
+        the next page, ``/resume WORDS`` those whose title or id holds the words, ``/resume N`` continues the one
+        listed last as N, ``/resume ID`` the one with that id (or start of one)."""
+        from codling.cli.picker import MORE, NUMBER_DIGITS, show_page
 
-            try:
-                sessions, where = resumable(self._settings, cwd)
-            except CodlingError as e:
-                self._note(str(e), "yellow")
+        argument = argument.strip()
+        shown = self._offered
+        if argument.lower() in MORE and shown is not None:
+            if not shown.remaining:
+                self._note(f"That is all of them ({len(shown.sessions)}); /resume WORDS lists those holding the words.")
                 return
-            self._offered = offer(sessions, output=self._out.stream, now=datetime.now(UTC), where=where)
-            self._note("Continue one with /resume NUMBER (or /resume ID).")
+            self._offered = show_page(shown, self._out.stream, datetime.now(UTC))
+            self._resume_hint()
             return
-        if argument.isdigit() and 1 <= int(argument) <= len(self._offered):
-            argument = self._offered[int(argument) - 1].session_id
+        if argument.isdigit() and len(argument) <= NUMBER_DIGITS:  # a number of the list (longer: an id's start)
+            summary = shown.chosen(int(argument)) if shown is not None else None
+            if summary is None:
+                self._note(f"{argument} is not one of the numbers /resume listed; /resume lists them.", "yellow")
+                return
+            argument = summary.session_id
+        elif not argument or argument.lower() in MORE or not self._names_a_session(argument):
+            self._list_sessions("" if argument.lower() in MORE else argument)
+            return
         try:
-            plan = plan_session(self._settings, self._catalog, None, cwd, argument, False, False)
+            plan = plan_session(self._settings, self._catalog, None, self._plan.header.cwd, argument, False, False)
         except CodlingError as e:
             self._note(f"Not resumed: {e}", "yellow")
             return
@@ -368,6 +378,51 @@ class Chat:
             self._note("That is this session.")
             return
         await self._switch(plan, None)
+
+    def _list_sessions(self, words: str) -> None:
+        """The first page of the sessions to resume (those holding ``words``, if any), its numbers kept."""
+        from codling.cli.home import open_store
+        from codling.cli.picker import listing, no_match, show_page
+
+        try:
+            sessions, where = resumable(self._settings, self._plan.header.cwd)
+        except CodlingError as e:
+            self._note(str(e), "yellow")
+            return
+        first_request = open_store(self._settings).first_request
+        found = listing(sessions, where, words, lambda session: first_request(session.session_id))
+        if not found.sessions:
+            self._note(f"{no_match(found)} /resume lists them all.", "yellow")
+            return
+        self._offered = show_page(found, self._out.stream, datetime.now(UTC))
+        self._resume_hint()
+
+    def _resume_hint(self) -> None:
+        shown = self._offered
+        assert shown is not None
+        more = f"; /resume more shows {shown.remaining} more" if shown.remaining else ""
+        self._note(f"Continue one with /resume NUMBER (or /resume ID){more}; /resume WORDS lists those holding them.")
+
+    def _names_a_session(self, argument: str) -> bool:
+        """Whether ``/resume argument`` names a session by its id (a whole one, even unknown: resuming says so) or by
+        the start of one that some session has (ambiguous counts: resuming says which it matches); else the
+        argument is words to look for."""
+        from codling.cli.home import open_store
+        from codling.cli.plan import could_be_id
+        from codling.errors import UnknownSessionError
+        from codling.store.ids import is_session_id
+
+        if is_session_id(argument):
+            return True
+        if not could_be_id(argument):
+            return False
+        try:
+            open_store(self._settings).resolve(argument)
+        except UnknownSessionError:
+            return False
+        except CodlingError:
+            return True
+        return True
 
     async def _switch(self, plan: SessionPlan, mode: PermissionMode | None) -> None:
         await self._close()

@@ -385,13 +385,23 @@ def write_error(out: StyledWriter, message: str) -> None:
         out.line(f"Error: {message}")
 
 
+STOP_NOTES: dict[StopReason, str] = {
+    "end_turn": "",
+    "cancelled": "(cancelled)",
+    "max_turn_requests": "(stopped: the turn made as many model requests as it may)",
+    "max_cost": "(stopped: the turn's spend passed its cap, --max-cost)",
+    "max_tokens": "(stopped: the reply reached the model's output token limit)",
+    "refusal": "(stopped: the model refused to answer)",
+}
+"""What a turn's end says under it, in words (a stop reason's name meant nothing to a reader); none for a
+normal end. ``codling run`` adds a line on stderr with the figures and what to do next."""
+
+
 def write_stop_note(out: StyledWriter, stop_reason: StopReason) -> None:
-    """A note for a turn that did not end normally (cancelled, out of requests or tokens); nothing otherwise."""
+    """A note for a turn that did not end normally (cancelled, at a limit, refused); nothing otherwise."""
     out.end_line()
-    if stop_reason == "cancelled":
-        out.line("(cancelled)", "yellow")
-    elif stop_reason != "end_turn":
-        out.line(f"(stopped: {stop_reason})", "yellow")
+    if note := STOP_NOTES[stop_reason]:
+        out.line(note, "yellow")
 
 
 def is_terminal(stream: TextIO) -> bool:

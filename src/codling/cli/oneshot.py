@@ -81,11 +81,20 @@ class Limits:
         if stop_reason == "max_turn_requests":
             made = f"{result.usage.requests} model requests"
             if self.max_requests is None:
-                return f"stopped: the turn made {made}, max_requests_per_turn in config.toml; raise it, or {again}"
-            return f"stopped: the turn made {made}, the --max-requests {self.max_requests} limit; raise it, or {again}"
+                return (
+                    f"stopped: the turn made {made}, as many as max_requests_per_turn in config.toml allows, so "
+                    f"its next request was not made; raise that, or {again}"
+                )
+            return (
+                f"stopped: the turn made {made}, as many as --max-requests {self.max_requests} allows, so its "
+                f"next request was not made; raise it, or {again}"
+            )
         if stop_reason == "max_cost":
-            spent = f"${result.cost:.4f}" if result.cost is not None else "its spend"
-            return f"stopped: the turn spent {spent}, past --max-cost {self.max_cost:g}; raise it, or {again}"
+            spent = f"${result.cost:.4f} at list prices" if result.cost is not None else "its spend"
+            return (
+                f"stopped: the turn had spent {spent}, past --max-cost {self.max_cost:g} US dollars, so its next "
+                f"model request was not made; raise the cap, or {again}"
+            )
         return None
 
 

@@ -122,7 +122,10 @@ def pick(settings: Settings, workdir: Path, *, input: TextIO, output: TextIO) ->
             "--resume needs a session id when there is no terminal to choose on; see `codling sessions list`"
         )
     sessions, where = resumable(settings, workdir)
-    return pick_session(sessions, input=input, output=output, now=datetime.now(UTC), where=where)
+    about = open_store(settings).first_request
+    return pick_session(
+        sessions, input=input, output=output, now=datetime.now(UTC), where=where, about=lambda s: about(s.session_id)
+    )
 
 
 def resumable(settings: Settings, workdir: Path) -> tuple[list[SessionSummary], str]:

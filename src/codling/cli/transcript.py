@@ -2,8 +2,9 @@
 
 Each turn gets a header line (number, local start time, whether it was a thinking turn), the user's prompt, and
 its timeline drawn with the live renderer's pieces (``cli/render.py``), so a session reads the same afterwards
-as it did while it ran: tool lines with their status, edits' diffs trimmed, errors, and the reasoning blocks of
-thinking turns collapsed into ``reasoning (N tool calls)`` lines (:mod:`codling.brain.reasoning`).
+as it did while it ran: the replies' markdown rendered block by block when styled, tool lines with their status,
+edits' diffs trimmed, errors, and the reasoning blocks of thinking turns collapsed into ``reasoning (N tool
+calls)`` lines (:mod:`codling.brain.reasoning`). The chat shows a resumed session's last turn with it too.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from codling.cli.draw import (
     write_tool_status,
     write_tool_title,
 )
+from codling.cli.markdown import MarkdownBlocks
 from codling.tools.base import PLAN_TOOL
 
 INTERRUPTED_NOTE = "(interrupted: the agent stopped before this turn finished)"
@@ -61,7 +63,8 @@ def print_transcript(events: Sequence[Event], out: TextIO, *, color: bool, first
     ``TurnEnded`` is missing with :data:`INTERRUPTED_NOTE`. ``color`` styles the output; without it the output
     holds no escape codes (not even from the recorded content). What a special turn added to the conversation
     between turns (a greeting) is shown where it came, under its type; other events outside turns are not.
-    Turns are numbered from ``first_turn`` (for the tail of a session).
+    Turns are numbered from ``first_turn`` (for the tail of a session). Styled, the replies are rendered markdown
+    laid out to the terminal's width, as live; plain, they are the text the model wrote.
     """
     writer = StyledWriter(out, color=color)
     number = first_turn - 1
@@ -100,7 +103,7 @@ def _write_special(out: StyledWriter, special: SpecialTurnPersisted) -> None:
                 out.write(">", "cyan")
                 out.line(f" {line}" if line.strip() else "")
         elif interaction.kind == "assistant":
-            out.write(interaction.text)
+            _write_text(out, interaction.text)
             out.end_line()
         elif interaction.kind == "thought":
             out.line(compact_thought(interaction.text), "dim")
@@ -147,7 +150,7 @@ def _write_turn(out: StyledWriter, number: int, turn: _Turn) -> None:
 def _write_segment(out: StyledWriter, segment: Segment) -> None:
     match segment.kind:
         case "text":
-            out.write(segment.text)
+            _write_text(out, segment.text)
         case "think":
             out.end_line()
             if not out.color:
@@ -161,6 +164,19 @@ def _write_segment(out: StyledWriter, segment: Segment) -> None:
             else:
                 write_tool_title(out, finished.tool_name if finished is not None else "")
             _write_result(out, finished)
+
+
+def _write_text(out: StyledWriter, text: str) -> None:
+    """A reply's text as the live renderer draws it: styled, as markdown cut into the same blocks, each rendered
+    (a blank line between them); plain, as written."""
+    if not out.color:
+        out.write(text)
+        return
+    blocks = MarkdownBlocks()
+    for index, block in enumerate(block for block in (*blocks.feed(text), blocks.flush()) if block):
+        if index:
+            out.write("\n")  # the blank line that separated the blocks in the source
+        out.markdown(block)
 
 
 def _write_result(out: StyledWriter, finished: ToolCallFinished | None) -> None:

@@ -81,6 +81,13 @@ class PlainFlagsGroup(TyperGroup):
         pydantic where none is needed."""
         return _plain_flags(super().get_params(ctx))
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the group; bash completion reads a model id's ``:`` as part of it (``cli/complete.py``)."""
+        from codling.cli.complete import use_bash_words
+
+        use_bash_words()
+        return super().main(*args, **kwargs)
+
 
 class CodlingTyper(typer.Typer):
     """A :class:`typer.Typer` whose group and commands show no type after a flag in their help."""

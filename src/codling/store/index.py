@@ -25,13 +25,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from codling.brain.events import TurnStarted
 from codling.errors import SessionError, SessionHeldError, StoreError, UnknownSessionError
 from codling.secrecy import Redactor, redact_credentials
 from codling.store import lock
 from codling.store.header import SessionHeader
 from codling.store.history import HistoryFile, HistoryRecorder, SessionLog, read_history
 from codling.store.ids import check_prefix, check_session_id, is_session_id
-from codling.store.records import SettingsRecord, Timestamp
+from codling.store.records import SettingsRecord, Timestamp, TurnStartRecord
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,10 @@ class Meta(BaseModel):
 
 DATE_LENGTH = len("20261122-")
 """Where a session id's random part starts (what a user may type instead of the whole id)."""
+
+FIRST_REQUEST_BYTES = 65_536
+"""How much of a history :meth:`SessionStore.first_request` reads: its first request is near the start (a longer
+one is not looked for)."""
 
 AMBIGUOUS_SHOWN = 10
 """How many of the sessions an ambiguous prefix matches its error lists."""
@@ -280,6 +285,24 @@ class SessionStore:
                 found.append(summary)
         found.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
         return found
+
+    def first_request(self, session_id: str) -> str:
+        """A session's first request as typed, from the start of its history only (empty when it has none, or it is
+        not in the first :data:`FIRST_REQUEST_BYTES`): what the session was about, also once the model retitled it."""
+        try:
+            with self.history_path(session_id).open("rb") as f:
+                head = f.read(FIRST_REQUEST_BYTES)
+        except (OSError, SessionError):
+            return ""
+        for line in head.split(b"\n")[:-1]:  # whole lines only
+            if b'"kind":"turn_start"' not in line:
+                continue
+            try:
+                started = TurnStartRecord.model_validate_json(line).events()[0]
+            except ValidationError:
+                continue
+            return started.prompt if isinstance(started, TurnStarted) else ""
+        return ""
 
     def latest(self, cwd: Path) -> SessionSummary | None:
         """The most recently updated session working in ``cwd``."""
