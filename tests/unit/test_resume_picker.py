@@ -14,7 +14,7 @@ import pytest
 
 from codling.brain.events import SessionTitled, TextDelta, TurnEnded, TurnStarted, Usage
 from codling.brain.prompt import TextBlock
-from codling.cli.chat import Chat
+from codling.cli.chat import Chat, ChatViews
 from codling.cli.picker import PAGE_SIZE, pick_session
 from codling.cli.plan import plan_session, resumable
 from codling.cli.render import TerminalRenderer
@@ -125,8 +125,7 @@ async def chat(settings: Settings, project: Path, *lines: str) -> str:
         plan,
         "yolo",
         input=typed,
-        renderer=renderer,
-        approver=None,
+        views=lambda: ChatViews(renderer),
         out=out,
         color=False,
         model_factory=Script([]).factory(),

@@ -13,7 +13,7 @@ import pytest
 
 from codling.brain.events import Event, TextDelta, TurnEnded, TurnStarted, Usage
 from codling.brain.prompt import TextBlock
-from codling.cli.chat import Chat
+from codling.cli.chat import Chat, ChatViews
 from codling.cli.plan import plan_session
 from codling.cli.render import TerminalRenderer
 from codling.cli.transcript import print_transcript
@@ -104,7 +104,7 @@ async def test_a_resumed_chat_renders_its_last_turn_s_markdown(
             pass
 
     renderer = TerminalRenderer(out, color=True, interactive=False)
-    chat = Chat(settings, catalog, plan, None, input=Leave(), renderer=renderer, approver=None, out=out, color=True)
+    chat = Chat(settings, catalog, plan, None, input=Leave(), views=lambda: ChatViews(renderer), out=out, color=True)
     assert await chat.run() == 0
     intro = ESCAPES.sub("", out.getvalue())
     last_turn = intro.split(" set it up\n", 1)[1].split("Resumed session", 1)[0]
