@@ -16,6 +16,7 @@ line. An absent value, or a string for a string parameter, is left as it is with
 from __future__ import annotations
 
 import inspect
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -83,9 +84,10 @@ class PlainFlagsGroup(TyperGroup):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         """Run the group; bash completion reads a model id's ``:`` as part of it (``cli/complete.py``)."""
-        from codling.cli.complete import use_bash_words
+        if "_CODLING_COMPLETE" in os.environ:  # a shell asks for completions: nothing else pays the import
+            from codling.cli.complete import use_bash_words
 
-        use_bash_words()
+            use_bash_words()
         return super().main(*args, **kwargs)
 
 
