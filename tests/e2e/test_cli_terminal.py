@@ -97,7 +97,8 @@ def test_resume_without_an_id_offers_the_newest_sessions_to_choose_from(
 ) -> None:
     from tests.fakes.cli_runner import GOLDEN_ID, install_golden
 
-    install_golden(home)  # a session recorded in another directory
+    install_golden(home)  # a session recorded in another directory, in ask mode
+    (home / "config.toml").write_text('mode = "accept-edits"\n')
     server.enqueue(Reply(text=["Picked up where we left off."]))
     codling = on_terminal(home, project, server, "go on", "--resume")
     try:
@@ -110,6 +111,9 @@ def test_resume_without_an_id_offers_the_newest_sessions_to_choose_from(
     finally:
         codling.close()
     assert f"codling: session {GOLDEN_ID}" in codling.output
+    # The mode comes back with the session, and is said (issue 32 item 6).
+    notes = codling.output.replace("\n", " ")
+    assert "codling: continuing in ask mode, as this session was left (the default is accept-edits); --mode" in notes
     assert "rename greet" in str(server.requests[0]["messages"])  # the chosen session's history went along
 
 

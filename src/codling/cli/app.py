@@ -30,6 +30,7 @@ from codling.cli.plan import (
     pick,
     plan_session,
     read_image,
+    restored_mode_note,
 )
 from codling.cli.sessions import sessions_app
 from codling.cli.typer_app import CodlingTyper
@@ -362,6 +363,9 @@ def run(
             "running in read-only mode (use --mode to change).",
             err=True,
         )
+    elif chosen_mode is None and plan.stored is not None and plan.stored.mode != settings.mode:
+        note = restored_mode_note(plan.stored.mode, settings.mode, "--mode")
+        typer.echo(f"codling: {note[:1].lower()}{note[1:]}", err=True)
     from codling.brain.images import may_see_images
 
     if images and not may_see_images(plan.model):

@@ -34,7 +34,16 @@ from codling.brain.slash import COMMAND_HINTS, COMMANDS
 from codling.cli.draw import StyledWriter
 from codling.cli.mentions import attach
 from codling.cli.oneshot import SHUTDOWN_SECONDS, context_meter
-from codling.cli.plan import EXIT_OK, EXIT_USAGE, SessionPlan, open_live, plan_session, resumable, unknown_model
+from codling.cli.plan import (
+    EXIT_OK,
+    EXIT_USAGE,
+    SessionPlan,
+    open_live,
+    plan_session,
+    restored_mode_note,
+    resumable,
+    unknown_model,
+)
 from codling.config import PermissionMode, Settings
 from codling.errors import CodlingError
 from codling.llm.catalog import Catalog
@@ -533,7 +542,7 @@ class Chat:
             out.line(f"codling {__version__}", "bold")
         out.line(f"{plan.model.id} · {mode} mode · {where}", "dim")
         if plan.stored is not None and self._mode is None and mode != self._settings.mode:
-            out.line(restored_mode_note(mode, self._settings.mode), "yellow")
+            out.line(restored_mode_note(mode, self._settings.mode, "/mode"), "yellow")
         if plan.note is not None:
             out.line(plan.note[:1].upper() + plan.note[1:] + ".", "dim")
         if (warning := unknown_model(plan.model)) is not None:
@@ -552,11 +561,6 @@ def _notifying(approver: Approver | None, notifier: Notifier | None) -> Approver
     from codling.cli.notify import NotifyingApprover
 
     return NotifyingApprover(approver, notifier)
-
-
-def restored_mode_note(mode: PermissionMode, default: PermissionMode) -> str:
-    """What the chat says when a resumed session brings back a mode other than the default."""
-    return f"Continuing in {mode} mode, as this session was left (the default is {default}); /mode changes it."
 
 
 def _home_relative(path: Path) -> str:

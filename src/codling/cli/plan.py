@@ -86,6 +86,12 @@ def plan_session(
     return SessionPlan(info, header, stored)
 
 
+def restored_mode_note(mode: PermissionMode, default: PermissionMode, change: str) -> str:
+    """What a resumed session that brings back a mode other than the default says (``change``: what changes it,
+    ``/mode`` in the chat, ``--mode`` for ``codling run``)."""
+    return f"Continuing in {mode} mode, as this session was left (the default is {default}); {change} changes it."
+
+
 def check_model(info: ModelInfo, settings: Settings, *, build: bool = True) -> None:
     """Build the model once before any session exists: a missing key, an unknown provider or an unusable
     name is a configuration error (exit 2) rather than a failed turn in a session nobody wanted. Without
