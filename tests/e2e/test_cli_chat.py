@@ -299,3 +299,35 @@ def test_the_input_line_is_drawn_before_the_model_stack_the_store_or_rich_load(
     imported = {line.rpartition("|")[2].strip() for line in before.splitlines() if line.startswith("import time:")}
     assert "prompt_toolkit" in imported  # the report is there…
     assert [name for name in BEFORE_THE_INPUT_LINE_NEVER if name in imported] == []  # …and none of these
+
+
+def test_a_prompt_given_to_bare_codling_opens_the_chat_with_it_and_deleting_the_session_asks_first(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    """(issue 32 items 3 and 6, on a real terminal) `codling "prompt"` is the chat, its first turn that prompt,
+    each input line names the mode; `codling sessions delete PREFIX` asks before it deletes."""
+    server.enqueue(Reply(text=["Hi there."]))
+    codling_ = chat(home, project, server, "say hi")
+    try:
+        at = codling_.expect("Hi there.")
+        codling_.expect("[ask] ›", after=at)
+        codling_.send("/exit\r")
+        assert codling_.wait() == 0
+    finally:
+        codling_.close()
+    assert recorded_prompts(home) == [["say hi"]]
+    [session] = SessionStore(home).list()
+    deleting = PtyProcess(
+        [sys.executable, "-m", "codling", "sessions", "delete", session.session_id[:13]],
+        env={**model_env(home, server), "NO_COLOR": "1"},
+        cwd=project,
+    )
+    try:
+        deleting.expect(f"Delete session {session.session_id} (say hi")
+        deleting.expect("for good? [y/N] ")
+        deleting.send("\r")  # Enter: no
+        deleting.expect(f"kept session {session.session_id}")
+        assert deleting.wait() == 0
+    finally:
+        deleting.close()
+    assert [s.session_id for s in SessionStore(home).list()] == [session.session_id]
