@@ -138,7 +138,7 @@ def test_a_script_reads_json_and_exit_code_3_when_a_limit_stops_the_turn(
     outcome = lines[-1]
     assert (outcome["stop_reason"], outcome["error"]) == ("max_turn_requests", None)
     assert len(server.requests) == 1
-    assert "the --max-requests 1 limit; raise it" in result.stderr
+    assert "stopped: the turn made 1 model request, as many as --max-requests 1 allows" in result.stderr
 
 
 def test_piped_stdout_is_the_last_message_alone(home: Path, project: Path, server: OpenAIServer) -> None:

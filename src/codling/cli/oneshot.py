@@ -79,7 +79,8 @@ class Limits:
         """What to tell the user when the turn stopped at one of its limits (None: it did not)."""
         again = f'what it did is recorded; continue with: codling run --resume {resume} "go on"'
         if stop_reason == "max_turn_requests":
-            made = f"{result.usage.requests} model requests"
+            requests = result.usage.requests
+            made = f"{requests} model request{'s' if requests != 1 else ''}"
             if self.max_requests is None:
                 return (
                     f"stopped: the turn made {made}, as many as max_requests_per_turn in config.toml allows, so "
