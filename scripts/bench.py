@@ -806,7 +806,7 @@ def small_file(n: int) -> str:
 def tool_events(n: int, turn: str, project: Path) -> list[Any]:
     """One tool call of turn ``n``, started and finished: a read, an edit (with a diff) or a command in turn."""
     from codling.brain.events import ToolCallFinished, ToolCallStarted
-    from codling.tools.ports import FileDiff, Location
+    from codling.vocabulary import FileDiff, Location
 
     call, path = f"call-{n:05}", f"src/module_{n % 40}.py"
     where = (Location(project / path),)

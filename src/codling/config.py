@@ -42,12 +42,11 @@ from codling.errors import ConfigError
 from codling.mcp_servers import McpServerSpec, parse_servers
 from codling.paths import codling_home, config_file
 from codling.text import did_you_mean
+from codling.vocabulary import PermissionMode
 
-PermissionMode = Literal["read-only", "ask", "accept-edits", "yolo"]
 PromptCache = Literal["5m", "1h", "off"]
 """How long the provider keeps the prompt cached ("off": no cache breakpoints are sent)."""
 PROMPT_CACHES: tuple[PromptCache, ...] = ("5m", "1h", "off")
-"""How much a session may do without asking (see ``tools/approval.py``)."""
 
 NotifyStyle = Literal["bell", "osc", "off"]
 """How the chat tells a user in another window that it waits (``cli/notify.py``)."""
@@ -68,7 +67,7 @@ def parse_mode(value: str) -> PermissionMode:
     """Validate a permission mode name."""
     if value not in PERMISSION_MODES:
         raise ConfigError(f"unknown mode {value!r}; choose one of {', '.join(PERMISSION_MODES)}")
-    return cast(PermissionMode, value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -154,7 +153,7 @@ def _notify(data: dict[str, object], path: Path) -> tuple[NotifyStyle, tuple[str
         raise ConfigError(
             f'{path}: notify_command must be a program and its arguments, like ["notify-send"], not {command!r}'
         )
-    return cast(NotifyStyle, style), tuple(cast(list[str], command))
+    return style, tuple(cast(list[str], command))
 
 
 KNOWN_KEYS = frozenset(f.name for f in fields(Settings)) - {"home", "env", "login_model"}
@@ -216,7 +215,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         greeting=_flag(data, "greeting", False, path),
         delegates=_flag(data, "delegates", True, path),
         stream_idle_timeout=_positive(data, "stream_idle_timeout", 120.0, path),
-        cache=cast(PromptCache, cache),
+        cache=cache,
         command_env_allow=_names(data, "command_env_allow", path),
         mcp_servers=parse_servers(data.get("mcp_servers"), path),
         mcp_startup_timeout=_positive(data, "mcp_startup_timeout", 30.0, path),

@@ -135,9 +135,7 @@ def _parse_one(name: str, table: dict[str, object], where: str) -> McpServerSpec
             raise ConfigError(f'{where}: transport must be "http" or "sse", not {transport!r}')
         if "args" in table or "env" in table:
             raise ConfigError(f"{where}: args and env are for a command, not a url")
-        spec = McpServerSpec(
-            name, cast(McpTransport, transport), url=url, headers=_pairs(table, "headers", where), source="config"
-        )
+        spec = McpServerSpec(name, transport, url=url, headers=_pairs(table, "headers", where), source="config")
     return spec if enabled else None
 
 

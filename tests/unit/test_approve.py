@@ -19,7 +19,8 @@ from codling.cli.approve import APPROVAL_DIFF_LINES, TerminalApprover, prompt_fo
 from codling.cli.approve import PROMPT as PLAIN_PROMPT
 from codling.cli.oneshot import terminal_views
 from codling.cli.render import PromptGate, TerminalRenderer
-from codling.tools.ports import Answer, Decision, FileDiff, PermissionRequest, Rejection
+from codling.tools.ports import Answer, Decision, PermissionRequest, Rejection
+from codling.vocabulary import FileDiff
 
 RUN = PermissionRequest("c1", "run_command", "execute", "Run `pytest -q`", "pytest -q", always="every `pytest` command")
 EDIT = PermissionRequest(

@@ -35,11 +35,12 @@ from codling.cli.chat import (
 from codling.cli.notify import Notifier
 from codling.cli.plan import SessionPlan, open_live, plan_session
 from codling.cli.render import TerminalRenderer
-from codling.config import PermissionMode, Settings
+from codling.config import Settings
 from codling.errors import CodlingError, ConfigError
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.store.index import SessionStore
 from codling.tools.ports import Answer, Approver, PermissionRequest
+from codling.vocabulary import PermissionMode
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.scenarios import Call, Gate, Say, Script, Until, user_prompt
 

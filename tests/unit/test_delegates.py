@@ -20,9 +20,9 @@ from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.header import SessionHeader
 from codling.store.history import HistoryFile, HistoryRecorder, read_history
-from codling.tools.base import PlanStep
 from codling.tools.ports import ShownCall
 from codling.tools.specs import role_tools
+from codling.vocabulary import PlanStep
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.observer import observed
 from tests.fakes.scenarios import Call, Fail, Gate, Say, Script, Until

@@ -7,7 +7,7 @@ from pathlib import Path
 from codling.brain.events import Event, TextDelta, ThoughtDelta, ToolCallFinished, ToolCallStarted, TurnEnded
 from codling.brain.redaction import EventRedactor
 from codling.secrecy import Redactor
-from codling.tools.ports import FileDiff
+from codling.vocabulary import FileDiff
 
 SECRET = "ghp_0123456789abcdefghijABCDEFGHIJ"
 REDACT = Redactor([SECRET])

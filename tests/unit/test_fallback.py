@@ -17,7 +17,7 @@ from codling.brain.factory import open_session
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_tokens
-from codling.tools.ports import PlanStep
+from codling.vocabulary import PlanStep
 from tests.fakes.scenarios import Call, Fail, Response, Say, Script
 from tests.fakes.summarizer import is_summary_request
 

@@ -27,7 +27,7 @@ from codling.store.header import SessionHeader
 from codling.store.history import HistoryFile, HistoryRecorder, read_history
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
-from codling.tools.ports import FileDiff, Location
+from codling.vocabulary import FileDiff, Location
 
 T = "turn-1"
 STARTED = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)

@@ -20,6 +20,7 @@ LAYERS = {
     "seal": 0,
     "startup": 0,
     "mcp_servers": 0,
+    "vocabulary": 0,
     "__init__": 0,
     "llm": 1,
     "tools": 2,

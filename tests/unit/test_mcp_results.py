@@ -28,7 +28,7 @@ from codling.tools.mcp.results import (
     result_text,
     tool_of,
 )
-from codling.tools.ports import ToolKind
+from codling.vocabulary import ToolKind
 
 SCHEMA = {"type": "object", "properties": {"url": {"type": "string"}}}
 

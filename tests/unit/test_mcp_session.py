@@ -26,12 +26,13 @@ from codling.brain.events import (
 from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession
 from codling.cli.render import TerminalRenderer
-from codling.config import PermissionMode, Settings
+from codling.config import Settings
 from codling.llm.tokens import count_tokens
 from codling.mcp_servers import McpServerSpec
 from codling.store.records import event_record
 from codling.tools.mcp.names import tool_name
 from codling.tools.ports import Answer, Approver
+from codling.vocabulary import PermissionMode
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.mcp import http_server, pid_written, stdio_spec
 from tests.fakes.mcp_server import HOSTILE_NAME, PNG

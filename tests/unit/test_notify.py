@@ -20,9 +20,10 @@ from codling.brain.events import TurnEnded, TurnStarted
 from codling.cli.chat import Chat
 from codling.cli.notify import Notice, Notifier, NotifyingApprover, sequence, terminal_notifier
 from codling.cli.oneshot import Output, run_notifier
-from codling.config import NotifyStyle, PermissionMode, Settings, load_settings
+from codling.config import NotifyStyle, Settings, load_settings
 from codling.errors import ConfigError
 from codling.tools.ports import Answer, PermissionRequest
+from codling.vocabulary import PermissionMode
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.deadlines import deadline
 from tests.fakes.scenarios import Call, Say, Script

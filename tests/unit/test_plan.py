@@ -31,7 +31,7 @@ from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.header import SessionHeader
 from codling.store.history import HistoryFile, HistoryRecorder, read_history
-from codling.tools.base import PlanStep
+from codling.vocabulary import PlanStep
 from tests.fakes.scenarios import Call, Say, Script
 
 MODEL = ModelInfo("test:plan", context_limit=100_000)

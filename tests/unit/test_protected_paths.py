@@ -14,12 +14,12 @@ from pydantic_ai import RunContext
 
 from codling.errors import PermissionDenied
 from codling.tools.approval import Permissions
-from codling.tools.base import PermissionMode, ToolOutput
+from codling.tools.base import ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.files import edit_file, write_file
 from codling.tools.git_places import CONFIG_WHY, GIT_DIR_WHY, HOOKS_WHY
 from codling.tools.patch import apply_patch
-from codling.tools.ports import Decision, FileDiff, PermissionRequest
+from codling.tools.ports import Decision, PermissionRequest
 from codling.tools.protected import (
     CODLING_WHY,
     PROTECTED_PATHS,
@@ -28,6 +28,7 @@ from codling.tools.protected import (
     Protection,
     protected,
 )
+from codling.vocabulary import FileDiff, PermissionMode
 from tests.fakes.approver import ScriptedApprover
 from tests.unit.test_tools_files import ctx_for, make_deps
 

@@ -18,7 +18,6 @@ from codling.brain.events import (
     ContextWarning,
     Event,
     McpServerNotice,
-    StopReason,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
@@ -35,7 +34,7 @@ from codling.cli.render import JsonLinesRenderer, PromptGate, TerminalRenderer, 
 from codling.cli.spinner import Spinner, waited
 from codling.secrecy import Redactor
 from codling.tools.base import ShownResult
-from codling.tools.ports import FileDiff, Location
+from codling.vocabulary import FileDiff, Location, StopReason
 
 T = "t1"
 STARTED_AT = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -20,7 +20,7 @@ from codling.cli.plan import plan_session, resumable
 from codling.cli.render import TerminalRenderer
 from codling.config import Settings
 from codling.llm.catalog import Catalog, ModelInfo
-from codling.store.history import SessionHeader
+from codling.store.header import SessionHeader
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from tests.fakes.scenarios import Script

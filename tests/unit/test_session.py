@@ -25,15 +25,16 @@ from codling.brain.events import (
 from codling.brain.factory import open_session
 from codling.brain.session import ConversationSession
 from codling.brain.state import SessionState
-from codling.config import PermissionMode, Settings
+from codling.config import Settings
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
 from codling.mcp_servers import McpServerSpec
 from codling.tools.approval import Permissions
 from codling.tools.deps import ToolDeps
 from codling.tools.local import LocalFileSystem, LocalTerminal
-from codling.tools.ports import Approver, FileDiff
+from codling.tools.ports import Approver
 from codling.tools.workspace import Workspace
+from codling.vocabulary import FileDiff, PermissionMode
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.processes import Fifo, gone
 from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Until

@@ -40,8 +40,7 @@ from codling.store.history import HistoryFile, HistoryRecorder, read_history
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore, SessionSummary
 from codling.store.records import RECORD, dump_record
-from codling.tools.base import PlanStep
-from codling.tools.ports import FileDiff, Location
+from codling.vocabulary import FileDiff, Location, PlanStep
 from tests.fakes.processes import other_writer
 
 STARTED = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)

@@ -31,10 +31,10 @@ from codling.tools.approval import Permissions
 from codling.tools.deps import ToolDeps
 from codling.tools.files import edit_file, read_file, write_file
 from codling.tools.local import LocalFileSystem, LocalTerminal
-from codling.tools.ports import FileDiff, Location, PlanStep
 from codling.tools.search import list_files, search
 from codling.tools.shell import run_command, trim_middle
 from codling.tools.workspace import Workspace
+from codling.vocabulary import FileDiff, Location, PlanStep
 
 T = "t1"
 

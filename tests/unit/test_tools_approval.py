@@ -8,8 +8,8 @@ import pytest
 
 from codling.errors import PermissionDenied
 from codling.tools.approval import Permissions, command_program
-from codling.tools.base import PermissionMode
-from codling.tools.ports import Decision, FileDiff, PermissionRequest, Rejection, ToolKind
+from codling.tools.ports import Decision, PermissionRequest, Rejection
+from codling.vocabulary import FileDiff, PermissionMode, ToolKind
 from tests.fakes.approver import ScriptedApprover
 
 

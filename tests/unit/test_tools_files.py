@@ -15,14 +15,14 @@ from pydantic_ai.usage import RunUsage
 from codling.errors import EditError, MissingPathError, PathError, PermissionDenied, ToolError
 from codling.llm.tokens import count_tokens
 from codling.tools.approval import Permissions
-from codling.tools.base import PermissionMode, ToolOutput
+from codling.tools.base import ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.diffs import unified_diff
 from codling.tools.files import edit_file, read_file, write_file
 from codling.tools.grep import find_rg
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.patch import apply_patch
-from codling.tools.ports import FileDiff, Location, PermissionRequest
+from codling.tools.ports import PermissionRequest
 from codling.tools.search import (
     FileListing,
     SearchResult,
@@ -34,6 +34,7 @@ from codling.tools.search import (
     walk_files,
 )
 from codling.tools.workspace import Workspace
+from codling.vocabulary import FileDiff, Location, PermissionMode
 from tests.fakes.approver import ScriptedApprover
 
 GIT = shutil.which("git")

@@ -12,8 +12,8 @@ import pytest
 from codling.errors import EditError, PathError, PermissionDenied
 from codling.tools.local import LocalFileSystem
 from codling.tools.patch import apply_patch
-from codling.tools.ports import FileDiff
 from codling.tools.specs import describe_call
+from codling.vocabulary import FileDiff
 from tests.fakes.approver import ScriptedApprover
 from tests.unit.test_tools_files import ctx_for, ctx_in, make_deps
 

@@ -13,12 +13,13 @@ from pydantic_ai.usage import RunUsage
 from codling.errors import PermissionDenied, ToolError
 from codling.text import counted_omission
 from codling.tools.approval import Permissions
-from codling.tools.base import PermissionMode, ShownResult, ToolOutput
+from codling.tools.base import ShownResult, ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import PermissionRequest
 from codling.tools.shell import output_summary, run_command
 from codling.tools.workspace import Workspace
+from codling.vocabulary import PermissionMode
 from tests.fakes.approver import ScriptedApprover
 
 

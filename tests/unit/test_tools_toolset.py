@@ -34,10 +34,11 @@ from codling.tools.approval import Permissions
 from codling.tools.base import ToolCallInfo, ToolOutput, ToolReport
 from codling.tools.deps import ToolDeps
 from codling.tools.local import LocalFileSystem, LocalTerminal
-from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, PLAN_TOOL, DelegateRole, FileDiff, Location
+from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, PLAN_TOOL, DelegateRole
 from codling.tools.specs import TOOL_NAMES, TOOLS, ToolName, describe_call, role_tools
 from codling.tools.toolset import ReportingToolset, build_toolset, capped, capped_error
 from codling.tools.workspace import Workspace
+from codling.vocabulary import FileDiff, Location
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.openai_server import Reply, running_server
 

@@ -28,7 +28,7 @@ from codling.brain.prompt import TextBlock
 from codling.cli.transcript import print_transcript
 from codling.store.header import SessionHeader
 from codling.store.history import HistoryFile, HistoryRecorder, read_history
-from codling.tools.ports import FileDiff
+from codling.vocabulary import FileDiff
 
 EDIT = FileDiff(Path("/p/src/a.py"), "x = 1\ny = 2\n", "x = 10\ny = 2\n")
 

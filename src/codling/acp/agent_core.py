@@ -42,7 +42,7 @@ from codling.acp.options import (
 from codling.acp.paths import ClientPaths
 from codling.acp.translate import ToolCards, Update, translate
 from codling.acp.warmup import WarmUp
-from codling.config import PermissionMode, Settings, load_settings
+from codling.config import Settings, load_settings
 from codling.errors import (
     CodlingError,
     ConfigError,
@@ -55,10 +55,11 @@ from codling.llm.catalog import Catalog, load_catalog
 from codling.paths import codling_home, user_catalog_file
 from codling.secrecy import Redactor
 from codling.store.ids import check_session_id
+from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
     from codling.brain.events import Event
-    from codling.brain.session import ModelFactory
+    from codling.brain.host import ModelFactory
     from codling.store.header import SessionHeader
     from codling.store.history import SessionLog
     from codling.store.index import SessionStore

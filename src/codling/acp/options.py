@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 from acp import RequestError
 from acp.schema import (
@@ -19,8 +19,9 @@ from acp.schema import (
 )
 
 from codling.brain.thinking import THOUGHT_LEVEL_NAMES, THOUGHT_LEVELS, Thinking, ThoughtLevel
-from codling.config import MODE_DESCRIPTIONS, PERMISSION_MODES, PermissionMode
+from codling.config import MODE_DESCRIPTIONS, PERMISSION_MODES
 from codling.llm.catalog import ModelInfo, provider_name, provider_of
+from codling.vocabulary import PermissionMode
 
 MODEL = "model"
 MODE = "mode"
@@ -169,14 +170,14 @@ def parse_mode(value: str) -> PermissionMode:
     """A mode id from the client, or an invalid-params error."""
     if value not in PERMISSION_MODES:
         raise RequestError.invalid_params({"modeId": value, "message": f"choose one of {', '.join(PERMISSION_MODES)}"})
-    return cast(PermissionMode, value)
+    return value
 
 
 def mode_value(value: str | bool) -> PermissionMode:
     """The mode a set_config_option names, or -32602 saying which there are."""
     if not isinstance(value, str) or value not in PERMISSION_MODES:
         raise refused(MODE, value, f"the mode is one of {', '.join(PERMISSION_MODES)} (a value id, not a boolean)")
-    return cast(PermissionMode, value)
+    return value
 
 
 def thinking_value(value: str | bool) -> bool:
@@ -192,4 +193,4 @@ def thought_level_value(value: str | bool) -> ThoughtLevel:
     """The thought level a set_config_option names, or -32602 saying which there are."""
     if not isinstance(value, str) or value not in THOUGHT_LEVELS:
         raise refused(THOUGHT_LEVEL, value, f"the thought level is one of {', '.join(THOUGHT_LEVELS)}")
-    return cast(ThoughtLevel, value)
+    return value

@@ -28,8 +28,9 @@ from codling.errors import CommandError, PathError
 from codling.secrecy import secret_names
 from codling.text import plain_terminal_text
 from codling.tools.paging import refuse_too_large, size_on_disk
-from codling.tools.ports import CommandResult, Decision, FileSystem, Location, PermissionRequest
+from codling.tools.ports import CommandResult, Decision, FileSystem, PermissionRequest
 from codling.tools.processes import COMMAND_ID_VARIABLE, PLAIN_OUTPUT_VARIABLES, new_command_id, stop_command
+from codling.vocabulary import Location
 
 log = logging.getLogger(__name__)
 

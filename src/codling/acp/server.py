@@ -412,7 +412,8 @@ class CodlingAgent(AgentCore):
 
     async def _run_prompt(self, session: LiveSession, prompt: list[ContentBlock]) -> PromptResponse:
         from codling.acp.content import to_prompt
-        from codling.brain.events import StopReason, TurnEnded, TurnFailed
+        from codling.brain.events import TurnEnded, TurnFailed
+        from codling.vocabulary import StopReason
 
         session_id = session.id
         session.preparing_prompt, session.cancel_pending = True, False

@@ -53,7 +53,8 @@ from codling.brain.events import (
     UsageUpdated,
 )
 from codling.tools.base import PLAN_TOOL, ShownResult, command_result
-from codling.tools.ports import COMMAND_TOOL, Location
+from codling.tools.ports import COMMAND_TOOL
+from codling.vocabulary import Location
 
 Update = (
     AgentMessageChunk

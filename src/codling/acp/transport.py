@@ -35,7 +35,7 @@ import logging
 import math
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from acp import PROTOCOL_VERSION
 from acp.task import MessageSender
@@ -272,7 +272,7 @@ class TolerantTransport:
                 session_id = message["params"].get("sessionId")
                 if isinstance(session_id, str) and usable_id(message.get("id")):
                     self._prompts[message["id"]] = session_id
-            return message
+            return cast(dict[str, Any], message)
 
     def _protocol_notification(self, method: str, params: Any) -> None:
         """``$/cancel_request`` of a pending prompt cancels its turn; anything else is logged and dropped."""

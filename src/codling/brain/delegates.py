@@ -39,12 +39,12 @@ from codling.tools.ports import (
     Approver,
     DelegateOutcome,
     DelegateRole,
-    FileDiff,
     PermissionRequest,
     ShownCall,
     ToolProgress,
 )
 from codling.tools.specs import describe_call, role_tools
+from codling.vocabulary import FileDiff
 
 if TYPE_CHECKING:
     from codling.brain.host import SessionHost

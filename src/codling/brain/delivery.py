@@ -9,7 +9,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from codling.brain.events import Event, PlanUpdated, ToolCallNote, ToolCallRunning, ToolCallTerminal
-from codling.tools.ports import Answer, Approver, PermissionRequest, PlanStep
+from codling.tools.ports import Answer, Approver, PermissionRequest
+from codling.vocabulary import PlanStep
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,13 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from codling.brain.events import Event, PlanUpdated, StopReason, TextDelta, ThoughtDelta, ToolCallStarted, Usage
+from codling.brain.events import Event, PlanUpdated, TextDelta, ThoughtDelta, ToolCallStarted, Usage
 from codling.brain.spend import usage_of
 from codling.brain.turns import args_dict, describe_failure, plan_of, stop_reason, tool_finished
 from codling.errors import ModelError
 from codling.text import clean_text
 from codling.tools.deps import ToolDeps
+from codling.vocabulary import StopReason
 
 
 async def drive(

@@ -21,9 +21,8 @@ from codling.brain.context.turns import TurnExecutionSummary
 from codling.brain.context.window import LearnedWindow
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock
-from codling.config import PermissionMode
-from codling.tools.base import PlanStep, ShownResult
-from codling.tools.ports import FileDiff, Location, StopReason, ToolKind
+from codling.tools.base import ShownResult
+from codling.vocabulary import FileDiff, Location, PermissionMode, PlanStep, StopReason, ToolKind
 
 CompactionReason = Literal["threshold", "overflow", "command", "mid-turn"]
 """Why the history was compacted: the context passed the threshold, the provider said it overflowed, or the

@@ -6,10 +6,11 @@ import shutil
 import uuid
 from pathlib import Path
 
+from codling.brain.host import ModelFactory
 from codling.brain.options import SessionOptions
-from codling.brain.session import ConversationSession, ModelFactory
+from codling.brain.session import ConversationSession
 from codling.brain.state import SessionState
-from codling.config import PermissionMode, Settings
+from codling.config import Settings
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.llm.providers import ModelMenu
 from codling.mcp_servers import McpServerSpec, merged
@@ -21,6 +22,7 @@ from codling.tools.mcp.servers import McpServers
 from codling.tools.ports import Approver, FileSystem, Terminal
 from codling.tools.protected import Protection
 from codling.tools.workspace import Workspace
+from codling.vocabulary import PermissionMode
 
 
 def open_session(

@@ -17,10 +17,10 @@ from codling.brain.options import SessionOptions
 from codling.brain.prompt import PromptBlock
 from codling.brain.spend import Spend
 from codling.brain.state import SessionState
-from codling.config import PermissionMode
 from codling.llm.catalog import ModelInfo
 from codling.tools.deps import ToolDeps
 from codling.tools.specs import ToolFilter
+from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import PurePath
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from codling.brain.events import Event, TextDelta, ThoughtDelta
 from codling.secrecy import Redactor
@@ -20,7 +20,7 @@ T = TypeVar("T")
 def redacted(value: T, redact: Redactor) -> T:
     """``value`` with every string in it redacted: strings, and those inside dataclasses (frozen ones are
     copied), tuples, lists and dicts (keys and values), and paths. Anything else (numbers, datetimes) is kept."""
-    return _walk(value, redact)
+    return cast(T, _walk(value, redact))
 
 
 def _walk(value: Any, redact: Redactor) -> Any:

@@ -39,7 +39,6 @@ from codling.brain.events import (
     McpServersStarting,
     McpStartStatus,
     SessionTitled,
-    StopReason,
     ToolCallFinished,
     ToolCallStarted,
     TurnEnded,
@@ -62,13 +61,13 @@ from codling.brain.prompt import (
 )
 from codling.brain.restore import follow, record_turn, restore
 from codling.brain.running import RunningTurn
+from codling.brain.slash import PROMPT_COMMANDS
 from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
 from codling.brain.special_turns import SpecialTurns
 from codling.brain.spend import Spend, priced
 from codling.brain.state import SessionState
 from codling.brain.thinking import Thinking
 from codling.brain.turns import (
-    PROMPT_COMMANDS,
     Ending,
     TurnLog,
     command_of,
@@ -77,11 +76,11 @@ from codling.brain.turns import (
     turn_text,
     typed_text,
 )
-from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
 from codling.tools.deps import ToolDeps
 from codling.tools.specs import ToolFilter
+from codling.vocabulary import PermissionMode, StopReason
 
 if TYPE_CHECKING:
     from pydantic_ai import Agent

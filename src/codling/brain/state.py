@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from codling.brain.context.window import LearnedWindow
 from codling.brain.events import Usage
 from codling.brain.thinking import Thinking
-from codling.config import PermissionMode
 from codling.llm.catalog import ModelInfo
 from codling.llm.tokens import count_wire_tokens
+from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
     from codling.brain.context.pins import Pin
     from codling.brain.context.turns import TurnExecutionSummary
-    from codling.tools.ports import PlanStep
+    from codling.vocabulary import PlanStep
 
 SUMMARY_PREFIX = "[Summary of the conversation so far: earlier turns were compacted]\n\n"
 """Starts every compaction summary in the history, so later compactions can find and exclude it."""

@@ -11,7 +11,6 @@ from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.events import (
     Event,
     FailureReason,
-    StopReason,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -22,7 +21,8 @@ from codling.brain.prompt import PromptBlock, TextBlock, render_prompt
 from codling.brain.reasoning import SegmentSplitter, join_segments
 from codling.brain.slash import PROMPT_COMMANDS, parse_command
 from codling.llm.providers import Endpoint
-from codling.tools.base import PlanStep, ToolReport
+from codling.tools.base import ToolReport
+from codling.vocabulary import PlanStep, StopReason
 
 if TYPE_CHECKING:  # pydantic-ai is imported only once a turn runs (the chat imports this module)
     from pydantic_ai.messages import ToolReturnPart

@@ -34,9 +34,10 @@ from codling.cli.plan import (
 )
 from codling.cli.sessions import sessions_app
 from codling.cli.typer_app import CodlingTyper
-from codling.config import PermissionMode, Settings, parse_mode
+from codling.config import Settings, parse_mode
 from codling.errors import CodlingError, ConfigError, SessionError
 from codling.llm.catalog import Catalog
+from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -44,12 +44,13 @@ from codling.cli.plan import (
     resumable,
     unknown_model,
 )
-from codling.config import PermissionMode, Settings
+from codling.config import Settings
 from codling.errors import CodlingError
 from codling.llm.catalog import Catalog
+from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
-    from codling.brain.session import ModelFactory
+    from codling.brain.host import ModelFactory
     from codling.cli.notify import Notifier
     from codling.cli.picker import Listing
     from codling.cli.render import TerminalRenderer

@@ -17,14 +17,12 @@ from typing import TYPE_CHECKING, ClassVar, TextIO
 from codling.cli.output_tail import output_tail
 
 if TYPE_CHECKING:  # the brain's events and the tools' types load at the first turn, not before the input line
-    from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderResult
+    from rich.console import Console, ConsoleOptions, ConsoleRenderable, JustifyMethod, RenderResult
     from rich.markdown import Markdown, MarkdownElement
     from rich.segment import Segment
-    from rich.text import JustifyMethod
 
-    from codling.brain.events import StopReason, ToolCallFinished
-    from codling.tools.base import PlanStep
-    from codling.tools.ports import FileDiff
+    from codling.brain.events import ToolCallFinished
+    from codling.vocabulary import FileDiff, PlanStep, StopReason
 
 DIFF_LINES = 40
 """How many diff lines the renderer shows for an edit before "… N more lines"."""
@@ -430,7 +428,7 @@ _PLAN_STYLES = {"completed": "dim", "in_progress": "bold", "pending": None}
 
 def write_plan(out: StyledWriter, steps: Sequence[PlanStep]) -> None:
     """The model's plan as an indented checklist: ``[x]`` done (dim), ``[>]`` in progress (bold), ``[ ]`` to do."""
-    from codling.tools.base import STATUS_MARKS
+    from codling.vocabulary import STATUS_MARKS
 
     for step in steps:
         out.line(f"    {STATUS_MARKS[step.status]} {one_line(step.step)}", _PLAN_STYLES[step.status])

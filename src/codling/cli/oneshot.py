@@ -30,18 +30,19 @@ from codling.cli.plan import (
     open_live,
     unknown_model,
 )
-from codling.config import PermissionMode, Settings
+from codling.config import Settings
 from codling.errors import CodlingError
 from codling.llm.catalog import ModelInfo
 from codling.secrecy import RedactingStream, Redactor
+from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
-    from codling.brain.events import StopReason
     from codling.brain.session import TurnResult
     from codling.cli.approve import TerminalApprover
     from codling.cli.notify import Notifier
     from codling.cli.render import TerminalRenderer
     from codling.tools.ports import Approver
+    from codling.vocabulary import StopReason
 
 SHUTDOWN_SECONDS = 5.0
 """How long SIGTERM or SIGHUP waits for the turn to end and be recorded before ``codling run`` exits anyway."""

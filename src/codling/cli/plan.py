@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, TextIO
 
 from codling.brain.prompt import ImageBlock
 from codling.cli.home import open_store
-from codling.config import PermissionMode, Settings, load_settings
+from codling.config import Settings, load_settings
 from codling.errors import ConfigError, InvalidSessionIdError, SessionError
 from codling.llm.catalog import Catalog, ModelInfo, load_catalog
 from codling.paths import user_catalog_file
+from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
-    from codling.brain.session import ModelFactory
+    from codling.brain.host import ModelFactory
     from codling.store.header import SessionHeader
     from codling.store.history import SessionLog
     from codling.store.index import SessionSummary

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from codling.brain.events import StopReason
 from codling.cli.render import JsonLinesRenderer
 from codling.secrecy import Redactor
+from codling.vocabulary import StopReason
 
 if TYPE_CHECKING:
     from codling.brain.session import TurnResult

@@ -21,7 +21,7 @@ from openai.resources.chat.completions.completions import validate_response_form
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 
-class _Completions(AsyncCompletions):
+class _Completions(AsyncCompletions):  # type: ignore[misc]  # the SDK is not followed (pyproject)
     """Chat completions that send the caller's parameters as they are."""
 
     async def create(
@@ -57,13 +57,13 @@ class _Completions(AsyncCompletions):
         )
 
 
-class _Chat(AsyncChat):
+class _Chat(AsyncChat):  # type: ignore[misc]  # the SDK is not followed (pyproject)
     @cached_property
     def completions(self) -> AsyncCompletions:
         return _Completions(self._client)
 
 
-class FastOpenAI(AsyncOpenAI):
+class FastOpenAI(AsyncOpenAI):  # type: ignore[misc]  # the SDK is not followed (pyproject)
     """``AsyncOpenAI`` whose ``chat.completions.create`` sends its parameters without the SDK's transform."""
 
     @cached_property

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codling.config import PermissionMode
 from codling.store.clock import now
+from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
     from codling.store.records import SessionRecord

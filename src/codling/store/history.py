@@ -33,7 +33,6 @@ from codling.brain.events import (
     TurnStarted,
 )
 from codling.brain.thinking import Thinking
-from codling.config import PermissionMode
 from codling.errors import SessionError
 from codling.secrecy import Redactor, redact_credentials
 from codling.store import lock
@@ -47,6 +46,7 @@ from codling.store.records import (
     dump_record,
     event_record,
 )
+from codling.vocabulary import PermissionMode
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ from codling.store import lock
 from codling.store.header import SessionHeader
 from codling.store.history import HistoryFile, HistoryRecorder, SessionLog, read_history
 from codling.store.ids import check_prefix, check_session_id, is_session_id
-from codling.store.records import SettingsRecord, Timestamp, TurnStartRecord
+from codling.store.parts import Timestamp
+from codling.store.records import SettingsRecord, TurnStartRecord
 
 log = logging.getLogger(__name__)
 

@@ -14,15 +14,17 @@ from typing import Any
 
 from codling.brain.builtin_turns import greeting_turn
 from codling.brain.factory import open_session
-from codling.brain.session import ConversationSession, ModelFactory
+from codling.brain.host import ModelFactory
+from codling.brain.session import ConversationSession
 from codling.brain.thinking import Thinking
-from codling.config import PermissionMode, Settings, parse_mode
+from codling.config import Settings, parse_mode
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.mcp_servers import McpServerSpec
 from codling.store.header import SessionHeader
 from codling.store.history import HistoryRecorder, SessionLog
 from codling.store.index import SessionStore
 from codling.tools.ports import Approver, FileSystem, Terminal
+from codling.vocabulary import PermissionMode
 
 
 @dataclass

@@ -14,7 +14,7 @@ from codling.brain.context.window import LearnedWindow
 from codling.brain.interactions import InteractionKind
 from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock
 from codling.store.ids import is_session_id
-from codling.tools.ports import Location, PlanPriority, PlanStatus
+from codling.vocabulary import Location, PlanPriority, PlanStatus
 
 
 def parse_time(value: str) -> datetime:

@@ -21,7 +21,6 @@ from codling.brain.events import (
     Event,
     PlanUpdated,
     SpecialTurnPersisted,
-    StopReason,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
@@ -34,7 +33,6 @@ from codling.brain.events import (
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import prompt_summary
 from codling.brain.thinking import ThoughtLevel
-from codling.config import PermissionMode
 from codling.store.clock import now
 from codling.store.parts import (
     AbsolutePath,
@@ -55,8 +53,7 @@ from codling.store.parts import (
     omit_none,
     parse_time,
 )
-from codling.tools.base import PlanStep
-from codling.tools.ports import FileDiff, ToolKind
+from codling.vocabulary import FileDiff, PermissionMode, PlanStep, StopReason, ToolKind
 
 VERSION: Literal[1] = 1
 

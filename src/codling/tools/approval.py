@@ -35,9 +35,9 @@ import shlex
 from dataclasses import replace
 
 from codling.errors import PermissionDenied, RejectedError
-from codling.tools.base import PermissionMode
-from codling.tools.ports import Approver, PermissionRequest, Rejection, ToolKind
+from codling.tools.ports import Approver, PermissionRequest, Rejection
 from codling.tools.protected import Protection
+from codling.vocabulary import PermissionMode, ToolKind
 
 GATED_KINDS: frozenset[ToolKind] = frozenset({"edit", "delete", "move", "execute"})
 

@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codling.config import PERMISSION_MODES, PermissionMode
-from codling.tools.ports import PLAN_TOOL, STATUS_MARKS, FileDiff, FileSystem, Location, PlanStep, Terminal, ToolKind
+from codling.config import PERMISSION_MODES
+from codling.tools.ports import PLAN_TOOL, FileSystem, Terminal
+from codling.vocabulary import STATUS_MARKS, FileDiff, Location, PermissionMode, PlanStep, ToolKind
 
 
 @dataclass(frozen=True)

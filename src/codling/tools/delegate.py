@@ -8,8 +8,9 @@ from pydantic_ai import RunContext
 from codling.errors import ToolError
 from codling.tools.base import ShownResult, ToolOutput
 from codling.tools.deps import ToolDeps
-from codling.tools.ports import DelegateRole, Location
+from codling.tools.ports import DelegateRole
 from codling.tools.shell import trim_middle
+from codling.vocabulary import Location
 
 SUMMARY_REPLY_CHARS = 1_500
 """Most characters of a delegate's answer kept in the call's summary (what later turns see of it)."""

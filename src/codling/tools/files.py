@@ -23,9 +23,10 @@ from codling.tools.base import ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.diffs import SUMMARY_LINE_CHARS, change_size, summary_diff, unified_diff
 from codling.tools.paging import WHOLE_FILE_MAX_BYTES, Page, page_of_text, read_page, refuse_too_large
-from codling.tools.ports import FileDiff, Location, PermissionRequest
+from codling.tools.ports import PermissionRequest
 from codling.tools.specs import describe_call
 from codling.tools.workspace import Workspace
+from codling.vocabulary import FileDiff, Location
 
 READ_MAX_LINES = 2000
 READ_MAX_CHARS = 100_000

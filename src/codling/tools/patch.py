@@ -36,9 +36,10 @@ from codling.tools.base import ShownResult, ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.diffs import SUMMARY_DIFF_CHARS, change_size, summary_diff
 from codling.tools.files import lexical_path, read_content
-from codling.tools.ports import FileDiff, Location, PermissionRequest, ToolKind
+from codling.tools.ports import PermissionRequest
 from codling.tools.rollback import ChangeGroup
 from codling.tools.workspace import Workspace
+from codling.vocabulary import FileDiff, Location, ToolKind
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
 ADD, DELETE, UPDATE, MOVE = "*** Add File: ", "*** Delete File: ", "*** Update File: ", "*** Move to: "

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pydantic_ai import RunContext
 
 from codling.errors import ToolError
-from codling.tools.base import STATUS_MARKS, PlanStep, ToolOutput
+from codling.tools.base import ToolOutput
 from codling.tools.deps import ToolDeps
+from codling.vocabulary import STATUS_MARKS, PlanStep
 
 MAX_STEPS = 50
 

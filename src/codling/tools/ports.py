@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
-"""What a tool call does; the same set ACP clients use to pick an icon."""
+from codling.vocabulary import FileDiff, PlanStep, StopReason, ToolKind
 
 Decision = Literal["allow_once", "allow_always", "reject"]
 """The user's answer to a permission request."""
@@ -29,9 +28,6 @@ class Rejection:
 Answer = Decision | Rejection
 """What an approver returns: a decision, or a rejection with a reason."""
 
-PlanStatus = Literal["pending", "in_progress", "completed"]
-PlanPriority = Literal["high", "medium", "low"]
-
 PLAN_TOOL = "update_plan"
 """The tool that sets the model's plan (``tools/plan.py``); clients show the plan rather than the call."""
 
@@ -40,36 +36,6 @@ DELEGATE_TOOL = "delegate"
 
 COMMAND_TOOL = "run_command"
 """The tool that runs a shell command (``tools/shell.py``): its result's first line is the exit status."""
-
-STATUS_MARKS: dict[PlanStatus, str] = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
-"""How each step's status is written in a plan's text (its summary, the terminal's checklist)."""
-
-
-@dataclass(frozen=True)
-class PlanStep:
-    """One step of the model's plan (ACP's plan entry)."""
-
-    step: str
-    """What to do, in a short imperative sentence."""
-    status: PlanStatus = "pending"
-    priority: PlanPriority = "medium"
-
-
-@dataclass(frozen=True)
-class FileDiff:
-    """A change to one file: the whole old text (``None`` for a new file) and the whole new text."""
-
-    path: Path
-    old_text: str | None
-    new_text: str
-
-
-@dataclass(frozen=True)
-class Location:
-    """A file (absolute path) and optionally a 1-based line a tool call touches."""
-
-    path: Path
-    line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -220,10 +186,6 @@ class ProgressListener(Protocol):
 
 
 DelegateRole = Literal["planner", "reviewer", "coder"]
-
-StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "max_cost", "refusal", "cancelled"]
-"""Why a turn (or a delegate's run) ended; ACP's set plus ``max_cost`` (the turn's spend passed its cap, which
-ACP calls ``max_turn_requests``: a limit the agent set). A failed turn ends with ``end_turn`` and an error."""
 
 
 @dataclass(frozen=True)

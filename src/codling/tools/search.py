@@ -20,7 +20,7 @@ from codling.tools.deps import ToolDeps
 from codling.tools.files import count_noun
 from codling.tools.grep import SearchResult, find_matches, find_rg, glob_matches
 from codling.tools.listing import LIST_TIME_LIMIT, FileListing, collect_files, listing_notes, walk_files
-from codling.tools.ports import Location
+from codling.vocabulary import Location
 
 LIST_DEFAULT_ENTRIES = 1000
 LIST_MAX_ENTRIES = 5000

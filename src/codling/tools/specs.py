@@ -19,8 +19,9 @@ from typing import Any, Literal, cast, get_args
 
 from codling.errors import ConfigError, PathError
 from codling.tools.base import ToolCallInfo
-from codling.tools.ports import DelegateRole, Location, ToolKind
+from codling.tools.ports import DelegateRole
 from codling.tools.workspace import Workspace
+from codling.vocabulary import Location, ToolKind
 
 ToolName = Literal[
     "read_file",

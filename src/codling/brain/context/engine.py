@@ -100,7 +100,7 @@ class ContextEngine:
     @property
     def lean(self) -> bool:
         """Whether requests carry the lean tool set (a small window: see ``context/tools.py``)."""
-        return self.state.model.context_limit < tools.LEAN_WINDOW
+        return bool(self.state.model.context_limit < tools.LEAN_WINDOW)
 
     def system_tokens(self) -> int:
         """What the system prompt takes of every request."""
@@ -170,7 +170,7 @@ class ContextEngine:
         """Tokens the next request would start from: the larger of codling's count (system prompt, tool
         definitions, the turn's context block, the history) and what the provider last reported."""
         estimate = self.overhead() + self.state.history_tokens
-        return max(estimate, self.state.reported_input_tokens)
+        return int(max(estimate, self.state.reported_input_tokens))
 
     def usage_event(self, turn_id: str, send: Callable[[Event], None] | None = None) -> UsageUpdated:
         """How full the context is now. Never more than the window: past it (a window too small for codling's

@@ -25,7 +25,7 @@ from codling.brain.context.budget import newest_that_fit
 from codling.brain.context.facts import FACTS_HEADING, grouped
 from codling.brain.context.summaries import display_path
 from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
-from codling.tools.ports import PlanStep
+from codling.vocabulary import PlanStep
 
 NOTE = (
     "## Note\nThis summary was assembled without the model (the summarizer was unavailable): the user's pinned "

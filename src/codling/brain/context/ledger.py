@@ -22,9 +22,10 @@ from codling.brain.reasoning import text_segments
 from codling.llm.tokens import count_tokens, truncate_to_tokens
 from codling.text import clip
 from codling.tools.diffs import change_size
-from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL, PlanStep
+from codling.tools.ports import COMMAND_TOOL, DELEGATE_TOOL
 from codling.tools.salient import salient_lines
 from codling.tools.specs import TOOL_SPECS
+from codling.vocabulary import PlanStep
 
 REQUEST_CHARS = 600
 GOAL_CHARS = 200

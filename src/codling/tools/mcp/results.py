@@ -9,7 +9,7 @@ from typing import Any
 
 from codling.text import plain_terminal_text
 from codling.tools.base import ResourceLink, ToolImage
-from codling.tools.ports import ToolKind
+from codling.vocabulary import ToolKind
 
 MAX_DESCRIPTION_CHARS = 2_000
 """Most characters of a server's description of a tool that reach the model (a server writes what it likes)."""

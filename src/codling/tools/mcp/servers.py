@@ -140,6 +140,11 @@ class McpServer:
         log.info("MCP server %s ready: %d tools", self.spec.name, len(self.raw_tools))
         return toolset
 
+    def status_now(self) -> ServerStatus:
+        """The server's status as it is now: it changes while a call awaits (a type checker would keep the one
+        it narrowed before the await)."""
+        return self.status
+
     def _settle(self, status: ServerStatus) -> None:
         self.status = status
         self._settled.set()
@@ -186,7 +191,7 @@ class McpServer:
             if self._task is None:  # stopped meanwhile
                 self._settle("stopped")
             await self._settled.wait()
-        if self.status != "ready":
+        if self.status_now() != "ready":
             raise ToolError(
                 f"The MCP server {self.spec.name} stopped working earlier and did not start again, so {tool.tool} "
                 "cannot be called; its tools are gone for the rest of this session (the user was shown why)."
@@ -212,10 +217,11 @@ class McpServer:
             if is_protocol_error(e):
                 raise ToolError(f"MCP server {self.spec.name} refused {tool.tool}: {describe_exception(e)}") from e
             tail = self.stderr_tail()
-            if self.status == "ready" and self._restarts_left > 0:
+            status = self.status_now()
+            if status == "ready" and self._restarts_left > 0:
                 self._crash(f"MCP server {self.spec.name} stopped working during {tool.tool}", e)
                 after = "it will be started again when one of its tools is called next"
-            elif self.status == "crashed":  # another call's failure already said so
+            elif status == "crashed":  # another call's failure already said so
                 after = "it will be started again when one of its tools is called next"
             else:
                 again = " again, after it had been restarted once" if self._restarts_left < RESTARTS else ""
