@@ -17,7 +17,14 @@ from pydantic_ai.models.anthropic import AnthropicModel
 from codling import config
 from codling.config import KNOWN_KEYS, Settings, load_settings
 from codling.errors import ConfigError, NoModelError, UnknownProviderError
-from codling.llm.catalog import DEFAULT_CONTEXT_LIMIT, ModelInfo, Price, bundled_catalog_text, load_catalog
+from codling.llm.catalog import (
+    DEFAULT_CONTEXT_LIMIT,
+    ModelInfo,
+    Price,
+    bundled_catalog_text,
+    load_catalog,
+    strict_json,
+)
 from codling.llm.providers import (
     CONNECT_TIMEOUT,
     Endpoint,
@@ -32,6 +39,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_packaged_catalog_is_the_top_level_models_json() -> None:
     assert json.loads(bundled_catalog_text()) == json.loads((ROOT / "models.json").read_text())
+
+
+def test_the_shipped_catalog_is_strict_json_and_a_repeated_key_is_refused(tmp_path: Path) -> None:
+    """(issue 33 D4) Every entry had its "price" twice; Python's parser kept the second without a word."""
+    strict_json(bundled_catalog_text(), "bundled models.json")  # raises on any repeated key
+    user = tmp_path / "models.json"
+    user.write_text('{"models": {"x:y": {"context_limit": 8000, "price": [1, 2], "price": [3, 4]}}}')
+    with pytest.raises(ConfigError, match=rf"{re.escape(str(user))}: the key 'price' appears twice in one object"):
+        load_catalog(user)
 
 
 def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:

@@ -198,12 +198,25 @@ def _parse(data: Any, source: str) -> dict[str, ModelInfo]:
 
 def _read(path: Path) -> dict[str, ModelInfo]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = strict_json(path.read_text(encoding="utf-8"), str(path))
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: not valid JSON ({e})") from e
     except OSError as e:
         raise ConfigError(f"{path}: cannot be read ({e})") from e
     return _parse(data, str(path))
+
+
+def strict_json(text: str, source: str) -> Any:
+    """``text`` parsed as JSON; an object that names a key twice is a ``ConfigError`` naming ``source``
+    (Python's parser keeps the last without a word, so a catalog's second ``"price"`` replaced its first)."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in pairs]
+        if repeated := sorted({key for key in keys if keys.count(key) > 1}):
+            raise ConfigError(f"{source}: the key {repeated[0]!r} appears twice in one object; say it once")
+        return dict(pairs)
+
+    return json.loads(text, object_pairs_hook=unique)
 
 
 def bundled_catalog_text() -> str:
@@ -213,7 +226,7 @@ def bundled_catalog_text() -> str:
 
 def load_catalog(user_file: Path | None = None) -> Catalog:
     """The bundled catalog with the user's file (if it exists) layered on top."""
-    models = _parse(json.loads(bundled_catalog_text()), "bundled models.json")
+    models = _parse(strict_json(bundled_catalog_text(), "bundled models.json"), "bundled models.json")
     if user_file is not None and user_file.exists():
         models.update(_read(user_file))
     return Catalog(models)
