@@ -35,8 +35,6 @@ McpTransport = Literal["stdio", "http", "sse"]
 McpSource = Literal["editor", "config"]
 """Who named the server: the ACP client, or config.toml."""
 
-MCP_TRANSPORTS: tuple[McpTransport, ...] = ("stdio", "http", "sse")
-
 
 @dataclass(frozen=True)
 class McpServerSpec:

@@ -40,6 +40,12 @@ def entry(role: str, text: str) -> HistoryEntry:
     return HistoryEntry.of(role, text)  # type: ignore[arg-type]
 
 
+def rebuild(entries: list[HistoryEntry], summary: str, user_budget: int) -> list[HistoryEntry]:
+    """What a compaction leaves of ``entries``: the kept user messages, then ``summary`` (as compactor.py does)."""
+    kept = compaction.kept_user_messages(entries, user_budget)
+    return compaction.rebuilt_history([e.text for e in kept], summary)
+
+
 # -- pure pieces -------------------------------------------------------------------------------------------------
 
 
@@ -54,14 +60,14 @@ def test_rebuild_keeps_the_first_and_the_recent_user_messages_in_order_then_the_
         entry("assistant", "reply three"),
     ]
     budget = 4 * entries[1].tokens + entries[5].tokens  # room for the first, "third" and a cut "second" would not fit
-    rebuilt = compaction.rebuild(entries, "new summary", budget)
+    rebuilt = rebuild(entries, "new summary", budget)
     assert [(e.role, e.text) for e in rebuilt] == [
         ("user", compaction.EARLIER_REQUEST + "first request"),
         ("user", compaction.EARLIER_REQUEST + "third"),
         ("summary", SUMMARY_PREFIX + "new summary" + SUMMARY_END),
     ]
     # Compacted again, a kept request is labelled once.
-    assert compaction.rebuild(rebuilt, "newer", 10_000)[0].text == compaction.EARLIER_REQUEST + "first request"
+    assert rebuild(rebuilt, "newer", 10_000)[0].text == compaction.EARLIER_REQUEST + "first request"
 
 
 def test_a_pasted_log_is_skipped_and_older_short_messages_are_still_kept() -> None:
@@ -130,8 +136,8 @@ def test_kept_user_messages_hold_their_rules_on_random_histories() -> None:
 
 def test_earlier_summaries_are_never_kept_as_user_messages() -> None:
     entries = [entry("summary", SUMMARY_PREFIX + "old"), entry("assistant", "a")]
-    assert [e.role for e in compaction.rebuild(entries, "s", 10_000)] == ["summary"]
-    assert compaction.rebuild(entries, "s", 10_000)[0].text == SUMMARY_PREFIX + "s" + SUMMARY_END
+    assert [e.role for e in rebuild(entries, "s", 10_000)] == ["summary"]
+    assert rebuild(entries, "s", 10_000)[0].text == SUMMARY_PREFIX + "s" + SUMMARY_END
 
 
 def test_kept_user_budget_scales_down_for_small_windows() -> None:

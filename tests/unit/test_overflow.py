@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
 
-from codling.brain.context.overflow import Overflow, is_context_overflow, overflow_numbers, overflow_of
+from codling.brain.context.overflow import Overflow, is_context_overflow, overflow_of
 from codling.brain.events import CompactionStarted, TextDelta, TurnFailed
 from codling.brain.factory import open_session
 from codling.brain.provider_retries import retry_reason
@@ -325,8 +325,6 @@ def test_each_providers_overflow_wording_is_recognised_with_its_numbers(
     e = error(status, body)
     assert overflow_of(e) == expected
     assert is_context_overflow(e)
-    numbers = None if expected.requested is None or expected.limit is None else (expected.requested, expected.limit)
-    assert overflow_numbers(e) == numbers
     assert retry_reason(e) is None  # the same request would fail the same way: never retried as it is
 
 
@@ -349,7 +347,6 @@ def test_other_errors_are_not_overflows(status: int, body: Any) -> None:
     e = error(status, body)
     assert overflow_of(e) is None
     assert not is_context_overflow(e)
-    assert overflow_numbers(e) is None
 
 
 def test_pydantic_ais_own_overflow_error_still_gives_the_providers_numbers() -> None:
@@ -376,7 +373,6 @@ GUESSED = [
 def test_an_unknown_wording_that_speaks_of_a_size_passed_is_taken_for_an_overflow(status: int, body: Any) -> None:
     e = error(status, body)
     assert overflow_of(e) == Overflow("unrecognised", guessed=True)
-    assert overflow_numbers(e) is None
     assert retry_reason(e) is None
 
 
@@ -403,7 +399,8 @@ def test_the_model_name_does_not_make_an_error_an_overflow() -> None:
 
 def test_numbers_with_thousands_separators_are_read_whole() -> None:
     e = error(400, openai_body("prompt is too long: 215,432 tokens > 200,000 maximum"))
-    assert overflow_numbers(e) == (215_432, 200_000)
+    found = overflow_of(e)
+    assert found is not None and (found.requested, found.limit) == (215_432, 200_000)
 
 
 def test_an_exception_that_is_no_http_error_is_no_overflow() -> None:

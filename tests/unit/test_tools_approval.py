@@ -130,7 +130,6 @@ async def test_allow_always_for_an_edit_allows_all_later_edits() -> None:
     await permissions.check(edit("/w/b.py"))
     await permissions.check(edit("/w/c.py"))
     assert approver.asked == [replace(edit("/w/a.py"), always="every edit")]
-    assert permissions.always_allowed == frozenset({("edit", "*")})
     await permissions.check(edit(kind="delete"))  # another kind is asked separately
     assert len(approver.asked) == 2
 
@@ -149,7 +148,6 @@ async def test_allow_always_for_a_command_is_keyed_by_program() -> None:
         replace(run("ruff check"), always="every `ruff` command"),
         replace(run("pytest -q; rm -rf /"), always="this exact command"),
     ]
-    assert permissions.always_allowed == frozenset({("execute", "pytest")})
 
 
 async def test_allow_always_for_a_compound_command_remembers_only_that_command() -> None:

@@ -320,11 +320,6 @@ class ConversationSession:
         self._titled = ending is None and (log_.error is None or bool(log_.text))
         return self._titled
 
-    @property
-    def in_turn(self) -> bool:
-        """Whether a user turn is in progress: running, or its last events not yet handed to the observers."""
-        return self._turn is not None and self._turn.in_progress
-
     def inside_turn(self) -> bool:
         """Whether the calling task is part of the turn in progress (the turn itself, or the stream's consumer
         handing its events to the observers): such a caller cannot wait for the turn to be over."""

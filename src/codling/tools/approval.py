@@ -130,12 +130,6 @@ class Permissions:
         question is refused, with a message saying so."""
         return self.view(None)
 
-    @property
-    def always_allowed(self) -> frozenset[tuple[str, str]]:
-        """What the user allowed for the session: ``("edit", "*")``, ``("execute", "pytest")``,
-        ``("execute-exact", "make && make test")`` for a command with shell syntax, or ``("mcp", name)``."""
-        return frozenset(self._always)
-
 
 def command_program(command: str) -> str | None:
     """The program a shell command runs first (``pytest`` for ``pytest -q``), or ``None`` if there is none.

@@ -1,4 +1,5 @@
-"""What every tool shares: its per-session context, its output, and how a call is described."""
+"""What every tool's call shares: its output (text, images, links), what the user is shown of it, how the call
+is described and reported, and a command's result line. (Its per-session context is ``tools/deps.ToolDeps``.)"""
 
 from __future__ import annotations
 

@@ -6,9 +6,9 @@
    (``builtin_turns.summarize_turn``, driven by ``compactor.compact``).
 3. If that reply is empty, failed or clearly unusable, ``fallback.fallback_summary`` builds one without the
    model (bounded, never from an earlier summary).
-4. ``rebuild`` keeps the first request and the most recent real user messages within a token budget
-   (``kept_user_messages``; earlier summaries are never counted as user messages), each labelled as an earlier
-   request (``EARLIER_REQUEST``), and appends one entry holding the summary behind ``SUMMARY_PREFIX``.
+4. ``kept_user_messages`` keeps the first request and the most recent real user messages within a token budget
+   (earlier summaries are never counted as user messages); ``rebuilt_history`` labels each as an earlier request
+   (``EARLIER_REQUEST``) and appends one entry holding the summary behind ``SUMMARY_PREFIX``.
 """
 
 from __future__ import annotations
@@ -197,11 +197,6 @@ def _cut(entry: HistoryEntry, tokens: int) -> HistoryEntry:
         if cut.tokens <= tokens or half == 1:
             return cut
         keep -= cut.tokens - tokens
-
-
-def rebuild(entries: Sequence[HistoryEntry], summary: str, user_budget: int) -> list[HistoryEntry]:
-    """Recent real user messages within ``user_budget`` tokens (chronological), then the summary."""
-    return rebuilt_history([entry.text for entry in kept_user_messages(entries, user_budget)], summary)
 
 
 EARLIER_REQUEST = "[Earlier request, kept by compaction]\n"

@@ -40,7 +40,6 @@ OUTCOME_CHARS = 120
 RENDER_TITLE_CHARS = 120
 RENDER_STEPS = 12
 RENDER_FILES = 10
-RENDER_COMMANDS = 8
 
 
 def build_turn_summary(turn_number: int, events: Sequence[Event], previous_goal: str = "") -> TurnExecutionSummary:

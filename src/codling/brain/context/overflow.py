@@ -257,9 +257,3 @@ def is_context_overflow(e: BaseException) -> bool:
     return overflow_of(e) is not None
 
 
-def overflow_numbers(e: BaseException) -> tuple[int, int] | None:
-    """``(requested, limit)`` in tokens, when ``e`` is an overflow whose message gives both; else None."""
-    found = overflow_of(e)
-    if found is None or found.requested is None or found.limit is None:
-        return None
-    return found.requested, found.limit

@@ -185,8 +185,6 @@ class TurnRequests(AbstractCapability[Any]):
     counter: TokenCounter = field(default_factory=TokenCounter)
     last_input: int = 0
     """The estimated input tokens of the latest request."""
-    summarised_results: int = 0
-    """How many of the turn's tool results gave way to their summaries."""
     learn: Callable[[Exception], Budget | None] | None = None
     """Told of each overflow first: the budget of the smaller window the provider's answer revealed, now the
     session's, or None (nothing learned)."""
@@ -313,5 +311,4 @@ class TurnRequests(AbstractCapability[Any]):
                     saved += 1
             if saved > before:
                 out[index] = replace(message, parts=parts)
-        self.summarised_results += saved
         return out, saved
