@@ -12,6 +12,9 @@ construction, so nothing runs unbounded while it is off.
 
 Stretches may overlap, also from two threads (the ACP warm-up thread imports while the event loop serves): the
 collector comes back when the last one ends, and only if it was on when the first began.
+
+A stretch also keeps out modules a dependency imports only in case they are installed and codling never runs
+(:data:`UNUSED_MODULES`), since every heavy import of codling's goes through one.
 """
 
 from __future__ import annotations
@@ -27,12 +30,24 @@ _depth = 0
 _was_enabled = False
 _modules_before = 0
 
+UNUSED_MODULES = ("httpx._main",)
+"""Modules whose dependents treat them as optional (an ``ImportError`` is expected) and codling never uses.
+httpx's ``__init__`` imports its command-line client whenever click and rich are installed: about 80 modules
+(rich, click, pygments) and 5 MB of an idle ``codling acp``, for a ``main`` that only ``python -m httpx`` runs."""
+
+
+def skip_unused_modules() -> None:
+    """Make importing :data:`UNUSED_MODULES` fail as if they were absent, unless one is already imported."""
+    for name in UNUSED_MODULES:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None in sys.modules: an ImportError
+
 
 @contextmanager
 def imports_without_gc() -> Iterator[None]:
     """Run the block with the cyclic garbage collector off, and turn it back on after (freezing what exists
     first if modules were imported meanwhile)."""
     global _depth, _was_enabled, _modules_before
+    skip_unused_modules()
     with _lock:
         if _depth == 0:
             _was_enabled = gc.isenabled()
