@@ -24,6 +24,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 _lock = threading.Lock()
 _depth = 0
@@ -63,3 +64,43 @@ def imports_without_gc() -> Iterator[None]:
                 if len(sys.modules) > _modules_before:
                     gc.freeze()
                 gc.enable()
+
+
+_M_ARENA_MAX = -8
+"""glibc's ``mallopt`` parameter for the most malloc arenas (``malloc.h``)."""
+
+
+def _libc() -> Any:
+    """glibc, or None elsewhere (another C library, another system)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.malloc_trim  # noqa: B018  # musl has none
+        libc.mallopt  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def one_malloc_arena() -> bool:
+    """Make every thread allocate from the process's one C heap (glibc; elsewhere False); call it before threads.
+
+    glibc gives each thread that allocates while another does an arena of its own, and the memory a thread freed
+    stays in its arena: the ACP warm-up thread builds the tokenizer's tables (and frees their 50 MB of Python
+    scaffolding) in one. Threads in codling hold the GIL for most allocations, so they do not contend for one.
+    """
+    libc = _libc()
+    return libc is not None and libc.mallopt(_M_ARENA_MAX, 1) == 1
+
+
+def release_free_memory() -> None:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; no-op elsewhere).
+
+    Called after start-up's big transient allocations (the tokenizer's ranks): glibc keeps freed memory below
+    the top of its heap resident until asked.
+    """
+    if (libc := _libc()) is not None:
+        libc.malloc_trim(0)

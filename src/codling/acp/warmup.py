@@ -51,7 +51,7 @@ class WarmUp:
             await asyncio.wrap_future(self._done)
 
     def _run(self) -> None:
-        from codling.startup import imports_without_gc
+        from codling.startup import imports_without_gc, release_free_memory
 
         try:
             with imports_without_gc():
@@ -75,4 +75,5 @@ class WarmUp:
             log.debug("warm-up import failed", exc_info=True)
         finally:
             gc.freeze()
+            release_free_memory()
             self._done.set_result(None)
