@@ -13,6 +13,9 @@ What it measures (see DESIGN.md §13):
    (``bench_first_answer.py``): spawn → first chunk against the import floor, session/new right after
    initialize (< 100 ms), the provider's first byte → the first chunk (≤ 150 ms), and the per-prompt overhead
    through a spawned agent (≤ 20 ms).
+2b. memory at rest (issue 33 D7): a spawned ``codling acp``'s resident set (``VmRSS``, and the peak ``VmHWM``)
+   after initialize, after session/new and after 10, 100 and 300 prompts against the loopback server with
+   zero-latency replies, beside the echo agent's. Targets: ≤ 130 MB after 10 prompts, ≤ 150 MB after 300.
 3. per-prompt round trip through the ACP layer in-process with a zero-latency scripted model, against the
    same model driven by a bare ``pydantic_ai.Agent``; codling's overhead is the difference of the medians.
 4. streaming: text deltas per second delivered to an ACP client in-process and from a spawned
@@ -60,7 +63,8 @@ What it measures (see DESIGN.md §13):
    the same by an earlier request) the cache missed, the billed input (reads 0.1×, writes 1.25× / 2×) against the
    same session with ``cache = "off"`` (≤ 0.3×), and codling's reported cost against the fake's bill at the list
    price (within 1%).
-Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this.
+Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this. ``--only NAME``
+runs the sections whose name contains NAME (e.g. ``--only memory``).
 """
 
 from __future__ import annotations
@@ -789,10 +793,10 @@ def server_ceiling(server: OpenAIServer, n: int) -> float:
 @contextmanager
 def text_chunk_send_times() -> Iterator[list[float]]:
     """While active, notes when (``perf_counter``) the loopback server writes each text-content SSE chunk."""
-    from tests.fakes import openai_server
+    from tests.fakes import http_fake
 
-    handler = openai_server._Handler
-    original = handler._write_chunk
+    handler = http_fake.Handler
+    original = handler.write_chunk
     stamps: list[float] = []
 
     def write_chunk(self: Any, data: bytes) -> None:
@@ -800,11 +804,11 @@ def text_chunk_send_times() -> Iterator[list[float]]:
             stamps.append(time.perf_counter())
         original(self, data)
 
-    handler._write_chunk = write_chunk  # type: ignore[method-assign]
+    handler.write_chunk = write_chunk  # type: ignore[method-assign]
     try:
         yield stamps
     finally:
-        handler._write_chunk = original  # type: ignore[method-assign]
+        handler.write_chunk = original  # type: ignore[method-assign]
 
 
 async def bench_first_delta(config: Config, server: OpenAIServer, env: Env) -> list[Row]:
