@@ -13,6 +13,9 @@ What it measures (see DESIGN.md §13):
    (``bench_first_answer.py``): spawn → first chunk against the import floor, session/new right after
    initialize (< 100 ms), the provider's first byte → the first chunk (≤ 150 ms), and the per-prompt overhead
    through a spawned agent (≤ 20 ms).
+2b. memory at rest (issue 33 D7): a spawned ``codling acp``'s resident set (``VmRSS``, and the peak ``VmHWM``)
+   after initialize, after session/new and after 10, 100 and 300 prompts against the loopback server with
+   zero-latency replies, beside the echo agent's. Targets: ≤ 130 MB after 10 prompts, ≤ 150 MB after 300.
 3. per-prompt round trip through the ACP layer in-process with a zero-latency scripted model, against the
    same model driven by a bare ``pydantic_ai.Agent``; codling's overhead is the difference of the medians.
 4. streaming: text deltas per second delivered to an ACP client in-process and from a spawned
@@ -60,7 +63,8 @@ What it measures (see DESIGN.md §13):
    the same by an earlier request) the cache missed, the billed input (reads 0.1×, writes 1.25× / 2×) against the
    same session with ``cache = "off"`` (≤ 0.3×), and codling's reported cost against the fake's bill at the list
    price (within 1%).
-Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this.
+Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this. ``--only NAME``
+runs the sections whose name contains NAME (e.g. ``--only memory``).
 """
 
 from __future__ import annotations
@@ -130,12 +134,18 @@ class Config:
     accounting_runs: int
     compaction_runs: int
     fidelity_turns: int
+    only: tuple[str, ...] = ()
+    """Run only the sections whose name contains one of these (all when empty)."""
 
     @classmethod
-    def make(cls, quick: bool) -> Config:
+    def make(cls, quick: bool, only: Sequence[str] = ()) -> Config:
         if quick:
-            return cls(True, 5, 3, 10, 60, 60, 20_000, 2_000, 2, 2, 5, 1_000, 100, 100, 3, 12)
-        return cls(False, 15, 7, 20, 300, 300, 20_000, 5_000, 5, 7, 15, 5_000, 500, 300, 9, 30)
+            return cls(True, 5, 3, 10, 60, 60, 20_000, 2_000, 2, 2, 5, 1_000, 100, 100, 3, 12, tuple(only))
+        return cls(False, 15, 7, 20, 300, 300, 20_000, 5_000, 5, 7, 15, 5_000, 500, 300, 9, 30, tuple(only))
+
+    def runs(self, section: str) -> bool:
+        """Whether ``--only`` lets the section run."""
+        return not self.only or any(name in section for name in self.only)
 
 
 # --- results -----------------------------------------------------------------------------------------------
@@ -273,6 +283,8 @@ def agent_env(server: OpenAIServer) -> Iterator[Env]:
             "CODLING_MODEL": "openai-chat:fake-model",
             "OPENAI_BASE_URL": server.base_url,
             "OPENAI_API_KEY": "x",
+            # The agents run this checkout's sources, whichever checkout the virtualenv was installed from.
+            "PYTHONPATH": str(REPO / "src"),
         }
         yield Env(env, project, root / "stderr.log")
 
@@ -280,6 +292,15 @@ def agent_env(server: OpenAIServer) -> Iterator[Env]:
 @asynccontextmanager
 async def spawned(client: RecordingClient, argv: Sequence[str], env: Env) -> AsyncIterator[ClientSideConnection]:
     """An agent process started with the SDK's client side; killed (not drained) on exit."""
+    async with spawned_process(client, argv, env) as (conn, _pid):
+        yield conn
+
+
+@asynccontextmanager
+async def spawned_process(
+    client: RecordingClient, argv: Sequence[str], env: Env
+) -> AsyncIterator[tuple[ClientSideConnection, int]]:
+    """As :func:`spawned`, with the agent's process id (for its memory in /proc)."""
     with env.stderr_path.open("wb") as stderr:  # the latest agent's stderr, for error messages
         async with spawn_agent_process(
             client,
@@ -290,7 +311,7 @@ async def spawned(client: RecordingClient, argv: Sequence[str], env: Env) -> Asy
             transport_kwargs={"stderr": stderr, "limit": DEFAULT_STDIO_BUFFER_LIMIT_BYTES},
         ) as (conn, process):
             try:
-                yield conn
+                yield conn, process.pid
             finally:
                 if process.returncode is None:
                     process.kill()
@@ -405,6 +426,67 @@ async def bench_first_answer(config: Config, server: OpenAIServer, env: Env) -> 
         ),
         Row("  warm prompt round trip / bare HTTP exchange", f"{ms(overhead)} / {ms(bare)}"),
     ]
+
+
+# --- 2b: memory at rest -----------------------------------------------------------------------------------
+
+MEMORY_MARKS = (10, 100, 300)
+"""After how many prompts the memory section reads the agent's memory (the last is the session's length)."""
+
+
+def memory_mb(pid: int) -> tuple[float, float]:
+    """A live process's resident set and its peak so far (``VmRSS``, ``VmHWM`` of /proc/<pid>/status), in MB."""
+    fields: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) / 1024  # kB
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+async def memory_profile(argv: Sequence[str], env: Env) -> dict[str, tuple[float, float]]:
+    """One agent's (VmRSS, VmHWM) after initialize, after session/new and after each of MEMORY_MARKS prompts."""
+    marks: dict[str, tuple[float, float]] = {}
+    async with spawned_process(RecordingClient(), argv, env) as (conn, pid):
+        await rpc(conn.initialize(protocol_version=PROTOCOL_VERSION), "initialize")
+        marks["initialize"] = memory_mb(pid)
+        session = await rpc(conn.new_session(cwd=str(env.project)), "session/new")
+        marks["session/new"] = memory_mb(pid)
+        for turn in range(1, MEMORY_MARKS[-1] + 1):
+            await prompt(conn, session.session_id, f"prompt {turn}: say hello")
+            if turn in MEMORY_MARKS:
+                marks[f"{turn} prompts"] = memory_mb(pid)
+    return marks
+
+
+async def bench_memory(config: Config, server: OpenAIServer, env: Env) -> list[Row]:
+    """Resident memory of a spawned ``codling acp`` over a 300-turn session, beside the echo agent's."""
+    runs = 1 if config.quick else 3
+    progress(f"memory at rest: {runs} runs each of codling and the echo agent, {MEMORY_MARKS[-1]} prompts each")
+    server.title_reply = Reply(text=["Bench"])
+    server.responder = lambda _body: Reply(text=["Hello there."])
+    codling: list[dict[str, tuple[float, float]]] = []
+    echo: list[dict[str, tuple[float, float]]] = []
+    try:
+        for i in range(runs):
+            order = [(CODLING_ARGV, codling), (ECHO_ARGV, echo)]
+            for argv, samples in order if i % 2 == 0 else reversed(order):
+                samples.append(await memory_profile(argv, env))
+    finally:
+        server.responder = None
+    targets = {f"{MEMORY_MARKS[0]} prompts": 130.0, f"{MEMORY_MARKS[-1]} prompts": 150.0}
+    rows = [Row("resident memory (VmRSS, median of runs): codling acp / echo agent; peak (VmHWM)", "")]
+    for mark in codling[0]:
+        rss = median([m[mark][0] for m in codling])
+        peak = median([m[mark][1] for m in codling])
+        floor = median([m[mark][0] for m in echo])
+        value = f"{rss:.0f} MB / {floor:.0f} MB; peak {peak:.0f} MB"
+        limit = targets.get(mark)
+        if limit is None:
+            rows.append(Row(f"  after {mark}", value))
+        else:
+            rows.append(Row(f"  after {mark}", value, f"≤ {limit:.0f} MB", rss <= limit))
+    return rows
 
 
 # --- 3: per-prompt overhead --------------------------------------------------------------------------------
@@ -711,10 +793,10 @@ def server_ceiling(server: OpenAIServer, n: int) -> float:
 @contextmanager
 def text_chunk_send_times() -> Iterator[list[float]]:
     """While active, notes when (``perf_counter``) the loopback server writes each text-content SSE chunk."""
-    from tests.fakes import openai_server
+    from tests.fakes import http_fake
 
-    handler = openai_server._Handler
-    original = handler._write_chunk
+    handler = http_fake.Handler
+    original = handler.write_chunk
     stamps: list[float] = []
 
     def write_chunk(self: Any, data: bytes) -> None:
@@ -722,11 +804,11 @@ def text_chunk_send_times() -> Iterator[list[float]]:
             stamps.append(time.perf_counter())
         original(self, data)
 
-    handler._write_chunk = write_chunk  # type: ignore[method-assign]
+    handler.write_chunk = write_chunk  # type: ignore[method-assign]
     try:
         yield stamps
     finally:
-        handler._write_chunk = original  # type: ignore[method-assign]
+        handler.write_chunk = original  # type: ignore[method-assign]
 
 
 async def bench_first_delta(config: Config, server: OpenAIServer, env: Env) -> list[Row]:
@@ -1845,7 +1927,7 @@ async def bench_anthropic_cache(config: Config) -> list[Row]:
 Section = Callable[[], Awaitable[list[Row]]]
 
 
-async def guarded(name: str, section: Section, env: Env | None = None) -> list[Row]:
+async def run_section(name: str, section: Section, env: Env | None = None) -> list[Row]:
     """Run one section; a failure becomes a row (and a message with details on stderr) instead of a crash."""
     started = time.perf_counter()
     try:
@@ -1863,10 +1945,15 @@ async def guarded(name: str, section: Section, env: Env | None = None) -> list[R
 async def run(config: Config) -> list[Row]:
     """Every measurement, in an order that keeps the bench process light while start-up is timed."""
     rows: list[Row] = []
+
+    async def guarded(name: str, section: Section, env: Env | None = None) -> list[Row]:
+        return await run_section(name, section, env) if config.runs(name) else []
+
     with running_server() as server, agent_env(server) as env:
         rows += await guarded("spawn → initialize", lambda: bench_initialize(config, env), env)
         rows += await guarded("spawn → session/new", lambda: bench_new_session(config, env), env)
         rows += await guarded("first answer", lambda: bench_first_answer(config, server, env), env)
+        rows += await guarded("memory at rest", lambda: bench_memory(config, server, env), env)
         rows += await guarded("light commands", lambda: bench_light_commands(config, env), env)
         rows += await guarded("per-prompt overhead", lambda: bench_prompt_overhead(config))
         rows += await guarded("stream in-process", lambda: bench_stream_inproc(config))
@@ -1889,10 +1976,14 @@ async def run(config: Config) -> list[Row]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Config:
-    """``--quick`` for fewer repetitions (about 30 s instead of about a minute)."""
+    """``--quick`` for fewer repetitions (about 30 s instead of about a minute); ``--only NAME`` for some sections."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, for a fast check")
-    return Config.make(parser.parse_args(argv).quick)
+    parser.add_argument(
+        "--only", action="append", default=[], metavar="NAME", help="run the sections whose name contains NAME"
+    )
+    args = parser.parse_args(argv)
+    return Config.make(args.quick, args.only)
 
 
 def main(argv: Sequence[str] | None = None, out: IO[str] = sys.stdout) -> int:

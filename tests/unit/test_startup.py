@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
+
+import pytest
+
+from codling.startup import imports_without_gc, one_malloc_arena, release_free_memory, skip_unused_modules
 
 HEAVY = ("pydantic_ai", "openai", "anthropic", "google", "tiktoken", "typer", "rich", "httpx")
 
@@ -77,3 +83,29 @@ def test_the_light_commands_import_no_model_stack(tmp_path: Path) -> None:
         assert result.returncode == 0, (command, result.stderr[-2000:])
         imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
         assert imported & {*HEAVY, "httpx2"} - {"typer", "rich"} == set(), command
+
+
+def test_a_stretch_keeps_httpxs_command_line_client_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    # httpx imports its CLI (rich, click, pygments: 5 MB of an idle `codling acp`) whenever they are installed and
+    # treats an ImportError as their absence (issue 33 D7).
+    monkeypatch.delitem(sys.modules, "httpx._main", raising=False)
+    with imports_without_gc():
+        pass
+    assert "httpx._main" in sys.modules
+    with pytest.raises(ImportError):
+        importlib.import_module("httpx._main")
+
+
+def test_an_imported_unused_module_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("httpx._main")
+    monkeypatch.setitem(sys.modules, "httpx._main", module)
+    skip_unused_modules()
+    assert sys.modules["httpx._main"] is module
+
+
+def test_the_c_heap_is_tuned_on_glibc() -> None:
+    # One malloc arena and free pages returned after the warm-up: about 5 MB of an idle `codling acp` (issue 33 D7).
+    if not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None:
+        pytest.skip("glibc only")
+    assert one_malloc_arena() is True
+    release_free_memory()

@@ -239,3 +239,11 @@ def test_chunked_counts_stay_within_a_token_per_chunk_of_the_whole() -> None:
     chunks = list(tokens.chunks(text))
     assert "".join(chunks) == text and max(map(len, chunks)) <= tokens.CHUNK_CHARS
     assert abs(tokens.count_tokens(text) - exact) <= len(chunks)
+
+
+def test_the_encoding_keeps_no_python_copy_of_the_ranks() -> None:
+    # The Rust core holds the ranks; a Python copy beside it was a third of an idle `codling acp` (issue 33 D7).
+    enc = tokens._load_encoding()
+    assert not [name for name, value in vars(enc).items() if isinstance(value, dict) and len(value) > 100]
+    assert enc.encode_ordinary("hello world") == [24912, 2375]
+    assert enc.decode_bytes([24912, 2375]) == b"hello world"

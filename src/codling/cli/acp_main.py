@@ -53,8 +53,9 @@ def run_acp(model: str | None = None) -> None:
     except ConfigError as e:
         print(f"codling acp: {e}", file=sys.stderr)
         sys.exit(2)
-    from codling.startup import imports_without_gc
+    from codling.startup import imports_without_gc, one_malloc_arena
 
+    one_malloc_arena()  # before the warm-up thread, the executor's and the SDK's exist
     with imports_without_gc():  # the ACP SDK's schemas: most of the CPU before initialize is answered
         from codling.acp.serving import serve
 

@@ -90,12 +90,21 @@ def _read_ranks(path: Path | None = None) -> dict[bytes, int]:
 
 
 def _load_encoding(path: Path | None = None) -> tiktoken.Encoding:
-    """Build the o200k_base encoding from the ranks file; raises :class:`ConfigError` if the file is damaged."""
+    """Build the o200k_base encoding from the ranks file; raises :class:`ConfigError` if the file is damaged.
+
+    The Python ranks are emptied once the encoding is built: its Rust core keeps its own copy, which is all
+    encoding and decoding use, while ``Encoding`` would hold the dict it was given (200,000 bytes objects, about
+    a third of a ``codling acp`` process at rest) only for pickling and ``token_byte_values``, which codling never
+    calls.
+    """
     import tiktoken
 
-    return tiktoken.Encoding(
-        ENCODING_NAME, pat_str=_PAT_STR, mergeable_ranks=_read_ranks(path), special_tokens=dict(_SPECIAL_TOKENS)
+    ranks = _read_ranks(path)
+    encoding = tiktoken.Encoding(
+        ENCODING_NAME, pat_str=_PAT_STR, mergeable_ranks=ranks, special_tokens=dict(_SPECIAL_TOKENS)
     )
+    ranks.clear()
+    return encoding
 
 
 def _get_encoding() -> tiktoken.Encoding:
