@@ -255,5 +255,3 @@ def _number(found: re.Match[str], group: str | None) -> int | None:
 def is_context_overflow(e: BaseException) -> bool:
     """Whether the provider rejected a request because the context was too long."""
     return overflow_of(e) is not None
-
-
