@@ -1,7 +1,7 @@
 """Secrets in the environment: which variables hold them, and how their values are kept out of text.
 
 One rule (:func:`is_secret_name`) decides which variables are secret, for every place that needs it: commands
-are started without them (``tools/local.py``, and the editor's terminal in ``acp/ports.py``), and their values
+are started without them (``tools/local.py``, and the editor's terminal in ``acp/client_ports.py``), and their values
 are redacted from history.jsonl (``store/history.py``) and from log lines (:class:`RedactingFormatter`).
 What is stored (history.jsonl, meta.json, the chat's prompt_history) also loses every credential of a well-known
 shape, wherever it came from (:func:`redact_credentials`): a key typed into a prompt is not kept.

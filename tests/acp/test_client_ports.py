@@ -14,7 +14,7 @@ from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, FileSystemCapabilities, ToolCallProgress, ToolCallStart
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
-from codling.acp.ports import AcpFileSystem
+from codling.acp.client_ports import AcpFileSystem
 from codling.acp.server import CodlingAgent
 from codling.brain.events import Event, ToolCallStarted
 from codling.config import Settings
@@ -359,7 +359,7 @@ async def test_a_release_the_editor_refuses_leaves_the_command_s_result_alone(
     script = Script([[Call("run_command", {"command": "echo done"}, "c1")], [Say("ok")]])
     async with harness(home, project, script) as h:
         h.editor.refused["terminal/release"] = "no such terminal"
-        with caplog.at_level("INFO", logger="codling.acp.ports"):
+        with caplog.at_level("INFO", logger="codling.acp.client_ports"):
             assert await h.say("run") == "end_turn"
     assert tool_results(script) == ["exit code 0\ndone\n"]
     assert h.editor.methods()[-1] == "terminal/release"

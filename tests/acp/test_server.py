@@ -496,7 +496,7 @@ async def test_a_delegate_works_under_its_call_in_the_editor(start: Start) -> No
 
 
 def test_always_is_not_offered_to_the_editor_where_it_would_not_be_remembered() -> None:
-    from codling.acp.ports import options_for
+    from codling.acp.client_ports import options_for
     from codling.tools.ports import PermissionRequest
 
     protected = PermissionRequest("e1", "edit_file", "edit", "Edit .git/config", "/p/.git/config", always=None)

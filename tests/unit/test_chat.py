@@ -33,8 +33,8 @@ from codling.cli.chat import (
     parse_line,
 )
 from codling.cli.notify import Notifier
-from codling.cli.plan import SessionPlan, open_live, plan_session
 from codling.cli.render import TerminalRenderer
+from codling.cli.session_plan import SessionPlan, open_live, plan_session
 from codling.config import Settings
 from codling.errors import CodlingError, ConfigError
 from codling.llm.catalog import Catalog, ModelInfo

@@ -20,7 +20,7 @@ import pytest
 from codling.brain.events import TurnEnded, TurnStarted
 from codling.brain.events import Usage as EventUsage
 from codling.cli import complete
-from codling.cli.plan import MAX_IMAGE_BYTES
+from codling.cli.session_plan import MAX_IMAGE_BYTES
 from codling.cli.sessions import list_sessions
 from codling.store.header import SessionHeader
 from codling.store.history import read_history

@@ -8,7 +8,7 @@ import pytest
 
 from codling.brain.prompt import ImageBlock, ResourceBlock, TextBlock
 from codling.cli.mentions import MAX_MENTION_BYTES, Attached, attach, mentioned
-from codling.cli.plan import MAX_IMAGE_BYTES
+from codling.cli.session_plan import MAX_IMAGE_BYTES
 from codling.tools.local import LocalFileSystem
 from codling.tools.workspace import Workspace
 

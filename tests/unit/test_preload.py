@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from codling.cli.plan import check_model
 from codling.cli.preload import Preload
+from codling.cli.session_plan import check_model
 from codling.config import Settings
 from codling.errors import CodlingError, MissingCredentialsError, StoreError, UnknownProviderError
 from codling.llm.catalog import ModelInfo

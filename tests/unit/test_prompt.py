@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from codling.brain.context.layout import turn_context
-from codling.brain.context.turns import TurnExecutionSummary, TurnStep
+from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
 from codling.brain.prompt import InstructionFile, Instructions, find_project_instructions, system_prompt
 
 GIT = shutil.which("git")

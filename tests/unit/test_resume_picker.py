@@ -16,8 +16,8 @@ from codling.brain.events import SessionTitled, TextDelta, TurnEnded, TurnStarte
 from codling.brain.prompt import TextBlock
 from codling.cli.chat import Chat, ChatViews
 from codling.cli.picker import PAGE_SIZE, pick_session
-from codling.cli.plan import plan_session, resumable
 from codling.cli.render import TerminalRenderer
+from codling.cli.session_plan import plan_session, resumable
 from codling.config import Settings
 from codling.llm.catalog import Catalog, ModelInfo
 from codling.store.header import SessionHeader

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from codling.brain.context.turns import TurnExecutionSummary, TurnStep
+from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,

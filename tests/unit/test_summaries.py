@@ -12,8 +12,8 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
 from codling.brain.context.ledger import build_turn_summary, render_ledger, render_turn_summary
+from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
 from codling.brain.context.summaries import display_path, summarize_tool_call, update_recent_files
-from codling.brain.context.turns import TurnExecutionSummary, TurnStep
 from codling.brain.events import (
     Event,
     PlanUpdated,

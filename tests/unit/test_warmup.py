@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import codling.acp.client_ports
+
 # The first stage's modules, loaded here so that stage has nothing left to do when a test starts the thread.
 import codling.acp.mcp_specs
-import codling.acp.ports
 import codling.store.index
 import codling.store.live  # noqa: F401
 from codling.acp.warmup import WarmUp

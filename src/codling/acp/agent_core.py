@@ -27,6 +27,11 @@ from acp.schema import (
     UnstructuredCommandInput,
 )
 
+from codling.acp.config_options import (
+    config_options,
+    mode_state,
+    takes_booleans,
+)
 from codling.acp.errors import (
     directory,
     held,
@@ -34,11 +39,6 @@ from codling.acp.errors import (
     not_found,
 )
 from codling.acp.newer import NewerEdge, NewerUpdate, wire
-from codling.acp.options import (
-    config_options,
-    mode_state,
-    takes_booleans,
-)
 from codling.acp.paths import ClientPaths
 from codling.acp.translate import ToolCards, Update, translate
 from codling.acp.warmup import WarmUp
@@ -226,8 +226,8 @@ class AgentCore:
         """Make a session live: its brain (restored from ``stored`` if given), its recorder, its forwarder, its
         MCP servers (the client's and config.toml's, started in the background); ``client_dirs`` are its
         directories as the client named them (before symbolic links are resolved)."""
+        from codling.acp.client_ports import AcpApprover
         from codling.acp.mcp_specs import mcp_specs
-        from codling.acp.ports import AcpApprover
         from codling.store.clock import now
         from codling.store.live import start_session
 
@@ -271,7 +271,7 @@ class AgentCore:
     def _ports(self, session_id: str, paths: ClientPaths) -> dict[str, Any]:
         """The editor's files (if it offers both reading and writing them) and terminals for a session (else
         the local ones); ``paths`` names files as the client does."""
-        from codling.acp.ports import AcpFileSystem, AcpTerminal
+        from codling.acp.client_ports import AcpFileSystem, AcpTerminal
         from codling.tools.local import LocalFileSystem
 
         caps = self._client_capabilities

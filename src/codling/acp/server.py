@@ -46,6 +46,14 @@ from acp.schema import (
 
 from codling import __version__
 from codling.acp.auth import auth_methods, auth_required, check_method, keyed_by
+from codling.acp.config_options import (
+    OPTION_IDS,
+    mode_value,
+    parse_mode,
+    refused,
+    thinking_value,
+    thought_level_value,
+)
 from codling.acp.errors import (
     absolute,
     busy,
@@ -57,14 +65,6 @@ from codling.acp.errors import (
     turn_error,
 )
 from codling.acp.newer import RENAMED, newer_params
-from codling.acp.options import (
-    OPTION_IDS,
-    mode_value,
-    parse_mode,
-    refused,
-    thinking_value,
-    thought_level_value,
-)
 from codling.acp.paths import ClientPaths
 from codling.acp.translate import prompt_usage
 from codling.acp.warmup import WarmUp

@@ -40,7 +40,7 @@ from typing import Any, cast
 from acp import PROTOCOL_VERSION
 from acp.task import MessageSender
 
-from codling.acp.options import shape_problem
+from codling.acp.config_options import shape_problem
 from codling.text import clean_text
 
 log = logging.getLogger(__name__)

@@ -55,8 +55,8 @@ class WarmUp:
 
         try:
             with imports_without_gc():
+                import codling.acp.client_ports
                 import codling.acp.mcp_specs
-                import codling.acp.ports
                 import codling.store.index
                 import codling.store.live  # noqa: F401
 

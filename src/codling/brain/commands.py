@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 AGENTS_FILE = "AGENTS.md"
 
 
-async def run_command(
+async def run_slash_command(
     session: SessionHost, turn_id: str, send: Callable[[Event], None], name: str, argument: str
 ) -> None:
     """Run the slash command ``name`` (the pins it changes were changed as its turn started)."""

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
-from codling.brain.context.turns import TurnExecutionSummary
+from codling.brain.context.ledger_entries import TurnExecutionSummary
 from codling.brain.context.window import LearnedWindow
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock

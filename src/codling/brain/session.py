@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.builtin_turns import clean_title, fallback_title, title_turn
 from codling.brain.coalesce import TextCoalescer
-from codling.brain.commands import AGENTS_FILE, run_command
+from codling.brain.commands import AGENTS_FILE, run_slash_command
 from codling.brain.context import tools
 from codling.brain.context.engine import ContextEngine
 from codling.brain.context.ledger import build_turn_summary
@@ -564,7 +564,7 @@ class ConversationSession:
             self.instructions()  # the system prompt's size is part of the context estimate
             await self._servers_ready(turn, send)
             if command is not None and answered:
-                await run_command(self, turn_id, send, *command)
+                await run_slash_command(self, turn_id, send, *command)
             else:
                 stop, usage = await ModelTurn(self, turn, send, log_).run(user_text, images)
         except asyncio.CancelledError:

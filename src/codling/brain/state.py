@@ -14,8 +14,8 @@ from codling.llm.tokens import count_wire_tokens
 from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
+    from codling.brain.context.ledger_entries import TurnExecutionSummary
     from codling.brain.context.pins import Pin
-    from codling.brain.context.turns import TurnExecutionSummary
     from codling.vocabulary import PlanStep
 
 SUMMARY_PREFIX = "[Summary of the conversation so far: earlier turns were compacted]\n\n"

@@ -1,6 +1,6 @@
 """The ``codling`` command line (typer): the composition root for the terminal and for ``codling acp``.
 
-Exit codes (``cli/plan.py``): 0 the turn completed, 1 the turn failed, 2 usage or configuration error,
+Exit codes (``cli/session_plan.py``): 0 the turn completed, 1 the turn failed, 2 usage or configuration error,
 130 interrupted (Ctrl-C), 128 + N ended by signal N (SIGTERM, SIGHUP).
 """
 
@@ -20,7 +20,7 @@ from codling.cli import complete
 from codling.cli.acp_main import run_acp, setup_logging
 from codling.cli.home import open_store
 from codling.cli.oneshot import Limits, Output, run_turn
-from codling.cli.plan import (
+from codling.cli.session_plan import (
     EXIT_OK,
     EXIT_USAGE,
     SessionPlan,

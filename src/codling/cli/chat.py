@@ -34,7 +34,7 @@ from codling.brain.slash import COMMAND_HINTS, COMMANDS
 from codling.cli.draw import StyledWriter
 from codling.cli.mentions import attach
 from codling.cli.oneshot import SHUTDOWN_SECONDS, context_meter
-from codling.cli.plan import (
+from codling.cli.session_plan import (
     EXIT_OK,
     EXIT_USAGE,
     SessionPlan,
@@ -418,7 +418,7 @@ class Chat:
         the start of one that some session has (ambiguous counts: resuming says which it matches); else the
         argument is words to look for."""
         from codling.cli.home import open_store
-        from codling.cli.plan import could_be_id
+        from codling.cli.session_plan import could_be_id
         from codling.errors import UnknownSessionError
         from codling.store.ids import is_session_id
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codling.brain.prompt import PromptBlock, ResourceBlock, TextBlock
-from codling.cli.plan import IMAGE_TYPES, read_image
+from codling.cli.session_plan import IMAGE_TYPES, read_image
 from codling.errors import CodlingError
 
 if TYPE_CHECKING:  # the tools load at the first turn, not before the chat's input line

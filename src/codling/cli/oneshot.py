@@ -2,7 +2,7 @@
 
 Piped or redirected, stdout carries the answer alone (the turn's last message, at its end) and what the turn
 does is drawn on stderr; ``--json`` prints JSON lines instead (a session event, the turn's events, a result
-event). The exit codes are :mod:`codling.cli.plan`'s; SIGTERM and SIGHUP end the turn as Ctrl-C does and exit
+event). The exit codes are :mod:`codling.cli.session_plan`'s; SIGTERM and SIGHUP end the turn as Ctrl-C does and exit
 with 128 + N.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, cast
 
 from codling.brain.prompt import PromptBlock
-from codling.cli.plan import (
+from codling.cli.session_plan import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_LIMIT,

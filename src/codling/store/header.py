@@ -1,6 +1,6 @@
 """The first record of a session, as the code holds it.
 
-Light on purpose: the terminal plans a new session (``cli/plan.py``) before its input line opens, and the
+Light on purpose: the terminal plans a new session (``cli/session_plan.py``) before its input line opens, and the
 records' pydantic models (``store/records.py``) load only when a header is written or read.
 """
 

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from codling.brain.context.turns import TurnExecutionSummary, TurnStep
+from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
 from codling.brain.context.window import LearnedWindow
 from codling.brain.interactions import InteractionKind
 from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock

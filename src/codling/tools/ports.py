@@ -1,7 +1,7 @@
 """Ports: how tools reach files, processes and the user's approval.
 
 Tools never touch the disk, spawn processes or ask the user directly; they go through these protocols so the
-same tool works on local files (``tools/local.py``), inside an editor over ACP (``acp/ports.py``), or
+same tool works on local files (``tools/local.py``), inside an editor over ACP (``acp/client_ports.py``), or
 against a fake in tests.
 """
 

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence, Set
 from pathlib import Path
 
 from codling.brain.context.ledger import render_ledger
+from codling.brain.context.ledger_entries import TurnExecutionSummary
 from codling.brain.context.summaries import display_path
-from codling.brain.context.turns import TurnExecutionSummary
 
 CONTEXT_OPEN = "<session-context>"
 CONTEXT_CLOSE = "</session-context>"

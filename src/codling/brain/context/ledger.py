@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from codling.brain.context.budget import newest_that_fit
+from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
 from codling.brain.context.summaries import changed_files, display_path
-from codling.brain.context.turns import TurnExecutionSummary, TurnStep
 from codling.brain.events import (
     Event,
     PlanUpdated,
