@@ -136,7 +136,7 @@ async def test_other_failures_carry_only_their_details(
 
 
 def test_failures_are_told_apart() -> None:
-    from codling.brain.turns import failure_reason
+    from codling.brain.failures import failure_reason
     from codling.errors import MissingCredentialsError, ModelError, NoModelError
 
     wrapped = ModelError("gave up")

@@ -26,9 +26,9 @@ from codling.brain.events import (
     ToolCallFinished,
     TurnEnded,
 )
+from codling.brain.failures import describe_failure
 from codling.brain.prompt import ImageBlock, TextBlock
 from codling.brain.session import ConversationSession
-from codling.brain.turns import describe_failure
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo, load_catalog
 from codling.llm.providers import CONNECT_TIMEOUT, Endpoint, build_model

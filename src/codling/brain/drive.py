@@ -18,8 +18,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from codling.brain.events import Event, PlanUpdated, TextDelta, ThoughtDelta, ToolCallStarted, Usage
+from codling.brain.failures import describe_failure
 from codling.brain.spend import usage_of
-from codling.brain.turns import args_dict, describe_failure, plan_of, stop_reason, tool_finished
+from codling.brain.turns import args_dict, plan_of, stop_reason, tool_finished
 from codling.errors import ModelError
 from codling.text import clean_text
 from codling.tools.deps import ToolDeps

@@ -18,11 +18,12 @@ from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.context.window import may_cut_silently, stated_message, truncated_message, truncated_window
 from codling.brain.drive import drive
 from codling.brain.events import Event, Usage
+from codling.brain.failures import describe_failure
 from codling.brain.host import SessionHost
 from codling.brain.images import refuses_images
 from codling.brain.prompt import ImageBlock, user_content
 from codling.brain.running import RunningTurn
-from codling.brain.turns import TurnLog, describe_failure
+from codling.brain.turns import TurnLog
 from codling.errors import SessionError
 from codling.llm.providers import Endpoint, history_breakpoint, prompt_cache_settings
 from codling.vocabulary import StopReason

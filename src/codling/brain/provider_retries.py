@@ -26,8 +26,8 @@ from pydantic_ai.messages import ModelResponse
 
 from codling.brain.context.overflow import is_context_overflow
 from codling.brain.events import Event, ProviderRetrying
+from codling.brain.failures import describe_failure
 from codling.brain.retries import RETRYABLE_STATUSES, RetryPolicy
-from codling.brain.turns import describe_failure
 from codling.errors import ModelError
 from codling.llm.providers import Endpoint
 

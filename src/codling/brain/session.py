@@ -46,6 +46,7 @@ from codling.brain.events import (
     Usage,
     UsageUpdated,
 )
+from codling.brain.failures import is_expected_failure, turn_failed
 from codling.brain.host import ModelFactory
 from codling.brain.images import may_see_images
 from codling.brain.model_turn import ModelTurn
@@ -67,15 +68,7 @@ from codling.brain.special_turns import SpecialTurns
 from codling.brain.spend import Spend, priced
 from codling.brain.state import SessionState
 from codling.brain.thinking import Thinking
-from codling.brain.turns import (
-    Ending,
-    TurnLog,
-    command_of,
-    is_expected_failure,
-    turn_failed,
-    turn_text,
-    typed_text,
-)
+from codling.brain.turns import Ending, TurnLog, command_of, turn_text, typed_text
 from codling.errors import SessionError
 from codling.llm.catalog import ModelInfo
 from codling.tools.deps import ToolDeps
