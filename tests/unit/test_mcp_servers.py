@@ -12,11 +12,12 @@ import pytest
 from codling.errors import ToolError
 from codling.mcp_servers import McpServerSpec
 from codling.tools.mcp.servers import MAX_TOOLS, McpNotice, McpServer, McpServers
+from tests.fakes.deadlines import deadline
 from tests.fakes.mcp import RecordingHttpServer, pid_written, stdio_spec
 from tests.fakes.mcp_server import LISTING_ERROR, REFUSAL
 from tests.fakes.processes import Fifo, gone
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(deadline(60))
 
 
 class Running:
@@ -38,7 +39,7 @@ class Running:
 
 
 async def running(spec: McpServerSpec, cwd: Path, *, listen: bool = True) -> AsyncIterator[Running]:
-    servers = McpServers((spec,), cwd, startup_timeout=30)
+    servers = McpServers((spec,), cwd, startup_timeout=deadline(30))
     run = Running(servers)
     if listen:
         servers.listen(run.notices.append)

@@ -20,6 +20,7 @@ from codling.tools.ports import PermissionRequest
 from codling.tools.shell import output_summary, run_command
 from codling.tools.workspace import Workspace
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.deadlines import deadline
 
 
 def ctx(
@@ -43,7 +44,7 @@ def ctx(
 
 
 async def bounded(call: Coroutine[Any, Any, ToolOutput]) -> ToolOutput:
-    return await asyncio.wait_for(call, 30)
+    return await asyncio.wait_for(call, deadline(30))
 
 
 async def test_runs_in_cwd_and_reports_exit_code(tmp_path: Path) -> None:
