@@ -179,7 +179,7 @@ def test_run_on_a_terminal_asks_before_a_command(home: Path, project: Path, serv
     answered = False
     try:
         while process.poll() is None or select.select([primary], [], [], 0)[0]:
-            ready, _, _ = select.select([primary], [], [], 30)
+            ready, _, _ = select.select([primary], [], [], deadline(30))
             assert ready, f"no output from codling; got so far: {seen!r}"
             try:
                 chunk = os.read(primary, 4096)

@@ -35,7 +35,7 @@ class Running:
         found = self.servers.find(name)
         assert found is not None, name
         server, tool = found
-        return (await server.call(tool, dict(args or {}), timeout)).text
+        return (await server.call(tool, dict(args or {}), deadline(timeout))).text
 
 
 async def running(spec: McpServerSpec, cwd: Path, *, listen: bool = True) -> AsyncIterator[Running]:
@@ -74,7 +74,7 @@ async def test_a_failed_servers_tool_is_not_called(tmp_path: Path) -> None:
         server, echo = found
         await server.stop()
         with pytest.raises(ToolError) as e:
-            await server.call(echo, {"text": "hi"}, 20)
+            await server.call(echo, {"text": "hi"}, deadline(20))
         assert str(e.value) == "The MCP server fake is not running, so echo cannot be called."
         assert run.servers.tools() == ()
 
