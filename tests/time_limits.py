@@ -21,7 +21,8 @@ import faulthandler
 import os
 import sys
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 
 import pytest
 from pytest_timeout import Settings
@@ -74,32 +75,24 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         return (yield)
 
 
-class _alarm:
-    """pytest-timeout's own timer, armed for one phase (its settings: the test's marker, else the suite's)."""
-
-    def __init__(self, item: pytest.Item) -> None:
-        self.item = item
-        self.armed = False
-
-    def __enter__(self) -> None:
-        limit = _item_limit(self.item)
-        # Without func_only pytest-timeout's one alarm spans the whole protocol: a second would cancel it.
-        if limit > 0 and self.item.config.getini("timeout_func_only"):
-            settings = Settings(limit, "signal", True, False)
-            self.armed = bool(self.item.ihook.pytest_timeout_set_timer(item=self.item, settings=settings))
-
-    def __exit__(self, *exc: object) -> None:
-        if self.armed:
-            self.item.ihook.pytest_timeout_cancel_timer(item=self.item)
-
-
-def _item_limit(item: pytest.Item) -> float:
+@contextmanager
+def _alarm(item: pytest.Item) -> Iterator[None]:
+    """pytest-timeout's own timer, armed for one phase (the limit: the test's marker's, else the suite's)."""
     marker = item.get_closest_marker("timeout")
+    limit, func_only = item.config.stash.get(_TEST_LIMIT, 0.0), bool(item.config.getini("timeout_func_only"))
     if marker is not None:
-        value = marker.kwargs.get("timeout", marker.args[0] if marker.args else None)
-        if value is not None:
-            return float(value)
-    return item.config.stash.get(_TEST_LIMIT, 0.0)
+        given = marker.kwargs.get("timeout", marker.args[0] if marker.args else None)
+        limit = limit if given is None else float(given)
+        func_only = bool(marker.kwargs.get("func_only", func_only))
+    # Without func_only pytest-timeout's one alarm spans the whole protocol: a second would cancel it.
+    armed = limit > 0 and func_only
+    if armed:
+        item.ihook.pytest_timeout_set_timer(item=item, settings=Settings(limit, "signal", True, False))
+    try:
+        yield
+    finally:
+        if armed:
+            item.ihook.pytest_timeout_cancel_timer(item=item)
 
 
 def _start_guard(config: pytest.Config, seconds: float) -> None:
