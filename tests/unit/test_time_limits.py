@@ -6,6 +6,7 @@ Each test runs pytest in a subprocess on a small generated test file, with the r
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -16,18 +17,25 @@ from tests.time_limits import GUARD_EXIT_STATUS
 
 ROOT = Path(__file__).resolve().parents[2]
 
-HANGS = '''
-import threading, time
+SLOW_REPORTS = """
+import time
 
 import pytest
 
 
-class SlowToShow(Exception):
-    """An error whose text takes longer than the test limit to make: pytest asks for it as it reports the failure."""
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "call" and report.failed and "slow_report" in item.name:
+        report.longreprtext  # the failure formatted, as a worker does before it sends the report
+        time.sleep(LIMIT * 2)  # the input under test: pytest's report work outlasting the test's limit (a busy machine)
+    return report
+"""
 
-    def __str__(self):
-        time.sleep(LIMIT * 2)  # the input under test: a slow failure report
-        return "shown at last"
+HANGS = """
+import threading
+
+import pytest
 
 
 @pytest.fixture
@@ -41,7 +49,7 @@ def test_1_hangs():
 
 
 def test_2_fails_with_a_slow_report():
-    raise SlowToShow()
+    assert 1 == 2
 
 
 def test_3_fixture_hangs(hanging_fixture):
@@ -50,7 +58,7 @@ def test_3_fixture_hangs(hanging_fixture):
 
 def test_4_passes():
     assert True
-'''
+"""
 
 UNSTOPPABLE = """
 import signal, threading
@@ -70,8 +78,11 @@ def test_3_never_starts():
 """
 
 
-def run_pytest(tmp_path: Path, source: str, timeout: float, session_timeout: float) -> subprocess.CompletedProcess[str]:
-    """pytest on `source` with the repository's ini but the given limits, and the suite's time-limit plugin."""
+def run_pytest(
+    tmp_path: Path, source: str, timeout: float, session_timeout: float, conftest: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """pytest on `source` (and `conftest`) with the repository's ini but the given limits, and the suite's
+    time-limit plugin."""
     ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\n"
@@ -80,8 +91,11 @@ def run_pytest(tmp_path: Path, source: str, timeout: float, session_timeout: flo
         f"session_timeout = {session_timeout}\n"
     )
     (tmp_path / "test_generated.py").write_text(f"LIMIT = {deadline(timeout)}\n" + source)
+    if conftest:
+        (tmp_path / "conftest.py").write_text(f"LIMIT = {deadline(timeout)}\n" + conftest)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-    env.update({k: v for k, v in __import__("os").environ.items() if k == "CODLING_TEST_TIME_FACTOR"})
+    if factor := os.environ.get("CODLING_TEST_TIME_FACTOR"):
+        env["CODLING_TEST_TIME_FACTOR"] = factor
     return subprocess.run(
         [
             sys.executable,
@@ -108,14 +122,14 @@ def run_pytest(tmp_path: Path, source: str, timeout: float, session_timeout: flo
 
 
 def test_a_hang_or_a_slow_failure_report_fails_its_own_test_and_the_run_goes_on(tmp_path: Path) -> None:
-    result = run_pytest(tmp_path, HANGS, timeout=1, session_timeout=600)
+    result = run_pytest(tmp_path, HANGS, timeout=1, session_timeout=600, conftest=SLOW_REPORTS)
     out = result.stdout + result.stderr
     assert "INTERNALERROR" not in out, out
     assert result.returncode == 1, out
     assert "FAILED test_generated.py::test_1_hangs - Failed: Timeout" in out, out
     slow = next(line for line in out.splitlines() if line.startswith("FAILED test_generated.py::test_2_"))
-    assert "Timeout" not in slow, out  # failed for its own error, shown whole however long that took
-    assert "E       test_generated.SlowToShow: shown at last" in out, out
+    assert "Timeout" not in slow, out  # failed for its own error, however long its report took
+    assert "E       assert 1 == 2" in out, out
     assert "ERROR test_generated.py::test_3_fixture_hangs - Failed: Timeout" in out, out
     assert "PASSED test_generated.py::test_4_passes" in out, out
 
