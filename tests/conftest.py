@@ -8,6 +8,9 @@ import pytest
 
 from codling.config import Settings
 
+# The suite's time limits (scaled by CODLING_TEST_TIME_FACTOR; none armed while pytest reports).
+pytest_plugins = ["tests.time_limits"]
+
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:

@@ -21,6 +21,7 @@ from codling.config import Settings
 from codling.errors import PathError
 from codling.tools.local import LocalFileSystem
 from tests.fakes.acp_client import Arrivals, RecordingClient, connected
+from tests.fakes.deadlines import deadline
 from tests.fakes.editor import FakeEditor
 from tests.fakes.scenarios import Call, Say, Script
 
@@ -194,7 +195,7 @@ async def test_cancelling_the_turn_kills_and_releases_the_terminal(home: Path, p
         prompt = asyncio.create_task(h.say("run it"))
         await h.client.wait_for("tool_call_update")  # the terminal is attached: the command runs
         await h.conn.cancel(session_id=h.session_id)
-        assert await asyncio.wait_for(prompt, 10) == "cancelled"
+        assert await asyncio.wait_for(prompt, deadline(10)) == "cancelled"
     assert h.editor.methods()[-2:] == ["terminal/kill", "terminal/release"]
     assert h.editor.terminals["term-1"].killed
 
@@ -255,7 +256,7 @@ async def test_cancelling_while_the_terminal_is_created_still_kills_and_releases
         await h.conn.cancel(session_id=h.session_id)
         await arrivals.received("session/cancel")  # the turn is cancelled before the create's answer arrives
         answer_create.set()  # the editor answers the create late
-        assert await asyncio.wait_for(prompt, 10) == "cancelled"
+        assert await asyncio.wait_for(prompt, deadline(10)) == "cancelled"
         await h.editor.called("terminal/release")
     assert h.editor.methods() == ["terminal/create", "terminal/kill", "terminal/release"]
     assert h.editor.terminals["term-1"].killed
@@ -379,7 +380,7 @@ async def test_cancelling_while_the_command_runs_kills_and_releases_its_terminal
         prompt = asyncio.create_task(h.say("run it"))
         await h.editor.called("terminal/wait_for_exit")  # the command runs, and the agent waits for its end
         await h.conn.cancel(session_id=h.session_id)
-        assert await asyncio.wait_for(prompt, 10) == "cancelled"
+        assert await asyncio.wait_for(prompt, deadline(10)) == "cancelled"
     assert h.editor.methods() == ["terminal/create", "terminal/wait_for_exit", "terminal/kill", "terminal/release"]
     assert h.editor.terminals["term-1"].killed
 

@@ -128,7 +128,7 @@ async def test_a_session_open_on_the_removed_key_asks_to_sign_in_at_its_next_pro
             assert (await asyncio.wait_for(first, deadline(120))).stop_reason == "end_turn"
             assert await logout(conn) == {}
         else:
-            await asyncio.to_thread(server.wait_for_requests, 1, deadline(120))
+            await asyncio.to_thread(server.wait_for_requests, 1, 120)
             assert await logout(conn) == {}
             answer.set()  # the turn that started signed in ends as it began
             assert (await asyncio.wait_for(first, deadline(120))).stop_reason == "end_turn"

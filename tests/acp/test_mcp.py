@@ -15,11 +15,12 @@ from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from codling.mcp_servers import McpServerSpec
 from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.deadlines import deadline
 from tests.fakes.mcp import ROOT, SERVER_MODULE, pid_written
 from tests.fakes.processes import gone
 from tests.fakes.scenarios import Say, Script
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(deadline(90))
 
 
 def stdio(name: str, *args: str, pidfile: Path | None = None) -> McpServerStdio:

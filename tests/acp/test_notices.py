@@ -28,7 +28,7 @@ from tests.fakes.npm_acp import schema_violations
 from tests.fakes.scenarios import Fail, Gate, Say, Script, Until
 from tests.fakes.summarizer import is_summary_request
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(deadline(120))
 
 NEWER: dict[str, Any] = {"notices": {}, "compaction": {}}
 COMPACTION_ONLY: dict[str, Any] = {"compaction": {}}
@@ -246,7 +246,7 @@ async def test_a_cancelled_compaction_ends_cancelled(home: Path, project: Path) 
         sid = (await conn.new_session(cwd=str(project))).session_id
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("hello")])
         compacting = asyncio.create_task(conn.prompt(session_id=sid, prompt=[helpers.text_block("/compact")]))
-        await gate.arrival(deadline(10))
+        await gate.arrival(10)
         await conn.cancel(session_id=sid)
         assert (await compacting).stop_reason == "cancelled"
     started, ended = client.of_kind("compaction_update")

@@ -35,7 +35,7 @@ class Running:
         """Send prompts while the turn runs; return once the agent has received them all."""
         sent = self.arrivals.methods.count("session/prompt")
         tasks = [asyncio.create_task(self.h.say(self.sid, text)) for text in texts]
-        await self.arrivals.received("session/prompt", sent + len(texts), within=deadline(10))
+        await self.arrivals.received("session/prompt", sent + len(texts), within=10)
         return tasks
 
     async def stops(self, *tasks: asyncio.Task[str]) -> list[str]:
@@ -52,7 +52,7 @@ async def running(home: Path, project: Path, *later: Response) -> AsyncIterator[
     async with harness(home, script, arrivals=arrivals) as h:
         sid = (await h.conn.new_session(cwd=str(project))).session_id
         first = asyncio.create_task(h.say(sid, "first"))
-        await gate.arrival(deadline(10))
+        await gate.arrival(10)
         yield Running(h, sid, gate, script, first, arrivals)
 
 

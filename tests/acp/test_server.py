@@ -31,6 +31,7 @@ from codling.acp.content import IMAGE_MAX_BASE64
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.deadlines import deadline
 from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Wait, user_prompt
 
 MODEL_ID = "openai-chat:scripted"
@@ -260,7 +261,7 @@ async def test_cancel_answers_cancelled_promptly(start: Start) -> None:
         prompt = asyncio.create_task(h.say(sid, "slow"))
         await h.client.wait_for("agent_message_chunk")
         await h.conn.cancel(session_id=sid)
-        assert await asyncio.wait_for(prompt, 5) == "cancelled"
+        assert await asyncio.wait_for(prompt, deadline(5)) == "cancelled"
         # The session keeps working after a cancel.
         assert await h.say(sid, "more") == "end_turn"
     assert h.client.agent_text() == "workingstill here"
@@ -277,7 +278,7 @@ async def test_cancel_while_waiting_for_permission(start: Start, project: Path) 
         assert (asked.session_id, asked.tool_call.tool_call_id) == (sid, "r1")
         assert not prompt.done()  # the turn is waiting for the answer
         await h.conn.cancel(session_id=sid)
-        assert await asyncio.wait_for(prompt, 5) == "cancelled"
+        assert await asyncio.wait_for(prompt, deadline(5)) == "cancelled"
         client.release.set()
     card = [u for _, u in client.updates if getattr(u, "tool_call_id", None) == "r1"]
     # The call's card ends saying it was cancelled (its status left as the editor marks it), never completed.
@@ -383,7 +384,7 @@ async def test_cancel_sent_right_after_the_prompt_is_answered(start: Start) -> N
         prompt = asyncio.create_task(h.say(sid, "go"))
         await asyncio.sleep(0)  # the prompt request is on its way; cancel before the turn can start
         await h.conn.cancel(session_id=sid)
-        assert await asyncio.wait_for(prompt, 5) == "cancelled"
+        assert await asyncio.wait_for(prompt, deadline(5)) == "cancelled"
         assert await asyncio.wait_for(h.say(sid, "again"), 5) == "end_turn"
     assert len(script.requests) == 1  # the cancelled turn never reached the model
 

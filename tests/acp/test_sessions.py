@@ -21,6 +21,7 @@ from codling.store.header import SessionHeader
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.deadlines import deadline
 from tests.fakes.scenarios import Call, Say, Script, Until
 
 MODEL_ID = "openai-chat:scripted"
@@ -187,7 +188,7 @@ async def test_close_cancels_the_running_turn_and_frees_the_session(agent: Agent
         prompt = asyncio.create_task(say(conn, session.session_id, "take your time"))
         await client.wait_for("agent_message_chunk")
         await asyncio.wait_for(conn.close_session(session_id=session.session_id), 5)
-        assert await asyncio.wait_for(prompt, 5) == "cancelled"
+        assert await asyncio.wait_for(prompt, deadline(5)) == "cancelled"
         with pytest.raises(RequestError):
             await say(conn, session.session_id, "still there?")
         # Closed, not deleted: it can be loaded again.

@@ -28,6 +28,7 @@ from codling.brain.interactions import Interaction
 from codling.brain.sanitize import SESSION_OPENED
 from codling.config import Settings
 from tests.fakes.acp_client import Arrivals, RecordingClient, connected
+from tests.fakes.deadlines import deadline
 from tests.fakes.editor import FakeEditor
 from tests.fakes.scenarios import Fail, Say, Script, Until
 
@@ -203,7 +204,7 @@ async def test_a_prompt_cancelled_while_its_attachment_is_read_does_not_wait_for
         await h.conn.cancel(session_id=sid)
         answer_read.set()
         # Answered at once, while the greeting still runs: the cancel is not held until the greeting ends.
-        assert (await asyncio.wait_for(waiting, 5)).stop_reason == "cancelled"
+        assert (await asyncio.wait_for(waiting, deadline(5))).stop_reason == "cancelled"
         release.set()
         await h.client.wait_for("agent_message_chunk")
         assert await h.say(sid, "again") == "end_turn"

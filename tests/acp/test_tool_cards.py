@@ -16,6 +16,7 @@ from codling.acp.paths import ClientPaths
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.deadlines import deadline
 from tests.fakes.scenarios import Call, Say, Script
 
 MODEL = "openai-chat:scripted"
@@ -115,7 +116,7 @@ async def test_cancelled_calls_keep_the_editor_s_mark(home: Path, project: Path)
         await client.wait_for("tool_call_update")  # running
         client.cancelled()  # as Zed does when the user presses stop
         await conn.cancel(session_id=sid)
-        assert (await asyncio.wait_for(prompt, 10)).stop_reason == "cancelled"
+        assert (await asyncio.wait_for(prompt, deadline(10))).stop_reason == "cancelled"
     last = card(client, "c1")[-1]
     assert last.status is None and [c.content.text for c in last.content] == ["Cancelled."]
     # The fake editor (connected) checks that no later update overwrote the user's decision.
@@ -185,7 +186,7 @@ async def test_a_replay_settles_the_calls_the_user_rejected_or_cancelled(home: P
         await live.wait_for("tool_call_update", count=4)  # the second call allowed and running
         live.cancelled()
         await conn.cancel(session_id=sid)
-        assert (await asyncio.wait_for(prompt, 10)).stop_reason == "cancelled"
+        assert (await asyncio.wait_for(prompt, deadline(10))).stop_reason == "cancelled"
     assert live.statuses == {"r1": "rejected", "c1": "cancelled"}
     replayed = RecordingClient()
     async with connected(agent(home, Script([])), replayed) as conn:

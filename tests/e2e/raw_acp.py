@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer
 from tests.fakes.processes import measured
 
@@ -70,14 +71,14 @@ class RawAgent:
             async with self._arrived:
                 await self._arrived.wait_for(lambda: condition() or self._reader.done())
 
-        await asyncio.wait_for(wait(), timeout)
+        await asyncio.wait_for(wait(), deadline(timeout))
         if self._reader.done():
             self._reader.result()  # re-raise a bad line
             assert condition(), "the agent closed stdout"
 
     async def finished(self, timeout: float = 30) -> None:
         """Wait until the agent has closed its stdout; raises if a line it wrote was not JSON-RPC."""
-        await asyncio.wait_for(asyncio.shield(self._reader), timeout)
+        await asyncio.wait_for(asyncio.shield(self._reader), deadline(timeout))
 
     async def request(self, request_id: Any, method: str, params: Any, timeout: float = 30) -> dict[str, Any]:
         await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
@@ -118,7 +119,7 @@ async def raw_agent(env: dict[str, str], stderr: Path) -> AsyncIterator[RawAgent
             assert process.returncode is None, f"the agent died: {stderr.read_text()[-2000:]}"
             assert process.stdin is not None
             process.stdin.close()
-            assert await asyncio.wait_for(process.wait(), 20) == 0
+            assert await asyncio.wait_for(process.wait(), deadline(20)) == 0
             await agent.finished()
         finally:
             if process.returncode is None:

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from tests.e2e.raw_acp import agent_env, raw_agent
-from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
 from tests.fakes.scenarios import user_prompt
 
@@ -201,7 +200,7 @@ async def test_fuzzed_json_rpc_never_breaks_the_agent(
 
         done: Callable[[], bool] = lambda: must <= set(answered_ids())  # noqa: E731
         try:
-            await agent.wait_until(done, deadline(20))
+            await agent.wait_until(done, 20)
         except TimeoutError:
             missing = must - set(answered_ids())
             raise AssertionError([line for line in lines if line.answered in missing][:5]) from None

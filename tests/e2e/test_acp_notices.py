@@ -13,7 +13,6 @@ import pytest
 
 from codling.acp.notices import RETRY_HINT
 from tests.e2e.raw_acp import agent_env, raw_agent
-from tests.fakes.deadlines import deadline
 from tests.fakes.npm_acp import schema_violations
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, running_server
 
@@ -40,7 +39,7 @@ async def test_a_client_that_advertised_them_gets_notices_and_compaction_updates
 
         async def request(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
             sent.append({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            return await agent.request(request_id, method, params, deadline(60))
+            return await agent.request(request_id, method, params, 60)
 
         await request(0, "initialize", {"protocolVersion": 1, "clientCapabilities": CAPABILITIES})
         session_id = (await request(1, "session/new", {"cwd": str(project), "mcpServers": []}))["result"]["sessionId"]

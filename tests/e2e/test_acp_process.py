@@ -17,6 +17,7 @@ from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, ContentToolCallContent, FileSystemCapabilities, TextContentBlock
 
 from tests.fakes.acp_client import RecordingClient
+from tests.fakes.deadlines import deadline
 from tests.fakes.editor import FakeEditor
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage, running_server
 from tests.fakes.processes import measured
@@ -95,7 +96,7 @@ async def test_initialize_new_prompt_with_tool_call_then_cancel(
         )
         await client.wait_for("agent_message_chunk", chunks_before + 1)
         await conn.cancel(session_id=session.session_id)
-        cancelled = await asyncio.wait_for(prompt, 5)
+        cancelled = await asyncio.wait_for(prompt, deadline(5))
         assert cancelled.stop_reason == "cancelled"
 
     # The provider got the real tool-call round trip and the key, which never reached the log.
@@ -188,7 +189,7 @@ def test_serves_from_and_to_regular_files(
     command = [sys.executable, "-m", "codling", "acp"]
     with requests.open() as stdin, replies.open("w") as file:
         ran = subprocess.run(
-            command, stdin=stdin, stdout=file if stdout_is_a_file else subprocess.PIPE, env=env, timeout=60
+            command, stdin=stdin, stdout=file if stdout_is_a_file else subprocess.PIPE, env=env, timeout=deadline(60)
         )
     assert ran.returncode == 0
     written = replies.read_text() if stdout_is_a_file else ran.stdout.decode()
@@ -203,7 +204,12 @@ def test_a_log_file_that_cannot_be_written_is_a_usage_error_that_names_it(
 ) -> None:
     env = {**agent_env(home, server), "PATH": "/usr/bin:/bin", "CODLING_LOG_FILE": str(home / "no" / "such.log")}
     ran = subprocess.run(
-        [sys.executable, "-m", "codling", *command], env=env, cwd=project, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "codling", *command],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=deadline(60),
     )
     prefix = "codling acp" if command == ["acp"] else "codling"
     assert (ran.returncode, ran.stdout, ran.stderr) == (

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.raw_acp import agent_env, raw_agent
-from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
 
 TOKEN = "ghp_acpsecret0123456789abcdefABCDEF"
@@ -33,11 +32,11 @@ async def test_a_token_the_model_reads_and_repeats_never_reaches_the_editor(
     )
     env = {**agent_env(home, server), "GITHUB_TOKEN": TOKEN}
     async with raw_agent(env, tmp_path / "stderr") as agent:
-        await agent.request(0, "initialize", {"protocolVersion": 1}, deadline(30))
-        new = await agent.request(1, "session/new", {"cwd": str(project), "mcpServers": []}, deadline(30))
+        await agent.request(0, "initialize", {"protocolVersion": 1}, 30)
+        new = await agent.request(1, "session/new", {"cwd": str(project), "mcpServers": []}, 30)
         session_id = new["result"]["sessionId"]
         prompt = [{"type": "text", "text": f"what is in .env? is it {TOKEN}?"}]  # (the title comes from it)
-        done = await agent.request(2, "session/prompt", {"sessionId": session_id, "prompt": prompt}, deadline(60))
+        done = await agent.request(2, "session/prompt", {"sessionId": session_id, "prompt": prompt}, 60)
         assert done["result"]["stopReason"] == "end_turn"
     assert TOKEN in json.dumps(server.requests[1]["messages"])  # the model read the file as it is
     out = json.dumps(agent.messages)

@@ -19,6 +19,7 @@ import pytest
 from codling.credentials import credentials_file, store
 from codling.store.index import SessionStore
 from tests.e2e.raw_acp import agent_env
+from tests.fakes.deadlines import deadline
 from tests.fakes.npm_acp import client_script, schema_violations
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
 
@@ -75,7 +76,7 @@ def test_a_scripted_session_under_the_typescript_sdk_client(
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=deadline(120),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(result.read_text())

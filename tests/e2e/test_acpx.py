@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.raw_acp import agent_env
+from tests.fakes.deadlines import deadline
 from tests.fakes.mcp import ROOT
 from tests.fakes.npm import npm_install
 from tests.fakes.npm_acp import schema_violations
@@ -65,7 +66,7 @@ def run_acpx(home: Path, project: Path, server: OpenAIServer, output: str) -> st
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=deadline(120),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (project / "notes.txt").read_text() == "edited\n"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, running_server
 from tests.fakes.processes import measured
 from tests.fakes.scenarios import user_prompt
@@ -40,7 +41,7 @@ def codling(
         input=stdin if stdin is not None else "",
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=deadline(60),
         check=False,
     )
 
@@ -178,7 +179,7 @@ def test_run_on_a_terminal_asks_before_a_command(home: Path, project: Path, serv
     answered = False
     try:
         while process.poll() is None or select.select([primary], [], [], 0)[0]:
-            ready, _, _ = select.select([primary], [], [], 30)
+            ready, _, _ = select.select([primary], [], [], deadline(30))
             assert ready, f"no output from codling; got so far: {seen!r}"
             try:
                 chunk = os.read(primary, 4096)
@@ -190,7 +191,7 @@ def test_run_on_a_terminal_asks_before_a_command(home: Path, project: Path, serv
             if not answered and b"Allow?" in seen:
                 os.write(primary, b"y\n")
                 answered = True
-        assert process.wait(timeout=30) == 0, seen
+        assert process.wait(timeout=deadline(30)) == 0, seen
     finally:
         if process.poll() is None:
             process.kill()

@@ -17,6 +17,7 @@ from codling.brain.events import TurnEnded, TurnStarted
 from codling.credentials import Stored, read
 from codling.store.index import SessionStore
 from tests.e2e.test_cli import base_env, codling, model_env
+from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, last_user_text, running_server
 from tests.fakes.processes import alive
 from tests.fakes.pty_process import PtyProcess
@@ -111,7 +112,7 @@ def test_ctrl_c_or_esc_cancels_the_running_turn_and_a_second_ctrl_c_leaves(
         codling_.send("wait for go\r")
         at = codling_.expect("Allow? [y]es", after=at)
         codling_.send("y\r")  # the approver reads the terminal the input line has just let go of
-        assert select.select([started], [], [], 30)[0], "the command did not start"
+        assert select.select([started], [], [], deadline(30))[0], "the command did not start"
         shells.append(int(os.read(started, 64)))
         codling_.interrupt()
         at = codling_.expect("(cancelled)", after=at)

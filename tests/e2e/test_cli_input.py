@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
 from tests.fakes.processes import measured
 from tests.fakes.scenarios import user_prompt
@@ -44,7 +45,7 @@ def run(*args: str | bytes, env: dict[str, str], cwd: Path, stdin: bytes = b"") 
         cwd=cwd,
         input=stdin,
         capture_output=True,
-        timeout=60,
+        timeout=deadline(60),
         check=False,
     )
 

@@ -16,6 +16,7 @@ import pytest
 from tests.e2e.test_cli import codling, model_env
 from tests.fakes.cli_runner import GOLDEN_ID, clean_env, install_golden
 from tests.fakes.cli_runner import codling as in_process
+from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
 
 
@@ -61,7 +62,7 @@ def complete(env: dict[str, str], words: str) -> list[str]:
         env={**env, "_CODLING_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": cword},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=deadline(60),
         check=False,
     )
     assert result.returncode == 0, result.stderr

@@ -16,6 +16,7 @@ import pytest
 
 from codling.brain.builtin_turns import prompt_text
 from tests.fakes.acp_fidelity import RunSpec, identical_turns, measure, run_session
+from tests.fakes.deadlines import deadline
 from tests.fakes.long_session import SESSION, LongSessionModel
 
 TURNS = 8
@@ -64,7 +65,7 @@ def test_the_summarizer_keeps_stated_facts_or_always_fails() -> None:
     assert [r.kind for r in failing.log] == ["summary"] * 3
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(deadline(120))
 async def test_small_window_failing_summarizer_restarted_before_every_turn(tmp_path: Path) -> None:
     root = tmp_path / "run"  # the same for both runs: paths are part of every request
     spec = RunSpec(WINDOW, MAX_OUTPUT, "failing", turns=TURNS)

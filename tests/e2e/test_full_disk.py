@@ -63,7 +63,7 @@ async def test_a_full_disk_is_a_clear_error_and_nothing_is_lost_once_there_is_ro
         agent = RawAgent(process)
         try:
             await agent.request(0, "initialize", {"protocolVersion": 1}, timeout=deadline(30))
-            new = await agent.request(1, "session/new", {"cwd": str(project), "mcpServers": []}, deadline(30))
+            new = await agent.request(1, "session/new", {"cwd": str(project), "mcpServers": []}, 30)
             session_id = new["result"]["sessionId"]
             assert "result" in await prompt(agent, 2, session_id, "one")
             history = home / "sessions" / session_id / "history.jsonl"

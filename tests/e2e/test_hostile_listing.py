@@ -17,7 +17,8 @@ from tests.e2e.test_signals import agent_env, last_record
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
 
-DEADLINE = deadline(60.0)
+SECONDS = 60.0  # a liveness deadline; the fakes' helpers scale it themselves
+DEADLINE = deadline(SECONDS)
 
 
 @pytest.fixture
@@ -64,21 +65,21 @@ async def test_stdin_closed_during_a_slow_walk_ends_the_turn_and_the_process(
         )
 
     try:
-        await agent.request(1, "initialize", {"protocolVersion": PROTOCOL_VERSION}, DEADLINE)
-        session_id = (await agent.request(2, "session/new", {"cwd": str(project), "mcpServers": []}, DEADLINE))[
+        await agent.request(1, "initialize", {"protocolVersion": PROTOCOL_VERSION}, SECONDS)
+        session_id = (await agent.request(2, "session/new", {"cwd": str(project), "mcpServers": []}, SECONDS))[
             "result"
         ]["sessionId"]
         prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "list"}]}
         await agent.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt})
-        await agent.wait_until(walking, DEADLINE)
+        await agent.wait_until(walking, SECONDS)
         process.stdin.close()
-        prompted = await agent.answer(3, DEADLINE)
+        prompted = await agent.answer(3, SECONDS)
         assert prompted["result"] == {"stopReason": "cancelled"}
         assert await asyncio.wait_for(process.wait(), DEADLINE) == 0
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
-        await agent.finished(DEADLINE)
+        await agent.finished(SECONDS)
     record = last_record(home)
     assert (record["kind"], record["stop_reason"]) == ("turn_end", "cancelled")

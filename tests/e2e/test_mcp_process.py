@@ -26,7 +26,7 @@ from tests.fakes.npm_mcp import everything_server
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
 from tests.fakes.processes import alive, gone
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(deadline(120))
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ async def test_editor_servers_over_stdio_and_http_are_isolated_reported_and_stop
             assert (a.stop_reason, b.stop_reason) == ("end_turn", "end_turn")
 
             # The broken server is reported to the client (a failed card with its stderr), not silently dropped.
-            async with asyncio.timeout(30):
+            async with asyncio.timeout(deadline(30)):
                 while not [u for s, u in client.updates if s == broken.session_id and u.session_update == "tool_call"]:
                     client.update_seen.clear()
                     await client.update_seen.wait()
@@ -129,13 +129,13 @@ async def test_daemons_a_stdio_server_starts_end_with_its_session_and_with_codli
             await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), deadline(30))
             closed = await conn.new_session(cwd=str(project), mcp_servers=[daemonizing("closed")])
             await conn.new_session(cwd=str(project), mcp_servers=[daemonizing("kept")])
-            daemon_closed = await pid_written(tmp_path / "closed.daemon", deadline(20))
-            daemon_kept = await pid_written(tmp_path / "kept.daemon", deadline(20))
+            daemon_closed = await pid_written(tmp_path / "closed.daemon", 20)
+            daemon_kept = await pid_written(tmp_path / "kept.daemon", 20)
             assert alive(daemon_closed) and alive(daemon_kept)
 
             # session/close ends the server and the daemon it left in a session of its own; the other stays.
             await conn.close_session(session_id=closed.session_id)
-            assert await gone(daemon_closed, deadline(10))
+            assert await gone(daemon_closed, 10)
             assert alive(daemon_kept)
 
             # codling going away, however it goes, takes the other server's daemon with it.
@@ -145,7 +145,7 @@ async def test_daemons_a_stdio_server_starts_end_with_its_session_and_with_codli
             else:
                 process.send_signal(signal.SIGTERM if ending == "SIGTERM" else signal.SIGKILL)
             await asyncio.wait_for(process.wait(), deadline(20))
-            assert await gone(daemon_kept, deadline(10))
+            assert await gone(daemon_kept, 10)
         finally:
             if process.returncode is None:
                 process.kill()
@@ -201,7 +201,7 @@ async def test_codling_run_uses_config_toml_servers(
         env=env,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=deadline(90),
     )
     assert done.returncode == 0, done.stderr
     assert "three" in done.stdout

@@ -23,7 +23,8 @@ from tests.fakes.processes import Fifo, alive, gone
 # The shell writes its pid (its process group's id) once its background child runs, then waits. The test makes
 # cmd.pid a named pipe (tests/fakes/processes.Fifo) and waits on it.
 COMMAND = "sleep 300 & echo $! > child.pid; echo $$ > cmd.pid; wait"
-DEADLINE = deadline(60.0)
+SECONDS = 60.0  # a liveness deadline; the fakes' helpers scale it themselves
+DEADLINE = deadline(SECONDS)
 """Liveness only: each wait ends as soon as what it waits for happens (eight test processes at once on a small
 machine took over 15 s to start a command)."""
 
@@ -53,7 +54,7 @@ def agent_env(home: Path, server: OpenAIServer) -> dict[str, str]:
 async def command_started(pids: Fifo, agent: asyncio.subprocess.Process) -> tuple[int, int]:
     """The command's shell pid (its process group's id) and its background child's, once the shell has written
     its pid into the pipe ``cmd.pid``; AssertionError if ``agent`` exits first."""
-    started = asyncio.ensure_future(pids.pid(DEADLINE))
+    started = asyncio.ensure_future(pids.pid(SECONDS))
     exited = asyncio.ensure_future(agent.wait())
     try:
         await asyncio.wait((started, exited), return_when=asyncio.FIRST_COMPLETED)
@@ -71,7 +72,7 @@ async def command_started(pids: Fifo, agent: asyncio.subprocess.Process) -> tupl
 async def group_gone(pgid: int, *also: int) -> None:
     """Wait (on pidfds) until every member of process group ``pgid`` and the pids ``also`` are gone."""
     for pid in {*_pids_in_group(pgid), pgid, *also}:
-        assert await gone(pid, DEADLINE), f"process {pid} of the command's group {pgid} is still there"
+        assert await gone(pid, SECONDS), f"process {pid} of the command's group {pgid} is still there"
     assert _group_gone(pgid)
 
 

@@ -29,6 +29,7 @@ from acp.schema import (
 )
 
 from codling.acp.server import CodlingAgent
+from tests.fakes.deadlines import deadline
 from tests.fakes.editor import FakeEditor
 
 METADATA_UPDATES = frozenset(
@@ -222,7 +223,7 @@ class RecordingClient:
 
     async def wait_for(self, kind: str, count: int = 1, timeout: float = 10) -> None:
         """Wait until at least ``count`` updates of one kind have arrived."""
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(deadline(timeout)):
             while len(self.of_kind(kind)) < count:
                 self.update_seen.clear()
                 await self.update_seen.wait()
@@ -269,7 +270,7 @@ class Arrivals:
 
     async def received(self, method: str, count: int = 1, within: float = 10.0) -> None:
         """Wait until the agent has received ``method`` ``count`` times (within a liveness deadline)."""
-        async with asyncio.timeout(within):
+        async with asyncio.timeout(deadline(within)):
             while self.methods.count(method) < count:
                 self._arrived.clear()
                 await self._arrived.wait()

@@ -32,6 +32,7 @@ from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
 from codling.brain.state import SUMMARY_PREFIX
 from tests.fakes.acp_client import RecordingClient, ZedReading
+from tests.fakes.deadlines import deadline
 from tests.fakes.long_session import SESSION, LongSessionModel, RequestLog, Summarizer, UserTurn, make_repo
 from tests.fakes.openai_server import OpenAIServer
 from tests.fakes.processes import measured
@@ -182,7 +183,7 @@ class _agent:
         finally:
             if self._process.returncode is None:
                 self._process.kill()
-                await asyncio.wait_for(self._process.wait(), 10)
+                await asyncio.wait_for(self._process.wait(), deadline(10))
             self._stderr.close()
         if exc[0] is None:
             assert self._client.problems == [], "the client saw updates an editor would reject"

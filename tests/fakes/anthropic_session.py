@@ -27,6 +27,7 @@ from tests.fakes import fidelity
 from tests.fakes.anthropic_bridge import ChatBridge
 from tests.fakes.anthropic_cache import Billed
 from tests.fakes.anthropic_server import Reply, ScriptedReply, ToolUse, running_server
+from tests.fakes.deadlines import deadline
 from tests.fakes.summarizer import MARK
 
 MODEL_ID = "anthropic:claude-sonnet-5-5"
@@ -171,7 +172,7 @@ async def run_session(turns: int, cache: PromptCache, window: int = 200_000, scr
         session.options = replace(session.options, auto_title=False)
         usage, cost, compactions = Usage(), 0.0, 0
         for i, prompt in enumerate(prompts):
-            async with asyncio.timeout(120):  # liveness only
+            async with asyncio.timeout(deadline(120)):  # liveness only
                 events = [e async for e in session.stream(prompt)]
             if failed := [e for e in events if isinstance(e, TurnFailed)]:
                 raise RuntimeError(f"turn {i} failed: {failed[0].message}")

@@ -25,6 +25,8 @@ from acp.schema import (
     WaitForTerminalExitResponse,
 )
 
+from tests.fakes.deadlines import deadline
+
 
 @dataclass
 class Terminal:
@@ -86,7 +88,7 @@ class FakeEditor:
 
     async def called(self, method: str, within: float = 10.0) -> None:
         """Wait until ``method`` has been called (a liveness deadline: a test fails rather than hangs)."""
-        async with asyncio.timeout(within):
+        async with asyncio.timeout(deadline(within)):
             while method not in self.methods():
                 self._called.clear()
                 await self._called.wait()

@@ -21,6 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self, cast
 
+from tests.fakes.deadlines import deadline
+
 CONNECTION_ERRORS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 CHARS_PER_TOKEN = 4
@@ -124,7 +126,7 @@ class Handler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
-    timeout = 30
+    timeout = deadline(30)  # a connection idle this long is closed
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -238,7 +240,7 @@ class FakeProvider:
         httpd.shutdown()
         httpd.close_connections()
         httpd.server_close()
-        thread.join(timeout=5)
+        thread.join(timeout=deadline(5))
 
     def __enter__(self) -> Self:
         return self.start()
@@ -276,7 +278,7 @@ class FakeProvider:
     def wait_for(self, predicate: Callable[[list[RecordedRequest]], bool], timeout: float) -> list[RecordedRequest]:
         """Wait until ``predicate`` holds of the requests received; TimeoutError if it does not in time."""
         with self._condition:
-            if not self._condition.wait_for(lambda: predicate(self._recorded), timeout=timeout):
+            if not self._condition.wait_for(lambda: predicate(self._recorded), timeout=deadline(timeout)):
                 raise TimeoutError(f"{self.name}: the requests expected did not arrive within {timeout}s")
             return list(self._recorded)
 
@@ -289,7 +291,7 @@ class FakeProvider:
     def wait_for_hangups(self, count: int, timeout: float = 5.0) -> None:
         """Wait until the client has hung up on at least ``count`` replies."""
         with self._condition:
-            if not self._condition.wait_for(lambda: self._hangups >= count, timeout=timeout):
+            if not self._condition.wait_for(lambda: self._hangups >= count, timeout=deadline(timeout)):
                 raise TimeoutError(f"expected {count} hang-ups within {timeout}s, got {self._hangups}")
 
     def _record(self, request: RecordedRequest) -> int:

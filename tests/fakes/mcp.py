@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from codling.mcp_servers import McpServerSpec, McpTransport
+from tests.fakes.deadlines import deadline
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_MODULE = "tests.fakes.mcp_server"
@@ -51,13 +52,13 @@ def http_server(transport: McpTransport = "http", name: str = "web") -> Iterator
         yield f"http://127.0.0.1:{port}/mcp" if transport == "http" else f"http://127.0.0.1:{port}/sse"
     finally:
         process.terminate()
-        process.wait(10)
+        process.wait(deadline(10))
 
 
-async def pid_written(pidfile: Path, deadline: float = 20.0) -> int:
-    """The pid a fake server wrote to ``pidfile`` (polled, within a liveness ``deadline``: another process
+async def pid_written(pidfile: Path, within: float = 20.0) -> int:
+    """The pid a fake server wrote to ``pidfile`` (polled, within a liveness deadline: another process
     decides when)."""
-    async with asyncio.timeout(deadline):
+    async with asyncio.timeout(deadline(within)):
         while not pidfile.exists() or not pidfile.read_text().strip():
             await asyncio.sleep(0.02)
     return int(pidfile.read_text())

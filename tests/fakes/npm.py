@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.deadlines import deadline
+
 
 def npm_install(package: str, prefix: Path, installed: Path) -> Path:
     """``installed`` (a path the package provides under ``prefix``), running ``npm install package`` there
@@ -22,7 +24,7 @@ def npm_install(package: str, prefix: Path, installed: Path) -> Path:
         [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save", package],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=deadline(300),
     )
     assert done.returncode == 0 and installed.exists(), f"npm install {package} failed:\n{done.stderr[-2000:]}"
     return installed

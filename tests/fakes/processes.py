@@ -14,6 +14,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
+from tests.fakes.deadlines import deadline
+
 if TYPE_CHECKING:
     from codling.store.index import SessionStore
 
@@ -68,7 +70,7 @@ async def gone(pid: int, within: float = 10.0) -> bool:
     except ProcessLookupError:
         return True
     try:
-        async with asyncio.timeout(within):
+        async with asyncio.timeout(deadline(within)):
             await readable(pidfd)
     except TimeoutError:
         return False
@@ -93,7 +95,7 @@ class Fifo:
 
     async def receive(self, until: Callable[[str], bool], within: float = 10.0) -> str:
         """Everything written to the pipe so far, once ``until`` holds for it (within a liveness deadline)."""
-        async with asyncio.timeout(within):
+        async with asyncio.timeout(deadline(within)):
             while not until(self._received):
                 await readable(self._fd)
                 try:

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from tests.fakes.deadlines import deadline
+
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>78]|\r")
 """Escape sequences (and carriage returns) a screen would act on rather than show."""
 
@@ -91,7 +93,7 @@ class PtyProcess:
             return bool(match) or self._closed
 
         with self._changed:
-            if not self._changed.wait_for(seen, timeout) or not found:
+            if not self._changed.wait_for(seen, deadline(timeout)) or not found:
                 raise AssertionError(f"{text!r} did not appear; the screen so far:\n{self.output[-3000:]}")
         return found[0]
 
@@ -105,15 +107,15 @@ class PtyProcess:
 
     def wait(self, timeout: float = 30.0) -> int:
         """The exit status, once the program has ended and everything it wrote was read."""
-        code = self.process.wait(timeout=timeout)
+        code = self.process.wait(timeout=deadline(timeout))
         with self._changed:
-            self._changed.wait_for(lambda: self._closed, timeout)
+            self._changed.wait_for(lambda: self._closed, deadline(timeout))
         return code
 
     def close(self) -> None:
         """Kill the program if it still runs and release the terminal."""
         if self.process.poll() is None:
             self.process.kill()
-            self.process.wait(timeout=10)
-        self._reader.join(timeout=10)
+            self.process.wait(timeout=deadline(10))
+        self._reader.join(timeout=deadline(10))
         os.close(self._fd)

@@ -18,6 +18,7 @@ from pydantic_ai.profiles import ModelProfile
 
 from codling.brain.builtin_turns import prompt_text
 from codling.brain.context.layout import CONTEXT_CLOSE
+from tests.fakes.deadlines import deadline
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Gate(asyncio.Event):
 
     async def arrival(self, within: float = 10.0) -> None:
         """Wait until the model waits on the gate (a liveness deadline: a test fails rather than hangs)."""
-        async with asyncio.timeout(within):
+        async with asyncio.timeout(deadline(within)):
             await self.reached.wait()
 
 

@@ -13,6 +13,7 @@ import pytest
 from codling.brain.builtin_turns import prompt_text
 from tests.fakes.anthropic_cache import LOOKBACK_BLOCKS, CacheRejected, PromptCache
 from tests.fakes.anthropic_server import ErrorReply, Reply, ToolUse, running_server
+from tests.fakes.deadlines import deadline
 
 EPHEMERAL = {"type": "ephemeral"}
 BIG = "x" * 8000  # 2,000 tokens at 4 characters a token: past Sonnet's minimum of 1,024
@@ -126,7 +127,7 @@ def post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str,
     data = json.dumps(body).encode()
     req = urllib.request.Request(f"{url}/v1/messages", data, {"content-type": "application/json", "x-api-key": "k"})
     try:
-        with urllib.request.urlopen(req, timeout=10) as response:
+        with urllib.request.urlopen(req, timeout=deadline(10)) as response:
             return response.status, json.loads(response.read()), dict(response.headers)
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read()), dict(e.headers)
@@ -188,6 +189,6 @@ def test_refused_breakpoints_titles_a_failing_responder_and_unknown_paths_over_h
 
         req = urllib.request.Request(f"{server.url}/v1/models")
         with pytest.raises(urllib.error.HTTPError) as raised:
-            urllib.request.urlopen(req, timeout=10)
+            urllib.request.urlopen(req, timeout=deadline(10))
         assert raised.value.code == 404
         assert json.loads(raised.value.read())["error"]["type"] == "not_found_error"

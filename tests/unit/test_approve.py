@@ -21,6 +21,7 @@ from codling.cli.oneshot import terminal_views
 from codling.cli.render import PromptGate, TerminalRenderer
 from codling.tools.ports import Answer, Decision, PermissionRequest, Rejection
 from codling.vocabulary import FileDiff
+from tests.fakes.deadlines import deadline
 
 RUN = PermissionRequest("c1", "run_command", "execute", "Run `pytest -q`", "pytest -q", always="every `pytest` command")
 EDIT = PermissionRequest(
@@ -206,7 +207,7 @@ class Screen(io.StringIO):
 
     async def shows(self, text: str, within: float = 5.0) -> None:
         """Wait for ``text`` at the end of the output (a liveness deadline: a test fails, not hangs)."""
-        async with asyncio.timeout(within):
+        async with asyncio.timeout(deadline(within)):
             while not self.getvalue().endswith(text):
                 self._written.clear()
                 await self._written.wait()
@@ -219,7 +220,7 @@ async def test_on_a_terminal_the_answer_is_read_without_blocking_the_loop(tty: t
     task = asyncio.create_task(approver.ask(RUN))
     await output.shows(PROMPT)
     os.write(master, b"a\n")
-    assert await asyncio.wait_for(task, 5) == "allow_always"
+    assert await asyncio.wait_for(task, deadline(5)) == "allow_always"
 
 
 async def test_cancelling_a_question_leaves_no_reader_behind(tty: tuple[TextIO, int]) -> None:
@@ -236,7 +237,7 @@ async def test_cancelling_a_question_leaves_no_reader_behind(tty: tuple[TextIO, 
     task = asyncio.create_task(approver.ask(RUN))
     await output.shows(PROMPT)
     os.write(master, b"y\n")
-    assert await asyncio.wait_for(task, 5) == "allow_once"
+    assert await asyncio.wait_for(task, deadline(5)) == "allow_once"
 
 
 async def test_renderer_output_waits_until_the_question_is_answered(tty: tuple[TextIO, int]) -> None:
@@ -252,7 +253,7 @@ async def test_renderer_output_waits_until_the_question_is_answered(tty: tuple[T
     await renderer(ToolCallStarted("t", "c1", "run_command", "Run `pytest -q`", "execute", {}))
     assert shared.getvalue().endswith(PROMPT)  # the tool line does not land on the prompt line
     os.write(master, b"y\n")
-    assert await asyncio.wait_for(task, 5) == "allow_once"
+    assert await asyncio.wait_for(task, deadline(5)) == "allow_once"
     assert shared.getvalue() == (
         f"Let me run it\nPermission needed: Run `pytest -q`\n  $ pytest -q\n{PROMPT}\n[tool] Run `pytest -q`"
     )

@@ -38,6 +38,7 @@ from codling.brain.state import SUMMARY_END, SUMMARY_PREFIX, HistoryEntry
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.tools.specs import NO_TOOLS, TOOL_NAMES
+from tests.fakes.deadlines import deadline
 from tests.fakes.observer import observed
 from tests.fakes.scenarios import Call, Fail, Say, Script, Until
 
@@ -328,7 +329,7 @@ async def test_a_cancelled_first_turn_is_not_titled_but_the_next_good_one_is(pro
     first = asyncio.create_task(session.run("first try"))
     await asyncio.wait_for(replying.wait(), 5)
     session.cancel()
-    assert (await asyncio.wait_for(first, 5)).stop_reason == "cancelled"
+    assert (await asyncio.wait_for(first, deadline(5))).stop_reason == "cancelled"
     await session.settle()
     assert script.title_requests == []
     await session.run("second try")

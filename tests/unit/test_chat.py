@@ -42,6 +42,7 @@ from codling.store.index import SessionStore
 from codling.tools.ports import Answer, Approver, PermissionRequest
 from codling.vocabulary import PermissionMode
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.deadlines import deadline
 from tests.fakes.scenarios import Call, Gate, Say, Script, Until, user_prompt
 
 MODEL = ModelInfo("test:scripted", context_limit=100_000)
@@ -307,7 +308,7 @@ async def test_ctrl_c_twice_during_a_turn_cancels_it_and_leaves_once_it_ended(
     await gate.arrival()
     ctrl_c()
     ctrl_c()
-    assert await asyncio.wait_for(running, 10) == 0
+    assert await asyncio.wait_for(running, deadline(10)) == 0
     assert typed.items == ["never read"]  # it left after the cancelled turn, without asking for more
     shown = out.getvalue()
     assert EXIT_HINT not in shown and "continue it with: codling chat --resume" in shown
@@ -441,7 +442,7 @@ async def test_esc_cancels_the_running_turn_and_the_chat_reads_on(settings: Sett
     await gate.arrival()
     assert keys.state == "watching"
     keys.escape()
-    assert await asyncio.wait_for(running, 10) == 0
+    assert await asyncio.wait_for(running, deadline(10)) == 0
     assert typed.items == [] and keys.turns_watched == 2 and keys.state == "idle"
     assert EXIT_HINT not in out.getvalue()  # Esc cancels the turn; it arms nothing for leaving
     store = SessionStore(settings.home)
@@ -506,7 +507,7 @@ async def test_a_model_that_cannot_be_loaded_ends_the_chat_while_the_user_types(
     await asyncio.wait_for(typed.reading.wait(), 10)  # the input line is open: nothing waited for the model
     failure = ConfigError("cannot use model 'nosuch:model'")
     threading.Thread(target=loading.done.set_result, args=(failure,)).start()
-    assert await asyncio.wait_for(running, 10) == 2
+    assert await asyncio.wait_for(running, deadline(10)) == 2
     assert out.getvalue().endswith("codling: cannot use model 'nosuch:model'\n")
     assert SessionStore(settings.home).list() == []
 
@@ -521,7 +522,7 @@ async def test_the_first_turn_waits_for_the_model_stack(settings: Settings, proj
     assert script.requests == [] and not running.done()
     assert loading.starts == 1  # the turn started the loading (no input line drawn here did)
     loading.done.set_result(None)
-    assert await asyncio.wait_for(running, 10) == 0
+    assert await asyncio.wait_for(running, deadline(10)) == 0
     assert prompts(script) == ["hello"] and "Hi." in out.getvalue()
 
 

@@ -366,3 +366,22 @@ def test_a_pasted_log_is_cut_at_line_ends() -> None:
     assert "tokens of this message were cut" in note
     assert head.splitlines() and all(line in lines for line in head.splitlines())  # whole lines only
     assert tail.splitlines() and all(line in lines for line in tail.splitlines())
+
+
+WIDE_OUTPUT = ModelInfo("test:wide-output", context_limit=16_000, max_output_tokens=64_000)
+"""A model whose catalog maximum output is four times its window (some catalogs give a model's output limit
+without its window's room in mind)."""
+
+
+async def test_an_output_maximum_past_half_the_window_reserves_only_half_for_the_answer(
+    project: Path, settings: Settings
+) -> None:
+    budget = Budget.of(WIDE_OUTPUT, 0.7)
+    assert budget.reserved_output == 8_000  # half the window, not the catalog's 64,000
+    assert budget.input_limit == 16_000 - 8_000 - 800  # the window, the answer's room, the 5% safety margin
+    script = Script([[Say("Read it.")]])
+    session = open_session(settings, WIDE_OUTPUT, project, approver=None, mode="yolo", model_factory=script.factory())
+    events = [e async for e in session.stream("please read " + "words " * 400)]
+    assert not [e for e in events if isinstance(e, ContextCompacted | ContextWarning | TurnFailed)]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Read it."
+    assert ("words " * 400).strip() in str(script.requests[0])  # the prompt went whole, not cut to a sliver

@@ -24,6 +24,7 @@ from codling.tools.ports import ShownCall
 from codling.tools.specs import role_tools
 from codling.vocabulary import PlanStep
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.deadlines import deadline
 from tests.fakes.observer import observed
 from tests.fakes.scenarios import Call, Fail, Gate, Say, Script, Until
 
@@ -131,7 +132,7 @@ async def test_a_coder_s_edits_ask_the_user_and_cancelling_the_turn_stops_it(pro
     running = asyncio.create_task(session.run("wait"))
     await working.arrival()  # the delegate runs
     session.cancel()
-    result = await asyncio.wait_for(running, 5)
+    result = await asyncio.wait_for(running, deadline(5))
     assert result.stop_reason == "cancelled"
     assert result.tool_calls[0].finished is not None and result.tool_calls[0].finished.status == "failed"
 

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from tests.fakes.deadlines import deadline
 from tests.fakes.facts_session import (
     FACTS,
     MODES,
@@ -56,7 +57,7 @@ def test_the_working_summarizer_keeps_what_its_transcript_states() -> None:
     assert set(MODES) == {"working", "failing", "empty", "garbage", "hanging"}
 
 
-@pytest.mark.timeout(180)  # about 12 s of CPU; a busy machine may stretch it
+@pytest.mark.timeout(deadline(180))  # about 12 s of CPU; a busy machine may stretch it
 async def test_a_short_session_runs_and_a_working_summarizer_keeps_every_fact() -> None:
     working = await run_facts_session(8_000, "working", TURNS)
     failing = await run_facts_session(8_000, "failing", TURNS)
@@ -70,7 +71,7 @@ async def test_a_short_session_runs_and_a_working_summarizer_keeps_every_fact() 
     assert failing.fallbacks == failing.compactions
 
 
-@pytest.mark.timeout(240)  # about 10 s of CPU; a busy machine may stretch it
+@pytest.mark.timeout(deadline(240))  # about 10 s of CPU; a busy machine may stretch it
 async def test_a_failing_summarizer_keeps_nine_facts_in_ten_over_100_turns_at_16k() -> None:
     # Issue 28's target for a summary assembled without the model: facts planted in prompts, tool results and
     # replies, asked 71 turns later. (At 8k the fallback has about 550 tokens and keeps 11 of 14: the bench

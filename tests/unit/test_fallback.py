@@ -249,3 +249,12 @@ async def test_a_fallback_compaction_summarises_every_part_of_the_session(projec
             "## Delegates' latest answers\n- reviewer: Line 3 divides by zero.",
         ]
     )
+
+
+def test_a_one_request_session_shows_its_request_once_as_the_first() -> None:
+    """In a session of one request the first request is the latest: the summary says it once, under "First
+    request", and spends no room saying it again."""
+    source = FallbackInput(first_request="Port the lexer.", last_request="Port the lexer.", last_reply="Done.")
+    assert fallback_summary(source, 2_000) == "\n\n".join(
+        [NOTE_TEXT, "## First request\nPort the lexer.", "## End of the latest reply\nDone."]
+    )

@@ -32,6 +32,7 @@ from codling.brain.session import ConversationSession
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo, load_catalog
 from codling.llm.providers import CONNECT_TIMEOUT, Endpoint, build_model
+from tests.fakes.deadlines import deadline
 from tests.fakes.gemini_server import FunctionCall, GeminiError, GeminiServer, Reply, running_gemini_server, signature
 from tests.fakes.http_fake import MIN_CACHED_TOKENS
 from tests.fakes.provider_session import FakeSleep, failures, provider_session, text_of, turn
@@ -54,7 +55,7 @@ def post(server: GeminiServer, body: dict[str, Any], *, stream: bool = True, key
         headers={"Content-Type": "application/json", "x-goog-api-key": key},
     )
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=deadline(30)) as response:
             raw = response.read().decode()
             status = response.status
     except urllib.error.HTTPError as e:

@@ -349,3 +349,15 @@ async def test_a_full_disk_leaves_no_torn_line_and_loses_nothing_once_there_is_r
         "TurnEnded",
         "TurnStarted",
     ]
+
+
+async def test_a_torn_last_line_is_not_a_skipped_record_while_a_damaged_middle_line_is(tmp_path: Path) -> None:
+    """A crash mid-write tears only the last line: that is no damage to report. A bad line before it is."""
+    path = tmp_path / "history.jsonl"
+    await record(path, TURN)
+    lines = path.read_text().splitlines()
+    lines.insert(3, "{not json at all")
+    path.write_text("\n".join(lines) + "\n" + '{"v":1,"kind":"message","te')  # and a crash mid-append
+    session = read_history(path)
+    assert session.events == TURN
+    assert session.skipped_lines == 1

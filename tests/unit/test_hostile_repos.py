@@ -28,7 +28,8 @@ from tests.unit.test_tools_files import ctx_in, write
 GIT = shutil.which("git")
 RG = find_rg()
 needs_git = pytest.mark.skipif(GIT is None, reason="git is not installed")
-LIVENESS = deadline(30)
+SECONDS = 30.0  # a liveness deadline; the fakes' helpers scale it themselves
+LIVENESS = deadline(SECONDS)
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def proj(tmp_path: Path) -> Path:
 
 def git_init(root: Path) -> None:
     assert GIT is not None
-    subprocess.run([GIT, "init", "-q", str(root)], check=True, timeout=30)
+    subprocess.run([GIT, "init", "-q", str(root)], check=True, timeout=deadline(30))
 
 
 def walk_threads() -> list[threading.Thread]:
@@ -68,7 +69,7 @@ async def test_git_is_read_as_it_streams_and_killed_once_enough_files_were_found
         listing = await asyncio.wait_for(collect_files(proj, Workspace(proj), git=str(fake), max_files=100), LIVENESS)
         assert [f.name for f in listing.files] == [f"f{i:03d}.txt" for i in range(100)]
         assert listing.complete is False
-        assert await gone(await started.pid(LIVENESS), LIVENESS)
+        assert await gone(await started.pid(SECONDS), SECONDS)
 
 
 @needs_git

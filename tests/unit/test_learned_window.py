@@ -25,6 +25,7 @@ from codling.store.header import SessionHeader
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from codling.store.records import RECORD, TurnEndRecord, dump_record, event_record
+from tests.fakes.deadlines import deadline
 from tests.fakes.fidelity import run_session
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, running_server
 
@@ -141,7 +142,7 @@ def session_on(server: OpenAIServer, project: Path, settings: Settings, model: M
 
 
 async def turn(session: ConversationSession, prompt: str) -> list[Event]:
-    async with asyncio.timeout(20):  # liveness only
+    async with asyncio.timeout(deadline(20)):  # liveness only
         return [event async for event in session.stream(prompt)]
 
 

@@ -40,22 +40,22 @@ def served(tmp_path: Path, script: str) -> Iterator[subprocess.Popen[bytes]]:
 
 async def test_a_server_ignoring_its_stdin_ends_with_its_daemon_once_codling_is_gone(tmp_path: Path) -> None:
     with served(tmp_path, DAEMON + "exec sleep 600") as process:
-        daemon = await pid_written(tmp_path / "daemon", deadline(20))
+        daemon = await pid_written(tmp_path / "daemon", 20)
         assert process.stdin is not None and process.stdout is not None
         assert alive(daemon) and process.poll() is None
         # codling dying closes its end of the server's stdout (its stdin may stay open: another holder, or a
         # server that never reads it): the reaper sees the pipe has no reader and stops everything.
         process.stdout.close()
-        assert await gone(daemon, deadline(10))
+        assert await gone(daemon, 10)
         assert process.wait(deadline(10)) == -signal.SIGTERM  # the server was ended by SIGTERM, and so is it
 
 
 async def test_a_server_that_ends_takes_its_daemon_along_and_its_exit_status_is_kept(tmp_path: Path) -> None:
     with served(tmp_path, DAEMON + "read line; exit 3") as process:
-        daemon = await pid_written(tmp_path / "daemon", deadline(20))
+        daemon = await pid_written(tmp_path / "daemon", 20)
         assert process.stdin is not None
         process.stdin.close()  # what the SDK does first when it stops a server
-        assert await gone(daemon, deadline(10))
+        assert await gone(daemon, 10)
         assert process.wait(deadline(10)) == 3
 
 

@@ -12,11 +12,12 @@ import pytest
 from codling.errors import ToolError
 from codling.mcp_servers import McpServerSpec
 from codling.tools.mcp.servers import MAX_TOOLS, McpNotice, McpServer, McpServers
+from tests.fakes.deadlines import deadline
 from tests.fakes.mcp import RecordingHttpServer, pid_written, stdio_spec
 from tests.fakes.mcp_server import LISTING_ERROR, REFUSAL
 from tests.fakes.processes import Fifo, gone
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(deadline(60))
 
 
 class Running:
@@ -34,11 +35,11 @@ class Running:
         found = self.servers.find(name)
         assert found is not None, name
         server, tool = found
-        return (await server.call(tool, dict(args or {}), timeout)).text
+        return (await server.call(tool, dict(args or {}), deadline(timeout))).text
 
 
 async def running(spec: McpServerSpec, cwd: Path, *, listen: bool = True) -> AsyncIterator[Running]:
-    servers = McpServers((spec,), cwd, startup_timeout=30)
+    servers = McpServers((spec,), cwd, startup_timeout=deadline(30))
     run = Running(servers)
     if listen:
         servers.listen(run.notices.append)
@@ -73,7 +74,7 @@ async def test_a_failed_servers_tool_is_not_called(tmp_path: Path) -> None:
         server, echo = found
         await server.stop()
         with pytest.raises(ToolError) as e:
-            await server.call(echo, {"text": "hi"}, 20)
+            await server.call(echo, {"text": "hi"}, deadline(20))
         assert str(e.value) == "The MCP server fake is not running, so echo cannot be called."
         assert run.servers.tools() == ()
 

@@ -34,13 +34,14 @@ from codling.tools.mcp.names import tool_name
 from codling.tools.ports import Answer, Approver
 from codling.vocabulary import PermissionMode
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.deadlines import deadline
 from tests.fakes.mcp import http_server, pid_written, stdio_spec
 from tests.fakes.mcp_server import HOSTILE_NAME, PNG
 from tests.fakes.processes import Fifo, gone
 from tests.fakes.scenarios import Call, Say, Script, Until
 from tests.unit.test_session import MODEL, session_for
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(deadline(90))
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +224,7 @@ async def test_cancelling_the_turn_cancels_the_running_mcp_call(
         task = asyncio.create_task(run())
         await marker.receive(lambda said: said == "started", within=20)  # the server has the call
         session.cancel()
-        await asyncio.wait_for(task, 10)
+        await asyncio.wait_for(task, deadline(10))
         said = await marker.receive(lambda said: said.endswith("cancelled"))
     finally:
         await session.close()

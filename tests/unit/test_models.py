@@ -33,6 +33,7 @@ from codling.llm.providers import (
     has_credentials,
     select_model,
 )
+from tests.fakes.deadlines import deadline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -364,7 +365,7 @@ def test_warming_up_a_provider_imports_its_sdk_and_not_another() -> None:
         [sys.executable, "-c", code, "anthropic:claude-test", "google:gemini-test"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=deadline(60),
         check=True,
     )
     anthropic, then_google = done.stdout.splitlines()

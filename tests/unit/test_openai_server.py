@@ -41,6 +41,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
+from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import (
     ErrorReply,
     OpenAIServer,
@@ -85,7 +86,7 @@ def post_json(url: str, body: dict[str, Any], *, api_key: str = API_KEY) -> tupl
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=deadline(5)) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
@@ -261,7 +262,7 @@ async def test_client_hanging_up_mid_stream_leaves_the_server_serving(server: Op
     server.enqueue(Reply(text=[f"word{i} " for i in range(100_000)], delay=0.02), Reply(text="next"))
     agent = make_agent(server)
 
-    async with asyncio.timeout(10):  # liveness only
+    async with asyncio.timeout(deadline(10)):  # liveness only
         async with agent.run_stream_events("long answer") as stream:
             async for event in stream:
                 if isinstance(event, PartDeltaEvent):
@@ -386,7 +387,7 @@ def test_sse_wire_format(server: OpenAIServer) -> None:
 
 
 def test_models_and_unknown_paths(server: OpenAIServer) -> None:
-    with urllib.request.urlopen(f"{server.base_url}/models", timeout=5) as response:
+    with urllib.request.urlopen(f"{server.base_url}/models", timeout=deadline(5)) as response:
         models = json.loads(response.read())
     assert models["object"] == "list"
     assert [m["id"] for m in models["data"]] == [MODEL]
@@ -414,7 +415,7 @@ def test_subprocess_reaches_the_server(server: OpenAIServer) -> None:
         env={**os.environ, **server.env(api_key="sub-key")},
         capture_output=True,
         text=True,
-        timeout=10,
+        timeout=deadline(10),
         check=True,
     )
 
@@ -430,7 +431,7 @@ def test_stop_is_idempotent_and_frees_the_port() -> None:
     server.stop()
 
     with pytest.raises(urllib.error.URLError):
-        urllib.request.urlopen(f"{base_url}/models", timeout=2)
+        urllib.request.urlopen(f"{base_url}/models", timeout=deadline(2))
 
 
 def test_a_cut_reply_ends_without_finish_reason_or_done(server: OpenAIServer) -> None:
@@ -457,7 +458,7 @@ def test_rate_limited_can_carry_a_retry_after_in_seconds(server: OpenAIServer) -
         headers={"Content-Type": "application/json"},
     )
     with pytest.raises(urllib.error.HTTPError) as caught:
-        urllib.request.urlopen(request, timeout=5)
+        urllib.request.urlopen(request, timeout=deadline(5))
 
     assert caught.value.code == 429
     assert caught.value.headers["retry-after"] == "120"

@@ -16,6 +16,7 @@ from codling.text import counted_omission
 from codling.tools.deps import ToolDeps
 from codling.tools.local import LocalTerminal
 from codling.tools.toolset import capped
+from tests.fakes.deadlines import deadline
 
 T = "t1"
 
@@ -30,7 +31,7 @@ def default(name: str) -> int:
 async def command_events(command: str, tmp_path: Path) -> list[Event]:
     """A turn running ``command`` for real, its result cut as the run_command tool and the toolset cut it."""
     limit = min(default("output_limit"), default("output_tokens") * 4)  # as run_command asks
-    result = await LocalTerminal().run(command, cwd=tmp_path, timeout=60, output_limit=limit)
+    result = await LocalTerminal().run(command, cwd=tmp_path, timeout=deadline(60), output_limit=limit)
     text = capped(f"exit code {result.exit_code}\n{result.output}", default("output_tokens"))
     return [
         TurnStarted(T, "go", thinking=False, started_at=datetime(2025, 1, 2, tzinfo=UTC)),

@@ -19,6 +19,7 @@ from codling.brain.provider_retries import retry_reason
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.providers import build_model
+from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, running_server
 from tests.fakes.summarizer import is_summary_body
 
@@ -453,7 +454,7 @@ async def test_a_llama_cpp_overflow_compacts_the_history_and_the_turn_goes_on(
         Reply(text=["## Goal\nShip the parser.\n## User constraints and preferences\nThe codeword is heron."]),
         Reply(text=["The codeword is heron."]),
     )
-    async with asyncio.timeout(20):  # liveness only
+    async with asyncio.timeout(deadline(20)):  # liveness only
         await session.run("The codeword is heron.")
         events = [event async for event in session.stream("What is the codeword?")]
 
@@ -480,7 +481,7 @@ async def test_an_overflow_in_an_unknown_wording_compacts_and_retries_once(
         Reply(text=["## Goal\nShip the parser.\n## User constraints and preferences\nThe codeword is heron."]),
         Reply(text=["The codeword is heron."]),
     )
-    async with asyncio.timeout(20):  # liveness only
+    async with asyncio.timeout(deadline(20)):  # liveness only
         await session.run("The codeword is heron.")
         events = [event async for event in session.stream("What is the codeword?")]
 
@@ -496,7 +497,7 @@ async def test_an_unknown_wording_that_comes_again_fails_the_turn_with_the_provi
 ) -> None:
     session = fresh_session(server, project, settings)
     server.enqueue(Reply(text=["Noted."]), UNKNOWN_WORDING, Reply(text=["## Goal\nShip it."]), UNKNOWN_WORDING)
-    async with asyncio.timeout(20):  # liveness only
+    async with asyncio.timeout(deadline(20)):  # liveness only
         await session.run("The codeword is heron.")
         events = [event async for event in session.stream("What is the codeword?")]
 

@@ -11,6 +11,7 @@ import pytest
 from codling.brain.context.layout import turn_context
 from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
 from codling.brain.prompt import InstructionFile, Instructions, find_project_instructions, system_prompt
+from tests.fakes.deadlines import deadline
 
 GIT = shutil.which("git")
 BASE = resources.files("codling.brain").joinpath("prompts/system.md").read_text(encoding="utf-8").rstrip()
@@ -57,7 +58,7 @@ def test_instructions_from_the_repository_root_down_to_cwd(tree: Path) -> None:
 @pytest.mark.skipif(GIT is None, reason="git is not installed")
 def test_instructions_in_a_real_git_repository(tree: Path) -> None:
     assert GIT is not None
-    subprocess.run([GIT, "init", "-q", str(tree)], check=True, timeout=30)
+    subprocess.run([GIT, "init", "-q", str(tree)], check=True, timeout=deadline(30))
     assert find_project_instructions(tree / "pkg" / "sub") == found(
         (tree / "AGENTS.md", "Use tabs.\n"),
         (tree / "pkg" / "AGENTS.md", "Run make test in pkg.\n"),
@@ -349,7 +350,7 @@ def test_a_link_out_of_the_repository_is_ignored(repo: Path, tmp_path: Path) -> 
     assert find_project_instructions(repo / "pkg") == found((repo / "GEMINI.md", "Use tabs.\n"))
 
 
-@pytest.mark.timeout(15)
+@pytest.mark.timeout(deadline(15))
 def test_a_pipe_or_proc_named_claude_md_is_ignored(repo: Path) -> None:
     # A FIFO would block an ordinary open until a writer came; /proc/self/environ holds codling's keys.
     os.mkfifo(repo / "CLAUDE.md")

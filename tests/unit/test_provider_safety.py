@@ -25,6 +25,7 @@ from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.llm.providers import build_model
 from codling.store.records import event_record
+from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, running_server
 
 MODEL = ModelInfo("openai-chat:fake-model", context_limit=100_000)
@@ -65,7 +66,7 @@ def session_on(
 
 
 async def turn(session: ConversationSession, prompt: str = "hi") -> list[Event]:
-    async with asyncio.timeout(10):  # liveness only
+    async with asyncio.timeout(deadline(10)):  # liveness only
         return [event async for event in session.stream(prompt)]
 
 
@@ -283,7 +284,7 @@ async def test_cancel_during_a_retry_wait_ends_the_turn_at_once(
     session = session_on(server, project, settings, FakeSleep(forever=True))
     events: list[Event] = []
 
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(deadline(10)):
         async for event in session.stream("hi"):
             events.append(event)
             if isinstance(event, ProviderRetrying) and event.status == "waiting":

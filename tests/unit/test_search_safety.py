@@ -21,6 +21,7 @@ from codling.tools.listing import Glob, collect_files, walk_files
 from codling.tools.matcher import Request, run
 from codling.tools.search import list_files, search
 from codling.tools.workspace import Workspace, read_plain_file
+from tests.fakes.deadlines import deadline
 from tests.unit.test_tools_files import ctx_in, write
 
 GIT = shutil.which("git")
@@ -64,7 +65,7 @@ def matcher_children() -> list[int]:
 
 async def started_matcher() -> int:
     """Wait (a few seconds at most) for the matcher child to appear; its pid."""
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(deadline(10)):
         while not (children := matcher_children()):
             await asyncio.sleep(0.01)
     return children[0]
@@ -83,7 +84,7 @@ async def test_catastrophic_pattern_fails_in_time_and_the_loop_keeps_running(pro
     await asyncio.wait_for(observed.wait(), 5)
     assert not running.done()  # the event was seen while the search was still running
     with pytest.raises(ToolError) as e:
-        await asyncio.wait_for(running, 10)
+        await asyncio.wait_for(running, deadline(10))
     assert str(e.value) == (
         "the search for '(a+)+$' took over 1.5 s and was stopped (the pattern may backtrack catastrophically: "
         "nested repetition such as (a+)+, or look-around over long lines; try a simpler one); search a narrower "
@@ -109,7 +110,7 @@ async def test_cancelling_a_python_search_kills_its_process(proj: Path) -> None:
     pid = await started_matcher()
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(running, 10)
+        await asyncio.wait_for(running, deadline(10))
     assert not Path(f"/proc/{pid}").exists()  # killed and reaped: no orphan, no zombie
 
 
@@ -126,7 +127,7 @@ async def test_ripgrep_and_python_agree_on_look_around(proj: Path) -> None:
         assert result == SearchResult(("a.txt:2: foobaz",))
 
 
-@pytest.mark.timeout(15)
+@pytest.mark.timeout(deadline(15))
 async def test_hostile_globs_match_in_linear_time(proj: Path) -> None:
     name = "a" * 200
     write(proj, {name: "hit\n", ".gitignore": "*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b\n" + "**/" * 30 + "x\n"})
@@ -144,9 +145,9 @@ def hostile_repo(root: Path, marker: Path) -> None:
     assert GIT is not None
     write(root, {"a.py": "hit = 1\n", "notes.txt": "hit\n"})
     run = [GIT, "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root)]
-    subprocess.run([GIT, "init", "-q", "-b", "main", str(root)], check=True, timeout=30)
-    subprocess.run([*run, "add", "a.py"], check=True, timeout=30)
-    subprocess.run([*run, "commit", "-q", "-m", "init"], check=True, timeout=30)
+    subprocess.run([GIT, "init", "-q", "-b", "main", str(root)], check=True, timeout=deadline(30))
+    subprocess.run([*run, "add", "a.py"], check=True, timeout=deadline(30))
+    subprocess.run([*run, "commit", "-q", "-m", "init"], check=True, timeout=deadline(30))
     subprocess.run([GIT, "-C", str(root), "config", "core.fsmonitor", f"touch {marker}; false"], check=True)
     for hook in ("post-index-change", "post-checkout", "reference-transaction"):
         path = root / ".git" / "hooks" / hook
@@ -171,7 +172,9 @@ async def test_no_git_command_runs_the_repositorys_programs(proj: Path, tmp_path
     assert not marker.exists()
 
     # The repository is as hostile as it looks: git on its own runs the command.
-    subprocess.run([GIT, "-C", str(proj), "ls-files", "--others"], capture_output=True, check=False, timeout=30)
+    subprocess.run(
+        [GIT, "-C", str(proj), "ls-files", "--others"], capture_output=True, check=False, timeout=deadline(30)
+    )
     assert marker.exists()
 
 
@@ -204,8 +207,8 @@ async def test_search_reads_no_file_through_a_link(linked: Path, rg: str | None)
 @pytest.mark.parametrize("rg", [pytest.param(RG, id="ripgrep"), pytest.param(None, id="python")])
 async def test_search_reads_no_git_listed_link(linked: Path, rg: str | None) -> None:
     assert GIT is not None
-    subprocess.run([GIT, "init", "-q", str(linked)], check=True, timeout=30)
-    subprocess.run([GIT, "-C", str(linked), "add", "."], check=True, timeout=30)
+    subprocess.run([GIT, "init", "-q", str(linked)], check=True, timeout=deadline(30))
+    subprocess.run([GIT, "-C", str(linked), "add", "."], check=True, timeout=deadline(30))
     assert await find_matches("SECRET", linked, _ws(linked), rg=rg, git=GIT) == ONLY_INSIDE
 
 
@@ -248,14 +251,16 @@ def test_the_prompts_git_call_carries_the_safe_configuration(proj: Path, tmp_pat
     (bin_dir / "git").chmod(0o755)
     code = f"import pathlib, codling.brain.prompt as p; print(p.system_prompt(pathlib.Path({str(proj)!r})))"
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=deadline(60), check=True
+    )
     assert "- Git branch: main\n" in out.stdout
     args = log.read_text().splitlines()
     assert args[: 1 + 2 * len(SAFE_CONFIG)] == ["--no-pager", *(a for s in SAFE_CONFIG for a in ("-c", s))]
     assert not (tmp_path / "marker").exists()
 
 
-@pytest.mark.timeout(15)
+@pytest.mark.timeout(deadline(15))
 @pytest.mark.parametrize("target", ["/dev/stdin", "/dev/zero", "fifo", "outside"])
 async def test_a_gitignore_link_or_pipe_is_not_read(proj: Path, tmp_path: Path, target: str) -> None:
     # Outside a git work tree listing walks the tree itself: a .gitignore linked to codling's own stdin (the

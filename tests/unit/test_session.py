@@ -36,6 +36,7 @@ from codling.tools.ports import Approver
 from codling.tools.workspace import Workspace
 from codling.vocabulary import FileDiff, PermissionMode
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.deadlines import deadline
 from tests.fakes.processes import Fifo, gone
 from tests.fakes.scenarios import Call, Fail, Say, Script, Think, Until
 
@@ -102,7 +103,7 @@ async def test_text_reaches_observers_before_the_reply_is_finished(project: Path
             seen_first.set()
 
     session.subscribe(observer)
-    result = await asyncio.wait_for(session.run("go"), timeout=5)
+    result = await asyncio.wait_for(session.run("go"), timeout=deadline(5))
     # The model only produced "second" after the observer had received "first".
     assert order == ["first ", "second"]
     assert result.text == "first second"
@@ -246,7 +247,7 @@ async def test_cancel_stops_the_model_promptly(project: Path, settings: Settings
             if isinstance(event, TextDelta):
                 session.cancel()
 
-    await asyncio.wait_for(consume(), timeout=5)
+    await asyncio.wait_for(consume(), timeout=deadline(5))
     assert isinstance(events[-1], TurnEnded)
     assert events[-1].stop_reason == "cancelled"
     assert not session.running
@@ -269,7 +270,7 @@ async def test_cancel_kills_running_command(project: Path, settings: Settings, t
         return seen
 
     with started:
-        events = await asyncio.wait_for(consume(), timeout=20)
+        events = await asyncio.wait_for(consume(), timeout=deadline(20))
     assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "cancelled"
     # The interrupted call is closed, so no client shows it running forever.
     assert isinstance(events[0], TurnStarted)

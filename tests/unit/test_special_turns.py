@@ -41,6 +41,7 @@ from codling.store.header import SessionHeader
 from codling.store.history import HistoryFile, HistoryRecorder, read_history
 from codling.tools.specs import ALL_TOOLS, NO_TOOLS, ToolFilter
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.deadlines import deadline
 from tests.fakes.scenarios import Call, Fail, Gate, Response, Say, Script, Think, Until, user_prompt
 
 MODEL = ModelInfo("test:special", context_limit=100_000)
@@ -96,7 +97,7 @@ class Answers:
 
     async def answer(self, output: str) -> None:
         """Wait until the model has given ``output`` (a liveness deadline: a test fails, not hangs)."""
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(deadline(10)):
             while output not in self.answered:
                 self._took.clear()
                 await self._took.wait()
@@ -276,7 +277,7 @@ async def test_a_cancelled_special_turn_does_not_hold_up_later_ones(project: Pat
     await answers.answer("RESULT fast")
     assert not later.done()  # answered, and waiting for the turn started before it
     stuck.cancel()
-    result = await asyncio.wait_for(later, 5)
+    result = await asyncio.wait_for(later, deadline(5))
     assert result.ok
     assert history(session)[2:] == [("assistant", "RESULT fast")]
 
@@ -396,7 +397,7 @@ async def test_a_special_turn_asks_nobody_so_gated_tools_need_a_mode_that_allows
     script = Script([[Call("write_file", {"path": "new.txt", "content": "x"}, "w1")], [Say("could not write")]] * 2)
     approver = ScriptedApprover("allow_once")
     session = open_session(settings, MODEL, project, approver=approver, mode="ask", model_factory=script.factory())
-    config = SpecialTurnConfig("write new.txt", run_tools=True, tool_filter=ALL_TOOLS, timeout=5)
+    config = SpecialTurnConfig("write new.txt", run_tools=True, tool_filter=ALL_TOOLS, timeout=deadline(5))
     result = await session.execute_special_turn(config)
     assert result.ok and approver.asked == []  # the user never saw this call, so was never asked about it
     (_call, refusal, _answer) = result.interactions
@@ -614,7 +615,7 @@ async def test_a_mode_change_reaches_a_special_turn_already_running(project: Pat
     await gate.arrival()  # running: the model is answering
     session.set_mode("read-only")
     gate.set()
-    result = await asyncio.wait_for(running, 5)
+    result = await asyncio.wait_for(running, deadline(5))
     assert "read-only mode" in result.interactions[1].text and not (project / "x.txt").exists()
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from codling.startup import imports_without_gc, one_malloc_arena, release_free_memory, skip_unused_modules
+from tests.fakes.deadlines import deadline
 
 HEAVY = ("pydantic_ai", "openai", "anthropic", "google", "tiktoken", "typer", "rich", "httpx")
 
@@ -32,7 +33,9 @@ asyncio.run(main())
 
 
 def test_initialize_imports_no_model_or_cli_libraries() -> None:
-    out = subprocess.run([sys.executable, "-c", PROBE, *HEAVY], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, *HEAVY], capture_output=True, text=True, timeout=deadline(60), check=True
+    )
     assert json.loads(out.stdout) == {"name": "codling", "loaded": []}
 
 
@@ -60,7 +63,7 @@ asyncio.run(main())
 def test_session_new_needs_no_model_stack() -> None:
     # So it answers at once while the warm-up thread imports pydantic-ai and the provider for the first prompt.
     out = subprocess.run(
-        [sys.executable, "-c", SESSION_PROBE, *HEAVY], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", SESSION_PROBE, *HEAVY], capture_output=True, text=True, timeout=deadline(60), check=True
     )
     assert json.loads(out.stdout) == {"session": True, "loaded": []}
 
@@ -77,7 +80,7 @@ def test_the_light_commands_import_no_model_stack(tmp_path: Path) -> None:
             env=env,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=deadline(60),
             check=False,
         )
         assert result.returncode == 0, (command, result.stderr[-2000:])

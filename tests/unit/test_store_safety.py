@@ -41,6 +41,7 @@ from codling.store.ids import new_session_id
 from codling.store.index import SessionStore, SessionSummary
 from codling.store.records import RECORD, dump_record
 from codling.vocabulary import FileDiff, Location, PlanStep
+from tests.fakes.deadlines import deadline
 from tests.fakes.processes import other_writer
 
 STARTED = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -398,7 +399,7 @@ def test_a_live_writer_in_another_process_excludes_others_until_it_closes_or_exi
         store.open(sid)
     with pytest.raises(SessionError, match="open in another codling process"):
         store.delete(sid)
-    child.communicate(f"{ending}\n", timeout=10)
+    child.communicate(f"{ending}\n", timeout=deadline(10))
     assert not lock_of(store, sid).exists()  # removed by close, or at interpreter exit
     store.open(sid).close()
 
@@ -408,7 +409,7 @@ def test_a_killed_writers_lock_is_taken_over(store: SessionStore) -> None:
     store.create(make_header(sid)).close()
     child = other_writer(store, sid)
     child.kill()
-    child.wait(10)
+    child.wait(deadline(10))
     assert lock_of(store, sid).exists()
     file = store.open(sid)
     file.append({"kind": "settings", "title": "after the crash"})

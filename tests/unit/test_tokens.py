@@ -17,6 +17,7 @@ import pytest
 from codling.errors import ConfigError
 from codling.llm import tokens
 from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
+from tests.fakes.deadlines import deadline
 
 SHIPPED = resources.files("codling.llm").joinpath("data/o200k_base.tiktoken.gz")
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -194,7 +195,9 @@ print(json.dumps({"imported_early": imported_early, "distinct": len(set(seen)), 
 
 
 def test_lazy_and_loaded_once_across_threads() -> None:
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=deadline(60), check=True
+    )
     assert json.loads(out.stdout) == {"imported_early": False, "distinct": 1, "calls": 7, "same_as_later": True}
 
 

@@ -11,6 +11,7 @@ from codling.tools.approval import Permissions, command_program
 from codling.tools.ports import Decision, PermissionRequest, Rejection
 from codling.vocabulary import FileDiff, PermissionMode, ToolKind
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.deadlines import deadline
 
 
 def edit(path: str = "/w/a.py", kind: ToolKind = "edit") -> PermissionRequest:
@@ -206,7 +207,7 @@ async def test_cancellation_while_asking_propagates() -> None:
     assert not task.done()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, deadline(5))
 
 
 @pytest.mark.parametrize(

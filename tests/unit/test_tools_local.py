@@ -15,6 +15,7 @@ from codling.text import omission
 from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.ports import CommandResult
 from codling.tools.processes import COMMAND_ID_VARIABLE, can_find_strays, members, signal_all
+from tests.fakes.deadlines import deadline
 from tests.fakes.processes import Fifo, gone
 
 # --- LocalFileSystem ---------------------------------------------------------------------------------------
@@ -202,12 +203,12 @@ async def test_cancellation_kills_the_process_group(tmp_path: Path) -> None:
     terminal = LocalTerminal()
     with Fifo(tmp_path / "child.pid") as started:  # the command says its child runs through a named pipe
         task = asyncio.create_task(
-            terminal.run("sleep 300 & echo $! > child.pid; wait", cwd=tmp_path, timeout=60, output_limit=1000)
+            terminal.run("sleep 300 & echo $! > child.pid; wait", cwd=tmp_path, timeout=deadline(60), output_limit=1000)
         )
         child = await started.pid()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 10)
+        await asyncio.wait_for(task, deadline(10))
     assert await gone(child)
 
 
@@ -229,8 +230,8 @@ def _kill(pid: int) -> None:
 
 async def _pids_written(path: Path, count: int, within: float = 10.0) -> list[int]:
     """The pids a command writes to ``path``, one a line, once ``count`` are there."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+    ends = time.monotonic() + deadline(within)
+    while time.monotonic() < ends:
         if path.exists() and len(lines := path.read_text().split()) >= count:
             return [int(p) for p in lines]
         await asyncio.sleep(0.025)
@@ -271,8 +272,8 @@ async def test_what_a_command_started_in_a_new_session_goes_when_it_exits(
     tmp_path: Path, kind: str, reaper: bool
 ) -> None:
     terminal = LocalTerminal(reaper=reaper)
-    run = terminal.run(STRAYS[kind] + WAIT_FOR_PID, cwd=tmp_path, timeout=10.0, output_limit=10_000)
-    result = await asyncio.wait_for(run, 30)
+    run = terminal.run(STRAYS[kind] + WAIT_FOR_PID, cwd=tmp_path, timeout=deadline(10), output_limit=10_000)
+    result = await asyncio.wait_for(run, deadline(30))
     pids = await _pids_written(tmp_path / "pids.txt", 1)
     try:
         assert result.exit_code == 0
@@ -298,13 +299,13 @@ async def test_what_a_command_started_in_a_new_session_goes_on_timeout(tmp_path:
 async def test_what_a_command_started_in_a_new_session_goes_on_cancel(tmp_path: Path, kind: str) -> None:
     terminal = LocalTerminal()
     task = asyncio.create_task(
-        terminal.run(STRAYS[kind] + WAIT_FOR_PID + "; sleep 60", cwd=tmp_path, timeout=60, output_limit=1000)
+        terminal.run(STRAYS[kind] + WAIT_FOR_PID + "; sleep 60", cwd=tmp_path, timeout=deadline(60), output_limit=1000)
     )
     pids = await _pids_written(tmp_path / "pids.txt", 1)
     try:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(task, 10)
+            await asyncio.wait_for(task, deadline(10))
         assert [await gone(pid) for pid in pids] == [True] * len(pids)
     finally:
         for pid in pids:
@@ -324,7 +325,7 @@ SECRETS = {
 async def test_commands_see_no_secrets(tmp_path: Path) -> None:
     env = {**os.environ, **SECRETS}
     result = await asyncio.wait_for(
-        LocalTerminal(env=env).run("env", cwd=tmp_path, timeout=10, output_limit=100_000), 30
+        LocalTerminal(env=env).run("env", cwd=tmp_path, timeout=deadline(10), output_limit=100_000), deadline(30)
     )
     seen = dict(line.split("=", 1) for line in result.output.splitlines() if "=" in line)
     assert [value for value in SECRETS.values() if value in result.output] == []
@@ -335,7 +336,9 @@ async def test_commands_see_no_secrets(tmp_path: Path) -> None:
 async def test_an_allowed_secret_is_seen(tmp_path: Path) -> None:
     env = {**os.environ, **SECRETS}
     terminal = LocalTerminal(env=env, allow=["GITHUB_TOKEN"])
-    result = await asyncio.wait_for(terminal.run("env", cwd=tmp_path, timeout=10, output_limit=100_000), 30)
+    result = await asyncio.wait_for(
+        terminal.run("env", cwd=tmp_path, timeout=deadline(10), output_limit=100_000), deadline(30)
+    )
     assert [value for value in SECRETS.values() if value in result.output] == [SECRETS["GITHUB_TOKEN"]]
 
 
@@ -368,8 +371,8 @@ async def test_the_environment_is_the_one_given(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LC_") and k != "LANG"}
     terminal = LocalTerminal(env=env)
     # As base64: the model never gets a NUL (control characters are dropped from output).
-    run = terminal.run("base64 -w0 /proc/$$/environ", cwd=tmp_path, timeout=10, output_limit=1_000_000)
-    result = await asyncio.wait_for(run, 30)
+    run = terminal.run("base64 -w0 /proc/$$/environ", cwd=tmp_path, timeout=deadline(10), output_limit=1_000_000)
+    result = await asyncio.wait_for(run, deadline(30))
     environ = base64.b64decode(result.output).decode()
     seen = dict(item.split("=", 1) for item in environ.split("\0") if item)
     assert seen == terminal.environment(seen["CODLING_COMMAND_ID"])
@@ -378,7 +381,7 @@ async def test_the_environment_is_the_one_given(tmp_path: Path) -> None:
 async def test_a_shell_that_cannot_start(tmp_path: Path) -> None:
     terminal = LocalTerminal(shell=str(tmp_path / "no-shell"))
     with pytest.raises(CommandError) as e:
-        await asyncio.wait_for(terminal.run("true", cwd=tmp_path, timeout=10, output_limit=100), 30)
+        await asyncio.wait_for(terminal.run("true", cwd=tmp_path, timeout=deadline(10), output_limit=100), deadline(30))
     assert str(e.value) == f"could not start the command in {tmp_path}: No such file or directory"
 
 

@@ -21,6 +21,7 @@ from codling.tools.shell import output_summary, run_command
 from codling.tools.workspace import Workspace
 from codling.vocabulary import PermissionMode
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.deadlines import deadline
 
 
 def ctx(
@@ -44,7 +45,7 @@ def ctx(
 
 
 async def bounded(call: Coroutine[Any, Any, ToolOutput]) -> ToolOutput:
-    return await asyncio.wait_for(call, 30)
+    return await asyncio.wait_for(call, deadline(30))
 
 
 async def test_runs_in_cwd_and_reports_exit_code(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from codling.errors import PathError
 from codling.tools.atomic import put_back, set_aside
 from codling.tools.local import LocalFileSystem
+from tests.fakes.deadlines import deadline
 
 FSIZE_LIMIT = 4096
 
@@ -71,7 +72,7 @@ def in_child(what: str, where: Path) -> str:
         cwd=root,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=deadline(60),
         check=True,
     )
     return done.stdout.strip()

@@ -12,6 +12,7 @@ import codling.acp.mcp_specs
 import codling.store.index
 import codling.store.live  # noqa: F401
 from codling.acp.warmup import WarmUp
+from tests.fakes.deadlines import deadline
 
 
 async def test_the_model_stack_waits_until_released() -> None:
@@ -25,7 +26,7 @@ async def test_the_model_stack_waits_until_released() -> None:
     warm.start()
     # An observation window, not a synchronisation: unreleased, the thread never gets this far.
     assert not await asyncio.to_thread(asked.wait, 0.5)
-    async with asyncio.timeout(30):  # liveness only
+    async with asyncio.timeout(deadline(30)):  # liveness only
         await warm.wait()
     assert asked.is_set()
 
@@ -36,5 +37,5 @@ async def test_waiting_releases_and_survives_a_failing_stage() -> None:
 
     warm = WarmUp(likely_model)
     warm.start()
-    async with asyncio.timeout(30):  # liveness only: an error in the thread still ends the warm-up
+    async with asyncio.timeout(deadline(30)):  # liveness only: an error in the thread still ends the warm-up
         await warm.wait()
