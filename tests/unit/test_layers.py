@@ -21,6 +21,7 @@ LAYERS = {
     "startup": 0,
     "mcp_servers": 0,
     "vocabulary": 0,
+    "shutdown": 0,
     "__init__": 0,
     "llm": 1,
     "tools": 2,

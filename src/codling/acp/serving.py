@@ -7,19 +7,22 @@ stdout) or a stop signal arrives; either way the running turns end as cancelled 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from codling.acp.server import CodlingAgent
+from codling.shutdown import SHUTDOWN_SECONDS, handling
 
 if TYPE_CHECKING:
     from acp.interfaces import Agent
 
+    from codling.acp.streams import FileWriter, PipeWriter
+    from codling.acp.transport import TolerantTransport
+
 log = logging.getLogger(__name__)
 
-
-SHUTDOWN_SECONDS = 5.0
-"""How long a signal's shutdown waits for the sessions' turns to end and be recorded."""
 
 STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
 
@@ -32,12 +35,11 @@ async def serve(cli_model: str | None = None) -> int | None:
     number is returned (None when the client closed the connection)."""
     import signal
 
-    from acp import run_agent
     from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
     from acp.task import MessageSender
     from acp.task.supervisor import TaskSupervisor
 
-    from codling.acp.streams import FileWriter, PipeWriter, either_is_a_file, file_streams, pipe_streams
+    from codling.acp.streams import either_is_a_file, file_streams, pipe_streams
     from codling.acp.transport import TolerantTransport
 
     writer: PipeWriter | FileWriter
@@ -65,8 +67,20 @@ async def serve(cli_model: str | None = None) -> int | None:
         if not received.done():
             received.set_result(sig)
 
-    for sig in stop_signals:
-        loop.add_signal_handler(sig, on_signal, sig)
+    with handling({sig: functools.partial(on_signal, sig) for sig in stop_signals}):
+        return await _serving(codling, transport, writer, received, end_of_input)
+
+
+async def _serving(
+    codling: CodlingAgent,
+    transport: TolerantTransport,
+    writer: PipeWriter | FileWriter,
+    received: asyncio.Future[int],
+    end_of_input: Callable[[], Awaitable[None]],
+) -> int | None:
+    """Serve until the client leaves (None) or a stop signal arrives (its number), then close every session."""
+    from acp import run_agent
+
     wrapped = codling.newer.wrap(transport)
     serving = asyncio.ensure_future(run_agent(cast("Agent", codling), wrapped, use_unstable_protocol=True))
     gone = asyncio.ensure_future(writer.gone.wait())
@@ -88,8 +102,6 @@ async def serve(cli_model: str | None = None) -> int | None:
             log.warning("shutdown: sessions still closing after %gs; exiting anyway", SHUTDOWN_SECONDS)
         return received.result()
     finally:
-        for sig in stop_signals:
-            loop.remove_signal_handler(sig)
         gone.cancel()
         serving.cancel()
         await asyncio.wait([serving], timeout=1)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import os
 import re
 import signal
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
 from codling.brain.slash import COMMAND_HINTS, COMMANDS
 from codling.cli.draw import StyledWriter
 from codling.cli.mentions import attach
-from codling.cli.oneshot import SHUTDOWN_SECONDS, context_meter
+from codling.cli.oneshot import context_meter
 from codling.cli.session_plan import (
     EXIT_OK,
     EXIT_USAGE,
@@ -47,6 +46,7 @@ from codling.cli.session_plan import (
 from codling.config import Settings
 from codling.errors import CodlingError
 from codling.llm.catalog import Catalog
+from codling.shutdown import exit_after_grace, handling
 from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
@@ -261,11 +261,22 @@ class Chat:
     async def run(self, first: str | None = None) -> int:
         """Run the chat (``first``, if given, is its first input) until the user leaves; the exit code."""
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, self._interrupt)
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, self._terminate, sig)
         if self._preload is not None:
             self._preload.done.add_done_callback(lambda done: loop.call_soon_threadsafe(self._model_loaded, done))
+        signals = {
+            signal.SIGINT: self._interrupt,
+            signal.SIGTERM: lambda: self._terminate(signal.SIGTERM),
+            signal.SIGHUP: lambda: self._terminate(signal.SIGHUP),
+        }
+        with handling(signals):
+            await self._converse(first)
+        if self._unusable is not None:
+            self._note(f"codling: {self._unusable}", "red")
+            return EXIT_USAGE
+        return EXIT_OK if self._terminated is None else 128 + self._terminated
+
+    async def _converse(self, first: str | None) -> None:
+        """Introduce the session, run ``first`` and every input after it until the user leaves, then close."""
         try:
             self._introduce()
             if first is not None:
@@ -285,12 +296,6 @@ class Chat:
                 await self._handle(line)
         finally:
             await self._close()
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                loop.remove_signal_handler(sig)
-        if self._unusable is not None:
-            self._note(f"codling: {self._unusable}", "red")
-            return EXIT_USAGE
-        return EXIT_OK if self._terminated is None else 128 + self._terminated
 
     def _model_loaded(self, done: concurrent.futures.Future[CodlingError | None]) -> None:
         """The model stack is loaded; if the model cannot be used, leave (the read in progress ends)."""
@@ -320,10 +325,10 @@ class Chat:
             self._live.brain.cancel()
 
     def _terminate(self, sig: int) -> None:
-        """SIGTERM or SIGHUP: end the turn as Ctrl-C does and leave (exit 128 + N; past SHUTDOWN_SECONDS, at once)."""
+        """SIGTERM or SIGHUP: end the turn as Ctrl-C does and leave (exit 128 + N; past the grace, at once)."""
         if self._terminated is None:
             self._terminated = sig
-            asyncio.get_running_loop().call_later(SHUTDOWN_SECONDS, os._exit, 128 + sig)
+            exit_after_grace(sig)
         self._leaving = True
         if self._live is not None:
             self._live.brain.cancel()

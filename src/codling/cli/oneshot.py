@@ -34,6 +34,7 @@ from codling.config import Settings
 from codling.errors import CodlingError
 from codling.llm.catalog import ModelInfo
 from codling.secrecy import RedactingStream, Redactor
+from codling.shutdown import exit_after_grace, handling
 from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
@@ -43,9 +44,6 @@ if TYPE_CHECKING:
     from codling.cli.render import TerminalRenderer
     from codling.tools.ports import Approver
     from codling.vocabulary import StopReason
-
-SHUTDOWN_SECONDS = 5.0
-"""How long SIGTERM or SIGHUP waits for the turn to end and be recorded before ``codling run`` exits anyway."""
 
 
 @dataclass(frozen=True)
@@ -228,33 +226,34 @@ async def _run_turn(
         interrupted.append(True)
         live.brain.cancel()
 
-    loop.add_signal_handler(signal.SIGINT, interrupt)
     terminated: list[int] = []
 
     def terminate(sig: int) -> None:
         """SIGTERM or SIGHUP: end the turn as on Ctrl-C (commands stopped, turn_end recorded), skip the title,
-        then exit with 128 + the signal's number; past SHUTDOWN_SECONDS, exit anyway (records are flushed)."""
+        then exit with 128 + the signal's number; past the grace (``codling.shutdown``), exit anyway."""
         if not terminated:
             terminated.append(sig)
-            loop.call_later(SHUTDOWN_SECONDS, os._exit, 128 + sig)
+            exit_after_grace(sig)
         live.brain.cancel()
         live.brain.cancel_background()
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, terminate, sig)
+    signals = {
+        signal.SIGINT: interrupt,
+        signal.SIGTERM: lambda: terminate(signal.SIGTERM),
+        signal.SIGHUP: lambda: terminate(signal.SIGHUP),
+    }
     started = time.monotonic()
-    try:
-        result = await live.brain.run(prompt)
-        # With --title, a new session's title is asked for once the answer is shown; Ctrl-C skips it.
-        loop.add_signal_handler(signal.SIGINT, live.brain.cancel_background)
-        if not terminated:
-            await live.brain.settle()
-    finally:
-        if isinstance(renderer, TerminalRenderer):
-            renderer.close()
-        await live.close()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.remove_signal_handler(sig)
+    with handling(signals):
+        try:
+            result = await live.brain.run(prompt)
+            # With --title, a new session's title is asked for once the answer is shown; Ctrl-C skips it.
+            loop.add_signal_handler(signal.SIGINT, live.brain.cancel_background)
+            if not terminated:
+                await live.brain.settle()
+        finally:
+            if isinstance(renderer, TerminalRenderer):
+                renderer.close()
+            await live.close()
     failed = result.error is not None
     completed = not failed and result.stop_reason != "cancelled"
     if completed and answer_only and last.text:
