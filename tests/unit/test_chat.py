@@ -474,9 +474,11 @@ class Loading:
     def __init__(self) -> None:
         self.done: concurrent.futures.Future[CodlingError | None] = concurrent.futures.Future()
         self.starts = 0
+        self.started = asyncio.Event()
 
     def start(self) -> None:
         self.starts += 1
+        self.started.set()
 
 
 class WaitingRead:
@@ -517,10 +519,9 @@ async def test_the_first_turn_waits_for_the_model_stack(settings: Settings, proj
     script = Script([[Say("Hi.")]])
     chat, out = chat_in(settings, project, Typed("hello"), script, preload=loading)
     running = asyncio.create_task(chat.run())
-    for _ in range(100):  # the loop turns; no request yet (the test below checks the wait itself)
-        await asyncio.sleep(0)
-    assert script.requests == [] and not running.done()
-    assert loading.starts == 1  # the turn started the loading (no input line drawn here did)
+    # The turn started the loading (no input line was drawn here to start it) and now waits for it.
+    await asyncio.wait_for(loading.started.wait(), deadline(10))
+    assert script.requests == [] and not running.done() and loading.starts == 1
     loading.done.set_result(None)
     assert await asyncio.wait_for(running, deadline(10)) == 0
     assert prompts(script) == ["hello"] and "Hi." in out.getvalue()
