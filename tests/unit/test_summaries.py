@@ -26,6 +26,7 @@ from codling.brain.events import (
     UsageUpdated,
 )
 from codling.llm.tokens import count_tokens
+from codling.store.mirror import model_for
 from codling.store.parts import SummaryPart
 from codling.tools.approval import Permissions
 from codling.tools.deps import ToolDeps
@@ -420,13 +421,13 @@ def test_the_ledger_keeps_two_turns_in_full_and_older_ones_in_a_line_within_its_
 
 
 def test_turn_summary_round_trips_through_json() -> None:
-    data = json.loads(SummaryPart.of(EXPECTED).model_dump_json())
-    assert SummaryPart.model_validate(data).summary() == EXPECTED
+    data = json.loads(model_for(SummaryPart, EXPECTED).model_dump_json())
+    assert SummaryPart.model_validate(data).value() == EXPECTED
     assert data["files_changed"] == ["/p/src/a.py", "/p/src/b.py"]
     assert data["steps"][0] == {"title": "Read src/a.py", "outcome": "done", "paths": ["/p/src/a.py"], "detail": ""}
     failed = TurnExecutionSummary(2, "x", error="boom")
-    assert SummaryPart.model_validate_json(SummaryPart.of(failed).model_dump_json()).summary() == failed
-    assert SummaryPart.model_validate({"turn_number": 4}).summary() == TurnExecutionSummary(4, "")
+    assert SummaryPart.model_validate_json(model_for(SummaryPart, failed).model_dump_json()).value() == failed
+    assert SummaryPart.model_validate({"turn_number": 4}).value() == TurnExecutionSummary(4, "")
 
 
 # --- recent files ------------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ from codling.brain.builtin_turns import fallback_title
 from codling.brain.events import (
     Event,
     SessionTitled,
-    SettingsChanged,
     TextDelta,
     ThoughtDelta,
     TurnEnded,
@@ -299,9 +298,6 @@ class HistoryRecorder:
         self._flush()
         if isinstance(event, TurnFailed):
             self._error = event.message
-            return
-        if isinstance(event, SettingsChanged):  # a slash command's; recorded as a change from a client is
-            self.settings(**{k: v for k, v in (("model", event.model), ("mode", event.mode)) if v is not None})
             return
         record = event_record(event, self.file.session_id, self._error)
         if record is not None:

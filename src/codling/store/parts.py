@@ -11,10 +11,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
 from codling.brain.context.window import LearnedWindow
-from codling.brain.interactions import InteractionKind
+from codling.brain.events import Usage
+from codling.brain.interactions import Interaction, InteractionKind
 from codling.brain.prompt import ImageBlock, PromptBlock, ResourceBlock, TextBlock
 from codling.store.ids import is_session_id
-from codling.vocabulary import Location, PlanPriority, PlanStatus
+from codling.store.mirror import PATH, Mirror, Mirrored, many, part
+from codling.vocabulary import FileDiff, Location, PlanPriority, PlanStatus, PlanStep
 
 
 def parse_time(value: str) -> datetime:
@@ -58,7 +60,9 @@ def omit_empty(value: object) -> bool:
 class Part(BaseModel):
     """A part of a record: strict types (no coercion), unknown fields ignored (a later version may add some)."""
 
-    model_config = ConfigDict(strict=True, frozen=True, validate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(
+        strict=True, frozen=True, validate_by_name=True, serialize_by_alias=True, use_attribute_docstrings=True
+    )
 
 
 # -- prompt blocks in ACP wire format --------------------------------------------------------------------------
@@ -130,127 +134,116 @@ def block_to_wire(block: PromptBlock) -> PromptWire:
 
 
 # -- the parts of records ----------------------------------------------------------------------------------------
+# Each stands for a brain dataclass field by field (``store/mirror.py``): a field added to the dataclass is a
+# field added here, under the same name.
 
 
-class LocationPart(Part):
+class LocationPart(Part, Mirrored):
     """A file (absolute path) and optionally a line."""
 
+    MIRROR = Mirror(Location, convert={"path": PATH})
     path: str
     line: int | None = None
 
-    @classmethod
-    def of(cls, items: tuple[Location, ...]) -> list[LocationPart]:
-        return [cls(path=str(loc.path), line=loc.line) for loc in items]
 
-    def location(self) -> Location:
-        return Location(Path(self.path), self.line)
+LOCATIONS = many(part(LocationPart))
+"""A record's ``locations``."""
 
 
-def locations_of(parts: list[LocationPart]) -> tuple[Location, ...]:
-    return tuple(part.location() for part in parts)
-
-
-class DiffPart(Part):
+class DiffPart(Part, Mirrored):
     """A change to one file (``old_text`` null for a new file)."""
 
+    MIRROR = Mirror(FileDiff, convert={"path": PATH})
     path: str
     old_text: str | None
+    """The file's text before (null: the file is new)."""
     new_text: str
+    """Its text after."""
 
 
-class StepPart(Part):
+class StepPart(Part, Mirrored):
     """One plan step."""
 
+    MIRROR = Mirror(PlanStep)
     step: str
     status: PlanStatus = "pending"
     priority: PlanPriority = "medium"
 
 
-class InteractionPart(Part):
+class InteractionPart(Part, Mirrored):
     """One kept piece of a special turn."""
 
+    MIRROR = Mirror(Interaction)
     kind: InteractionKind
+    """``user``, ``assistant``, ``summary``, ``thought``, ``tool_call`` (the call's title), ``tool_result`` (its
+    plain-text summary)."""
     text: str
 
 
-class UsagePart(Part):
+class UsagePart(Part, Mirrored):
     """Tokens and requests a turn spent."""
 
+    MIRROR = Mirror(Usage)
     input_tokens: int = Field(default=0, ge=0)
+    """All input, the prompt cache's reads and writes included."""
     output_tokens: int = Field(default=0, ge=0)
     requests: int = Field(default=0, ge=0)
+    """Model requests."""
     cache_read_tokens: int = Field(default=0, ge=0, exclude_if=omit_zero)
+    """Input tokens read from the provider's prompt cache (absent: 0)."""
     cache_write_tokens: int = Field(default=0, ge=0, exclude_if=omit_zero)
+    """Input tokens written to it (absent: 0)."""
     cache_write_1h_tokens: int = Field(default=0, ge=0, exclude_if=omit_zero)
+    """Of those, the ones written to live an hour (absent: 0)."""
 
 
-class WindowPart(Part):
+class WindowPart(Part, Mirrored):
     """The window learned from a model's server (see ``brain/context/window.py``)."""
 
+    MIRROR = Mirror(LearnedWindow)
     model: str
+    """``provider:model``."""
     tokens: int = Field(gt=0)
 
-    @classmethod
-    def of(cls, window: LearnedWindow) -> WindowPart:
-        """The part for a learned window."""
-        return cls(model=window.model, tokens=window.tokens)
 
-    def window(self) -> LearnedWindow:
-        """The learned window it stands for."""
-        return LearnedWindow(self.model, self.tokens)
-
-
-class TurnStepPart(Part):
+class TurnStepPart(Part, Mirrored):
     """One tool call of a turn summary."""
 
+    MIRROR = Mirror(TurnStep, convert={"paths": many(PATH)})
     title: str
     outcome: str
+    """``done``, ``exit 1``, ``failed: <reason>``…"""
     paths: list[str] = Field(default_factory=list)
     detail: str = ""
+    """What came of it: a command's salient output lines, an edit's size, a search's count…"""
 
 
-class SummaryPart(Part):
-    """A turn execution summary (see ``brain/summaries.py``)."""
+class SummaryPart(Part, Mirrored):
+    """A turn execution summary (see ``brain/context/ledger.py``)."""
 
+    MIRROR = Mirror(
+        TurnExecutionSummary,
+        convert={
+            "steps": many(part(TurnStepPart)),
+            "files_changed": many(PATH),
+            "commands": many(),
+            "open_plan": many(),
+        },
+    )
     turn_number: int
     request: str = ""
+    """The user's request, trimmed."""
     goal: str = ""
+    """What the user is after (a short follow-up keeps the previous goal)."""
     steps: list[TurnStepPart] = Field(default_factory=list)
+    """One per tool call."""
     files_changed: list[str] = Field(default_factory=list)
+    """Files edited or written, first change first."""
     commands: list[str] = Field(default_factory=list)
+    """Commands run and how they ended."""
     reply: str = ""
+    """The start of the reply."""
     error: str | None = None
+    """Why the turn failed, if it did."""
     open_plan: list[str] = Field(default_factory=list)
-
-    @classmethod
-    def of(cls, summary: TurnExecutionSummary) -> SummaryPart:
-        """The part that records ``summary``."""
-        steps = [
-            TurnStepPart(title=s.title, outcome=s.outcome, paths=[str(p) for p in s.paths], detail=s.detail)
-            for s in summary.steps
-        ]
-        return cls(
-            turn_number=summary.turn_number,
-            request=summary.request,
-            goal=summary.goal,
-            steps=steps,
-            files_changed=[str(p) for p in summary.files_changed],
-            commands=list(summary.commands),
-            reply=summary.reply,
-            error=summary.error,
-            open_plan=list(summary.open_plan),
-        )
-
-    def summary(self) -> TurnExecutionSummary:
-        """The summary this part records."""
-        return TurnExecutionSummary(
-            turn_number=self.turn_number,
-            request=self.request,
-            goal=self.goal,
-            steps=tuple(TurnStep(s.title, s.outcome, tuple(Path(p) for p in s.paths), s.detail) for s in self.steps),
-            files_changed=tuple(Path(p) for p in self.files_changed),
-            commands=tuple(self.commands),
-            reply=self.reply,
-            error=self.error,
-            open_plan=tuple(self.open_plan),
-        )
+    """The plan's steps not completed when the turn ended."""

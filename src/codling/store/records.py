@@ -9,8 +9,8 @@ documented in docs/history-format.md.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal, assert_never
 
 from pydantic import BeforeValidator, Field, TypeAdapter
 
@@ -18,23 +18,33 @@ from codling.brain.events import (
     CompactionReason,
     CompactionStarted,
     ContextCompacted,
+    ContextWarning,
     Event,
+    McpServerNotice,
+    McpServersStarting,
     PlanUpdated,
+    ProviderRetrying,
+    SessionTitled,
+    SettingsChanged,
     SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
+    ToolCallNote,
+    ToolCallRunning,
     ToolCallStarted,
+    ToolCallTerminal,
     TurnEnded,
     TurnFailed,
     TurnStarted,
-    Usage,
+    UsageUpdated,
 )
-from codling.brain.interactions import Interaction
 from codling.brain.prompt import prompt_summary
 from codling.brain.thinking import ThoughtLevel
 from codling.store.clock import now
+from codling.store.mirror import PATH, Convert, Mirror, Mirrored, many, model_for, optional, part
 from codling.store.parts import (
+    LOCATIONS,
     AbsolutePath,
     DiffPart,
     InteractionPart,
@@ -48,245 +58,257 @@ from codling.store.parts import (
     WindowPart,
     block_to_wire,
     id_or_none,
-    locations_of,
     omit_empty,
     omit_none,
     parse_time,
 )
-from codling.vocabulary import FileDiff, PermissionMode, PlanStep, StopReason, ToolKind
+from codling.vocabulary import PermissionMode, StopReason, ToolKind
 
 VERSION: Literal[1] = 1
 
 
 # -- records -----------------------------------------------------------------------------------------------------
+# A record that stands for an event declares it (``MIRROR``, see ``store/mirror.py``): its fields are the event's,
+# under the same names unless ``convert`` says otherwise, so both directions come from the one declaration.
 
 
 class _Record(Part):
     v: Literal[1] = VERSION
+    """Format version (1)."""
     ts: Timestamp = Field(default_factory=now)
+    """UTC time the record was written, ISO 8601 with milliseconds and ``Z``."""
     session_id: str
+    """The session."""
 
     def events(self) -> list[Event]:
         """The brain events this record stands for (none for session facts)."""
         return []
 
 
-class _TurnRecord(_Record):
+class _EventRecord(_Record, Mirrored):
+    ENVELOPE = frozenset({"v", "ts", "session_id", "kind"})
+
+    def events(self) -> list[Event]:
+        """The event this record stands for."""
+        return [self.value()]
+
+
+class _TurnRecord(_EventRecord):
     turn_id: str
+    """The turn."""
 
 
 class SessionRecord(_Record):
-    """The first record: where the session works and how it started (never secrets)."""
+    """The first record: where the session works and how it started (never secrets). Always the first line."""
 
     kind: Literal["session"] = "session"
     cwd: AbsolutePath
+    """The working directory (absolute)."""
     model: str = ""
+    """``provider:model``."""
     mode: PermissionMode = "ask"
+    """The permission mode."""
     additional_dirs: list[AbsolutePath] = Field(default_factory=list)
+    """More workspace roots (absolute)."""
     parent: Annotated[str | None, BeforeValidator(id_or_none)] = None
+    """The session this one was forked from (a value that is not a session id is read as null)."""
 
 
 class SettingsRecord(_Record):
-    """A change of mode, model, thinking choice or title."""
+    """A change made during the session: any of its fields. The first ``turn_start`` is followed by a ``title``
+    holding the first request (one line, at most 80 characters); once the first turn is over, the title special
+    turn (ephemeral: it leaves no other record) may add one holding the model's short title."""
 
     kind: Literal["settings"] = "settings"
     mode: PermissionMode | None = Field(default=None, exclude_if=omit_none)
+    """The permission mode."""
     model: str | None = Field(default=None, exclude_if=omit_none)
+    """``provider:model``."""
     thinking: bool | None = Field(default=None, exclude_if=omit_none)
     """Whether a model that can think does."""
     thought_level: ThoughtLevel | None = Field(default=None, exclude_if=omit_none)
     """How hard it thinks."""
     title: str | None = Field(default=None, exclude_if=omit_none)
+    """The session's title."""
 
 
 class TurnStartRecord(_TurnRecord):
     """A user prompt was accepted."""
 
+    MIRROR = Mirror(
+        TurnStarted,
+        convert={
+            "prompt": many(Convert(write=block_to_wire, read=lambda wire: wire.block()), name="blocks"),
+            "started_at": Convert(write=datetime.isoformat),
+        },
+        derived={
+            "prompt": lambda record: prompt_summary(tuple(wire.block() for wire in record.prompt)),
+            "started_at": lambda record: parse_time(record.started_at or record.ts),
+        },
+    )
     kind: Literal["turn_start"] = "turn_start"
     prompt: list[PromptWire] = Field(default_factory=list)
+    """The prompt's content blocks in ACP wire format: ``text``; ``resource`` (an embedded resource, or a
+    linked file as it was read for the model); ``resource_link`` (a link that could not be read: its
+    ``description`` says why); ``image`` (kept whole, base64, so a reloaded session shows it; ``uri`` only when
+    the client gave one)."""
     thinking: bool = False
+    """The model was asked to think."""
     started_at: Timestamp | None = None
-
-    def events(self) -> list[Event]:
-        blocks = tuple(wire.block() for wire in self.prompt)
-        started = parse_time(self.started_at or self.ts)
-        return [TurnStarted(self.turn_id, prompt_summary(blocks), self.thinking, started, blocks)]
+    """When the turn started (absent: ``ts``)."""
 
 
 class MessageRecord(_TurnRecord):
-    """A segment of the reply."""
+    """A segment of the assistant's reply (consecutive streamed deltas merged)."""
 
+    MIRROR = Mirror(TextDelta)
     kind: Literal["message"] = "message"
     text: str
-
-    def events(self) -> list[Event]:
-        return [TextDelta(self.turn_id, self.text)]
 
 
 class ThoughtRecord(_TurnRecord):
     """A segment of the model's visible reasoning."""
 
+    MIRROR = Mirror(ThoughtDelta)
     kind: Literal["thought"] = "thought"
     text: str
-
-    def events(self) -> list[Event]:
-        return [ThoughtDelta(self.turn_id, self.text)]
 
 
 class ToolCallRecord(_TurnRecord):
     """The model called a tool."""
 
+    MIRROR = Mirror(ToolCallStarted, convert={"locations": LOCATIONS})
     kind: Literal["tool_call"] = "tool_call"
     call_id: str
     tool_name: str
     title: str
+    """As shown to the user."""
     tool_kind: ToolKind = "other"
+    """ACP tool kind: ``read``, ``edit``, ``search``, ``execute``…"""
     raw_input: dict[str, Any] = Field(default_factory=dict)
+    """The arguments."""
     locations: list[LocationPart] = Field(default_factory=list)
-
-    def events(self) -> list[Event]:
-        return [
-            ToolCallStarted(
-                self.turn_id,
-                self.call_id,
-                self.tool_name,
-                self.title,
-                self.tool_kind,
-                self.raw_input,
-                locations_of(self.locations),
-            )
-        ]
+    """The files it concerns."""
 
 
 class ToolResultRecord(_TurnRecord):
     """A tool call finished."""
 
+    MIRROR = Mirror(
+        ToolCallFinished,
+        convert={"diff": optional(part(DiffPart)), "locations": LOCATIONS, "changed": many(PATH)},
+        live_only=frozenset({"terminal_id", "shown"}),
+    )
     kind: Literal["tool_result"] = "tool_result"
     call_id: str
     tool_name: str
     status: Literal["completed", "failed"]
     text: str = ""
+    """What the model was told."""
     diff: DiffPart | None = None
+    """For edits."""
     locations: list[LocationPart] = Field(default_factory=list)
     summary: str = ""
+    """What later turns are told of the call."""
     changed: list[str] = Field(default_factory=list, exclude_if=omit_empty)
+    """Files the call changed besides its diff's (a delegate's edits); only when there are some."""
     ended_by: Literal["rejected", "cancelled"] | None = Field(default=None, exclude_if=omit_empty)
-
-    def events(self) -> list[Event]:
-        diff = self.diff
-        return [
-            ToolCallFinished(
-                self.turn_id,
-                self.call_id,
-                self.tool_name,
-                self.status,
-                self.text,
-                FileDiff(Path(diff.path), diff.old_text, diff.new_text) if diff else None,
-                locations_of(self.locations),
-                self.summary,
-                changed=tuple(Path(p) for p in self.changed),
-                ended_by=self.ended_by,
-            )
-        ]
+    """The user ended the call: rejected it when asked, or cancelled the turn; only when so."""
 
 
 class PlanRecord(_TurnRecord):
-    """The model set its plan (the whole list)."""
+    """The model set its plan (``update_plan``: follows that call's ``tool_result``; a planner delegate's plan
+    comes while its ``delegate`` call runs, before that call's ``tool_result``). Replay sends it as a ``plan``
+    update; ``sessions show`` draws it as a checklist under the call that set it."""
 
+    MIRROR = Mirror(PlanUpdated, convert={"steps": many(part(StepPart))})
     kind: Literal["plan"] = "plan"
     steps: list[StepPart] = Field(default_factory=list)
-
-    def events(self) -> list[Event]:
-        return [PlanUpdated(self.turn_id, tuple(PlanStep(s.step, s.status, s.priority) for s in self.steps))]
+    """The whole plan."""
 
 
 class CompactionRecord(_TurnRecord):
-    """The history was compacted."""
+    """The history was compacted (in the turn that needed it, or a ``/compact`` turn). On restore the history
+    becomes the kept messages plus the summary, exactly as live."""
 
+    MIRROR = Mirror(ContextCompacted, convert={"kept_messages": many(name="kept_user_messages")})
     kind: Literal["compaction"] = "compaction"
     call_id: str
     reason: CompactionReason = "threshold"
     summary: str
+    """Without the prefix."""
     kept_messages: list[str] = Field(default_factory=list)
+    """The user messages kept verbatim, oldest first."""
     tokens_before: int = Field(default=0, ge=0)
     tokens_after: int = Field(default=0, ge=0)
     fallback: bool = False
+    """The summary was built without the model."""
     skipped: bool = False
+    """The summarizer was not asked (it kept failing)."""
     note: str = ""
+    """What the user was told about this compaction, once."""
 
     def events(self) -> list[Event]:
-        return [
-            CompactionStarted(self.turn_id, self.call_id, self.tokens_before, self.reason),
-            ContextCompacted(
-                self.turn_id,
-                self.call_id,
-                self.summary,
-                tuple(self.kept_messages),
-                self.tokens_before,
-                self.tokens_after,
-                self.fallback,
-                self.reason,
-                self.skipped,
-                self.note,
-            ),
-        ]
+        """The compaction's start (which has no record of its own), then its end."""
+        return [CompactionStarted(self.turn_id, self.call_id, self.tokens_before, self.reason), self.value()]
 
 
 class TurnEndRecord(_TurnRecord):
-    """The last record of a turn that finished."""
+    """The last record of a turn that finished. ``error`` and ``summary`` are restored on load and resume and go
+    into the next turn's prompt. On restore each ``turn_end`` sets the window the next turns use: its ``window``
+    if it names the session's model, else the catalog's."""
 
+    MIRROR = Mirror(
+        TurnEnded,
+        convert={
+            "usage": part(UsagePart),
+            "summary": optional(part(SummaryPart)),
+            "window": optional(part(WindowPart)),
+        },
+        given=frozenset({"error"}),
+        derived={"error": lambda record: record.error is not None},
+    )
     kind: Literal["turn_end"] = "turn_end"
     stop_reason: StopReason
     usage: UsagePart = Field(default_factory=UsagePart)
     error: str | None = None
+    """The error reply shown to the user (the turn's ``TurnFailed`` message), or null."""
     summary: SummaryPart | None = None
+    """The turn execution summary (null for a slash-command turn)."""
     context_tokens: int = Field(default=0, ge=0)
+    """The input tokens the provider reported for the turn's first request, carried past the turn."""
     cost: float | None = Field(default=None, ge=0)
+    """US dollars at list price, or null."""
     window: WindowPart | None = Field(default=None, exclude_if=omit_none)
+    """Only when the session learned one: the window the model's server revealed, smaller than the catalog's and
+    in use when the turn ended (absent: the catalog's, so a switch of model shows in the next ``turn_end``)."""
     context: str = Field(default="", exclude_if=omit_empty)
+    """Only when the turn's request carried one: the ``<session-context>`` block it sent before the prompt; on
+    restore the turn's prompt gets it back (absent: the prompt alone)."""
 
     def events(self) -> list[Event]:
-        usage = Usage(
-            self.usage.input_tokens,
-            self.usage.output_tokens,
-            self.usage.requests,
-            self.usage.cache_read_tokens,
-            self.usage.cache_write_tokens,
-            self.usage.cache_write_1h_tokens,
-        )
-        summary = self.summary.summary() if self.summary is not None else None
-        ended = TurnEnded(
-            self.turn_id,
-            self.stop_reason,
-            usage,
-            error=self.error is not None,
-            summary=summary,
-            context_tokens=self.context_tokens,
-            cost=self.cost,
-            window=self.window.window() if self.window is not None else None,
-            context=self.context,
-        )
+        """The turn's failure (its ``error``), if it failed, then its end."""
+        ended: Event = self.value()
         return [TurnFailed(self.turn_id, self.error), ended] if self.error is not None else [ended]
 
 
-class SpecialRecord(_Record):
-    """A special turn's result entered the history (between turns: no turn id)."""
+class SpecialRecord(_EventRecord):
+    """A special turn's result entered the history (between turns: no turn id). On restore the interactions are
+    appended, or replace the history (its first ``replaced`` entries) for ``replace-above``. Compaction runs
+    through the summarize special turn but is recorded as ``compaction``."""
 
+    MIRROR = Mirror(SpecialTurnPersisted, convert={"interactions": many(part(InteractionPart))})
     kind: Literal["special"] = "special"
     turn_type: str = "special"
+    """``greeting``…"""
     persistence: Literal["persist-result", "persist-all", "replace-above"] = "persist-result"
     interactions: list[InteractionPart] = Field(default_factory=list)
+    """What was kept after filtering."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     replaced: int | None = Field(default=None, ge=0, exclude_if=omit_none)
+    """``replace-above`` only: how many of the history's first entries the result replaced (absent: all)."""
     special_id: str = Field(default="", exclude_if=omit_empty)
-
-    def events(self) -> list[Event]:
-        interactions = tuple(Interaction(i.kind, i.text) for i in self.interactions)
-        return [
-            SpecialTurnPersisted(
-                self.turn_type, self.persistence, interactions, self.metadata, self.replaced, self.special_id
-            )
-        ]
+    """Tells this record from any other; replay derives its tool call ids from it."""
 
 
 Record = Annotated[
@@ -319,92 +341,40 @@ def dump_record(record: Record) -> dict[str, Any]:
 
 def event_record(event: Event, session_id: str, error: str | None = None) -> Record | None:
     """The record for one event (text deltas arrive here already merged), or None for events that have no
-    record of their own: ``TurnFailed`` (its message is the ``error`` of the turn's end record),
-    ``CompactionStarted`` (the ``compaction`` record stands for both), ``UsageUpdated`` (derived again on
-    load), ``SessionTitled`` (the recorder writes a ``settings`` record), ``ToolCallTerminal`` (a terminal id
-    means nothing once the client is gone; nor is ``terminal_id`` kept) and ``ToolCallNote`` (a delegate's
-    progress; its result is recorded)."""
-    sid = session_id
+    record of their own. ``error`` is the message of the turn's ``TurnFailed``, kept in its ``turn_end``."""
     match event:
-        case TurnStarted(turn_id=turn, blocks=blocks, thinking=thinking, started_at=started):
-            prompt = [block_to_wire(b) for b in blocks]
-            return TurnStartRecord(
-                session_id=sid, turn_id=turn, prompt=prompt, thinking=thinking, started_at=started.isoformat()
-            )
-        case TextDelta(turn_id=turn, text=text):
-            return MessageRecord(session_id=sid, turn_id=turn, text=text)
-        case ThoughtDelta(turn_id=turn, text=text):
-            return ThoughtRecord(session_id=sid, turn_id=turn, text=text)
+        case TurnEnded():
+            return model_for(TurnEndRecord, event, session_id=session_id, error=error)
+        case TurnStarted():
+            return model_for(TurnStartRecord, event, session_id=session_id)
+        case TextDelta():
+            return model_for(MessageRecord, event, session_id=session_id)
+        case ThoughtDelta():
+            return model_for(ThoughtRecord, event, session_id=session_id)
         case ToolCallStarted():
-            return ToolCallRecord(
-                session_id=sid,
-                turn_id=event.turn_id,
-                call_id=event.call_id,
-                tool_name=event.tool_name,
-                title=event.title,
-                tool_kind=event.tool_kind,
-                raw_input=event.raw_input,
-                locations=LocationPart.of(event.locations),
-            )
-        case ToolCallFinished(diff=diff):
-            return ToolResultRecord(
-                session_id=sid,
-                turn_id=event.turn_id,
-                call_id=event.call_id,
-                tool_name=event.tool_name,
-                status=event.status,
-                text=event.text,
-                diff=DiffPart(path=str(diff.path), old_text=diff.old_text, new_text=diff.new_text) if diff else None,
-                locations=LocationPart.of(event.locations),
-                summary=event.summary,
-                changed=[str(p) for p in event.changed],
-                ended_by=event.ended_by,
-            )
-        case SpecialTurnPersisted():
-            return SpecialRecord(
-                session_id=sid,
-                turn_type=event.turn_type,
-                persistence=event.persistence,
-                interactions=[InteractionPart(kind=i.kind, text=i.text) for i in event.interactions],
-                metadata=event.metadata,
-                replaced=event.replaced,
-                special_id=event.special_id,
-            )
+            return model_for(ToolCallRecord, event, session_id=session_id)
+        case ToolCallFinished():
+            return model_for(ToolResultRecord, event, session_id=session_id)
+        case PlanUpdated():
+            return model_for(PlanRecord, event, session_id=session_id)
         case ContextCompacted():
-            return CompactionRecord(
-                session_id=sid,
-                turn_id=event.turn_id,
-                call_id=event.call_id,
-                reason=event.reason,
-                summary=event.summary,
-                kept_messages=list(event.kept_user_messages),
-                tokens_before=event.tokens_before,
-                tokens_after=event.tokens_after,
-                fallback=event.fallback,
-                skipped=event.skipped,
-                note=event.note,
-            )
-        case PlanUpdated(turn_id=turn, steps=steps):
-            parts = [StepPart(step=s.step, status=s.status, priority=s.priority) for s in steps]
-            return PlanRecord(session_id=sid, turn_id=turn, steps=parts)
-        case TurnEnded(turn_id=turn, usage=usage, summary=summary):
-            return TurnEndRecord(
-                session_id=sid,
-                turn_id=turn,
-                stop_reason=event.stop_reason,
-                usage=UsagePart(
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    requests=usage.requests,
-                    cache_read_tokens=usage.cache_read_tokens,
-                    cache_write_tokens=usage.cache_write_tokens,
-                    cache_write_1h_tokens=usage.cache_write_1h_tokens,
-                ),
-                error=error,
-                summary=SummaryPart.of(summary) if summary is not None else None,
-                context_tokens=event.context_tokens,
-                cost=event.cost,
-                window=WindowPart.of(event.window) if event.window is not None else None,
-                context=event.context,
-            )
-    return None
+            return model_for(CompactionRecord, event, session_id=session_id)
+        case SpecialTurnPersisted():
+            return model_for(SpecialRecord, event, session_id=session_id)
+        case SettingsChanged(model=model, mode=mode):  # a slash command's, recorded as a client's change is
+            return SettingsRecord(session_id=session_id, model=model, mode=mode)
+        case TurnFailed():  # its message is the ``error`` of the turn's end record
+            return None
+        case CompactionStarted():  # the ``compaction`` record stands for both
+            return None
+        case UsageUpdated():  # derived again on load
+            return None
+        case SessionTitled():  # the recorder writes a ``settings`` record with the title
+            return None
+        case ToolCallTerminal() | ToolCallRunning() | ToolCallNote():
+            # A terminal id means nothing once the client is gone; a delegate's progress is in its result.
+            return None
+        case ProviderRetrying() | ContextWarning() | McpServersStarting() | McpServerNotice():
+            return None  # live only: a wait, or a notice said once
+        case _:
+            assert_never(event)
