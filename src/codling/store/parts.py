@@ -60,9 +60,7 @@ def omit_empty(value: object) -> bool:
 class Part(BaseModel):
     """A part of a record: strict types (no coercion), unknown fields ignored (a later version may add some)."""
 
-    model_config = ConfigDict(
-        strict=True, frozen=True, validate_by_name=True, serialize_by_alias=True, use_attribute_docstrings=True
-    )
+    model_config = ConfigDict(strict=True, frozen=True, validate_by_name=True, serialize_by_alias=True)
 
 
 # -- prompt blocks in ACP wire format --------------------------------------------------------------------------
@@ -72,7 +70,9 @@ class TextWire(Part):
     """Text the user typed."""
 
     type: Literal["text"] = "text"
+    """The block's type."""
     text: str
+    """The text."""
 
     def block(self) -> PromptBlock:
         return TextBlock(self.text)
@@ -82,9 +82,13 @@ class ImageWire(Part):
     """An attached image, kept whole (base64)."""
 
     type: Literal["image"] = "image"
+    """The block's type."""
     mime_type: str = Field(alias="mimeType")
+    """``image/png``…"""
     data: str
+    """The image, base64."""
     uri: str | None = Field(default=None, exclude_if=omit_none)
+    """Where it came from, when the client said."""
 
     def block(self) -> PromptBlock:
         return ImageBlock(self.data, self.mime_type, self.uri)
@@ -94,14 +98,18 @@ class EmbeddedText(Part):
     """An embedded text resource's content."""
 
     uri: str
+    """The resource."""
     text: str
+    """Its text."""
 
 
 class ResourceWire(Part):
     """An embedded resource, or a linked file as it was read for the model."""
 
     type: Literal["resource"] = "resource"
+    """The block's type."""
     resource: EmbeddedText
+    """The resource and its text."""
 
     def block(self) -> PromptBlock:
         return ResourceBlock(self.resource.uri, text=self.resource.text)
@@ -111,9 +119,13 @@ class LinkWire(Part):
     """A link that could not be read; ``description`` says why."""
 
     type: Literal["resource_link"] = "resource_link"
+    """The block's type."""
     uri: str
+    """The resource."""
     name: str = ""
+    """Its name (the last part of its path)."""
     description: str | None = Field(default=None, exclude_if=omit_none)
+    """Why it could not be read."""
 
     def block(self) -> PromptBlock:
         return ResourceBlock(self.uri, note=self.description)
@@ -143,7 +155,9 @@ class LocationPart(Part, Mirrored):
 
     MIRROR = Mirror(Location, convert={"path": PATH})
     path: str
+    """An absolute path."""
     line: int | None = None
+    """A line in it (1-based), or null."""
 
 
 LOCATIONS = many(part(LocationPart))
@@ -155,6 +169,7 @@ class DiffPart(Part, Mirrored):
 
     MIRROR = Mirror(FileDiff, convert={"path": PATH})
     path: str
+    """The file (absolute path)."""
     old_text: str | None
     """The file's text before (null: the file is new)."""
     new_text: str
@@ -166,8 +181,11 @@ class StepPart(Part, Mirrored):
 
     MIRROR = Mirror(PlanStep)
     step: str
+    """What to do."""
     status: PlanStatus = "pending"
+    """How far it is."""
     priority: PlanPriority = "medium"
+    """How much it matters."""
 
 
 class InteractionPart(Part, Mirrored):
@@ -178,6 +196,7 @@ class InteractionPart(Part, Mirrored):
     """``user``, ``assistant``, ``summary``, ``thought``, ``tool_call`` (the call's title), ``tool_result`` (its
     plain-text summary)."""
     text: str
+    """Its text."""
 
 
 class UsagePart(Part, Mirrored):
@@ -187,6 +206,7 @@ class UsagePart(Part, Mirrored):
     input_tokens: int = Field(default=0, ge=0)
     """All input, the prompt cache's reads and writes included."""
     output_tokens: int = Field(default=0, ge=0)
+    """Output, thinking included."""
     requests: int = Field(default=0, ge=0)
     """Model requests."""
     cache_read_tokens: int = Field(default=0, ge=0, exclude_if=omit_zero)
@@ -204,6 +224,7 @@ class WindowPart(Part, Mirrored):
     model: str
     """``provider:model``."""
     tokens: int = Field(gt=0)
+    """Its size."""
 
 
 class TurnStepPart(Part, Mirrored):
@@ -211,9 +232,11 @@ class TurnStepPart(Part, Mirrored):
 
     MIRROR = Mirror(TurnStep, convert={"paths": many(PATH)})
     title: str
+    """The call's title."""
     outcome: str
     """``done``, ``exit 1``, ``failed: <reason>``…"""
     paths: list[str] = Field(default_factory=list)
+    """The files it touched."""
     detail: str = ""
     """What came of it: a command's salient output lines, an edit's size, a search's count…"""
 
@@ -231,6 +254,7 @@ class SummaryPart(Part, Mirrored):
         },
     )
     turn_number: int
+    """The turn's number in the session (1 for the first)."""
     request: str = ""
     """The user's request, trimmed."""
     goal: str = ""

@@ -164,6 +164,7 @@ class MessageRecord(_TurnRecord):
     MIRROR = Mirror(TextDelta)
     kind: Literal["message"] = "message"
     text: str
+    """The text."""
 
 
 class ThoughtRecord(_TurnRecord):
@@ -172,6 +173,7 @@ class ThoughtRecord(_TurnRecord):
     MIRROR = Mirror(ThoughtDelta)
     kind: Literal["thought"] = "thought"
     text: str
+    """The text."""
 
 
 class ToolCallRecord(_TurnRecord):
@@ -180,7 +182,9 @@ class ToolCallRecord(_TurnRecord):
     MIRROR = Mirror(ToolCallStarted, convert={"locations": LOCATIONS})
     kind: Literal["tool_call"] = "tool_call"
     call_id: str
+    """The call, as the model named it (its result has the same)."""
     tool_name: str
+    """The tool."""
     title: str
     """As shown to the user."""
     tool_kind: ToolKind = "other"
@@ -201,13 +205,17 @@ class ToolResultRecord(_TurnRecord):
     )
     kind: Literal["tool_result"] = "tool_result"
     call_id: str
+    """The call it ends."""
     tool_name: str
+    """The tool."""
     status: Literal["completed", "failed"]
+    """How it ended."""
     text: str = ""
     """What the model was told."""
     diff: DiffPart | None = None
     """For edits."""
     locations: list[LocationPart] = Field(default_factory=list)
+    """The files it concerned."""
     summary: str = ""
     """What later turns are told of the call."""
     changed: list[str] = Field(default_factory=list, exclude_if=omit_empty)
@@ -234,13 +242,18 @@ class CompactionRecord(_TurnRecord):
     MIRROR = Mirror(ContextCompacted, convert={"kept_messages": many(name="kept_user_messages")})
     kind: Literal["compaction"] = "compaction"
     call_id: str
+    """The id replay shows it under, as a tool call."""
     reason: CompactionReason = "threshold"
+    """Why: the context passed the threshold, the provider said it overflowed, the user asked (``/compact``), or
+    a turn's results outgrew the window mid-turn."""
     summary: str
     """Without the prefix."""
     kept_messages: list[str] = Field(default_factory=list)
     """The user messages kept verbatim, oldest first."""
     tokens_before: int = Field(default=0, ge=0)
+    """The history's size before, in tokens."""
     tokens_after: int = Field(default=0, ge=0)
+    """And after."""
     fallback: bool = False
     """The summary was built without the model."""
     skipped: bool = False
@@ -270,7 +283,9 @@ class TurnEndRecord(_TurnRecord):
     )
     kind: Literal["turn_end"] = "turn_end"
     stop_reason: StopReason
+    """Why the turn ended (``max_cost``: its spend passed ``codling run --max-cost``)."""
     usage: UsagePart = Field(default_factory=UsagePart)
+    """What the turn spent."""
     error: str | None = None
     """The error reply shown to the user (the turn's ``TurnFailed`` message), or null."""
     summary: SummaryPart | None = None
@@ -302,9 +317,11 @@ class SpecialRecord(_EventRecord):
     turn_type: str = "special"
     """``greeting``…"""
     persistence: Literal["persist-result", "persist-all", "replace-above"] = "persist-result"
+    """How its result entered the history: appended (the result, or all of it), or replacing it."""
     interactions: list[InteractionPart] = Field(default_factory=list)
     """What was kept after filtering."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    """What the special turn returned beside its interactions (JSON)."""
     replaced: int | None = Field(default=None, ge=0, exclude_if=omit_none)
     """``replace-above`` only: how many of the history's first entries the result replaced (absent: all)."""
     special_id: str = Field(default="", exclude_if=omit_empty)
