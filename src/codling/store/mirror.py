@@ -4,9 +4,10 @@ A record (or a part of one) that stands for a dataclass field by field says so w
 dataclass, the fields that are converted or named otherwise (``convert``), the dataclass's fields that are never
 written (``live_only``), those rebuilt from the record when it is read (``derived``) and the record's fields the
 writer supplies itself (``given``). Every other field has the same name and value on both sides, so both
-directions (``write``, ``read``) are generated from the one declaration, and adding a recorded field to an event
-is the field on the event, the same field on its record and its line in docs/history-format.md;
-``mirror_problems`` (a test runs it over every record and part) names whichever one is missing.
+directions (``model_for``, ``Mirrored.value``) are generated from the one declaration, and adding a recorded
+field to an event is the field on the event and the same field, with its docstring, on its record (the tables of
+docs/history-format.md are generated from the records); ``mirror_problems`` (a test runs it over every record and
+part) names a field on one side only.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Mirror:
     derived: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     """By the dataclass's field name: values rebuilt from the whole model when read (they win over ``convert``)."""
     given: frozenset[str] = frozenset()
-    """The model's fields that do not come from the dataclass: the writer passes them to ``write``."""
+    """The model's fields that do not come from the dataclass: the writer passes them to ``model_for``."""
 
 
 class Mirrored(BaseModel):

@@ -3,8 +3,10 @@
 Every record has ``v`` (format version), ``ts`` (UTC, ISO 8601), ``session_id``, ``kind`` and, for records of
 a turn, ``turn_id``. Each kind is a pydantic model; ``RECORD`` validates a line (or a dict) into one of them,
 so a record is checked when written and again when read, and a record that is valid JSON but not a valid
-record (a missing field, a status no version wrote, a wrong type) is refused as a whole. The format is
-documented in docs/history-format.md.
+record (a missing field, a status no version wrote, a wrong type) is refused as a whole. A record that stands
+for an event is declared as such (``store/mirror.py``), which gives ``event_record`` and ``events()``. The tables
+of docs/history-format.md are generated from these models and their fields' docstrings
+(``python -m tests.history_format``).
 """
 
 from __future__ import annotations
