@@ -14,7 +14,6 @@ from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
     ContextWarning,
-    Event,
     McpServerNotice,
     ProviderRetrying,
 )
@@ -40,7 +39,11 @@ def headline(message: str) -> tuple[str, str | None]:
     return message[: found.start()].strip(), rest or None
 
 
-def notice(event: Event) -> Notice | None:
+Noticed = ContextWarning | McpServerNotice | ProviderRetrying
+"""The kinds of ``NOTICED``."""
+
+
+def notice(event: Noticed) -> Notice | None:
     """The notice a client that presents notices gets for ``event`` (None: nothing, e.g. a retry's wait
     ending: a notice is not updated). Every one is a warning: the turn goes on, without what failed."""
     match event:
@@ -52,9 +55,13 @@ def notice(event: Event) -> Notice | None:
             return Notice("warning", event.message, event.detail or None)
         case ProviderRetrying() if event.status == "waiting":
             return Notice("warning", event.title, RETRY_HINT)
-    # The retry began or was cancelled: the user sees the turn go on, or their own cancel. Giving up is the
-    # turn's failure, which the prompt's error says (with the attempts made); a notice would say it twice.
-    return None
+        case ProviderRetrying():
+            # The retry began or was cancelled: the user sees the turn go on, or their own cancel. Giving up is
+            # the turn's failure, which the prompt's error says (with the attempts made); a notice would say it
+            # twice.
+            return None
+        case _:
+            assert_never(event)
 
 
 def compaction_update(event: CompactionStarted | ContextCompacted, *, replaying: bool) -> CompactionUpdate | None:

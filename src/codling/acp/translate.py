@@ -136,7 +136,10 @@ def _finished(event: ToolCallFinished, paths: Paths, replaying: bool) -> ToolCal
 
 def _special(event: SpecialTurnPersisted) -> list[Update]:
     """What a special turn added to the conversation (a greeting), shown as a turn shows it: its messages,
-    thoughts, and each tool call as one finished call holding its result."""
+    thoughts, and each tool call as one finished call holding its result. A replacing summary is not a message
+    (compaction shows its own tool call)."""
+    if event.persistence == "replace-above":
+        return []
     updates: list[Update] = []
     call: tuple[int, str] | None = None  # the position and title of a tool call whose result may follow
     for index, item in enumerate(event.interactions):
@@ -194,25 +197,48 @@ def error_text(message: str) -> str:
 def translate(event: Event, paths: Paths = str, *, replaying: bool = False) -> list[Update]:
     """The session/update payloads a client receives for one brain event (possibly none); ``paths`` names
     files as the client knows them; ``replaying``: the event is recorded history a client is shown again.
-    Stateless: a session's updates go through :class:`ToolCards`, which keeps every update after its call."""
+    Stateless: a session's updates go through :class:`ToolCards`, which keeps every update after its call.
+    Which kinds are sent is ``brain/event_contract.py``'s ``translated``."""
     match event:
         case TextDelta():
             return [helpers.update_agent_message_text(event.text)]
         case ThoughtDelta():
             return [helpers.update_agent_thought_text(event.text)]
-        case ToolCallFinished() if event.tool_name == PLAN_TOOL and event.status == "failed":
-            # A rejected plan is shown as the failed call it is (its start was not: see below).
-            content = [helpers.tool_content(helpers.text_block(event.text))]
-            return [
-                helpers.start_tool_call(
-                    event.call_id, "Update the plan", kind="think", status="failed", content=content
-                )
-            ]
-        case ToolCallStarted() | ToolCallFinished() if event.tool_name == PLAN_TOOL:
-            return []  # the plan itself is what the client shows (below), not a tool call for it
+        case ToolCallStarted() | ToolCallRunning() | ToolCallNote() | ToolCallTerminal() | ToolCallFinished():
+            return _tool_call(event, paths, replaying)
         case PlanUpdated():
             entries = [helpers.plan_entry(s.step, priority=s.priority, status=s.status) for s in event.steps]
             return [helpers.update_plan(entries)]
+        case CompactionStarted() | ContextCompacted():
+            return [_compaction(event)]
+        case ProviderRetrying() | McpServersStarting() | McpServerNotice() | ContextWarning():
+            return [_aside(event)]
+        case UsageUpdated():
+            cost = Cost(amount=round(event.cost, 6), currency="USD") if event.cost is not None else None
+            return [UsageUpdate(session_update="usage_update", used=event.used, size=event.size, cost=cost)]
+        case SpecialTurnPersisted():
+            return _special(event)
+        case TurnFailed():
+            # Live, the prompt's JSON-RPC error says it (an editor shows an error with a retry); a replay shows
+            # the recorded error as text (``replay.py``), since no response carries it then.
+            return []
+        case TurnStarted() | TurnEnded() | SessionTitled() | SettingsChanged():
+            # The client sent the prompt; the prompt's response ends the turn; a title reaches the client as
+            # session_info_update, from the recorder; the agent sends the pickers' new state (server.py).
+            return []
+        case _:
+            assert_never(event)
+
+
+ToolCallEvent = ToolCallStarted | ToolCallRunning | ToolCallNote | ToolCallTerminal | ToolCallFinished
+"""The events of one tool call, from its start to its result."""
+
+
+def _tool_call(event: ToolCallEvent, paths: Paths, replaying: bool) -> list[Update]:
+    """A tool call's card: started pending, running, its progress, its terminal, its result."""
+    match event:
+        case ToolCallStarted() | ToolCallFinished() if event.tool_name == PLAN_TOOL:
+            return _plan_call(event)
         case ToolCallStarted():
             return [
                 helpers.start_tool_call(
@@ -234,61 +260,73 @@ def translate(event: Event, paths: Paths = str, *, replaying: bool = False) -> l
             return [helpers.update_tool_call(event.call_id, status="in_progress", content=terminal)]
         case ToolCallFinished():
             return [_finished(event, paths, replaying)]
-        case TurnFailed():
-            # Live, the prompt's JSON-RPC error says it (an editor shows an error with a retry); a replay shows
-            # the recorded error as text (``replay.py``), since no response carries it then.
-            return []
+        case _:
+            assert_never(event)
+
+
+def _plan_call(event: ToolCallStarted | ToolCallFinished) -> list[Update]:
+    """The plan tool's call is not shown: the plan is (``PlanUpdated``). A rejected plan is shown as the failed
+    call it is, with its start, which was not sent."""
+    if isinstance(event, ToolCallStarted) or event.status != "failed":
+        return []
+    content = [helpers.tool_content(helpers.text_block(event.text))]
+    return [helpers.start_tool_call(event.call_id, "Update the plan", kind="think", status="failed", content=content)]
+
+
+def _compaction(event: CompactionStarted | ContextCompacted) -> Update:
+    """A compaction as a tool call of its own: in progress, then completed with the summary the history keeps."""
+    match event:
         case CompactionStarted():
             title = f"Compacting context ({event.tokens_before:,} tokens)"
-            return [helpers.start_tool_call(event.call_id, title, kind="think", status="in_progress")]
+            return helpers.start_tool_call(event.call_id, title, kind="think", status="in_progress")
         case ContextCompacted():
-            return [
-                helpers.update_tool_call(
-                    event.call_id,
-                    title=compaction.title(event.tokens_before, event.tokens_after, event.fallback, event.note),
-                    status="completed",
-                    content=[helpers.tool_content(helpers.text_block(event.summary))],
-                )
-            ]
+            return helpers.update_tool_call(
+                event.call_id,
+                title=compaction.title(event.tokens_before, event.tokens_after, event.fallback, event.note),
+                status="completed",
+                content=[helpers.tool_content(helpers.text_block(event.summary))],
+            )
+        case _:
+            assert_never(event)
+
+
+def _aside(event: ProviderRetrying | McpServersStarting | McpServerNotice | ContextWarning) -> Update:
+    """What happens beside the model's work (a wait, a failed server, a warning) as a card of kind ``other`` of
+    its own: an editor shows it at once and keeps it in the thread, where a thought chunk would be folded into
+    the model's reasoning and read as the model's words. (Notices replace them where the client takes those:
+    ``ToolCards``.)"""
+    match event:
         case ContextWarning():
-            return [helpers.start_tool_call(event.call_id, event.message, kind="other", status="completed")]
+            return helpers.start_tool_call(event.call_id, event.message, kind="other", status="completed")
         case McpServerNotice():
-            # A failed card of its own: an editor shows it at once, with the server's last words as its content.
+            # A failed card, with the server's last words as its content.
             detail = [helpers.tool_content(helpers.text_block(event.detail))] if event.detail else None
-            return [
-                helpers.start_tool_call(event.call_id, event.message, kind="other", status="failed", content=detail)
-            ]
+            return helpers.start_tool_call(event.call_id, event.message, kind="other", status="failed", content=detail)
         case McpServersStarting():
-            # Like a retry's wait: a card of its own while the turn waits, retitled as servers settle.
-            match event.status:
-                case "waiting":
-                    return [helpers.start_tool_call(event.call_id, event.title, kind="other", status="in_progress")]
-                case "progress":
-                    return [helpers.update_tool_call(event.call_id, title=event.title)]
-                case "ready":
-                    return [helpers.update_tool_call(event.call_id, title=event.title, status="completed")]
-                case "cancelled":
-                    return [helpers.update_tool_call(event.call_id, title=event.title, status="failed")]
-                case _:
-                    assert_never(event.status)
+            return _servers_starting(event)
         case ProviderRetrying() if event.status == "waiting":
-            # A card of its own, like compaction's: an editor shows it at once and keeps it in the thread, where
-            # a thought chunk would be folded into the model's reasoning and read as the model's words.
-            return [helpers.start_tool_call(event.call_id, event.title, kind="other", status="in_progress")]
+            return helpers.start_tool_call(event.call_id, event.title, kind="other", status="in_progress")
         case ProviderRetrying():
-            return [
-                helpers.update_tool_call(event.call_id, status="completed" if event.status == "retrying" else "failed")
-            ]
-        case UsageUpdated():
-            cost = Cost(amount=round(event.cost, 6), currency="USD") if event.cost is not None else None
-            return [UsageUpdate(session_update="usage_update", used=event.used, size=event.size, cost=cost)]
-        case SpecialTurnPersisted() if event.persistence != "replace-above":
-            # A replacing summary is not a message (compaction shows its own tool call).
-            return _special(event)
-        case TurnStarted() | TurnEnded() | SessionTitled() | SpecialTurnPersisted() | SettingsChanged():
-            # SettingsChanged: the agent sends the pickers' new state (server.py), which this cannot know.
-            return []  # a title reaches the client as session_info_update, from the recorder
-    return []
+            return helpers.update_tool_call(
+                event.call_id, status="completed" if event.status == "retrying" else "failed"
+            )
+        case _:
+            assert_never(event)
+
+
+def _servers_starting(event: McpServersStarting) -> Update:
+    """Like a retry's wait: a card of its own while the turn waits, retitled as servers settle."""
+    match event.status:
+        case "waiting":
+            return helpers.start_tool_call(event.call_id, event.title, kind="other", status="in_progress")
+        case "progress":
+            return helpers.update_tool_call(event.call_id, title=event.title)
+        case "ready":
+            return helpers.update_tool_call(event.call_id, title=event.title, status="completed")
+        case "cancelled":
+            return helpers.update_tool_call(event.call_id, title=event.title, status="failed")
+        case _:
+            assert_never(event.status)
 
 
 class ToolCards:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from codling.brain.builtin_turns import prompt_text
 from codling.brain.context.budget import Budget
@@ -22,12 +22,27 @@ from codling.brain.context.layout import turn_context
 from codling.brain.context.pins import render_pins
 from codling.brain.context.summaries import changed_files
 from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
+    ContextWarning,
+    McpServerNotice,
+    McpServersStarting,
     PlanUpdated,
+    ProviderRetrying,
+    SessionTitled,
+    SettingsChanged,
+    SpecialTurnPersisted,
     TextDelta,
+    ThoughtDelta,
     ToolCallFinished,
+    ToolCallNote,
+    ToolCallRunning,
     ToolCallStarted,
+    ToolCallTerminal,
     TurnEnded,
     TurnFailed,
+    TurnStarted,
+    UsageUpdated,
 )
 from codling.brain.reasoning import SegmentSplitter
 from codling.brain.spend import Spend
@@ -134,6 +149,26 @@ class SessionDelegator:
                 case TurnEnded():
                     outcome = replace(outcome, stop_reason=event.stop_reason)
                     parent.spend_aside(Spend(event.usage, event.cost))
+                case (
+                    TurnStarted()
+                    | ThoughtDelta()
+                    | ToolCallTerminal()
+                    | ToolCallNote()
+                    | ToolCallRunning()
+                    | CompactionStarted()
+                    | ContextCompacted()
+                    | ProviderRetrying()
+                    | ContextWarning()
+                    | McpServersStarting()
+                    | McpServerNotice()
+                    | SettingsChanged()
+                    | UsageUpdated()
+                    | SpecialTurnPersisted()
+                    | SessionTitled()
+                ):
+                    pass  # not the delegate's steps, plan, reply or outcome
+                case _:
+                    assert_never(event)
         return replace(
             outcome,
             reply="".join(reply).strip(),

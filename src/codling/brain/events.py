@@ -7,7 +7,8 @@ A turn emits, in order: ``TurnStarted``; any mix of ``TextDelta``, ``ThoughtDelt
 servers); at most one ``TurnFailed``; one ``UsageUpdated``; and exactly one ``TurnEnded``.
 Observers (the ACP translator, the terminal renderer, the history recorder) see the same stream. Outside turns,
 observers also get ``SpecialTurnPersisted`` (a special turn changed the history) and ``SessionTitled``.
-Events are frozen and carry no provider or protocol types.
+Events are frozen and carry no provider or protocol types. What is recorded, sent to a client, drawn or folded of
+each kind is ``brain/event_contract.py``'s table.
 """
 
 from __future__ import annotations

@@ -21,14 +21,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, assert_never
 
 from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
+    ContextWarning,
     Event,
+    McpServerNotice,
+    McpServersStarting,
+    PlanUpdated,
+    ProviderRetrying,
+    SessionTitled,
+    SettingsChanged,
+    SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
+    ToolCallNote,
+    ToolCallRunning,
     ToolCallStarted,
+    ToolCallTerminal,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+    UsageUpdated,
 )
 
 SegmentKind = Literal["think", "tool", "text"]
@@ -123,8 +140,29 @@ class SegmentSplitter:
                 if event.call_id in self._calls:
                     return None
                 kind = "tool"
+            case (
+                TurnStarted()
+                | ToolCallTerminal()
+                | ToolCallNote()
+                | ToolCallRunning()
+                | ToolCallFinished()
+                | PlanUpdated()
+                | CompactionStarted()
+                | ContextCompacted()
+                | ProviderRetrying()
+                | ContextWarning()
+                | McpServersStarting()
+                | McpServerNotice()
+                | SettingsChanged()
+                | UsageUpdated()
+                | SpecialTurnPersisted()
+                | SessionTitled()
+                | TurnFailed()
+                | TurnEnded()
+            ):
+                return None  # no segment's content
             case _:
-                return None
+                assert_never(event)
         self._last = kind
         return kind
 

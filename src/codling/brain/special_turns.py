@@ -28,18 +28,34 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, assert_never
 
 from codling.brain.context.overflow import is_context_overflow
 from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.drive import drive
 from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
+    ContextWarning,
     Event,
+    McpServerNotice,
+    McpServersStarting,
+    PlanUpdated,
+    ProviderRetrying,
+    SessionTitled,
+    SettingsChanged,
     SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
     ToolCallFinished,
+    ToolCallNote,
+    ToolCallRunning,
     ToolCallStarted,
+    ToolCallTerminal,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+    UsageUpdated,
 )
 from codling.brain.interactions import Interaction, InteractionKind
 from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
@@ -322,6 +338,29 @@ def interactions_of(events: Sequence[Event]) -> tuple[Interaction, ...]:
                 out.append(Interaction("tool_call", event.title))
             case ToolCallFinished() if event.call_id in started:
                 out.append(Interaction("tool_result", summarize_tool_call(started[event.call_id], event)))
+            case (
+                TurnStarted()
+                | ToolCallTerminal()
+                | ToolCallNote()
+                | ToolCallRunning()
+                | ToolCallFinished()
+                | PlanUpdated()
+                | CompactionStarted()
+                | ContextCompacted()
+                | ProviderRetrying()
+                | ContextWarning()
+                | McpServersStarting()
+                | McpServerNotice()
+                | SettingsChanged()
+                | UsageUpdated()
+                | SpecialTurnPersisted()
+                | SessionTitled()
+                | TurnFailed()
+                | TurnEnded()
+            ):
+                pass  # not an interaction (a result whose call was not seen neither)
+            case _:
+                assert_never(event)
     return tuple(out)
 
 

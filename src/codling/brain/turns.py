@@ -4,17 +4,33 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, assert_never
 
 from codling.brain.builtin_turns import prompt_text
 from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
+    ContextWarning,
     Event,
+    McpServerNotice,
+    McpServersStarting,
+    PlanUpdated,
+    ProviderRetrying,
+    SessionTitled,
+    SettingsChanged,
+    SpecialTurnPersisted,
     TextDelta,
+    ThoughtDelta,
     ToolCallFinished,
+    ToolCallNote,
+    ToolCallRunning,
     ToolCallStarted,
+    ToolCallTerminal,
     TurnEnded,
     TurnFailed,
+    TurnStarted,
+    UsageUpdated,
 )
 from codling.brain.prompt import PromptBlock, TextBlock, render_prompt
 from codling.brain.reasoning import SegmentSplitter, join_segments
@@ -94,6 +110,28 @@ class TurnLog:
                 self.error = event.message
             case TurnEnded() if event.context:
                 self.context = event.context
+            case (
+                TurnStarted()
+                | ThoughtDelta()
+                | ToolCallTerminal()
+                | ToolCallNote()
+                | ToolCallRunning()
+                | PlanUpdated()
+                | CompactionStarted()
+                | ContextCompacted()
+                | ProviderRetrying()
+                | ContextWarning()
+                | McpServersStarting()
+                | McpServerNotice()
+                | SettingsChanged()
+                | UsageUpdated()
+                | SpecialTurnPersisted()
+                | SessionTitled()
+                | TurnEnded()
+            ):
+                pass  # the text history keeps none of them
+            case _:
+                assert_never(event)
 
     @property
     def text(self) -> str:

@@ -18,7 +18,30 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TextIO, assert_never
 
-from codling.brain.events import Event, TurnEnded, TurnStarted
+from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
+    ContextWarning,
+    Event,
+    McpServerNotice,
+    McpServersStarting,
+    PlanUpdated,
+    ProviderRetrying,
+    SessionTitled,
+    SettingsChanged,
+    SpecialTurnPersisted,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallNote,
+    ToolCallRunning,
+    ToolCallStarted,
+    ToolCallTerminal,
+    TurnEnded,
+    TurnFailed,
+    TurnStarted,
+    UsageUpdated,
+)
 from codling.cli.draw import is_terminal, one_line
 from codling.config import NotifyStyle, Settings
 
@@ -108,19 +131,47 @@ class Notifier:
 
     async def __call__(self, event: Event) -> None:
         """A session event: a turn's start is the user acting; its end, long after, is announced."""
-        if isinstance(event, TurnStarted):
-            self.acted()
-        elif isinstance(event, TurnEnded):
-            since, self._since = self._since, None
-            if event.stop_reason == "cancelled" or since is None or self._clock() - since <= self._after:
-                return  # the user cancelled it, or is still watching
-            if event.error:
-                body = "The turn failed: the terminal says why."
-            elif event.stop_reason == "end_turn":
-                body = "The reply is ready."
-            else:
-                body = f"The turn stopped ({event.stop_reason.replace('_', ' ')})."
-            self.notify(Notice("turn_ended", body))
+        match event:
+            case TurnStarted():
+                self.acted()
+            case TurnEnded():
+                self._ended(event)
+            case (
+                TextDelta()
+                | ThoughtDelta()
+                | ToolCallStarted()
+                | ToolCallTerminal()
+                | ToolCallNote()
+                | ToolCallRunning()
+                | ToolCallFinished()
+                | PlanUpdated()
+                | CompactionStarted()
+                | ContextCompacted()
+                | ProviderRetrying()
+                | ContextWarning()
+                | McpServersStarting()
+                | McpServerNotice()
+                | SettingsChanged()
+                | UsageUpdated()
+                | SpecialTurnPersisted()
+                | SessionTitled()
+                | TurnFailed()
+            ):
+                pass  # questions are announced by the approver (NotifyingApprover); a failure ends its turn
+            case _:
+                assert_never(event)
+
+    def _ended(self, event: TurnEnded) -> None:
+        since, self._since = self._since, None
+        if event.stop_reason == "cancelled" or since is None or self._clock() - since <= self._after:
+            return  # the user cancelled it, or is still watching
+        if event.error:
+            body = "The turn failed: the terminal says why."
+        elif event.stop_reason == "end_turn":
+            body = "The reply is ready."
+        else:
+            body = f"The turn stopped ({event.stop_reason.replace('_', ' ')})."
+        self.notify(Notice("turn_ended", body))
 
     def acted(self) -> None:
         """The user did something at the terminal: a turn's end is measured from now."""

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, assert_never
 
 from codling.brain.context import compaction
 from codling.brain.events import (
@@ -187,73 +187,40 @@ class TerminalRenderer:
         return self._out.at_line_start
 
     async def __call__(self, event: Event) -> None:
-        """Draw one event."""
-        if isinstance(event, SessionTitled | SpecialTurnPersisted):
-            return  # not part of a turn; a one-shot run shows neither
-        if isinstance(event, ToolCallNote | ToolCallTerminal | ToolCallRunning | UsageUpdated | SettingsChanged):
-            # An editor's view of a running call (the terminal shows the call's line and its result), or nothing
-            # to draw: the spinner keeps going.
-            return
-        if not isinstance(event, TextDelta):
-            self._flush_markdown()  # the text segment is over: its last block is drawn before what comes next
-        if isinstance(event, ProviderRetrying):
-            if event.status == "waiting":
-                self._note(event.title)
-            return
-        if isinstance(event, McpServersStarting):
-            if event.status == "waiting":  # a failure has a line of its own (McpServerNotice)
-                self._note(event.title)
-            return
-        if isinstance(event, ContextWarning):
-            self._note(event.message)
-            return
-        if isinstance(event, McpServerNotice):
-            self._note(event.message + (f"\n{event.detail}" if event.detail else ""))
-            return
-        if self._thinking_turn and not isinstance(event, TurnStarted) and self._reasoning(event):
-            return
-        if not (isinstance(event, TextDelta) and self._markdown is not None):
-            self._stop_spinner()  # (markdown text keeps it going until a block is drawn)
-        if not isinstance(event, ThoughtDelta):
-            self._end_thought()
+        """Draw one event (which kinds are drawn is ``brain/event_contract.py``'s ``drawn``)."""
         match event:
             case TurnStarted():
-                self.close()  # a block left open by a turn that never ended is drawn before the next turn
-                self._reset()
-                self._thinking_turn = event.thinking
-                self._start_spinner()
+                self._turn_started(event)
             case TextDelta():
-                if self._markdown is not None:
-                    self._markdown_text(event)
-                else:
-                    self._text(event)
+                self._text_delta(event)
             case ThoughtDelta():
-                self._thought(event)
+                self._thought_delta(event)
             case ToolCallStarted():
-                self._tool_started(event)
+                self._tool_call_started(event)
             case ToolCallFinished():
-                self._tool_finished(event)
-                self._start_spinner()  # for the calls still running, if any (never over a question)
+                self._tool_call_finished(event)
             case PlanUpdated():
-                self._fresh_line()
-                write_plan(self._out, event.steps)
-                self._open_tool = None
-                if not self._titles:  # a tool still running (or asking) must not be overdrawn
-                    self._start_spinner()
-            case TurnFailed():
-                write_error(self._out, event.message)
-                self._open_tool = None
-            case CompactionStarted():
-                self._start_spinner()
-            case ContextCompacted():
-                self._out.end_line()
-                write_tool_title(
-                    self._out, compaction.title(event.tokens_before, event.tokens_after, event.fallback, event.note)
-                )
-                self._out.line()
-                self._start_spinner()
-            case TurnEnded():
-                self._ended(event)
+                self._plan_updated(event)
+            case CompactionStarted() | ContextCompacted():
+                self._compaction(event)
+            case TurnFailed() | TurnEnded():
+                self._turn_over(event)
+            case ProviderRetrying() | McpServersStarting() | ContextWarning() | McpServerNotice():
+                self._aside(event)
+            case (
+                ToolCallNote()
+                | ToolCallTerminal()
+                | ToolCallRunning()
+                | UsageUpdated()
+                | SettingsChanged()
+                | SessionTitled()
+                | SpecialTurnPersisted()
+            ):
+                # An editor's view of a running call (the terminal shows the call's line and its result), nothing
+                # to draw (the spinner keeps going), or not part of a turn (a one-shot run shows neither).
+                pass
+            case _:
+                assert_never(event)
 
     def close(self) -> None:
         """Stop the spinner, if any; call when the turn is over or interrupted (an open block is drawn)."""
@@ -266,10 +233,6 @@ class TerminalRenderer:
 
     def _reasoning(self, event: Event) -> bool:
         """Place an event of a thinking turn in its block; whether it is collapsed (drawn by the block alone)."""
-        if isinstance(event, TurnFailed | TurnEnded):
-            if self._tracker.end():
-                self._close_block()
-            return False
         kind = self._splitter.feed(event)
         if kind is not None:
             step = self._tracker.feed(kind)
@@ -320,6 +283,95 @@ class TerminalRenderer:
         write_reasoning(self._out, block.tool_calls, block.failed)
 
     # -- events --------------------------------------------------------------------------------------------
+
+    def _turn_piece(self, event: Event) -> bool:
+        """Close what ``event`` ends (the text segment's last block, a line of thoughts, the spinner) and place it
+        in its reasoning block; whether it is drawn on its own (False: the block's line stands for it)."""
+        if not isinstance(event, TextDelta):
+            self._flush_markdown()  # the text segment is over: its last block is drawn before what comes next
+        if self._thinking_turn and self._reasoning(event):
+            return False
+        if not (isinstance(event, TextDelta) and self._markdown is not None):
+            self._stop_spinner()  # (markdown text keeps it going until a block is drawn)
+        if not isinstance(event, ThoughtDelta):
+            self._end_thought()
+        return True
+
+    def _turn_started(self, event: TurnStarted) -> None:
+        self._flush_markdown()
+        self._stop_spinner()
+        self._end_thought()
+        self.close()  # a block left open by a turn that never ended is drawn before the next turn
+        self._reset()
+        self._thinking_turn = event.thinking
+        self._start_spinner()
+
+    def _text_delta(self, event: TextDelta) -> None:
+        if not self._turn_piece(event):
+            return
+        if self._markdown is not None:
+            self._markdown_text(event)
+        else:
+            self._text(event)
+
+    def _thought_delta(self, event: ThoughtDelta) -> None:
+        if self._turn_piece(event):
+            self._thought(event)
+
+    def _tool_call_started(self, event: ToolCallStarted) -> None:
+        if self._turn_piece(event):
+            self._tool_started(event)
+
+    def _tool_call_finished(self, event: ToolCallFinished) -> None:
+        if self._turn_piece(event):
+            self._tool_finished(event)
+            self._start_spinner()  # for the calls still running, if any (never over a question)
+
+    def _plan_updated(self, event: PlanUpdated) -> None:
+        if not self._turn_piece(event):
+            return
+        self._fresh_line()
+        write_plan(self._out, event.steps)
+        self._open_tool = None
+        if not self._titles:  # a tool still running (or asking) must not be overdrawn
+            self._start_spinner()
+
+    def _compaction(self, event: CompactionStarted | ContextCompacted) -> None:
+        if not self._turn_piece(event):
+            return
+        if isinstance(event, ContextCompacted):
+            self._out.end_line()
+            title = compaction.title(event.tokens_before, event.tokens_after, event.fallback, event.note)
+            write_tool_title(self._out, title)
+            self._out.line()
+        self._start_spinner()  # (the compaction's wait, or the turn's going on)
+
+    def _turn_over(self, event: TurnFailed | TurnEnded) -> None:
+        self._flush_markdown()
+        if self._thinking_turn and self._tracker.end():
+            self._close_block()
+        self._stop_spinner()
+        self._end_thought()
+        if isinstance(event, TurnFailed):
+            write_error(self._out, event.message)
+            self._open_tool = None
+        else:
+            self._ended(event)
+
+    def _aside(self, event: ProviderRetrying | McpServersStarting | ContextWarning | McpServerNotice) -> None:
+        """A dim note beside the reply: a wait's start (the provider's retry, MCP servers starting: a failure has
+        a notice of its own), a warning about the context, a server that failed."""
+        self._flush_markdown()
+        match event:
+            case ProviderRetrying() | McpServersStarting():
+                if event.status == "waiting":
+                    self._note(event.title)
+            case ContextWarning():
+                self._note(event.message)
+            case McpServerNotice():
+                self._note(event.message + (f"\n{event.detail}" if event.detail else ""))
+            case _:
+                assert_never(event)
 
     def _text(self, event: TextDelta) -> None:
         if self._open_tool is not None:
@@ -504,10 +556,34 @@ class LastMessage:
 
     async def __call__(self, event: Event) -> None:
         """Note one event."""
-        if isinstance(event, TurnStarted | ToolCallStarted):
-            self._parts.clear()
-        elif isinstance(event, TextDelta):
-            self._parts.append(event.text)
+        match event:
+            case TurnStarted() | ToolCallStarted():
+                self._parts.clear()
+            case TextDelta():
+                self._parts.append(event.text)
+            case (
+                ThoughtDelta()
+                | ToolCallTerminal()
+                | ToolCallNote()
+                | ToolCallRunning()
+                | ToolCallFinished()
+                | PlanUpdated()
+                | CompactionStarted()
+                | ContextCompacted()
+                | ProviderRetrying()
+                | ContextWarning()
+                | McpServersStarting()
+                | McpServerNotice()
+                | SettingsChanged()
+                | UsageUpdated()
+                | SpecialTurnPersisted()
+                | SessionTitled()
+                | TurnFailed()
+                | TurnEnded()
+            ):
+                pass  # the message goes on (a failure's text is not the answer)
+            case _:
+                assert_never(event)
 
     @property
     def text(self) -> str:

@@ -11,18 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TextIO, assert_never
 
 from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
+    ContextWarning,
     Event,
+    McpServerNotice,
+    McpServersStarting,
     PlanUpdated,
+    ProviderRetrying,
+    SessionTitled,
+    SettingsChanged,
     SpecialTurnPersisted,
+    TextDelta,
+    ThoughtDelta,
     ToolCallFinished,
+    ToolCallNote,
+    ToolCallRunning,
     ToolCallStarted,
+    ToolCallTerminal,
     TurnEnded,
     TurnFailed,
     TurnStarted,
     Usage,
+    UsageUpdated,
 )
 from codling.brain.reasoning import ReasoningBlock, Segment, TimelineItem, segment_turn, split_segments
 from codling.cli.draw import (
@@ -79,19 +93,41 @@ def print_transcript(events: Sequence[Event], out: TextIO, *, color: bool, first
 
 
 def _split_turns(events: Sequence[Event]) -> list[_Turn | SpecialTurnPersisted]:
+    """A history's turns, each with the events it draws, and the special turns shown between them."""
     blocks: list[_Turn | SpecialTurnPersisted] = []
     turn: _Turn | None = None  # the turn still open, if any
     for event in events:
-        if isinstance(event, TurnStarted):
-            turn = _Turn(event)
-            blocks.append(turn)
-        elif isinstance(event, SpecialTurnPersisted):
-            if turn is None and event.persistence != "replace-above" and event.interactions:
-                blocks.append(event)
-        elif turn is not None:
-            turn.events.append(event)
-            if isinstance(event, TurnEnded):
+        match event:
+            case TurnStarted():
+                turn = _Turn(event)
+                blocks.append(turn)
+            case SpecialTurnPersisted():
+                if turn is None and event.persistence != "replace-above" and event.interactions:
+                    blocks.append(event)
+            case TextDelta() | ThoughtDelta() | ToolCallStarted() | ToolCallFinished() | PlanUpdated() | TurnFailed():
+                if turn is not None:
+                    turn.events.append(event)
+            case TurnEnded():
+                if turn is not None:
+                    turn.events.append(event)
                 turn = None
+            case (
+                CompactionStarted()
+                | ContextCompacted()
+                | ToolCallTerminal()
+                | ToolCallNote()
+                | ToolCallRunning()
+                | ProviderRetrying()
+                | ContextWarning()
+                | McpServersStarting()
+                | McpServerNotice()
+                | SettingsChanged()
+                | UsageUpdated()
+                | SessionTitled()
+            ):
+                pass  # a compaction is the history's, not the turn's work; the rest is never recorded as an event
+            case _:
+                assert_never(event)
     return blocks
 
 

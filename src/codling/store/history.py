@@ -17,19 +17,34 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from pydantic import ValidationError
 
 from codling.brain.builtin_turns import fallback_title
 from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
+    ContextWarning,
     Event,
+    McpServerNotice,
+    McpServersStarting,
+    PlanUpdated,
+    ProviderRetrying,
     SessionTitled,
+    SettingsChanged,
+    SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
+    ToolCallFinished,
+    ToolCallNote,
+    ToolCallRunning,
+    ToolCallStarted,
+    ToolCallTerminal,
     TurnEnded,
     TurnFailed,
     TurnStarted,
+    UsageUpdated,
 )
 from codling.brain.thinking import Thinking
 from codling.errors import SessionError
@@ -288,27 +303,52 @@ class HistoryRecorder:
         self._error: str | None = None
 
     async def __call__(self, event: Event) -> None:
-        if isinstance(event, TextDelta | ThoughtDelta):
-            if self._pending_kind is not type(event):
-                self._flush()
-                self._pending_kind = type(event)
-                self._pending_turn = event.turn_id
-            self._pending.append(event.text)
-            return
-        self._flush()
-        if isinstance(event, TurnFailed):
-            self._error = event.message
-            return
+        """Write what history.jsonl keeps of ``event`` (``brain/event_contract.py``'s ``history``)."""
+        if not isinstance(event, TextDelta | ThoughtDelta):
+            self._flush()  # any other event ends a segment of text or thought
+        match event:
+            case TextDelta() | ThoughtDelta():
+                if self._pending_kind is not type(event):
+                    self._flush()
+                    self._pending_kind = type(event)
+                    self._pending_turn = event.turn_id
+                self._pending.append(event.text)
+            case TurnFailed():
+                self._error = event.message  # kept in the turn's end record
+            case SettingsChanged():  # a slash command's; event_record writes it as a client's change is
+                self._write(event)
+            case SessionTitled():
+                if event.title and event.title != self.title:
+                    await self.set_title(event.title)
+            case TurnStarted():
+                self._write(event)
+                if self.title is None:
+                    # Until a better one exists, a session is named after the user's first request.
+                    await self.set_title(first_request_title(event))
+            case TurnEnded():
+                self._write(event)
+                self._error = None
+            case ToolCallStarted() | ToolCallFinished() | PlanUpdated() | ContextCompacted() | SpecialTurnPersisted():
+                self._write(event)
+            case (
+                CompactionStarted()
+                | ToolCallTerminal()
+                | ToolCallNote()
+                | ToolCallRunning()
+                | ProviderRetrying()
+                | ContextWarning()
+                | McpServersStarting()
+                | McpServerNotice()
+                | UsageUpdated()
+            ):
+                pass  # live only (usage is derived again on load); a compaction's start is in its end's record
+            case _:
+                assert_never(event)
+
+    def _write(self, event: Event) -> None:
         record = event_record(event, self.file.session_id, self._error)
         if record is not None:
             self.file.write(record)
-        if isinstance(event, TurnEnded):
-            self._error = None
-        elif isinstance(event, TurnStarted) and self.title is None:
-            # Until a better one exists, a session is named after the user's first request.
-            await self.set_title(first_request_title(event))
-        elif isinstance(event, SessionTitled) and event.title and event.title != self.title:
-            await self.set_title(event.title)
 
     async def set_title(self, title: str) -> None:
         """Record a new title and tell whoever shows it."""

@@ -6,17 +6,34 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import assert_never
 
 from codling.brain.context.budget import newest_that_fit
 from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
 from codling.brain.context.summaries import changed_files, display_path
 from codling.brain.events import (
+    CompactionStarted,
+    ContextCompacted,
+    ContextWarning,
     Event,
+    McpServerNotice,
+    McpServersStarting,
     PlanUpdated,
+    ProviderRetrying,
+    SessionTitled,
+    SettingsChanged,
+    SpecialTurnPersisted,
+    TextDelta,
+    ThoughtDelta,
     ToolCallFinished,
+    ToolCallNote,
+    ToolCallRunning,
     ToolCallStarted,
+    ToolCallTerminal,
+    TurnEnded,
     TurnFailed,
     TurnStarted,
+    UsageUpdated,
 )
 from codling.brain.reasoning import text_segments
 from codling.llm.tokens import count_tokens, truncate_to_tokens
@@ -62,6 +79,27 @@ def build_turn_summary(turn_number: int, events: Sequence[Event], previous_goal:
                 error = event.message
             case PlanUpdated():
                 plan = event.steps
+            case (
+                TextDelta()
+                | ThoughtDelta()
+                | ToolCallTerminal()
+                | ToolCallNote()
+                | ToolCallRunning()
+                | CompactionStarted()
+                | ContextCompacted()
+                | ProviderRetrying()
+                | ContextWarning()
+                | McpServersStarting()
+                | McpServerNotice()
+                | SettingsChanged()
+                | UsageUpdated()
+                | SpecialTurnPersisted()
+                | SessionTitled()
+                | TurnEnded()
+            ):
+                pass  # not what a turn did
+            case _:
+                assert_never(event)
     steps: list[TurnStep] = []
     changed: dict[Path, None] = {}
     commands: list[str] = []
