@@ -17,6 +17,7 @@ from codling.brain.builtin_turns import prompt_text
 from codling.brain.slash import COMMANDS
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected
+from tests.fakes.deadlines import deadline
 from tests.fakes.scenarios import Call, Say, Script, user_prompt
 
 MODEL = "openai-chat:scripted"
@@ -83,6 +84,20 @@ async def test_the_command_list_reaches_an_editor_that_registers_late(home: Path
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         await conn.load_session(cwd=str(project), session_id=sid)
         await again.wait_for("available_commands_update")
+
+
+async def test_closing_a_session_stops_its_introduction(home: Path, project: Path) -> None:
+    # Closed before the client named it, a session must not be introduced (or re-introduced) afterwards: its
+    # introduction would otherwise wake on the close's own naming of it and send the commands of a closed session.
+    codling = agent(home, Script([]))
+    async with connected(codling, RecordingClient()) as conn:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        introduction = codling._sessions[sid].introduction
+        assert introduction is not None and not introduction.done()
+        await conn.close_session(session_id=sid)
+        await asyncio.wait([introduction], timeout=deadline(5))
+        assert introduction.cancelled()
 
 
 async def test_help_mode_and_usage(home: Path, project: Path) -> None:

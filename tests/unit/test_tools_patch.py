@@ -11,7 +11,7 @@ import pytest
 
 from codling.errors import EditError, PathError, PermissionDenied
 from codling.tools.local import LocalFileSystem
-from codling.tools.patch import apply_patch
+from codling.tools.patch import FileChange, Hunk, apply_patch, parse_patch
 from codling.tools.specs import describe_call
 from codling.vocabulary import FileDiff
 from tests.fakes.approver import ScriptedApprover
@@ -175,6 +175,66 @@ async def test_deleting_a_link_deletes_the_link_not_its_target(proj: Path) -> No
     (proj / "link.py").symlink_to(proj / "app.py")
     await apply_patch(ctx_in(proj), patch_of("*** Delete File: link.py"))
     assert not (proj / "link.py").is_symlink() and (proj / "app.py").read_text() == APP
+
+
+# --- the parser: sections, hunks, and the first wrong line named ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (["*** Add File: a.txt", "+a"], None),
+        ([], "the patch changes no file"),
+        (["+orphan", "*** Add File: a.txt"], r"line 2 comes before any '\*\*\* Add/Update/Delete File:' line"),
+        (["*** Add File:  "], "line 2 names no file"),
+        (["*** Delete File: old.txt", "stray"], "line 3: a deleted file takes no lines"),
+        (["*** Update File: app.py", "", "*** End of File"], "the update of app.py has no changes"),
+        # The first wrong line is named, whichever section it is in and whatever is wrong further on.
+        (["*** Add File: a.txt", "no plus", "*** Add File:  "], "line 3: every line of an added file starts"),
+        (["*** Update File: app.py", "*** Delete File: old.txt", "x", "*** Add File: b"], "line 4: a deleted file"),
+        # A section with nothing to do is reported only once every line has been read.
+        (["*** Update File: app.py", "*** Add File: a.txt", "oops"], "line 4: every line of an added file"),
+    ],
+)
+def test_the_parser_names_the_first_thing_wrong(body: list[str], message: str | None) -> None:
+    if message is None:
+        assert parse_patch(patch_of(*body)) == [FileChange("add", "a.txt", lines=("a",))]
+        return
+    with pytest.raises(EditError, match=message):
+        parse_patch(patch_of(*body))
+
+
+def test_the_parser_reads_moves_anchors_and_unified_diff_leftovers() -> None:
+    changes = parse_patch(
+        patch_of(
+            "*** Update File: a.py",
+            "*** Move to: b.py",
+            "@@ -1,2 +1,2 @@",
+            " keep",
+            "-old",
+            "+new",
+            "\\ No newline at end of file",
+            "",
+            "@@ def f():",
+            "*** Move to: c.py",  # after a hunk: a line of context, not a move
+            "+tail",
+            "*** End of File",
+            "*** Add File: n.txt",
+            "+",
+        )
+    )
+    assert changes == [
+        FileChange(
+            "update",
+            "a.py",
+            move_to="b.py",
+            hunks=(
+                Hunk(None, ((" ", "keep"), ("-", "old"), ("+", "new"))),  # the blank line before '@@' is dropped
+                Hunk("def f():", ((" ", "*** Move to: c.py"), ("+", "tail")), at_end=True),
+            ),
+        ),
+        FileChange("add", "n.txt", lines=("",)),
+    ]
 
 
 # --- all or nothing, even when a write fails part-way ---------------------------------------------------------

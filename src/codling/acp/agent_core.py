@@ -40,6 +40,7 @@ from codling.acp.errors import (
 )
 from codling.acp.newer import NewerEdge, NewerUpdate, wire
 from codling.acp.paths import ClientPaths
+from codling.acp.served import ServedSession
 from codling.acp.translate import ToolCards, Update, translate
 from codling.acp.warmup import WarmUp
 from codling.config import Settings, load_settings
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
     from codling.store.header import SessionHeader
     from codling.store.history import SessionLog
     from codling.store.index import SessionStore
-    from codling.store.live import LiveSession
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class AgentCore:
         """What the client said it offers at ``initialize`` (nothing until then)."""
         self.newer = NewerEdge()
         """The newer protocol the SDK cannot carry: wrap the connection's transport with ``newer.wrap``."""
-        self._sessions: dict[str, LiveSession] = {}
+        self._sessions: dict[str, ServedSession] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._warming: WarmUp | None = None
         """The warm-up thread (None: there is none), which the loop waits for (``_warmed``) before anything
@@ -137,7 +137,7 @@ class AgentCore:
             self._store = SessionStore(settings.home, self._redact)
         return self._settings, self._catalog, self._store
 
-    def _session(self, session_id: str) -> LiveSession:
+    def _session(self, session_id: str) -> ServedSession:
         """The open session ``session_id`` (which the client, naming it, surely knows): -32602 for a malformed id,
         -32002 for one not open here."""
         try:
@@ -181,7 +181,7 @@ class AgentCore:
         if self._warming is not None:
             await self._warming.wait()
 
-    async def _start_servers(self, session: LiveSession) -> None:
+    async def _start_servers(self, session: ServedSession) -> None:
         """Start the session's MCP servers once the warm-up is done (connecting imports pydantic-ai's MCP
         support); a turn waits for them anyway."""
         await self._warmed()
@@ -205,7 +205,7 @@ class AgentCore:
         cwd: str,
         additional_directories: list[str] | None,
         mcp_servers: list[Any] | None = None,
-    ) -> LiveSession:
+    ) -> ServedSession:
         from dataclasses import replace
 
         root = directory(cwd, "cwd")
@@ -222,7 +222,7 @@ class AgentCore:
         stored: SessionLog | None,
         client_dirs: Sequence[str] = (),
         mcp_servers: list[Any] | None = None,
-    ) -> LiveSession:
+    ) -> ServedSession:
         """Make a session live: its brain (restored from ``stored`` if given), its recorder, its forwarder, its
         MCP servers (the client's and config.toml's, started in the background); ``client_dirs`` are its
         directories as the client named them (before symbolic links are resolved)."""
@@ -240,7 +240,7 @@ class AgentCore:
             await self.client.session_update(session_id=header.session_id, update=update)
 
         try:
-            session = start_session(
+            live = start_session(
                 store,
                 settings,
                 catalog.get(stored.model if stored else header.model),
@@ -257,6 +257,7 @@ class AgentCore:
             raise held(header.session_id, str(e)) from e
         except (OSError, CodlingError) as e:
             raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
+        session = ServedSession(live)
         session.brain.subscribe(self._forwarder(session, paths))
         self._sessions[session.id] = session
         starting = asyncio.get_running_loop().create_task(self._start_servers(session))
@@ -285,19 +286,22 @@ class AgentCore:
             )
         return ports
 
-    async def _introduce(self, session: LiveSession) -> None:
+    async def _introduce(self, session: ServedSession) -> None:
         """What a client learns of a session once it knows it (see ``INTRODUCTION_DELAY``): its slash commands,
         how full its context is and what it has cost so far. Sent before the client named the session, it is
         sent again when it does (its first prompt at the latest), in case the client dropped it."""
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that arrives as the client
+        # names the session (close_session does), and a closed session would be introduced.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(session.known_to_client.wait(), INTRODUCTION_DELAY)
+            async with asyncio.timeout(INTRODUCTION_DELAY):
+                await session.known_to_client.wait()
         blind = not session.known_to_client.is_set()
         await self._tell(session)
         if blind:
             await session.known_to_client.wait()
             await self._tell(session)
 
-    async def _tell(self, session: LiveSession) -> None:
+    async def _tell(self, session: ServedSession) -> None:
         await self._advertise_commands(session.id)
         await self._warmed()  # counting the context's tokens needs the tools' schemas and the tokenizer
         try:
@@ -319,7 +323,7 @@ class AgentCore:
         except Exception:  # the client may be gone already; commands are a convenience
             log.debug("could not advertise commands", exc_info=True)
 
-    def _forwarder(self, session: LiveSession, paths: ClientPaths) -> Any:
+    def _forwarder(self, session: ServedSession, paths: ClientPaths) -> Any:
         from codling.brain.events import SettingsChanged
         from codling.brain.redaction import EventRedactor
 
@@ -344,7 +348,7 @@ class AgentCore:
         else:
             await self.client.session_update(session_id=session_id, update=update)
 
-    async def _send_settings(self, session: LiveSession, mode: PermissionMode | None) -> None:
+    async def _send_settings(self, session: ServedSession, mode: PermissionMode | None) -> None:
         """Tell the client the session's mode (if it changed) and every config option's current value."""
         if mode is not None:
             await self.client.session_update(session_id=session.id, update=helpers.update_current_mode(mode))
@@ -353,16 +357,16 @@ class AgentCore:
 
     # -- modes and config options ---------------------------------------------------------------------------
 
-    def _modes(self, session: LiveSession) -> Any:
+    def _modes(self, session: ServedSession) -> Any:
         return mode_state(session.brain.state.mode)
 
-    def _model_ids(self, session: LiveSession) -> list[str]:
+    def _model_ids(self, session: ServedSession) -> list[str]:
         from codling.llm.providers import available_models
 
         settings, catalog, _ = self._config()
         return available_models(catalog, settings.env, session.brain.state.model.id)
 
-    def _options(self, session: LiveSession) -> list[Any]:
+    def _options(self, session: ServedSession) -> list[Any]:
         state = session.brain.state
         _, catalog, _ = self._config()
         return config_options(

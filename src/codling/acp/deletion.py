@@ -18,11 +18,11 @@ from codling.errors import CodlingError, InvalidSessionIdError, SessionHeldError
 from codling.store.ids import check_session_id
 
 if TYPE_CHECKING:
+    from codling.acp.served import ServedSession
     from codling.store.index import SessionStore
-    from codling.store.live import LiveSession
 
 
-async def delete_session(session_id: str, sessions: dict[str, LiveSession], store: SessionStore) -> None:
+async def delete_session(session_id: str, sessions: dict[str, ServedSession], store: SessionStore) -> None:
     """Delete ``session_id`` from ``store``, closing it first (and leaving ``sessions``) if it is open here:
     -32602 for a malformed id, -32002 for one not on disk (as load answers), -32003 for one another codling
     process holds."""
@@ -30,9 +30,9 @@ async def delete_session(session_id: str, sessions: dict[str, LiveSession], stor
         check_session_id(session_id)
     except InvalidSessionIdError as e:
         raise invalid_session_id(session_id, e) from e
-    live = sessions.pop(session_id, None)
-    if live is not None:
-        await live.close()
+    session = sessions.pop(session_id, None)
+    if session is not None:
+        await session.close()
     try:
         store.delete(session_id)
     except UnknownSessionError as e:

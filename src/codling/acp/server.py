@@ -78,8 +78,8 @@ from codling.store.ids import is_session_id
 
 if TYPE_CHECKING:
     from codling.acp.content import ContentBlock
+    from codling.acp.served import ServedSession
     from codling.brain.events import Usage
-    from codling.store.live import LiveSession
 from codling.acp.agent_core import AgentCore
 
 log = logging.getLogger(__name__)
@@ -352,8 +352,8 @@ class CodlingAgent(AgentCore):
         await self.client.session_update(session_id=session_id, update=update)
         return SetSessionModeResponse()
 
-    def _set_mode(self, session: LiveSession, mode_id: str) -> None:
-        session.set_mode(parse_mode(mode_id))
+    def _set_mode(self, session: ServedSession, mode_id: str) -> None:
+        session.live.set_mode(parse_mode(mode_id))
 
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
@@ -380,7 +380,7 @@ class CodlingAgent(AgentCore):
                         "provider has credentials in codling's environment)",
                     )
                 _, catalog, _ = self._config()
-                session.set_model(catalog.get(value))
+                session.live.set_model(catalog.get(value))
             case "thinking" | "thought_level" if not state.model.thinking:
                 raise refused(
                     config_id,
@@ -389,9 +389,9 @@ class CodlingAgent(AgentCore):
                     'can think, give it "thinking": true in $CODLING_HOME/models.json',
                 )
             case "thinking":
-                session.set_thinking(replace(state.thinking, on=thinking_value(value)))
+                session.live.set_thinking(replace(state.thinking, on=thinking_value(value)))
             case "thought_level":
-                session.set_thinking(replace(state.thinking, level=thought_level_value(value)))
+                session.live.set_thinking(replace(state.thinking, level=thought_level_value(value)))
             case _:
                 raise refused(config_id, value, f"unknown config option: codling's are {', '.join(OPTION_IDS)}")
         return SetSessionConfigOptionResponse(config_options=self._options(session))
@@ -410,7 +410,7 @@ class CodlingAgent(AgentCore):
                 return PromptResponse(stop_reason="cancelled")  # cancelled, or closed, while it waited
             return await self._run_prompt(session, prompt)
 
-    async def _run_prompt(self, session: LiveSession, prompt: list[ContentBlock]) -> PromptResponse:
+    async def _run_prompt(self, session: ServedSession, prompt: list[ContentBlock]) -> PromptResponse:
         from codling.acp.content import to_prompt
         from codling.brain.events import TurnEnded, TurnFailed
         from codling.vocabulary import StopReason
@@ -445,7 +445,7 @@ class CodlingAgent(AgentCore):
         if failed is not None and stop_reason != "cancelled":
             # Recorded in the history already; the editor shows this error (with a retry) instead of a reply.
             raise turn_error(failed, self._redact)
-        if (problem := session.recorder.file.problem) is not None:  # e.g. the disk is full: the user must act
+        if (problem := session.live.recorder.file.problem) is not None:  # e.g. the disk is full: the user must act
             raise failure(problem, problem)
         # ACP has no stop reason for a spending cap; it is a limit the agent set, as a request limit is.
         acp_stop = "max_turn_requests" if stop_reason == "max_cost" else stop_reason

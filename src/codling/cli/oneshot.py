@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     from codling.brain.session import TurnResult
     from codling.cli.approve import TerminalApprover
     from codling.cli.notify import Notifier
-    from codling.cli.render import TerminalRenderer
+    from codling.cli.render import LastMessage, TerminalRenderer
+    from codling.cli.script_stream import ScriptStream
+    from codling.store.live import LiveSession
     from codling.tools.ports import Approver
     from codling.vocabulary import StopReason
 
@@ -172,12 +174,36 @@ async def _run_turn(
     redact: Redactor,
     limits: Limits,
 ) -> int:
-    from codling.cli.render import LastMessage, TerminalRenderer
-    from codling.cli.script_stream import ScriptStream, result_line
+    """The run's phases: its views, its session, the turn driven to its end, the report and the exit code."""
+    views = _views(settings, output, interactive, redact)
+    live = _open(settings, plan, mode, views.asker, output, limits)
+    if live is None:
+        return EXIT_USAGE
+    last = _watch(live, plan, views)
+    ended = await _drive(live, prompt, views.renderer)
+    _report(live, ended, last, views, output, limits, redact)
+    return _exit_code(ended, live.recorder.file.problem)
 
-    # Piped or redirected, stdout carries the answer alone; what the turn does is drawn on stderr.
+
+@dataclass(frozen=True)
+class _Views:
+    """What a run draws its turn on and asks the user through."""
+
+    renderer: ScriptStream | TerminalRenderer
+    asker: Approver | None
+    notifier: Notifier | None
+    answer_only: bool
+    """stdout carries the answer alone (piped or redirected, without ``--json``); the turn is drawn on stderr."""
+
+
+def _views(settings: Settings, output: Output, interactive: bool, redact: Redactor) -> _Views:
+    """The renderer (``--json``'s lines, or the terminal's drawing), the approver if someone can answer, and the
+    notifier, which also rings when the approver asks."""
+    from codling.cli.script_stream import ScriptStream
+
     answer_only = not output.json and not sys.stdout.isatty()
     renderer: ScriptStream | TerminalRenderer
+    approver: TerminalApprover | None
     if output.json:
         from codling.cli.approve import TerminalApprover
         from codling.cli.draw import use_color
@@ -198,6 +224,19 @@ async def _run_turn(
         from codling.cli.notify import NotifyingApprover
 
         asker = NotifyingApprover(approver, notifier)
+    return _Views(renderer, asker, notifier, answer_only)
+
+
+def _open(
+    settings: Settings,
+    plan: SessionPlan,
+    mode: PermissionMode | None,
+    asker: Approver | None,
+    output: Output,
+    limits: Limits,
+) -> LiveSession | None:
+    """The plan's session opened with the run's limits, after the plan's note and an unknown model's warning;
+    None (said on stderr) when it cannot be opened."""
     if plan.note is not None:
         print(f"codling: {plan.note}", file=sys.stderr)
     if (warning := unknown_model(plan.model)) is not None:
@@ -206,19 +245,50 @@ async def _run_turn(
         live = open_live(settings, plan, mode, asker, model_titles=output.model_title)
     except CodlingError as e:  # e.g. the session is being written by another codling process
         print(f"codling: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return None
     live.brain.options = replace(
         live.brain.options,
         max_requests_per_turn=limits.max_requests or live.brain.options.max_requests_per_turn,
         max_cost=limits.max_cost,
     )
-    if isinstance(renderer, ScriptStream):
-        renderer.write(session_event(live.id, plan.model.id, live.header.cwd, plan.stored is not None))
+    return live
+
+
+def _watch(live: LiveSession, plan: SessionPlan, views: _Views) -> LastMessage:
+    """``--json``'s session line, and the views subscribed to the session; the observer keeping the answer."""
+    from codling.cli.render import LastMessage
+    from codling.cli.script_stream import ScriptStream
+
+    if isinstance(views.renderer, ScriptStream):
+        views.renderer.write(session_event(live.id, plan.model.id, live.header.cwd, plan.stored is not None))
     last = LastMessage()
-    live.brain.subscribe(renderer)
+    live.brain.subscribe(views.renderer)
     live.brain.subscribe(last)
-    if notifier is not None:
-        live.brain.subscribe(notifier)
+    if views.notifier is not None:
+        live.brain.subscribe(views.notifier)
+    return last
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """How the turn ended: its result, and whether a signal ended it."""
+
+    result: TurnResult
+    interrupted: bool
+    """Ctrl-C (SIGINT) cancelled it."""
+    terminated: int | None
+    """SIGTERM or SIGHUP ended it: the signal's number."""
+    started: float
+    """When the turn started (``time.monotonic``)."""
+
+
+async def _drive(
+    live: LiveSession, prompt: tuple[PromptBlock, ...], renderer: ScriptStream | TerminalRenderer
+) -> _Ended:
+    """Run the turn, then the session's background work (a title), with the signals' handlers installed; the
+    drawing and the session are closed whatever happens."""
+    from codling.cli.render import TerminalRenderer
+
     loop = asyncio.get_running_loop()
     interrupted: list[bool] = []
 
@@ -254,16 +324,27 @@ async def _run_turn(
             if isinstance(renderer, TerminalRenderer):
                 renderer.close()
             await live.close()
-    failed = result.error is not None
-    completed = not failed and result.stop_reason != "cancelled"
-    if completed and answer_only and last.text:
-        sys.stdout.write(last.text + "\n")
-    if completed and output.last_message is not None:
-        _write_last_message(output.last_message, redact(last.text))
-    if isinstance(renderer, ScriptStream):
-        renderer.close()
-        duration_ms = round((time.monotonic() - started) * 1000)
-        renderer.write(result_line(live.id, result, redact(last.text), duration_ms, live.brain.state.turn_count))
+    return _Ended(result, bool(interrupted), terminated[0] if terminated else None, started)
+
+
+def _report(
+    live: LiveSession, ended: _Ended, last: LastMessage, views: _Views, output: Output, limits: Limits, redact: Redactor
+) -> None:
+    """The answer (stdout when piped, the ``-o`` file) of a turn that completed; then ``--json``'s result line, or
+    the context meter and how to continue; then a limit that stopped the turn and a history that could not be
+    written, on stderr."""
+    from codling.cli.script_stream import ScriptStream, result_line
+
+    result = ended.result
+    if result.error is None and result.stop_reason != "cancelled":
+        if views.answer_only and last.text:
+            sys.stdout.write(last.text + "\n")
+        if output.last_message is not None:
+            _write_last_message(output.last_message, redact(last.text))
+    if isinstance(views.renderer, ScriptStream):
+        views.renderer.close()
+        duration_ms = round((time.monotonic() - ended.started) * 1000)
+        views.renderer.write(result_line(live.id, result, redact(last.text), duration_ms, live.brain.state.turn_count))
     else:
         if result.context is not None:
             print(context_meter(result.context.used, result.context.size), file=sys.stderr)
@@ -273,13 +354,18 @@ async def _run_turn(
         print(f"codling: {stopped}", file=sys.stderr)
     if (problem := live.recorder.file.problem) is not None:  # e.g. the disk is full: the user must act
         print(f"codling: {problem}", file=sys.stderr)
-    if terminated:
-        return 128 + terminated[0]
-    if failed or problem is not None:
+
+
+def _exit_code(ended: _Ended, problem: str | None) -> int:
+    """The run's exit code (:mod:`codling.cli.session_plan`'s), given how the turn ended and the history's
+    ``problem`` (None: it was written)."""
+    if ended.terminated is not None:
+        return 128 + ended.terminated
+    if ended.result.error is not None or problem is not None:
         return EXIT_FAILED
-    if result.stop_reason == "cancelled":
-        return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
-    if result.stop_reason in ("max_turn_requests", "max_cost"):
+    if ended.result.stop_reason == "cancelled":
+        return EXIT_INTERRUPTED if ended.interrupted else EXIT_FAILED
+    if ended.result.stop_reason in ("max_turn_requests", "max_cost"):
         return EXIT_LIMIT
     return EXIT_OK
 

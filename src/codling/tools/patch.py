@@ -25,9 +25,10 @@ A Markdown fence or a shell heredoc around the patch is ignored.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, assert_never
 
 from pydantic_ai import RunContext
 
@@ -37,7 +38,7 @@ from codling.tools.deps import ToolDeps
 from codling.tools.diffs import SUMMARY_DIFF_CHARS, change_size, summary_diff
 from codling.tools.files import lexical_path, read_content
 from codling.tools.ports import PermissionRequest
-from codling.tools.rollback import ChangeGroup
+from codling.tools.rollback import ChangeGroup, UndoFailure
 from codling.tools.workspace import Workspace
 from codling.vocabulary import FileDiff, Location, ToolKind
 
@@ -46,12 +47,12 @@ ADD, DELETE, UPDATE, MOVE = "*** Add File: ", "*** Delete File: ", "*** Update F
 END_OF_FILE = "*** End of File"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Hunk:
     """One change in an updated file: an optional line to find first, its lines, and whether it ends the file."""
 
     anchor: str | None
-    lines: list[tuple[str, str]] = field(default_factory=list)
+    lines: tuple[tuple[str, str], ...] = ()
     """Each line's mark (" " context, "-" removed, "+" added) and text."""
     at_end: bool = False
     """Marked ``*** End of File``: it matches the end of the file first."""
@@ -71,20 +72,47 @@ PatchAction = Literal["add", "delete", "update"]
 """What a patch does to one file."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class FileChange:
     """What the patch does to one file."""
 
     action: PatchAction
     path: str
     move_to: str | None = None
-    lines: list[str] = field(default_factory=list)
+    lines: tuple[str, ...] = ()
     """An added file's lines."""
-    hunks: list[Hunk] = field(default_factory=list)
+    hunks: tuple[Hunk, ...] = ()
 
 
 _NUMBERED_HUNK = re.compile(r"^@@ -\d+(,\d+)? \+\d+(,\d+)? @@")
 _HEREDOC = re.compile(r"^(?:apply_patch\s+)?<<-?\s*['\"]?(\w+)['\"]?\s*$")
+
+_Line = tuple[int, str]
+"""A line of the patch and its number (1-based), for the errors."""
+
+
+def parse_patch(text: str) -> list[FileChange]:
+    """The file changes of a patch; ``EditError`` saying what is wrong with it, and where.
+
+    Phases: the patch's lines (unwrapped, framed by its begin and end markers), its sections (a file header and
+    the lines under it), each section's body by its action; then the checks that need every section."""
+    changes = [_section(action, path, body) for action, path, body in _sections(_patch_lines(text))]
+    for change in changes:
+        if change.action == "update" and not any(h.lines for h in change.hunks) and not change.move_to:
+            raise EditError(f"the update of {change.path} has no changes")
+    if not changes:
+        raise EditError("the patch changes no file")
+    return changes
+
+
+def _patch_lines(text: str) -> list[str]:
+    """The patch's lines from its begin marker to its end marker, without a wrapper or carriage returns."""
+    lines = [line.removesuffix("\r") for line in _unwrap(text.strip().split("\n"))]
+    if not lines or lines[0].strip() != BEGIN:
+        raise EditError(f"the patch must start with '{BEGIN}'")
+    if lines[-1].strip() != END:
+        raise EditError(f"the patch must end with '{END}'")
+    return lines
 
 
 def _unwrap(lines: list[str]) -> list[str]:
@@ -96,60 +124,87 @@ def _unwrap(lines: list[str]) -> list[str]:
     return lines
 
 
-def parse_patch(text: str) -> list[FileChange]:
-    """The file changes of a patch; ``EditError`` saying what is wrong with it, and where."""
-    lines = _unwrap(text.strip().split("\n"))
-    lines = [line.removesuffix("\r") for line in lines]
-    if not lines or lines[0].strip() != BEGIN:
-        raise EditError(f"the patch must start with '{BEGIN}'")
-    if lines[-1].strip() != END:
-        raise EditError(f"the patch must end with '{END}'")
-    changes: list[FileChange] = []
+def _sections(lines: list[str]) -> Iterator[tuple[PatchAction, str, list[_Line]]]:
+    """Each file section: its action, its path and the numbered lines under its header. A section is yielded
+    before the next header is read, so errors are raised in the order of the lines that cause them."""
+    header: tuple[PatchAction, str] | None = None
+    body: list[_Line] = []
     for number, line in enumerate(lines[1:-1], start=2):
-        if line.startswith((ADD, DELETE, UPDATE)):
-            action: PatchAction = "add" if line.startswith(ADD) else "delete" if line.startswith(DELETE) else "update"
-            path = line.split(": ", 1)[1].strip()
-            if not path:
-                raise EditError(f"line {number} names no file: {line!r}")
-            changes.append(FileChange(action, path))
+        if not line.startswith((ADD, DELETE, UPDATE)):
+            if header is None:
+                raise EditError(f"line {number} comes before any '*** Add/Update/Delete File:' line: {line!r}")
+            body.append((number, line))
             continue
-        if not changes:
-            raise EditError(f"line {number} comes before any '*** Add/Update/Delete File:' line: {line!r}")
-        change = changes[-1]
-        if change.action == "add":
-            if not line.startswith("+"):
-                raise EditError(f"line {number}: every line of an added file starts with '+': {line!r}")
-            change.lines.append(line[1:])
-        elif change.action == "delete":
-            if line.strip():
-                raise EditError(f"line {number}: a deleted file takes no lines: {line!r}")
-        elif line.startswith(MOVE) and not change.hunks:
-            change.move_to = line[len(MOVE) :].strip()
+        if header is not None:
+            yield *header, body
+        header, body = _header(number, line), []
+    if header is not None:
+        yield *header, body
+
+
+def _header(number: int, line: str) -> tuple[PatchAction, str]:
+    """A file header's action and path."""
+    action: PatchAction = "add" if line.startswith(ADD) else "delete" if line.startswith(DELETE) else "update"
+    path = line.split(": ", 1)[1].strip()
+    if not path:
+        raise EditError(f"line {number} names no file: {line!r}")
+    return action, path
+
+
+def _section(action: PatchAction, path: str, body: list[_Line]) -> FileChange:
+    """The change one section makes, its body read as its action wants."""
+    match action:
+        case "add":
+            return FileChange("add", path, lines=tuple(_added(body)))
+        case "delete":
+            for number, line in body:
+                if line.strip():
+                    raise EditError(f"line {number}: a deleted file takes no lines: {line!r}")
+            return FileChange("delete", path)
+        case "update":
+            return _update(path, body)
+        case _:
+            assert_never(action)
+
+
+def _added(body: list[_Line]) -> Iterator[str]:
+    """An added file's lines, each without its '+'."""
+    for number, line in body:
+        if not line.startswith("+"):
+            raise EditError(f"line {number}: every line of an added file starts with '+': {line!r}")
+        yield line[1:]
+
+
+def _update(path: str, body: list[_Line]) -> FileChange:
+    """An update: its move (a '*** Move to:' line before the first hunk) and its hunks. An '@@' line starts a
+    hunk; lines before the first one start a hunk without an anchor."""
+    move_to: str | None = None
+    drafts: list[tuple[str | None, list[tuple[str, str]]]] = []
+    at_end: set[int] = set()
+    for _, line in body:
+        if line.startswith(MOVE) and not drafts:
+            move_to = line[len(MOVE) :].strip()
         elif line.startswith("@@"):
-            anchor = None if _NUMBERED_HUNK.match(line) else line[2:].strip() or None
-            change.hunks.append(Hunk(anchor))
+            drafts.append((None if _NUMBERED_HUNK.match(line) else line[2:].strip() or None, []))
         elif line.strip() == END_OF_FILE:
-            if change.hunks:
-                change.hunks[-1].at_end = True
-        elif line.startswith("\\"):  # "\ No newline at end of file", from unified diffs
-            continue
-        else:
-            if not change.hunks:
-                change.hunks.append(Hunk(None))
-            mark, body = (line[:1], line[1:]) if line[:1] in ("+", "-", " ") else (" ", line)
-            change.hunks[-1].lines.append((mark, body))
-    for change in changes:
-        for hunk in change.hunks:
-            while hunk.lines and hunk.lines[-1] == (" ", ""):  # a blank line before the next marker
-                hunk.lines.pop()
-        if change.action == "update" and not any(h.lines for h in change.hunks) and not change.move_to:
-            raise EditError(f"the update of {change.path} has no changes")
-    if not changes:
-        raise EditError("the patch changes no file")
-    return changes
+            if drafts:
+                at_end.add(len(drafts) - 1)
+        elif not line.startswith("\\"):  # "\ No newline at end of file", from unified diffs, is skipped
+            if not drafts:
+                drafts.append((None, []))
+            drafts[-1][1].append((line[:1], line[1:]) if line[:1] in ("+", "-", " ") else (" ", line))
+    hunks = tuple(Hunk(anchor, _trimmed(lines), i in at_end) for i, (anchor, lines) in enumerate(drafts))
+    return FileChange("update", path, move_to=move_to, hunks=hunks)
 
 
-def apply_hunks(text: str, hunks: list[Hunk], shown: str) -> str:
+def _trimmed(lines: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """A hunk's lines without the blank lines at its end (a blank line before the next marker)."""
+    while lines and lines[-1] == (" ", ""):
+        lines.pop()
+    return tuple(lines)
+
+
+def apply_hunks(text: str, hunks: Sequence[Hunk], shown: str) -> str:
     """``text`` with every hunk applied in order; ``EditError`` naming the hunk that does not match.
 
     Only ``\\n`` splits lines, so everything outside the hunks stays byte for byte (a CRLF line keeps its
@@ -220,87 +275,137 @@ async def apply_patch(ctx: RunContext[ToolDeps], patch: str) -> ToolOutput:
     Args:
         patch: The patch text, from '*** Begin Patch' to '*** End Patch'.
     """
-    deps = ctx.deps
-    workspace = deps.workspace
-    planned: list[_Planned] = []
+    planned = await _plan(ctx.deps, parse_patch(patch))
+    approved = await _approve(ctx, planned, patch)
+    applied = await _apply(ctx.deps, approved)
+    return _report(ctx.deps.workspace, applied)
+
+
+async def _plan(deps: ToolDeps, changes: Sequence[FileChange]) -> tuple[_Planned, ...]:
+    """Every change checked against the files and its new content made, in memory: a patch that does not apply
+    fails here, before anything is asked or written."""
     named: set[Path] = set()
-    for change in parse_patch(patch):
-        target = workspace.resolve(change.path)
-        shown = workspace.display(target)
-        destination = workspace.resolve(change.move_to) if change.move_to else None
-        if destination == target:
-            destination = None  # a move onto itself is no move
-        for path in (target, destination):
-            if path is not None and path in named:
-                raise EditError(
-                    f"the patch changes {workspace.display(path)} twice; put all its changes in one section"
-                )
-            if path is not None:
-                named.add(path)
-        try:
-            original: str | None = await read_content(deps, target)
-        except MissingPathError:
-            original = None
-        if change.action == "add":
-            if original is not None:
-                raise EditError(f"{shown} already exists; update it instead of adding it")
-            updated: str | None = "".join(f"{line}\n" for line in change.lines)
-        elif original is None:
-            raise EditError(f"{shown} does not exist, so it cannot be {change.action}d")
-        elif change.action == "delete":
-            updated = None
-        else:
-            updated = apply_hunks(original, change.hunks, shown)
-        if destination is not None and destination.exists():
-            raise EditError(f"{workspace.display(destination)} already exists; the patch would overwrite it")
-        planned.append(
-            _Planned(
-                change,
-                target,
-                destination,
-                original,
-                updated,
-                lexical_path(workspace, change.path),
-                lexical_path(workspace, change.move_to) if destination is not None and change.move_to else None,
-                _mode(target) if original is not None else None,
-            )
-        )
-    # Every change is allowed before any is made, so a rejection leaves all the files as they were.
+    return tuple([await _plan_file(deps, change, named) for change in changes])
+
+
+async def _plan_file(deps: ToolDeps, change: FileChange, named: set[Path]) -> _Planned:
+    """One file's change, checked against the file; ``named`` holds the paths earlier sections change."""
+    workspace = deps.workspace
+    target = workspace.resolve(change.path)
+    destination = workspace.resolve(change.move_to) if change.move_to else None
+    if destination == target:
+        destination = None  # a move onto itself is no move
+    for path in (target, destination):
+        if path is not None and path in named:
+            raise EditError(f"the patch changes {workspace.display(path)} twice; put all its changes in one section")
+        if path is not None:
+            named.add(path)
+    try:
+        original: str | None = await read_content(deps, target)
+    except MissingPathError:
+        original = None
+    updated = _updated(change, original, workspace.display(target))
+    if destination is not None and destination.exists():
+        raise EditError(f"{workspace.display(destination)} already exists; the patch would overwrite it")
+    return _Planned(
+        change,
+        target,
+        destination,
+        original,
+        updated,
+        lexical_path(workspace, change.path),
+        lexical_path(workspace, change.move_to) if destination is not None and change.move_to else None,
+        _mode(target) if original is not None else None,
+    )
+
+
+def _updated(change: FileChange, original: str | None, shown: str) -> str | None:
+    """The file's content after ``change`` (None: it is deleted), given its content now (None: it is absent)."""
+    if change.action == "add":
+        if original is not None:
+            raise EditError(f"{shown} already exists; update it instead of adding it")
+        return "".join(f"{line}\n" for line in change.lines)
+    if original is None:
+        raise EditError(f"{shown} does not exist, so it cannot be {change.action}d")
+    return None if change.action == "delete" else apply_hunks(original, change.hunks, shown)
+
+
+@dataclass(frozen=True)
+class _Approved:
+    """The planned changes once every one was allowed: only these are applied."""
+
+    changes: tuple[_Planned, ...]
+
+
+async def _approve(ctx: RunContext[ToolDeps], planned: tuple[_Planned, ...], patch: str) -> _Approved:
+    """Ask for every change (``PermissionDenied`` for the first refused) before any is made, so a rejection leaves
+    all the files as they were."""
     for item in planned:
-        await deps.permissions.check(item.request(ctx.tool_call_id or "", patch, workspace))
+        await ctx.deps.permissions.check(item.request(ctx.tool_call_id or "", patch, ctx.deps.workspace))
+    return _Approved(planned)
+
+
+@dataclass(frozen=True)
+class _Applied:
+    """The changes made, and kept."""
+
+    changes: tuple[_Planned, ...]
+    changed: tuple[Path, ...]
+    """Every path written or deleted, in order."""
+    left: tuple[Path, ...]
+    """Deleted files' hidden copies that could not be removed."""
+
+
+async def _apply(deps: ToolDeps, approved: _Approved) -> _Applied:
+    """Make the approved changes as one ``ChangeGroup``: if one fails (or the turn is cancelled), every change
+    already made is undone and ``PathError`` says so, or names what could not be undone."""
     changed: list[Path] = []
     group = ChangeGroup(deps.fs)
-    for item in planned:
+    for item in approved.changes:
         try:
-            if item.updated is not None:
-                await group.write(item.final, item.updated, None if item.destination else item.original, item.mode)
-                changed.append(item.final)
-            if item.updated is None or item.destination is not None:
-                # A symbolic link is deleted itself, never the file it points to.
-                await group.delete(item.lexical if item.lexical.is_symlink() else item.target)
-                changed.append(item.target)
+            changed.extend(await _make(group, item))
         except BaseException as e:  # cancellation too: a patch is never left half applied
             failures = await group.undo()
             if not isinstance(e, (OSError, PathError)):
                 raise
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-            stopped = f"the patch could not be applied: changing {workspace.display(item.target)} failed: {reason}."
-            if not failures:
-                raise PathError(f"{stopped} Nothing was changed (the changes already made were undone).") from e
-            lost = "; ".join(f"{workspace.display(f.path)} ({f.reason})" for f in failures)
-            raise PathError(
-                f"{stopped} Undoing the changes already made failed for: {lost}. Every other file is as it was; "
-                "tell the user which files to check."
-            ) from e
-    left = group.keep()
-    # The diffs in the summary share one edit's budget, however many files the patch touches: each file gets
-    # its share (at least _MIN_DIFF_CHARS, while the budget lasts); every file keeps its line and change size.
-    share, budget, report = max(SUMMARY_DIFF_CHARS // len(planned), _MIN_DIFF_CHARS), SUMMARY_DIFF_CHARS, []
-    for item in planned:
-        chars = min(share, budget) if budget >= _MIN_DIFF_CHARS else 0
-        budget -= chars
-        report.append(item.report(workspace, chars))
-    notes = "".join(f"\n(could not remove {workspace.display(p)}, the deleted file's copy)" for p in left)
+            raise _not_applied(deps.workspace, item, e, failures) from e
+    return _Applied(approved.changes, tuple(changed), tuple(group.keep()))
+
+
+async def _make(group: ChangeGroup, item: _Planned) -> list[Path]:
+    """Make one file's change in ``group``; the paths written or deleted."""
+    made: list[Path] = []
+    if item.updated is not None:
+        await group.write(item.final, item.updated, None if item.destination else item.original, item.mode)
+        made.append(item.final)
+    if item.updated is None or item.destination is not None:
+        # A symbolic link is deleted itself, never the file it points to.
+        await group.delete(item.lexical if item.lexical.is_symlink() else item.target)
+        made.append(item.target)
+    return made
+
+
+def _not_applied(
+    workspace: Workspace, item: _Planned, error: OSError | PathError, failures: list[UndoFailure]
+) -> PathError:
+    """The error of a patch whose change of ``item`` failed, once the changes made before it were undone
+    (``failures``: those that could not be)."""
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    stopped = f"the patch could not be applied: changing {workspace.display(item.target)} failed: {reason}."
+    if not failures:
+        return PathError(f"{stopped} Nothing was changed (the changes already made were undone).")
+    lost = "; ".join(f"{workspace.display(f.path)} ({f.reason})" for f in failures)
+    return PathError(
+        f"{stopped} Undoing the changes already made failed for: {lost}. Every other file is as it was; "
+        "tell the user which files to check."
+    )
+
+
+def _report(workspace: Workspace, applied: _Applied) -> ToolOutput:
+    """What the model, the user and the history are told of an applied patch."""
+    planned = applied.changes
+    summaries = _summaries(workspace, planned)
+    notes = "".join(f"\n(could not remove {workspace.display(p)}, the deleted file's copy)" for p in applied.left)
     only = planned[0] if len(planned) == 1 else None
     # Every file's diff and a title saying what was done: an editor otherwise keeps the title of the last
     # permission request, which named one file.
@@ -308,13 +413,25 @@ async def apply_patch(ctx: RunContext[ToolDeps], patch: str) -> ToolOutput:
     title = "Patched " + (", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0])
     diffs = tuple(FileDiff(item.final, item.original, item.updated or "") for item in planned) if not only else ()
     return ToolOutput(
-        text="Applied the patch:\n" + "\n".join(r.splitlines()[0] for r in report) + notes,
+        text="Applied the patch:\n" + "\n".join(r.splitlines()[0] for r in summaries) + notes,
         diff=FileDiff(only.final, only.original, only.updated) if only and only.updated is not None else None,
-        locations=tuple(Location(p) for p in changed),
-        summary="Applied a patch:\n" + "\n".join(report),
-        changed=tuple(changed),
+        locations=tuple(Location(p) for p in applied.changed),
+        summary="Applied a patch:\n" + "\n".join(summaries),
+        changed=applied.changed,
         shown=ShownResult(title=title, diffs=diffs),
     )
+
+
+def _summaries(workspace: Workspace, planned: tuple[_Planned, ...]) -> list[str]:
+    """Each file's line and diff for the summary. The diffs share one edit's budget, however many files the patch
+    touches: each file gets its share (at least _MIN_DIFF_CHARS, while the budget lasts); every file keeps its
+    line and change size."""
+    share, budget, summaries = max(SUMMARY_DIFF_CHARS // len(planned), _MIN_DIFF_CHARS), SUMMARY_DIFF_CHARS, []
+    for item in planned:
+        chars = min(share, budget) if budget >= _MIN_DIFF_CHARS else 0
+        budget -= chars
+        summaries.append(item.report(workspace, chars))
+    return summaries
 
 
 @dataclass(frozen=True)
