@@ -11,7 +11,8 @@ import pytest
 
 from codling.errors import EditError, PathError, PermissionDenied
 from codling.tools.local import LocalFileSystem
-from codling.tools.patch import FileChange, Hunk, apply_patch, parse_patch
+from codling.tools.patch import apply_patch
+from codling.tools.patch_format import FileChange, Hunk, parse_patch
 from codling.tools.specs import describe_call
 from codling.vocabulary import FileDiff
 from tests.fakes.approver import ScriptedApprover
