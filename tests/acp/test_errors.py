@@ -13,7 +13,7 @@ import pytest
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.client.connection import ClientSideConnection
 
-from codling.acp.errors import SESSION_HELD, client_error
+from codling.acp.rpc_errors import SESSION_HELD, client_error
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from codling.store.header import SessionHeader

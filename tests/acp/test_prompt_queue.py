@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from acp import RequestError
 
-from codling.acp.errors import SESSION_BUSY
+from codling.acp.rpc_errors import SESSION_BUSY
 from codling.acp.server import MAX_WAITING_PROMPTS
 from tests.acp.test_special_turns import Harness, harness, request_text
 from tests.fakes.acp_client import Arrivals

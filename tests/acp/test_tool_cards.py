@@ -12,7 +12,7 @@ from typing import Any
 from acp import PROTOCOL_VERSION, helpers
 from acp.schema import FileEditToolCallContent
 
-from codling.acp.paths import ClientPaths
+from codling.acp.client_paths import ClientPaths
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
 from tests.fakes.acp_client import RecordingClient, connected

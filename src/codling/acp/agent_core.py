@@ -27,19 +27,19 @@ from acp.schema import (
     UnstructuredCommandInput,
 )
 
+from codling.acp.client_paths import ClientPaths
 from codling.acp.config_options import (
     config_options,
     mode_state,
     takes_booleans,
 )
-from codling.acp.errors import (
+from codling.acp.newer import NewerEdge, NewerUpdate, wire
+from codling.acp.rpc_errors import (
     directory,
     held,
     invalid_session_id,
     not_found,
 )
-from codling.acp.newer import NewerEdge, NewerUpdate, wire
-from codling.acp.paths import ClientPaths
 from codling.acp.served import ServedSession
 from codling.acp.translate import ToolCards, Update, translate
 from codling.acp.warmup import WarmUp

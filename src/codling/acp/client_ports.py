@@ -21,8 +21,8 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from codling.acp.errors import RESOURCE_NOT_FOUND, client_error
-from codling.acp.paths import ClientPaths
+from codling.acp.client_paths import ClientPaths
+from codling.acp.rpc_errors import RESOURCE_NOT_FOUND, client_error
 from codling.acp.translate import locations
 from codling.errors import CommandError, PathError
 from codling.secrecy import secret_names

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from acp import RequestError
 
-from codling.acp.errors import held, invalid_session_id, not_found
+from codling.acp.rpc_errors import held, invalid_session_id, not_found
 from codling.errors import CodlingError, InvalidSessionIdError, SessionHeldError, UnknownSessionError
 from codling.store.ids import check_session_id
 

@@ -46,6 +46,7 @@ from acp.schema import (
 
 from codling import __version__
 from codling.acp.auth import auth_methods, auth_required, check_method, keyed_by
+from codling.acp.client_paths import ClientPaths
 from codling.acp.config_options import (
     OPTION_IDS,
     mode_value,
@@ -54,7 +55,8 @@ from codling.acp.config_options import (
     thinking_value,
     thought_level_value,
 )
-from codling.acp.errors import (
+from codling.acp.newer import RENAMED, newer_params
+from codling.acp.rpc_errors import (
     absolute,
     busy,
     directory,
@@ -64,8 +66,6 @@ from codling.acp.errors import (
     shown,
     turn_error,
 )
-from codling.acp.newer import RENAMED, newer_params
-from codling.acp.paths import ClientPaths
 from codling.acp.translate import prompt_usage
 from codling.acp.warmup import WarmUp
 from codling.errors import (

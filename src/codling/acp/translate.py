@@ -68,7 +68,7 @@ Update = (
 
 
 Paths = Callable[[Path], str]
-"""How a resolved path is named to the client (``acp/paths.py``); ``str`` names it as it is."""
+"""How a resolved path is named to the client (``acp/client_paths.py``); ``str`` names it as it is."""
 
 ENDED_BY_USER = {"rejected": "Rejected.", "cancelled": "Cancelled."}
 """The note under a call the user ended (the editor already marked it: its status is left as it is)."""
