@@ -262,7 +262,7 @@ async def test_a_long_session_compacts_past_the_threshold_and_remembers(project:
         compacted += [e for e in events if isinstance(e, ContextCompacted)]
         usage = [e for e in events if isinstance(e, UsageUpdated)][-1]
         assert usage.size == SMALL.context_limit
-        assert usage.used == session.context_used()
+        assert usage.used == session.context.context_used()
     assert compacted, "the session never compacted"
     first = compacted[0]
     assert first.reason == "threshold" and not first.fallback

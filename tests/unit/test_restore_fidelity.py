@@ -131,4 +131,4 @@ async def test_the_providers_count_survives_a_restart(files: Path, settings: Set
     restored = fresh(files, settings, Script([]))
     restored.restore(read_history(path).events)
     assert restored.state.reported_input_tokens == live.state.reported_input_tokens
-    assert restored.context_used() == live.context_used()
+    assert restored.context.context_used() == live.context.context_used()

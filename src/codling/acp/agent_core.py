@@ -305,7 +305,7 @@ class AgentCore:
         await self._advertise_commands(session.id)
         await self._warmed()  # counting the context's tokens needs the tools' schemas and the tokenizer
         try:
-            for update in translate(session.brain.usage_event("")):
+            for update in translate(session.brain.context.usage_event("")):
                 await self.client.session_update(session_id=session.id, update=update)
         except Exception:  # the client may be gone already
             log.debug("could not send the context's usage", exc_info=True)

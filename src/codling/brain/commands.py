@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from codling.brain.context import compactor
 from codling.brain.context.pins import describe_pins
 from codling.brain.context.report import describe_context
 from codling.brain.events import Event, SettingsChanged, TextDelta
@@ -21,21 +20,20 @@ from codling.errors import ConfigError
 
 if TYPE_CHECKING:
     from codling.brain.host import SessionHost
+    from codling.brain.turn_context import TurnContext
 
 AGENTS_FILE = "AGENTS.md"
 
 
-async def run_slash_command(
-    session: SessionHost, turn_id: str, send: Callable[[Event], None], name: str, argument: str
-) -> None:
-    """Run the slash command ``name`` (the pins it changes were changed as its turn started)."""
+async def run_slash_command(turn: TurnContext, name: str, argument: str) -> None:
+    """Run the slash command ``name`` within ``turn`` (the pins it changes were changed as the turn started;
+    ``/compact`` is a compaction: ``turn_kinds/command.py`` runs it)."""
+    session, turn_id, send = turn.session, turn.id, turn.send
 
     def say(text: str) -> None:
         send(TextDelta(turn_id, text))
 
     match name:
-        case "compact":
-            await compactor.compact(session, turn_id, send, "command", argument or None)
         case "pin":
             say(f"Pinned: {argument}" if argument else "Say what to pin: /pin TEXT (for example /pin use tabs).")
         case "unpin" if not argument.strip().isdigit():
@@ -106,7 +104,7 @@ def _model(session: SessionHost, turn_id: str, send: Callable[[Event], None], ar
 def describe_usage(session: SessionHost) -> str:
     """/usage's answer: how full the context is, and what the session has spent."""
     state = session.state
-    usage = session.usage_event("")
+    usage = session.context.usage_event("")
     share = usage.used / usage.size if usage.size else 0.0
     spent = state.spent
     lines = [

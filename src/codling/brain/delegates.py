@@ -148,7 +148,7 @@ class SessionDelegator:
                     outcome = replace(outcome, error=event.message)
                 case TurnEnded():
                     outcome = replace(outcome, stop_reason=event.stop_reason)
-                    parent.spend_aside(Spend(event.usage, event.cost))
+                    parent.aside.add(Spend(event.usage, event.cost))
                 case (
                     TurnStarted()
                     | ThoughtDelta()

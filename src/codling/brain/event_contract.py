@@ -86,7 +86,7 @@ FOLDS: dict[Fold, str] = {
     "segments": "codling.brain.reasoning:SegmentSplitter",
     "ledger": "codling.brain.context.ledger:build_turn_summary",
     "delegates": "codling.brain.delegates:SessionDelegator",
-    "interactions": "codling.brain.special_turns:interactions_of",
+    "interactions": "codling.brain.special_history:interactions_of",
 }
 """Where each fold's ``match event`` lives: a module, or a function or class of it."""
 

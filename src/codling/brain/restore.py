@@ -39,7 +39,7 @@ from codling.brain.events import (
 )
 from codling.brain.prompt import TextBlock
 from codling.brain.slash import PROMPT_COMMANDS
-from codling.brain.special_turns import persisted_entries
+from codling.brain.special_history import persisted_entries
 from codling.brain.state import HistoryEntry, SessionState, saved_prompt
 from codling.brain.turns import Ending, TurnLog, command_of, turn_text, typed_text
 

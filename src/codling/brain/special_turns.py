@@ -18,7 +18,9 @@ persistence is applied one at a time, in the order they were started, and never 
 ready while a turn runs waits for it to end (ephemeral turns persist nothing, so they never wait). Compaction
 is the exception: it is part of the user turn that runs it, and persists at once (see ``execute``).
 
-The built-ins (summarize, title, greeting) are in ``brain/builtin_turns.py``.
+Each special turn is a ``SpecialTask``, with the lifecycle every kind of turn has (``brain/turn_task.py``);
+``SpecialTurns`` orders their persistence. The built-ins (summarize, title, greeting) are in
+``brain/builtin_turns.py``; the interactions as history, ``brain/special_history.py``.
 """
 
 from __future__ import annotations
@@ -26,41 +28,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, assert_never
+from typing import TYPE_CHECKING, Any, Literal
 
 from codling.brain.context.overflow import is_context_overflow
-from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.drive import drive
 from codling.brain.events import (
-    CompactionStarted,
-    ContextCompacted,
-    ContextWarning,
     Event,
-    McpServerNotice,
-    McpServersStarting,
-    PlanUpdated,
-    ProviderRetrying,
-    SessionTitled,
-    SettingsChanged,
     SpecialTurnPersisted,
-    TextDelta,
-    ThoughtDelta,
-    ToolCallFinished,
-    ToolCallNote,
-    ToolCallRunning,
-    ToolCallStarted,
-    ToolCallTerminal,
-    TurnEnded,
-    TurnFailed,
-    TurnStarted,
-    UsageUpdated,
 )
-from codling.brain.interactions import Interaction, InteractionKind
+from codling.brain.interactions import Interaction
 from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
+from codling.brain.special_history import interactions_of, messages_of, persisted_entries
 from codling.brain.spend import Spend, priced
-from codling.brain.state import HistoryEntry, Role, SessionState, summary_entry
+from codling.brain.state import SessionState
+from codling.brain.turn_task import TurnTask, perform
 from codling.errors import SpecialTurnError
 from codling.llm.providers import history_breakpoint, prompt_cache_settings
 from codling.tools.ports import ToolProgress
@@ -69,44 +51,31 @@ if TYPE_CHECKING:
     from pydantic_ai import Agent
 
     from codling.brain.host import SessionHost
+    from codling.brain.turn_context import TurnSlot
 
 log = logging.getLogger(__name__)
-
-_ROLE_OF_KIND: dict[str, Role] = {
-    "user": "user",
-    "assistant": "assistant",
-    "summary": "summary",
-    "tool_result": "assistant",
-}
-"""Where each kind goes in the model's history (a kind not named here is recorded but not shown to the model)."""
 
 
 class SpecialTurns:
     """Runs a session's special turns and applies their persistence one at a time, in start order."""
 
-    def __init__(self, session: SessionHost) -> None:
+    def __init__(self, session: SessionHost, turns: TurnSlot) -> None:
         self._session = session
+        self._turns = turns
         self._last: asyncio.Future[None] | None = None
         """Resolved when the most recently started special turn is over (persisted, failed or cancelled)."""
 
     async def execute(self, config: SpecialTurnConfig, announce: Announce | None = None) -> SpecialTurnResult:
-        """Run one special turn and persist its result as configured.
+        """Run one special turn (a ``SpecialTask``) and persist its result as configured.
 
         Without ``announce`` the special turn stands between user turns: its persistence waits for the special
         turns started before it, then for the user turn in progress (if any) to finish, so its record never
         lands inside a turn and a restored session is the live one. With ``announce`` it is part of the user
         turn that runs it (compaction announces ``ContextCompacted`` within its turn): it persists at once,
         and ``announce`` replaces the ``SpecialTurnPersisted`` notification."""
-        session = self._session
-        # The history is read now, once: what the model sees and what a replace-above result replaces agree.
-        history = _messages(config.messages) if config.messages is not None else session.state.messages()
-        read = _Mark.of(session.state)
-        if config.persistence == "ephemeral":
-            return self._with_fallback(config, await self._attempt(config, history))
-        if announce is not None:
-            result = self._with_fallback(config, await self._attempt(config, history))
-            return await self._persist(config, result, read, announce)
-        if session.inside_turn():
+        if config.persistence == "ephemeral" or announce is not None:
+            return await perform(SpecialTask(self._session, config, announce))
+        if self._turns.inside():
             raise SpecialTurnError(
                 "a special turn that persists waits for the user turn to be over, so it cannot be awaited inside "
                 "that turn (in an observer): start it with session.start_background(...) instead"
@@ -116,27 +85,77 @@ class SpecialTurns:
         previous, mine = self._last, asyncio.get_running_loop().create_future()
         self._last = mine
         try:
-            result = self._with_fallback(config, await self._attempt(config, history))
-            if previous is not None:
-                await asyncio.shield(previous)
-            await self._session.turn_over()
-            return await self._persist(config, result, read, None)
+            return await perform(SpecialTask(self._session, config, None, previous, self._turns))
         finally:
             _resolve_after(mine, previous)
 
-    async def _attempt(self, config: SpecialTurnConfig, history: list[Any]) -> SpecialTurnResult:
-        try:
-            output, interactions = await asyncio.wait_for(self._shrinking(config, history), config.timeout)
-            if config.accept is not None and not config.accept(output):
-                return _failed(config, "error", f"the answer was not usable: {output[:200]!r}")
-        except TimeoutError:
-            return _failed(config, "timeout", f"no answer within {config.timeout:g}s")
-        except Exception as e:  # a special turn never breaks the session: its failure is its result
-            # With a fallback the failure is handled (and shown where it matters, e.g. "fallback summary").
-            level = logging.INFO if config.fallback else logging.WARNING
-            log.log(level, "special turn %s failed: %s", config.turn_type, e)
-            return _failed(config, "error", f"{type(e).__name__}: {e}")
-        return SpecialTurnResult(config.turn_type, "ok", output, metadata=config.metadata, interactions=interactions)
+
+class SpecialTask(TurnTask[SpecialTurnResult]):
+    """One special turn: ``start`` reads the history, ``run`` asks the model (isolated from the session),
+    ``abort`` makes a failure or a timeout its result (a cancel goes through), ``finish`` falls back when it
+    must and persists, after ``previous`` and the user turn in ``turns`` (if given) are over."""
+
+    kind = "special"
+
+    def __init__(
+        self,
+        session: SessionHost,
+        config: SpecialTurnConfig,
+        announce: Announce | None,
+        previous: asyncio.Future[None] | None = None,
+        turns: TurnSlot | None = None,
+    ) -> None:
+        self._session = session
+        self.config = config
+        self._announce = announce
+        self._previous = previous
+        self._turns = turns
+        self._history: list[Any] = []
+        self._read = _Mark.of(session.state)
+        self.result = _failed(config, "error", "the special turn did not run")
+
+    def start(self) -> None:
+        """Read the history now, once: what the model sees and what a replace-above result replaces agree."""
+        config, state = self.config, self._session.state
+        self._history = messages_of(config.messages) if config.messages is not None else state.messages()
+        self._read = _Mark.of(state)
+
+    async def run(self) -> None:
+        """Ask the model, within the turn's time limit; an answer ``accept`` rejects is a failure."""
+        config = self.config
+        output, interactions = await asyncio.wait_for(self._shrinking(config, self._history), config.timeout)
+        if config.accept is not None and not config.accept(output):
+            self.result = _failed(config, "error", f"the answer was not usable: {output[:200]!r}")
+            return
+        self.result = SpecialTurnResult(
+            config.turn_type, "ok", output, metadata=config.metadata, interactions=interactions
+        )
+
+    def abort(self, error: Exception | asyncio.CancelledError) -> bool:
+        """A special turn never breaks the session: its failure is its result (a cancel goes through)."""
+        config = self.config
+        if isinstance(error, TimeoutError):
+            self.result = _failed(config, "timeout", f"no answer within {config.timeout:g}s")
+            return True
+        if not isinstance(error, Exception):
+            return False
+        # With a fallback the failure is handled (and shown where it matters, e.g. "fallback summary").
+        level = logging.INFO if config.fallback else logging.WARNING
+        log.log(level, "special turn %s failed: %s", config.turn_type, error)
+        self.result = _failed(config, "error", f"{type(error).__name__}: {error}")
+        return True
+
+    async def finish(self) -> SpecialTurnResult:
+        """The result, or the fallback's; persisted as configured, once it may be."""
+        config = self.config
+        result = self._with_fallback(config, self.result)
+        if config.persistence == "ephemeral":
+            return result
+        if self._previous is not None:
+            await asyncio.shield(self._previous)
+        if self._turns is not None:
+            await self._turns.over()
+        return await self._persist(config, result, self._read, self._announce)
 
     @staticmethod
     def _with_fallback(config: SpecialTurnConfig, result: SpecialTurnResult) -> SpecialTurnResult:
@@ -162,7 +181,7 @@ class SpecialTurns:
                     raise
                 log.info("special turn %s: the request was too long; trying a smaller one", config.turn_type)
                 if smaller.messages is not None and config.messages is None:
-                    history = _messages(smaller.messages)
+                    history = messages_of(smaller.messages)
                 config = smaller
 
     async def _run(self, config: SpecialTurnConfig, history: list[Any]) -> tuple[str, tuple[Interaction, ...]]:
@@ -175,11 +194,12 @@ class SpecialTurns:
         from codling.llm.providers import agent_class
 
         session = self._session
-        model = session.model_for(config.model)
-        instructions = config.instructions if config.instructions is not None else session.instructions()
-        toolsets = [session.toolset(config.tool_filter)] if config.run_tools and not config.tool_filter.empty else []
+        model = session.models.model_for(config.model)
+        instructions = config.instructions if config.instructions is not None else session.models.instructions()
+        offers_tools = config.run_tools and not config.tool_filter.empty
+        toolsets = [session.models.toolset(config.tool_filter)] if offers_tools else []
         if config.share_prefix:
-            toolsets = [_switched_off(toolset) for toolset in session.turn_toolsets()]
+            toolsets = [_switched_off(toolset) for toolset in session.models.turn_toolsets()]
         # Nobody watches a special turn, so nobody can be asked (gated tools run only if the mode allows them),
         # nothing it runs is shown (its terminals report to nowhere), and it hands nothing to delegates (whose
         # tool a request sharing the user turns' prefix still lists, as they do: no call runs there).
@@ -211,7 +231,7 @@ class SpecialTurns:
             stop, usage = await drive(
                 run, "", events.append, deps, stream=not config.force_non_streaming, idle_timeout=config.idle_timeout
             )
-            session.spend_aside(Spend(usage, priced(session.model_info(config.model), usage)))
+            session.aside.add(Spend(usage, priced(session.models.model_info(config.model), usage)))
             if run.result is None:
                 raise SpecialTurnError(f"the special turn stopped before it answered ({stop})")
             return run.result.output, interactions_of(events)
@@ -317,86 +337,3 @@ def _resolve_after(future: asyncio.Future[None], previous: asyncio.Future[None] 
         resolve()
     else:
         previous.add_done_callback(resolve)
-
-
-def interactions_of(events: Sequence[Event]) -> tuple[Interaction, ...]:
-    """A run's events as interactions, in order: each stretch of thinking or text as one ``thought`` or
-    ``assistant``, each tool call as a ``tool_call`` (its title) and a ``tool_result`` (what it did, as the
-    plain-text summary the history keeps of user turns' tool calls)."""
-    out: list[Interaction] = []
-    started: dict[str, ToolCallStarted] = {}
-    for event in events:
-        match event:
-            case TextDelta() | ThoughtDelta():
-                kind: InteractionKind = "assistant" if isinstance(event, TextDelta) else "thought"
-                if out and out[-1].kind == kind:
-                    out[-1] = Interaction(kind, out[-1].text + event.text)
-                else:
-                    out.append(Interaction(kind, event.text))
-            case ToolCallStarted():
-                started[event.call_id] = event
-                out.append(Interaction("tool_call", event.title))
-            case ToolCallFinished() if event.call_id in started:
-                out.append(Interaction("tool_result", summarize_tool_call(started[event.call_id], event)))
-            case (
-                TurnStarted()
-                | ToolCallTerminal()
-                | ToolCallNote()
-                | ToolCallRunning()
-                | ToolCallFinished()
-                | PlanUpdated()
-                | CompactionStarted()
-                | ContextCompacted()
-                | ProviderRetrying()
-                | ContextWarning()
-                | McpServersStarting()
-                | McpServerNotice()
-                | SettingsChanged()
-                | UsageUpdated()
-                | SpecialTurnPersisted()
-                | SessionTitled()
-                | TurnFailed()
-                | TurnEnded()
-            ):
-                pass  # not an interaction (a result whose call was not seen neither)
-            case _:
-                assert_never(event)
-    return tuple(out)
-
-
-def _messages(interactions: Sequence[Interaction]) -> list[Any]:
-    """Override messages as pydantic-ai messages (see ``SpecialTurnConfig.messages``)."""
-    from pydantic_ai.messages import ModelRequest, SystemPromptPart
-
-    out: list[Any] = []
-    for interaction in interactions:
-        if interaction.kind == "system":
-            out.append(ModelRequest(parts=[SystemPromptPart(interaction.text)]))
-        elif interaction.kind == "context":
-            out.append(HistoryEntry.of("user", interaction.text).message())
-        elif interaction.kind in _ROLE_OF_KIND:
-            out.append(_entry(interaction).message())
-    return out
-
-
-def _entry(interaction: Interaction) -> HistoryEntry:
-    if interaction.kind == "summary":
-        return summary_entry(interaction.text)
-    return HistoryEntry.of(_ROLE_OF_KIND[interaction.kind], interaction.text)
-
-
-def persisted_entries(interactions: Sequence[Interaction]) -> list[HistoryEntry]:
-    """The history entries persisted interactions become (live, and when a session is restored from its
-    records). As for user turns, the model's history keeps text: user and assistant messages, summaries, and
-    tool results as their plain-text summaries, merged into the assistant's reply; the other kinds (thoughts,
-    tool calls, system and context) stay in the record, for transcripts and replays, and out of the history."""
-    entries: list[HistoryEntry] = []
-    for interaction in interactions:
-        role = _ROLE_OF_KIND.get(interaction.kind)
-        if role is None:
-            continue
-        if role == "assistant" and entries and entries[-1].role == "assistant":
-            entries[-1] = HistoryEntry.of("assistant", f"{entries[-1].text}\n\n{interaction.text}")
-        else:
-            entries.append(_entry(interaction))
-    return entries

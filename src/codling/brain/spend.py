@@ -53,3 +53,23 @@ class Spend:
 
     def __add__(self, other: Spend) -> Spend:
         return Spend(self.usage + other.usage, add_costs(self.cost, other.cost))
+
+
+class SpentAside:
+    """What a session spent beside its turns' own requests (a delegate's turn, a special turn such as the
+    summarizer's or the title's), not yet in a turn's record: the next turn to end takes it (the running one,
+    or the next one for what was spent between turns, a title named after its turn), since a session's spend
+    lives in its turns' records."""
+
+    def __init__(self) -> None:
+        self.so_far = Spend()
+        """What was spent aside since the last turn took it."""
+
+    def add(self, spend: Spend) -> None:
+        """Count ``spend`` in the next turn to end."""
+        self.so_far += spend
+
+    def take(self) -> Spend:
+        """What was spent aside so far, for the turn that ends now; the count starts again."""
+        spent, self.so_far = self.so_far, Spend()
+        return spent

@@ -1,4 +1,5 @@
-"""Compaction as a session does it: through the summarize special turn, announced within the user's turn.
+"""Compaction's work (run by ``turn_kinds/compaction.Compaction``): through the summarize special turn, announced
+within the user's turn.
 
 Observers see ``CompactionStarted``, then (once the summary replaced the history) ``ContextCompacted`` and a
 ``UsageUpdated``; never the summarize request itself. The summarize turn (``builtin_turns.summarize_turn``)
@@ -10,9 +11,7 @@ messages.
 
 from __future__ import annotations
 
-import asyncio
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -29,9 +28,6 @@ from codling.brain.events import (
     CompactionReason,
     CompactionStarted,
     ContextCompacted,
-    Event,
-    TextDelta,
-    ToolCallFinished,
 )
 from codling.brain.interactions import Interaction
 from codling.brain.special_config import SpecialTurnConfig, SpecialTurnResult
@@ -39,7 +35,7 @@ from codling.brain.state import SessionState
 from codling.llm.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from codling.brain.host import SessionHost
+    from codling.brain.turn_context import TurnContext
 
 
 BREAKER_FAILURES = 2
@@ -138,27 +134,23 @@ def _said(request: str, kept: Sequence[str]) -> bool:
 
 
 async def compact(
-    session: SessionHost,
-    turn_id: str,
-    send: Callable[[Event], None],
+    turn: TurnContext,
+    call_id: str,
     reason: CompactionReason,
     instructions: str | None = None,
     pending: int = 0,
 ) -> None:
-    """Replace the session's history by recent user messages plus a summary, telling observers (through
-    ``send``, the turn's own channel) before and after. ``pending`` is what the next request adds to the
-    context as it stands (the turn's prompt), so before and after are the next request's size."""
-    state = session.state
-    if not state.entries:
-        send(TextDelta(turn_id, "There is nothing to compact yet."))
-        return
-    call_id = f"compact-{uuid.uuid4().hex[:12]}"
-    before = session.context_used() + pending
+    """Replace the session's history by recent user messages plus a summary, telling observers (through the
+    turn's own channel) before and after, on the card ``call_id``. ``pending`` is what the next request adds to
+    the context as it stands (the turn's prompt), so before and after are the next request's size."""
+    session, state, turn_id, send = turn.session, turn.state, turn.id, turn.send
+    engine = session.context
+    before = engine.context_used() + pending
     send(CompactionStarted(turn_id, call_id, before, reason))
     model = state.model
     entries = list(state.entries)
     budget_of = Budget.of(model, DEFAULT_THRESHOLD)
-    shares = leaves(budget_of, session.context_overhead(), pending)
+    shares = leaves(budget_of, engine.overhead(), pending)
     kept = compaction.kept_user_messages(entries, shares.kept_user)
 
     def fallback() -> str:
@@ -177,8 +169,8 @@ async def compact(
             turn_id, call_id, summary, kept_texts, before, 0, fallback_used, reason, skipped=skipped, note=note
         )
         count_compaction(state, event)
-        send(replace(event, tokens_after=session.context_used() + pending))
-        send(session.usage_event(turn_id))
+        send(replace(event, tokens_after=engine.context_used() + pending))
+        send(engine.usage_event(turn_id))
 
     if summarizer_open(state):
         summary = fallback()
@@ -219,7 +211,7 @@ async def compact(
         _prompt_for(compaction.compaction_prompt(), instructions, shares.summary, [e.text for e in kept])
     )
     # The history as the user turns send it, when it fits beside the request: a prefix cache then serves it.
-    fits = session.context_overhead() + state.history_tokens + request <= budget_of.input_limit
+    fits = engine.overhead() + state.history_tokens + request <= budget_of.input_limit
     config = summarizer(transcript, history=fits)
 
     async def announce(result: SpecialTurnResult) -> None:
@@ -229,8 +221,4 @@ async def compact(
         )
         finish(result.output, kept_texts, result.fallback, False)
 
-    try:
-        await session.execute_special_turn(config, announce=announce)
-    except asyncio.CancelledError:
-        send(ToolCallFinished(turn_id, call_id, "compact", "failed", "cancelled: the history was not compacted"))
-        raise
+    await session.execute_special_turn(config, announce=announce)

@@ -2,8 +2,9 @@
 
 It answers what the next request will cost (``context_used``, ``usage_event``), lays out the context each
 turn carries with the user's message (``turn_block``), cuts a prompt too long for the window (``fit_prompt``),
-compacts before a turn that would pass the budget (``before_turn``), fits every request of the turn into the
-window (``requests``: see ``requests.py``) and carries the provider's own count past the turn (``after_turn``).
+says when a turn would pass the budget, so a compaction runs first (``compaction_due``), fits every request of
+the turn into the window (``requests``: see ``requests.py``) and carries the provider's own count past the
+turn (``after_turn``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import uuid
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from codling.brain.context import compactor, tools
+from codling.brain.context import tools
 from codling.brain.context.budget import MESSAGE_OVERHEAD_TOKENS, Budget, image_tokens
 from codling.brain.context.layout import (
     CONTEXT_CLOSE,
@@ -29,14 +30,16 @@ from codling.brain.context.layout import (
 )
 from codling.brain.context.pins import render_pins
 from codling.brain.events import ContextWarning, Event, UsageUpdated
+from codling.brain.model_stack import ModelStack
+from codling.brain.options import SessionOptions
 from codling.brain.prompt import ImageBlock
-from codling.brain.state import saved_prompt
+from codling.brain.state import SessionState, saved_prompt
 from codling.llm.tokens import count_tokens, count_wire_tokens, tail_tokens, truncate_to_tokens
 from codling.tools.atomic import replace_file
+from codling.tools.deps import ToolDeps
 
 if TYPE_CHECKING:
     from codling.brain.context.requests import TokenCounter, TurnRequests
-    from codling.brain.host import SessionHost
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +71,19 @@ def fit_prompt(text: str, budget: Budget, saved: Path | None = None) -> str:
     )
 
 
+class EngineOwner(Protocol):
+    """The session a context engine counts for (read at each use: a session's options may be replaced)."""
+
+    state: SessionState
+    deps: ToolDeps
+    options: SessionOptions
+    models: ModelStack
+
+
 class ContextEngine:
     """The context of one session (see the module's docstring)."""
 
-    def __init__(self, session: SessionHost) -> None:
+    def __init__(self, session: EngineOwner) -> None:
         self._session = session
         self._tools: dict[tuple[frozenset[str] | None, bool, bool], int] = {}
         self._mcp_tokens: tuple[tuple[str, ...], int] = ((), 0)
@@ -86,7 +98,7 @@ class ContextEngine:
         """Today's date, as the context block says it (a test sets its own day)."""
 
     @property
-    def state(self) -> Any:
+    def state(self) -> SessionState:
         """The session's state."""
         return self._session.state
 
@@ -104,7 +116,7 @@ class ContextEngine:
 
     def system_tokens(self) -> int:
         """What the system prompt takes of every request."""
-        text = self._session.instructions()
+        text = self._session.models.instructions()
         if self._system[0] is not text:
             self._system = (text, count_wire_tokens(text) + MESSAGE_OVERHEAD_TOKENS)
         return self._system[1]
@@ -223,10 +235,11 @@ class ContextEngine:
             send(ContextWarning(turn_id, f"context-{uuid.uuid4().hex[:12]}", message))
         return fitted
 
-    async def before_turn(self, turn_id: str, send: Callable[[Event], None], prompt: str) -> None:
-        """Compact the history when the turn's first request would pass the budget's compaction point, and
-        compaction can help: not when what it would leave is about what there is (that would compact every
-        turn); a window too small for codling's own overhead is said once instead."""
+    def compaction_due(self, turn_id: str, send: Callable[[Event], None], prompt: str) -> int | None:
+        """Before a turn's first request: what ``prompt`` adds to the context (the compaction's ``pending``)
+        when that request would pass the budget's compaction point and compaction can help, else None; not
+        when what it would leave is about what there is (that would compact every turn). A window too small
+        for codling's own overhead is said once."""
         budget = self.budget
         overhead = self.overhead()
         pending = count_tokens(prompt)
@@ -241,11 +254,15 @@ class ContextEngine:
                 "window will work better.",
             )
         if not self.state.entries or self.context_used() + pending <= budget.compact_at:
-            return
+            return None
         leaves = budget.kept_user + budget.summary
         if self.state.history_tokens <= leaves * 1.25 and self.context_used() + pending <= budget.input_limit:
-            return  # compacting would leave about what there is
-        await compactor.compact(self._session, turn_id, send, "threshold", pending=pending)
+            return None  # compacting would leave about what there is
+        return pending
+
+    def after_compaction(self, turn_id: str, send: Callable[[Event], None], pending: int) -> None:
+        """After the compaction ``compaction_due`` asked for: say so once when the request is still too large."""
+        budget = self.budget
         if (after := self.context_used() + pending) > budget.input_limit:
             self.warn_once(
                 "small",

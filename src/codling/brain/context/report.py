@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from codling.brain.context import tools
 from codling.brain.context.budget import Budget
-from codling.brain.context.engine import ContextEngine
+from codling.brain.context.engine import ContextEngine, EngineOwner
 from codling.brain.context.layout import RECENT_FILES
 from codling.brain.context.summaries import display_path
 from codling.brain.prompt import (
@@ -29,7 +29,6 @@ from codling.brain.prompt import (
 from codling.llm.tokens import count_tokens, count_wire_tokens
 
 if TYPE_CHECKING:
-    from codling.brain.host import SessionHost
     from codling.brain.state import HistoryEntry
 
 _INSTRUCTIONS_HEADING = "\n\n# Project instructions ("
@@ -64,7 +63,7 @@ class ContextReport:
         return max(self.estimate, self.reported)
 
 
-def context_report(session: SessionHost) -> ContextReport:
+def context_report(session: EngineOwner) -> ContextReport:
     """The parts of the next request of ``session`` with their tokens (see the module's docstring)."""
     # A fresh engine counts exactly as the session's own (the counts are pure functions of the session), and
     # the report needs nothing of the session but its protocol.
@@ -82,7 +81,7 @@ def context_report(session: SessionHost) -> ContextReport:
     return ContextReport(state.model.id, rows, estimate, state.reported_input_tokens, engine.budget, tuple(notes))
 
 
-def describe_context(session: SessionHost) -> str:
+def describe_context(session: EngineOwner) -> str:
     """/context's answer: the report as a markdown table (aligned, so it reads as plain text too), the
     budgets below the total, and notes (instruction files left out, the provider's larger count)."""
     return render_report(context_report(session))
@@ -142,10 +141,10 @@ def _group(label: str, total: int, parts: Sequence[tuple[str, int | None]]) -> l
     ]
 
 
-def _system_rows(session: SessionHost, total: int) -> tuple[list[ContextRow], list[str]]:
+def _system_rows(session: EngineOwner, total: int) -> tuple[list[ContextRow], list[str]]:
     """The system prompt: the instruction files (each), the environment block, a delegate's role, and what
     is left: codling's own prompt (its headings, the message's overhead)."""
-    text = session.instructions()
+    text = session.models.instructions()
     state = session.state
     parts: list[tuple[str, int | None]] = []
     notes: list[str] = []
@@ -192,7 +191,7 @@ def _file_label(file: InstructionFile, cwd: Path) -> str:
     return f"{shown} (yours)"
 
 
-def _tool_rows(session: SessionHost, engine: ContextEngine) -> list[ContextRow]:
+def _tool_rows(session: EngineOwner, engine: ContextEngine) -> list[ContextRow]:
     """The tool definitions a user turn offers: codling's own tools, and the MCP servers' (counted as what the
     engine counts beyond codling's own)."""
     options = session.options
@@ -241,7 +240,7 @@ def _history_rows(entries: Sequence[HistoryEntry], total: int) -> list[ContextRo
     return _group(f"History ({len(entries)} messages)", total, parts)
 
 
-def _block_rows(session: SessionHost, block: str, total: int) -> list[ContextRow]:
+def _block_rows(session: EngineOwner, block: str, total: int) -> list[ContextRow]:
     """The context block the next prompt carries: what the notes in the history do not say yet (see
     ``layout.py``) of the pins and facts and the recently edited files; what is left is the block's own text
     (its tags, the note that codling wrote it, the date)."""
