@@ -91,7 +91,7 @@ async def test_usage_commands_and_compaction_are_visible_and_survive_load(home: 
     records = [json.loads(line) for line in (home / "sessions" / sid / "history.jsonl").read_text().splitlines()]
     compactions = [r for r in records if r["kind"] == "compaction"]
     assert len(compactions) >= 2 and compactions[-1]["reason"] == "command"
-    # Every turn's execution summary is persisted with it; the /compact command turn has none.
+    # Every turn's recap is persisted with it; the /compact command turn has none.
     starts = [r for r in records if r["kind"] == "turn_start"]
     ends = [r for r in records if r["kind"] == "turn_end"]
     assert len(starts) == len(ends) == 8

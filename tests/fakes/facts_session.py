@@ -959,7 +959,7 @@ def _relevant(name: str, request: set[str]) -> bool:
 
 
 def _tool_values(calls: str, request: str) -> list[tuple[bool, str]]:
-    """The values a turn's tool summaries show, as a good model notes them: per call, its title and its
+    """The values a turn's tool digests show, as a good model notes them: per call, its title and its
     ``NAME = value`` and ``key: value`` lines with a concrete value (of a file read, of a search match; named
     with their TOML section) and its output lines naming a port, a version, a URL or a checksum. Those that
     bear on the ``request`` of the turn (or name a port or a version) come first, as ``(True, line)``; the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
+from codling.brain.context.ledger_entries import TurnRecap, TurnStep
 from codling.brain.context.window import LearnedWindow
 from codling.brain.events import (
     ContextCompacted,
@@ -26,7 +26,7 @@ from codling.vocabulary import FileDiff, Location, PlanStep
 
 TURN = "turn-1"
 
-SUMMARY = TurnExecutionSummary(
+SUMMARY = TurnRecap(
     turn_number=3,
     request="rename greet",
     steps=(TurnStep("Edit app.py", "done", (Path("/w/app.py"),), "+1 -1"),),

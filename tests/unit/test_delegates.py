@@ -233,7 +233,7 @@ async def test_what_a_coder_changed_is_the_turn_s_and_survives_a_restore(
     file.close()
     b = project.resolve() / "b.py"
     assert session.state.recent_files == (b,)
-    assert session.state.turn_summaries[-1].files_changed == (b,)
+    assert session.state.turn_recaps[-1].files_changed == (b,)
     assert result.tool_calls[0].finished is not None and result.tool_calls[0].finished.changed == (b,)
     assert "Files it changed: b.py" in session.state.entries[-1].text  # what later turns see of the call
     restored = open_session(settings, MODEL, project, approver=None, model_factory=script.factory())

@@ -64,7 +64,7 @@ def _types_in(annotation: Any) -> list[type[Any]]:
 
 def test_the_mirrored_models_are_found() -> None:
     names = {model.__name__ for model in mirrored_models()}
-    assert {"TurnEndRecord", "UsagePart", "SummaryPart", "TurnStepPart", "LocationPart", "DiffPart"} <= names
+    assert {"TurnEndRecord", "UsagePart", "RecapPart", "TurnStepPart", "LocationPart", "DiffPart"} <= names
 
 
 @pytest.mark.parametrize("model", mirrored_models(), ids=lambda model: model.__name__)

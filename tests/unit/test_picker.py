@@ -10,13 +10,13 @@ import pytest
 
 from codling.cli.app import resume_without_id
 from codling.cli.picker import PAGE_SIZE, age, pick_session
-from codling.store.index import SessionSummary
+from codling.store.index import SessionListing
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
-def summary(n: int, title: str | None = None) -> SessionSummary:
-    return SessionSummary(
+def summary(n: int, title: str | None = None) -> SessionListing:
+    return SessionListing(
         session_id=f"20261123-{n:012x}",
         cwd=Path("/p"),
         title=title,
@@ -30,7 +30,7 @@ def summary(n: int, title: str | None = None) -> SessionSummary:
 SESSIONS = [summary(1, "Fix the parser"), summary(2), summary(3, "Port the lexer")]
 
 
-def pick(answers: str, sessions: list[SessionSummary] = SESSIONS) -> tuple[str | None, str]:
+def pick(answers: str, sessions: list[SessionListing] = SESSIONS) -> tuple[str | None, str]:
     out = StringIO()
     chosen = pick_session(sessions, input=StringIO(answers), output=out, now=NOW, where="in /p")
     return chosen, out.getvalue()

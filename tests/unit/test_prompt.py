@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from codling.brain.context.layout import turn_context
-from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
+from codling.brain.context.ledger_entries import TurnRecap, TurnStep
 from codling.brain.prompt import InstructionFile, Instructions, find_project_instructions, system_prompt
 from tests.fakes.deadlines import deadline
 
@@ -127,8 +127,8 @@ def test_system_prompt_without_instructions(tmp_path: Path) -> None:
 CWD = Path("/p")
 
 
-def summary(n: int, request: str, **kwargs: object) -> TurnExecutionSummary:
-    return TurnExecutionSummary(n, request, **kwargs)  # type: ignore[arg-type]
+def summary(n: int, request: str, **kwargs: object) -> TurnRecap:
+    return TurnRecap(n, request, **kwargs)  # type: ignore[arg-type]
 
 
 def test_turn_context_is_empty_with_nothing_to_say() -> None:

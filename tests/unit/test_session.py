@@ -327,4 +327,4 @@ async def test_what_the_model_said_at_each_step_stays_a_paragraph_of_its_own(pro
     result = await session.run("fix the hang")
     assert result.text == "The loop never yielded at all).\n\nFixed."
     assert session.state.entries[1].text.startswith("The loop never yielded at all).\n\nFixed.\n\n[Tool calls")
-    assert session.state.turn_summaries[-1].reply == "Fixed."
+    assert session.state.turn_recaps[-1].reply == "Fixed."

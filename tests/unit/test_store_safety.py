@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
+from codling.brain.context.ledger_entries import TurnRecap, TurnStep
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
@@ -31,14 +31,14 @@ from codling.brain.events import (
     Usage,
 )
 from codling.brain.interactions import Interaction
-from codling.brain.prompt import ImageBlock, ResourceBlock, TextBlock, prompt_summary
+from codling.brain.prompt import ImageBlock, ResourceBlock, TextBlock, describe_prompt
 from codling.cli.home import open_store
 from codling.config import Settings
 from codling.errors import InvalidSessionIdError, SessionError, UnknownSessionError
 from codling.store.header import SessionHeader
 from codling.store.history import HistoryFile, HistoryRecorder, read_history
 from codling.store.ids import new_session_id
-from codling.store.index import SessionStore, SessionSummary
+from codling.store.index import SessionListing, SessionStore
 from codling.store.records import RECORD, dump_record
 from codling.vocabulary import FileDiff, Location, PlanStep
 from tests.fakes.deadlines import deadline
@@ -115,7 +115,7 @@ def test_listing_ignores_directories_that_are_not_ids_and_metadata_naming_anothe
         json.dumps({"session_id": other, "cwd": "/evil", "created_at": "2026-11-22T10:00:00.000Z"})
     )
     (summary,) = store.list()
-    assert summary == SessionSummary(
+    assert summary == SessionListing(
         real, Path("/p"), None, "2026-11-22T10:00:00.000Z", summary.updated_at, None, "openai-chat:m"
     )
     assert json.loads((store.root / real / "meta.json").read_text())["session_id"] == real
@@ -146,7 +146,7 @@ BLOCKS = (
     ImageBlock("aGk=", "image/png", "file:///p/shot.png"),
 )
 EVERY_KIND: list[Event] = [
-    TurnStarted(T, prompt_summary(BLOCKS), True, STARTED, BLOCKS),
+    TurnStarted(T, describe_prompt(BLOCKS), True, STARTED, BLOCKS),
     ThoughtDelta(T, "thinking"),
     ToolCallStarted(
         T, "c1", "edit_file", "Edit a.py", "edit", {"path": "a.py", "n": [1, None]}, (Location(Path("/p/a.py"), 3),)
@@ -162,7 +162,7 @@ EVERY_KIND: list[Event] = [
     TurnFailed(T, "provider down"),
     TurnEnded(
         T, "max_turn_requests", Usage(10, 20, 3), error=True,
-        summary=TurnExecutionSummary(1, "fix it", (TurnStep("Edit a.py", "failed: no", (Path("/p/a.py"),)),),
+        summary=TurnRecap(1, "fix it", (TurnStep("Edit a.py", "failed: no", (Path("/p/a.py"),)),),
                                      (Path("/p/a.py"),), ("`ls` → exit 0",), "done", "provider down"),
     ),
     SpecialTurnPersisted("summarize", "replace-above", (Interaction("summary", "s"),), {"n": 1}, 4, "sp-1"),
@@ -269,7 +269,7 @@ def test_a_meta_json_that_cannot_be_replaced_still_lists_the_session(
     meta.mkdir()  # neither readable as meta.json nor replaceable by a file
     with caplog.at_level(logging.WARNING, logger="codling.store.index"):
         (summary,) = store.list()
-    assert summary == SessionSummary(
+    assert summary == SessionListing(
         sid, Path("/p"), "kept title", "2026-11-22T10:00:00.000Z", summary.updated_at, None, "openai-chat:m"
     )
     assert "cannot rewrite meta.json ([Errno 21] Is a directory" in caplog.text

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, assert_never
 from codling.brain.builtin_turns import prompt_text
 from codling.brain.context.budget import Budget
 from codling.brain.context.compaction import DEFAULT_THRESHOLD
+from codling.brain.context.digests import changed_files
 from codling.brain.context.layout import turn_context
 from codling.brain.context.pins import render_pins
-from codling.brain.context.summaries import changed_files
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
@@ -190,7 +190,7 @@ class SessionDelegator:
             parts.append(pins)
         # What the lead's own requests get each turn (recent files, the turn ledger), DESIGN §6.
         ledger = budget.ledger
-        if prior := turn_context(state.recent_files, state.turn_summaries, state.cwd, ledger):
+        if prior := turn_context(state.recent_files, state.turn_recaps, state.cwd, ledger):
             parts.append(f"# Prior context (what the lead agent's last turns did)\n{prior}")
         if carryover and (note := state.delegate_notes.get(role)):
             parts.append(f"# Your previous run as the {role} in this session ended with\n{note}")

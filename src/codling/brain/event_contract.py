@@ -84,7 +84,7 @@ FOLDS: dict[Fold, str] = {
     "follow": "codling.brain.restore:follow",
     "turn_log": "codling.brain.turns:TurnLog",
     "segments": "codling.brain.reasoning:SegmentSplitter",
-    "ledger": "codling.brain.context.ledger:build_turn_summary",
+    "ledger": "codling.brain.context.ledger:build_turn_recap",
     "delegates": "codling.brain.delegates:SessionDelegator",
     "interactions": "codling.brain.special_history:interactions_of",
 }

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
-from codling.brain.context.ledger_entries import TurnExecutionSummary
+from codling.brain.context.ledger_entries import TurnRecap
 from codling.brain.context.window import LearnedWindow
 from codling.brain.interactions import Interaction
 from codling.brain.prompt import PromptBlock
@@ -373,7 +373,7 @@ class TurnEnded:
     stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)
     error: bool = False
-    summary: TurnExecutionSummary | None = None
+    summary: TurnRecap | None = None
     """What the turn did, for the next turns' prompts (None for command turns such as /compact)."""
     context_tokens: int = 0
     """The input tokens the provider reported for the turn's first request, carried to the history after the

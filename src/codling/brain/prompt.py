@@ -3,7 +3,7 @@
 The system prompt (``system_prompt``) is static for a session: brain/prompts/system.md, the instruction files
 (``find_project_instructions``: the user's $CODLING_HOME/AGENTS.md, then AGENTS.md, CLAUDE.md or GEMINI.md from
 the repository root down to the cwd) and a short environment block. What changes from turn to turn
-(``turn_context``: recently edited files and the last turn summaries) is given to each model request as extra
+(``turn_context``: recently edited files and the last turn recaps) is given to each model request as extra
 instructions, so the history itself stays plain conversation.
 """
 
@@ -178,7 +178,7 @@ def user_content(text: str, images: Sequence[ImageBlock], *, can_see: bool) -> s
     return content
 
 
-def prompt_summary(blocks: tuple[PromptBlock, ...]) -> str:
+def describe_prompt(blocks: tuple[PromptBlock, ...]) -> str:
     """The prompt as a user would describe it: typed text plus the names of attachments."""
     parts = [b.text if isinstance(b, TextBlock) else f"@{b.name}" for b in blocks]
     return " ".join(p for p in parts if p).strip()

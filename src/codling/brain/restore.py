@@ -9,9 +9,9 @@ from codling.brain.context import compaction
 from codling.brain.context.budget import Budget
 from codling.brain.context.compaction import DEFAULT_THRESHOLD
 from codling.brain.context.compactor import count_compaction
+from codling.brain.context.digests import update_recent_files
 from codling.brain.context.engine import fit_prompt
 from codling.brain.context.pins import pins_after
-from codling.brain.context.summaries import update_recent_files
 from codling.brain.delegates import remember as remember_delegate
 from codling.brain.events import (
     CompactionStarted,
@@ -45,7 +45,7 @@ from codling.brain.turns import Ending, TurnLog, command_of, turn_text, typed_te
 
 
 def record_turn(state: SessionState, log_: TurnLog, ending: Ending | None) -> None:
-    """Append a turn to the text history (user text, then reply text with tool summaries)."""
+    """Append a turn to the text history (user text, then reply text with tool digests)."""
     if state.turn_count == 0:
         state.first_request = log_.user_text
     state.add(HistoryEntry.of("user", log_.user_text, log_.context))

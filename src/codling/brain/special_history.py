@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, assert_never
 
-from codling.brain.context.summaries import summarize_tool_call
+from codling.brain.context.digests import tool_call_digest
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
@@ -62,7 +62,7 @@ def interactions_of(events: Sequence[Event]) -> tuple[Interaction, ...]:
                 started[event.call_id] = event
                 out.append(Interaction("tool_call", event.title))
             case ToolCallFinished() if event.call_id in started:
-                out.append(Interaction("tool_result", summarize_tool_call(started[event.call_id], event)))
+                out.append(Interaction("tool_result", tool_call_digest(started[event.call_id], event)))
             case (
                 TurnStarted()
                 | ToolCallTerminal()

@@ -14,7 +14,7 @@ from codling.llm.tokens import count_wire_tokens
 from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
-    from codling.brain.context.ledger_entries import TurnExecutionSummary
+    from codling.brain.context.ledger_entries import TurnRecap
     from codling.brain.context.pins import Pin
     from codling.vocabulary import PlanStep
 
@@ -101,7 +101,7 @@ class SessionState:
     history_tokens: int = 0
     turn_count: int = 0
     recent_files: tuple[Path, ...] = ()
-    turn_summaries: tuple[TurnExecutionSummary, ...] = ()
+    turn_recaps: tuple[TurnRecap, ...] = ()
     """Every turn's ledger entry, oldest first (rendered within a budget: see ``context/ledger.py``)."""
     reported_input_tokens: int = 0
     """Input tokens the provider reported for the latest request (0 after a compaction)."""
@@ -216,6 +216,6 @@ class SessionState:
         """The history as pydantic-ai messages (built once per entry, not per request)."""
         return list(self._messages)
 
-    def remember_turn(self, summary: TurnExecutionSummary) -> None:
+    def remember_turn(self, summary: TurnRecap) -> None:
         """Keep a turn's ledger entry."""
-        self.turn_summaries = (*self.turn_summaries, summary)
+        self.turn_recaps = (*self.turn_recaps, summary)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, assert_never
 
 from codling.brain.builtin_turns import prompt_text
-from codling.brain.context.summaries import summarize_tool_call
+from codling.brain.context.digests import tool_call_digest
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
@@ -144,10 +144,10 @@ class TurnLog:
         return [s for cid, s in self.calls.items() if cid not in self.finished]
 
     def reply(self, ending: Ending | None = None) -> str:
-        """The assistant's side of the turn as history text: reply, tool summaries, error, ending note."""
+        """The assistant's side of the turn as history text: reply, tool digests, error, ending note."""
         parts = [kept_reply(self.text)]
         if self.calls:
-            lines = [summarize_tool_call(s, self.finished.get(cid)) for cid, s in self.calls.items()]
+            lines = [tool_call_digest(s, self.finished.get(cid)) for cid, s in self.calls.items()]
             parts.append("[Tool calls in this turn]\n" + "\n".join(lines))
         if self.error:
             parts.append(f"[Error] {self.error}")

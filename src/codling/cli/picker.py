@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from codling.store.index import SessionSummary
+    from codling.store.index import SessionListing
 
 PAGE_SIZE = 10
 """How many sessions the picker shows at a time (the most recently updated first)."""
@@ -47,11 +47,11 @@ def age(updated_at: str, now: datetime) -> str:
     return "just now"
 
 
-About = Callable[["SessionSummary"], str]
+About = Callable[["SessionListing"], str]
 """A session's first request (``SessionStore.first_request``), read only for a session its title does not match."""
 
 
-def matching(sessions: Sequence[SessionSummary], words: str, about: About | None = None) -> list[SessionSummary]:
+def matching(sessions: Sequence[SessionListing], words: str, about: About | None = None) -> list[SessionListing]:
     """The sessions whose title, id or (``about``) first request holds every one of ``words`` (ignoring case), in
     their order."""
     wanted = words.casefold().split()
@@ -59,7 +59,7 @@ def matching(sessions: Sequence[SessionSummary], words: str, about: About | None
     def holds(text: str) -> bool:
         return all(word in text.casefold() for word in wanted)
 
-    def matches(session: SessionSummary) -> bool:
+    def matches(session: SessionListing) -> bool:
         known = f"{session.title or ''} {session.session_id}"
         return holds(known) or (about is not None and holds(f"{known} {about(session)}"))
 
@@ -71,7 +71,7 @@ class Listing:
     """What a picker lists: the sessions it chooses from (all of a place's, or those matching ``words``), newest
     first, and how many of them it has shown so far (the numbers a user may answer with)."""
 
-    sessions: tuple[SessionSummary, ...]
+    sessions: tuple[SessionListing, ...]
     where: str
     """Whose sessions: ``in DIR`` or ``in every directory``."""
     total: int
@@ -85,12 +85,12 @@ class Listing:
         """How many sessions of the list are not shown yet."""
         return len(self.sessions) - self.shown
 
-    def chosen(self, number: int) -> SessionSummary | None:
+    def chosen(self, number: int) -> SessionListing | None:
         """The session shown as ``number``, or None when no such number was shown."""
         return self.sessions[number - 1] if 1 <= number <= self.shown else None
 
 
-def listing(sessions: Sequence[SessionSummary], where: str, words: str = "", about: About | None = None) -> Listing:
+def listing(sessions: Sequence[SessionListing], where: str, words: str = "", about: About | None = None) -> Listing:
     """The list of ``sessions`` (newest first) to show from its start: those matching ``words`` (:func:`matching`),
     or all."""
     words = " ".join(words.split())
@@ -123,7 +123,7 @@ def no_match(shown: Listing) -> str:
 
 
 def pick_session(
-    sessions: Sequence[SessionSummary],
+    sessions: Sequence[SessionListing],
     *,
     input: TextIO,
     output: TextIO,

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from codling.brain.host import ModelFactory
     from codling.store.header import SessionHeader
     from codling.store.history import SessionLog
-    from codling.store.index import SessionSummary
+    from codling.store.index import SessionListing
     from codling.store.live import LiveSession
     from codling.tools.ports import Approver
 
@@ -135,7 +135,7 @@ def pick(settings: Settings, workdir: Path, *, input: TextIO, output: TextIO) ->
     )
 
 
-def resumable(settings: Settings, workdir: Path) -> tuple[list[SessionSummary], str]:
+def resumable(settings: Settings, workdir: Path) -> tuple[list[SessionListing], str]:
     """The sessions to offer for resuming, newest first: ``workdir``'s, else every directory's; and which of the
     two they are (``in DIR`` or ``in every directory``). ``SessionError`` when there are none."""
     store = open_store(settings)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the store (pydantic models) loads when a command needs it: 
     from rich.console import Console
 
     from codling.store.history import SessionLog
-    from codling.store.index import SessionStore, SessionSummary
+    from codling.store.index import SessionListing, SessionStore
 
 sessions_app = CodlingTyper(help="List, show, replay, fork and delete recorded sessions.", no_args_is_help=True)
 
@@ -72,7 +72,7 @@ def _local_time(stamp: str) -> str:
         return stamp
 
 
-def _summary_json(summary: SessionSummary) -> dict[str, object]:
+def _summary_json(summary: SessionListing) -> dict[str, object]:
     return {
         "session_id": summary.session_id,
         "cwd": str(summary.cwd),

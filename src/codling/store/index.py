@@ -44,7 +44,7 @@ META = "meta.json"
 
 
 @dataclass(frozen=True)
-class SessionSummary:
+class SessionListing:
     """What a session list shows."""
 
     session_id: str
@@ -255,7 +255,7 @@ class SessionStore:
             self._ordered = (stamp, self._updated())
         return self._ordered[1]
 
-    def page(self, cwd: Path | None, after: ListKey | None, size: int) -> tuple[list[SessionSummary], ListKey | None]:
+    def page(self, cwd: Path | None, after: ListKey | None, size: int) -> tuple[list[SessionListing], ListKey | None]:
         """Up to ``size`` sessions (only those working in ``cwd`` if given) that come after the key ``after`` in
         list order (from the first if None), and the key to give as ``after`` for the next page (None: no more).
 
@@ -265,7 +265,7 @@ class SessionStore:
         from one page to the next; one updated meanwhile keeps its place until the next first page."""
         keys = self._order(fresh=after is None)
         end = len(keys) if after is None else bisect.bisect_left(keys, after)
-        found: list[tuple[ListKey, SessionSummary]] = []
+        found: list[tuple[ListKey, SessionListing]] = []
         wanted = str(cwd) if cwd is not None else None
         for index in range(end - 1, -1, -1):
             summary = self._summary(keys[index][1])
@@ -276,9 +276,9 @@ class SessionStore:
         shown = found[:size]
         return [summary for _, summary in shown], shown[-1][0] if len(found) > size else None
 
-    def list(self, cwd: Path | None = None) -> list[SessionSummary]:
+    def list(self, cwd: Path | None = None) -> list[SessionListing]:
         """Every readable session (only those working in ``cwd`` if given), most recently updated first."""
-        found: list[SessionSummary] = []
+        found: list[SessionListing] = []
         wanted = str(cwd) if cwd is not None else None
         for session_id in self._ids():
             summary = self._summary(session_id)
@@ -305,12 +305,12 @@ class SessionStore:
             return started.prompt if isinstance(started, TurnStarted) else ""
         return ""
 
-    def latest(self, cwd: Path) -> SessionSummary | None:
+    def latest(self, cwd: Path) -> SessionListing | None:
         """The most recently updated session working in ``cwd``."""
         sessions = self.list(cwd)
         return sessions[0] if sessions else None
 
-    def _summary(self, session_id: str) -> SessionSummary | None:
+    def _summary(self, session_id: str) -> SessionListing | None:
         try:
             mtime = self.history_path(session_id).stat().st_mtime
         except OSError:
@@ -319,7 +319,7 @@ class SessionStore:
         meta = self._meta(session_id)
         if meta is None:
             return None
-        return SessionSummary(
+        return SessionListing(
             session_id=session_id,
             cwd=Path(meta.cwd),
             title=meta.title,

@@ -1,5 +1,5 @@
 """The parts history records are made of: timestamps, prompt blocks in ACP wire format, locations, diffs, plan
-steps, usage and turn summaries, each a strict pydantic model (``store/records.py`` builds the records from them)."""
+steps, usage and turn recaps, each a strict pydantic model (``store/records.py`` builds the records from them)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
+from codling.brain.context.ledger_entries import TurnRecap, TurnStep
 from codling.brain.context.window import LearnedWindow
 from codling.brain.events import Usage
 from codling.brain.interactions import Interaction, InteractionKind
@@ -228,7 +228,7 @@ class WindowPart(Part, Mirrored):
 
 
 class TurnStepPart(Part, Mirrored):
-    """One tool call of a turn summary."""
+    """One tool call of a turn recap."""
 
     MIRROR = Mirror(TurnStep, convert={"paths": many(PATH)})
     title: str
@@ -241,11 +241,11 @@ class TurnStepPart(Part, Mirrored):
     """What came of it: a command's salient output lines, an edit's size, a search's count…"""
 
 
-class SummaryPart(Part, Mirrored):
-    """A turn execution summary (see ``brain/context/ledger.py``)."""
+class RecapPart(Part, Mirrored):
+    """A turn recap (see ``brain/context/ledger.py``)."""
 
     MIRROR = Mirror(
-        TurnExecutionSummary,
+        TurnRecap,
         convert={
             "steps": many(part(TurnStepPart)),
             "files_changed": many(PATH),

@@ -41,7 +41,7 @@ from codling.brain.events import (
     TurnStarted,
     UsageUpdated,
 )
-from codling.brain.prompt import prompt_summary
+from codling.brain.prompt import describe_prompt
 from codling.brain.thinking import ThoughtLevel
 from codling.store.clock import now
 from codling.store.mirror import PATH, Convert, Mirror, Mirrored, many, model_for, optional, part
@@ -53,8 +53,8 @@ from codling.store.parts import (
     LocationPart,
     Part,
     PromptWire,
+    RecapPart,
     StepPart,
-    SummaryPart,
     Timestamp,
     UsagePart,
     WindowPart,
@@ -144,7 +144,7 @@ class TurnStartRecord(_TurnRecord):
             "started_at": Convert(write=datetime.isoformat),
         },
         derived={
-            "prompt": lambda record: prompt_summary(tuple(wire.block() for wire in record.prompt)),
+            "prompt": lambda record: describe_prompt(tuple(wire.block() for wire in record.prompt)),
             "started_at": lambda record: parse_time(record.started_at or record.ts),
         },
     )
@@ -277,7 +277,7 @@ class TurnEndRecord(_TurnRecord):
         TurnEnded,
         convert={
             "usage": part(UsagePart),
-            "summary": optional(part(SummaryPart)),
+            "summary": optional(part(RecapPart)),
             "window": optional(part(WindowPart)),
         },
         given=frozenset({"error"}),
@@ -290,8 +290,8 @@ class TurnEndRecord(_TurnRecord):
     """What the turn spent."""
     error: str | None = None
     """The error reply shown to the user (the turn's ``TurnFailed`` message), or null."""
-    summary: SummaryPart | None = None
-    """The turn execution summary (null for a slash-command turn)."""
+    summary: RecapPart | None = None
+    """The turn's recap (``brain/context/ledger.py``; null for a slash-command turn)."""
     context_tokens: int = Field(default=0, ge=0)
     """The input tokens the provider reported for the turn's first request, carried past the turn."""
     cost: float | None = Field(default=None, ge=0)

@@ -22,7 +22,7 @@ from codling.brain.context.budget import Budget
 from codling.brain.context.compaction import DEFAULT_THRESHOLD
 from codling.brain.context.facts import ranked_facts
 from codling.brain.context.fallback import FallbackInput, fallback_summary
-from codling.brain.context.ledger import FULL_TURNS, one_line, render_turn_summary
+from codling.brain.context.ledger import FULL_TURNS, one_line, render_turn_recap
 from codling.brain.context.pins import render_pins
 from codling.brain.events import (
     CompactionReason,
@@ -106,7 +106,7 @@ def fallback_input(state: SessionState, kept: Sequence[str] = (), pins_shown: st
     """What the session keeps outside its history, for a summary built without the model; nothing the next
     request says anyway: not the user messages the compaction keeps (``kept``) or a fact quoted from them, not
     the pins the context block shows (``pins_shown``, the rendered block: only those left out for room)."""
-    summaries = state.turn_summaries
+    summaries = state.turn_recaps
     last_user = next((e.text for e in reversed(state.entries) if e.role == "user"), "")
     first = state.first_request
     last = summaries[-1].request if summaries else last_user
@@ -115,7 +115,7 @@ def fallback_input(state: SessionState, kept: Sequence[str] = (), pins_shown: st
         facts=[
             f for f in ranked_facts(state.entries) if not any(f.removeprefix("User: ").rstrip("…") in t for t in kept)
         ],
-        turns_recent=[render_turn_summary(s, state.cwd) for s in summaries[-FULL_TURNS:]],
+        turns_recent=[render_turn_recap(s, state.cwd) for s in summaries[-FULL_TURNS:]],
         turns_older=[one_line(s, state.cwd) for s in summaries[:-FULL_TURNS]],
         plan=state.plan,
         recent_files=state.recent_files,

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codling.brain.context.budget import newest_that_fit
+from codling.brain.context.digests import display_path
 from codling.brain.context.facts import FACTS_HEADING, grouped
-from codling.brain.context.summaries import display_path
 from codling.llm.tokens import count_tokens, tail_tokens, truncate_to_tokens
 from codling.vocabulary import PlanStep
 

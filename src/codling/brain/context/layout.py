@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence, Set
 from pathlib import Path
 
+from codling.brain.context.digests import display_path
 from codling.brain.context.ledger import render_ledger
-from codling.brain.context.ledger_entries import TurnExecutionSummary
-from codling.brain.context.summaries import display_path
+from codling.brain.context.ledger_entries import TurnRecap
 
 CONTEXT_OPEN = "<session-context>"
 CONTEXT_CLOSE = "</session-context>"
@@ -74,7 +74,7 @@ def recent_files_note(recent_files: Sequence[Path], cwd: Path) -> str:
 
 
 def turn_context(
-    recent_files: Sequence[Path], summaries: Sequence[TurnExecutionSummary], cwd: Path, budget_tokens: int = 3_000
+    recent_files: Sequence[Path], summaries: Sequence[TurnRecap], cwd: Path, budget_tokens: int = 3_000
 ) -> str:
     """What a delegate is told of the session so far: the recently edited files (most recent last) and the
     turn ledger within ``budget_tokens`` (see ``render_ledger``). Empty when there is nothing to say."""

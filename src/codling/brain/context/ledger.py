@@ -1,4 +1,4 @@
-"""The turn ledger: what each turn did (``TurnExecutionSummary``), built from its events, persisted in its
+"""The turn ledger: what each turn did (``TurnRecap``), built from its events, persisted in its
 ``turn_end`` record and rendered into the next turns' context."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import assert_never
 
 from codling.brain.context.budget import newest_that_fit
-from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
-from codling.brain.context.summaries import changed_files, display_path
+from codling.brain.context.digests import changed_files, display_path
+from codling.brain.context.ledger_entries import TurnRecap, TurnStep
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
@@ -59,7 +59,7 @@ RENDER_STEPS = 12
 RENDER_FILES = 10
 
 
-def build_turn_summary(turn_number: int, events: Sequence[Event], previous_goal: str = "") -> TurnExecutionSummary:
+def build_turn_recap(turn_number: int, events: Sequence[Event], previous_goal: str = "") -> TurnRecap:
     """The summary of one turn from its events, as the brain emitted them (``TurnEnded`` need not be there);
     ``previous_goal`` is the goal a short follow-up ("yes", "go on") keeps."""
     request = ""
@@ -114,7 +114,7 @@ def build_turn_summary(turn_number: int, events: Sequence[Event], previous_goal:
             shown = clip(" ".join(command.split()), COMMAND_CHARS) if isinstance(command, str) else "(no command)"
             commands.append(f"`{shown}` → {outcome}")
     flat = " ".join(request.split())
-    return TurnExecutionSummary(
+    return TurnRecap(
         turn_number=turn_number,
         request=clip(flat, REQUEST_CHARS),
         goal=goal_of(flat, previous_goal),
@@ -211,7 +211,7 @@ def _sentences(text: str, limit: int) -> str:
     return clip(flat, limit)
 
 
-def render_turn_summary(summary: TurnExecutionSummary, cwd: Path | None = None) -> str:
+def render_turn_recap(summary: TurnRecap, cwd: Path | None = None) -> str:
     """One turn in full as compact plain text (paths relative to ``cwd`` when inside it), bounded in size
     whatever the turn did: the request, each step with what came of it, files changed, the open plan items
     and the reply's gist."""
@@ -239,7 +239,7 @@ def render_turn_summary(summary: TurnExecutionSummary, cwd: Path | None = None) 
     return truncate_to_tokens("\n".join(lines), ENTRY_TOKENS)
 
 
-def one_line(summary: TurnExecutionSummary, cwd: Path | None = None) -> str:
+def one_line(summary: TurnRecap, cwd: Path | None = None) -> str:
     """One turn in one line: its goal, what it changed or ran and how that went, and the reply's start."""
     parts = [f"Turn {summary.turn_number}: {summary.goal or summary.request or '(no request)'}"]
     if summary.files_changed:
@@ -257,13 +257,13 @@ FULL_TURNS = 2
 """How many of the latest turns the ledger shows in full."""
 
 
-def render_ledger(summaries: Sequence[TurnExecutionSummary], budget_tokens: int, cwd: Path | None = None) -> str:
+def render_ledger(summaries: Sequence[TurnRecap], budget_tokens: int, cwd: Path | None = None) -> str:
     """The turn ledger as the next request carries it, within ``budget_tokens``: the last two turns in full,
     earlier turns one line each, newest first as long as they fit (shown oldest first, with a note of how
     many were left out). Its cost does not grow with the session: it stops at the budget."""
     if not summaries or budget_tokens <= 0:
         return ""
-    full = [render_turn_summary(s, cwd) for s in summaries[-FULL_TURNS:]]
+    full = [render_turn_recap(s, cwd) for s in summaries[-FULL_TURNS:]]
     blocks: list[str] = []
     used = 0
     titles = ["# Last turn summary"] if len(full) == 1 else ["# Prior turn summary", "# Last turn summary"]

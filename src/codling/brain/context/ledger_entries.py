@@ -1,4 +1,4 @@
-"""What one turn did (``TurnExecutionSummary``): the turn ledger's entries.
+"""What one turn did (``TurnRecap``): the turn ledger's entries.
 
 Plain data with no imports of the brain's events, which carry it (``TurnEnded.summary``); ``ledger.py`` builds it
 from a turn's events and renders it into the next turns' context.
@@ -24,7 +24,7 @@ class TurnStep:
 
 
 @dataclass(frozen=True)
-class TurnExecutionSummary:
+class TurnRecap:
     """What one turn did, built from its events; the last two go into the next turn's prompt."""
 
     turn_number: int

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from codling.brain.context import tools
 from codling.brain.context.budget import Budget
+from codling.brain.context.digests import display_path
 from codling.brain.context.engine import ContextEngine, EngineOwner
 from codling.brain.context.layout import RECENT_FILES
-from codling.brain.context.summaries import display_path
 from codling.brain.prompt import (
     INSTRUCTIONS_TOTAL_MAX_BYTES,
     InstructionFile,

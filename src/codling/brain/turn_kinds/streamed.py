@@ -12,7 +12,7 @@ from abc import abstractmethod
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
-from codling.brain.context.ledger import build_turn_summary
+from codling.brain.context.ledger import build_turn_recap
 from codling.brain.context.pins import pins_after
 from codling.brain.delivery import TurnProgress
 from codling.brain.events import (
@@ -25,7 +25,7 @@ from codling.brain.events import (
     Usage,
 )
 from codling.brain.failures import is_expected_failure, turn_failed
-from codling.brain.prompt import ImageBlock, PromptBlock, prompt_cut_warning, prompt_summary
+from codling.brain.prompt import ImageBlock, PromptBlock, describe_prompt, prompt_cut_warning
 from codling.brain.restore import record_turn
 from codling.brain.slash import PROMPT_COMMANDS
 from codling.brain.spend import Spend, priced
@@ -35,7 +35,7 @@ from codling.brain.turns import Ending, turn_text, typed_text
 from codling.vocabulary import StopReason
 
 if TYPE_CHECKING:
-    from codling.brain.context.ledger_entries import TurnExecutionSummary
+    from codling.brain.context.ledger_entries import TurnRecap
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class PromptTurn(TurnTask[None]):
         (before the work, as restore does it: a turn cancelled at once still stated its rules)."""
         turn, state, blocks, command = self.turn, self.turn.state, self.blocks, self.command
         thinks = state.thinking.thinks(state.model)
-        turn.send(TurnStarted(turn.id, prompt_summary(blocks), thinks, datetime.now(UTC), blocks))
+        turn.send(TurnStarted(turn.id, describe_prompt(blocks), thinks, datetime.now(UTC), blocks))
         if self.cut:
             turn.send(ContextWarning(turn.id, f"context-{uuid.uuid4().hex[:12]}", prompt_cut_warning(self.cut)))
         text = turn.context.fit_prompt(turn_text(blocks), turn.id, turn.send, turn.log.turn_number)
@@ -110,7 +110,7 @@ class PromptTurn(TurnTask[None]):
         """The prompt's images."""
         return tuple(b for b in self.blocks if isinstance(b, ImageBlock))
 
-    def record(self) -> TurnExecutionSummary | None:
+    def record(self) -> TurnRecap | None:
         """The prompt and reply into the history, the provider's count carried past the turn, the turn's
         summary into the ledger (returned; None for a turn the history does not keep); a turn with a reply
         may name the session (``title_due``)."""
@@ -121,12 +121,12 @@ class PromptTurn(TurnTask[None]):
         record_turn(state, log_, self.ending)
         fresh = turn.first_input_history == state.replacements
         turn.context.after_turn(turn.first_input if fresh else 0, self.images)
-        previous = state.turn_summaries[-1].goal if state.turn_summaries else ""
-        summary = build_turn_summary(log_.turn_number, log_.events, previous)
+        previous = state.turn_recaps[-1].goal if state.turn_recaps else ""
+        summary = build_turn_recap(log_.turn_number, log_.events, previous)
         state.remember_turn(summary)
         if self.ending is None and (log_.error is None or bool(log_.text)):
             # The request as the user wrote it, attachments by name: their contents never name a session.
-            turn.title_due = (prompt_summary(self.blocks), log_.text)
+            turn.title_due = (describe_prompt(self.blocks), log_.text)
         return summary
 
     async def finish(self) -> None:

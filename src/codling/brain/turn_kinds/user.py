@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from codling.brain.context.budget import Budget
+from codling.brain.context.digests import tool_call_digest
 from codling.brain.context.overflow import overflow_of
-from codling.brain.context.summaries import summarize_tool_call
 from codling.brain.context.window import may_cut_silently, stated_message, truncated_message, truncated_window
 from codling.brain.drive import drive
 from codling.brain.events import Usage
@@ -75,7 +75,7 @@ class ModelTurn:
         retry_text = (
             session.context.fit_prompt(user_text, turn_id, send, turn.log.turn_number) if learned else user_text
         )
-        if done := [summarize_tool_call(s, turn.log.finished.get(cid)) for cid, s in turn.log.calls.items()]:
+        if done := [tool_call_digest(s, turn.log.finished.get(cid)) for cid, s in turn.log.calls.items()]:
             # Tools already ran in this turn: say so, so the retried request does not redo their side effects.
             retry_text += (
                 "\n\n[Before the context overflowed, this turn already did:\n" + "\n".join(done) + "\n"

@@ -11,9 +11,9 @@ from pydantic_ai import RunContext
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
-from codling.brain.context.ledger import build_turn_summary, render_ledger, render_turn_summary
-from codling.brain.context.ledger_entries import TurnExecutionSummary, TurnStep
-from codling.brain.context.summaries import display_path, summarize_tool_call, update_recent_files
+from codling.brain.context.digests import display_path, tool_call_digest, update_recent_files
+from codling.brain.context.ledger import build_turn_recap, render_ledger, render_turn_recap
+from codling.brain.context.ledger_entries import TurnRecap, TurnStep
 from codling.brain.events import (
     Event,
     PlanUpdated,
@@ -27,7 +27,7 @@ from codling.brain.events import (
 )
 from codling.llm.tokens import count_tokens
 from codling.store.mirror import model_for
-from codling.store.parts import SummaryPart
+from codling.store.parts import RecapPart
 from codling.tools.approval import Permissions
 from codling.tools.deps import ToolDeps
 from codling.tools.files import edit_file, read_file, write_file
@@ -197,7 +197,7 @@ async def test_write_file_summaries(proj: Path) -> None:
     )
 
 
-# --- summarize_tool_call -----------------------------------------------------------------------------------
+# --- tool_call_digest -----------------------------------------------------------------------------------
 
 
 def started(call_id: str, tool: str, title: str, raw: dict[str, object], *paths: Path) -> ToolCallStarted:
@@ -210,32 +210,32 @@ def test_summarize_uses_the_tool_summary() -> None:
     done = ToolCallFinished(
         T, "c1", "run_command", "completed", "exit code 1\n...", summary="`pytest -q` → x\n1 failed"
     )
-    assert summarize_tool_call(call, done) == "- Run `pytest -q` (done):\n    `pytest -q` → x\n    1 failed"
+    assert tool_call_digest(call, done) == "- Run `pytest -q` (done):\n    `pytest -q` → x\n    1 failed"
 
 
 def test_summarize_a_failure_uses_the_error_text() -> None:
     call = started("c1", "edit_file", "Edit a.py", {"path": "a.py"})
     failed = ToolCallFinished(T, "c1", "edit_file", "failed", "old_text was not found in a.py")
-    assert summarize_tool_call(call, failed) == "- Edit a.py (failed):\n    old_text was not found in a.py"
+    assert tool_call_digest(call, failed) == "- Edit a.py (failed):\n    old_text was not found in a.py"
 
 
 def test_summarize_without_a_summary_trims_the_text() -> None:
     call = started("c1", "delegate", "Plan", {})
     text = "a" * 400 + "b" * 400
     done = ToolCallFinished(T, "c1", "delegate", "completed", text)
-    assert summarize_tool_call(call, done) == (
+    assert tool_call_digest(call, done) == (
         f"- Plan (done):\n    {'a' * 300}\n    [… 200 characters trimmed …]\n    {'b' * 300}"
     )
     empty = ToolCallFinished(T, "c1", "delegate", "completed", "  ")
-    assert summarize_tool_call(call, empty) == "- Plan (done)"
+    assert tool_call_digest(call, empty) == "- Plan (done)"
 
 
 def test_summarize_a_call_that_never_finished() -> None:
     call = started("c1", "run_command", "Run `sleep 99`", {"command": "sleep 99"})
-    assert summarize_tool_call(call, None) == "- Run `sleep 99`: aborted before it finished"
+    assert tool_call_digest(call, None) == "- Run `sleep 99`: aborted before it finished"
 
 
-# --- turn execution summaries ------------------------------------------------------------------------------
+# --- turn recaps ------------------------------------------------------------------------------
 
 P = Path("/p")
 REPLY = (
@@ -276,7 +276,7 @@ def scripted_turn() -> list[Event]:
     ]
 
 
-EXPECTED = TurnExecutionSummary(
+EXPECTED = TurnRecap(
     turn_number=3,
     request="fix the failing test",
     steps=(
@@ -306,7 +306,7 @@ EXPECTED = TurnExecutionSummary(
 
 
 def test_build_turn_summary() -> None:
-    assert build_turn_summary(3, scripted_turn()) == EXPECTED
+    assert build_turn_recap(3, scripted_turn()) == EXPECTED
 
 
 def test_build_turn_summary_of_a_failed_turn() -> None:
@@ -315,7 +315,7 @@ def test_build_turn_summary_of_a_failed_turn() -> None:
         started("c1", "run_command", "Run `make`", {"command": "make"}),
         TurnFailed(T, "The model provider returned HTTP 500 for m: upstream exploded"),
     ]
-    assert build_turn_summary(1, events) == TurnExecutionSummary(
+    assert build_turn_recap(1, events) == TurnRecap(
         turn_number=1,
         request="x" * 400,
         goal="x" * 199 + "…",
@@ -327,13 +327,13 @@ def test_build_turn_summary_of_a_failed_turn() -> None:
 
 def test_build_turn_summary_reply_without_sentence_ends_is_cut_at_a_word() -> None:
     words = " ".join(["word"] * 100)  # 499 characters
-    summary = build_turn_summary(1, [TextDelta(T, words)])
-    assert summary == TurnExecutionSummary(1, "", reply=" ".join(["word"] * 59) + "…")
+    summary = build_turn_recap(1, [TextDelta(T, words)])
+    assert summary == TurnRecap(1, "", reply=" ".join(["word"] * 59) + "…")
 
 
 def test_a_short_follow_up_keeps_the_previous_goal() -> None:
     def goal(prompt: str) -> str:
-        return build_turn_summary(2, [TurnStarted(T, prompt, False, datetime(2026, 1, 2))], "Port the lexer").goal
+        return build_turn_recap(2, [TurnStarted(T, prompt, False, datetime(2026, 1, 2))], "Port the lexer").goal
 
     assert goal("yes, go on") == "Port the lexer"
     assert goal("Now fix the docs. They are stale.") == "Now fix the docs."
@@ -348,7 +348,7 @@ def test_a_steps_detail_keeps_what_came_of_it() -> None:
         ToolCallFinished(T, "c1", "run_command", "completed", output),
         PlanUpdated(T, (PlanStep("Fix the parser", "completed"), PlanStep("Update docs", "in_progress"))),
     ]
-    summary = build_turn_summary(1, events)
+    summary = build_turn_recap(1, events)
     assert summary.steps[0].detail == (
         "FAILED tests/test_parser.py::test_x - AssertionError\n==== 1 failed, 50 passed in 0.3s ===="
     )
@@ -356,7 +356,7 @@ def test_a_steps_detail_keeps_what_came_of_it() -> None:
 
 
 def test_render_turn_summary() -> None:
-    assert render_turn_summary(EXPECTED, P) == (
+    assert render_turn_recap(EXPECTED, P) == (
         "Turn 3 — request: fix the failing test\n"
         "Steps:\n"
         "- Read src/a.py (done)\n"
@@ -377,14 +377,14 @@ def test_render_turn_summary() -> None:
         "The test suite still fails in test_b.py, which looks unrelated: it needs a database. …"
     )
     # Without a cwd, paths stay absolute.
-    assert render_turn_summary(TurnExecutionSummary(1, "go", files_changed=(P / "a.py",))) == (
+    assert render_turn_recap(TurnRecap(1, "go", files_changed=(P / "a.py",))) == (
         "Turn 1 — request: go\nFiles changed: /p/a.py"
     )
 
 
 def test_render_turn_summary_is_bounded() -> None:
     steps = tuple(TurnStep(f"Run `step {i}`", "exit 0", detail="ok\n" * 3) for i in range(1, 16))
-    summary = TurnExecutionSummary(
+    summary = TurnRecap(
         turn_number=9,
         request="",
         steps=steps,
@@ -392,17 +392,17 @@ def test_render_turn_summary_is_bounded() -> None:
         commands=tuple(f"`step {i}` → exit 0" for i in range(1, 16)),
         error="boom",
     )
-    text = render_turn_summary(summary, P)
+    text = render_turn_recap(summary, P)
     assert text.count("- Run `step") == 12 and "- … 3 more" in text
     assert "Files changed: " + ", ".join(f"f{i}.py" for i in range(1, 11)) + ", … 2 more" in text
     assert text.endswith("Error: boom")
-    huge = TurnExecutionSummary(1, "x " * 5_000, steps=tuple(TurnStep("s " * 200, "done") for _ in range(12)))
-    assert count_tokens(render_turn_summary(huge)) <= 600
+    huge = TurnRecap(1, "x " * 5_000, steps=tuple(TurnStep("s " * 200, "done") for _ in range(12)))
+    assert count_tokens(render_turn_recap(huge)) <= 600
 
 
 def test_the_ledger_keeps_two_turns_in_full_and_older_ones_in_a_line_within_its_budget() -> None:
-    def turn(n: int) -> TurnExecutionSummary:
-        return TurnExecutionSummary(n, f"step {n}: do thing {n}. " + "detail " * 80, goal=f"step {n}: do thing {n}.")
+    def turn(n: int) -> TurnRecap:
+        return TurnRecap(n, f"step {n}: do thing {n}. " + "detail " * 80, goal=f"step {n}: do thing {n}.")
 
     ledger = render_ledger([turn(n) for n in range(1, 301)], 1_500, P)
     assert count_tokens(ledger) <= 1_500
@@ -421,13 +421,13 @@ def test_the_ledger_keeps_two_turns_in_full_and_older_ones_in_a_line_within_its_
 
 
 def test_turn_summary_round_trips_through_json() -> None:
-    data = json.loads(model_for(SummaryPart, EXPECTED).model_dump_json())
-    assert SummaryPart.model_validate(data).value() == EXPECTED
+    data = json.loads(model_for(RecapPart, EXPECTED).model_dump_json())
+    assert RecapPart.model_validate(data).value() == EXPECTED
     assert data["files_changed"] == ["/p/src/a.py", "/p/src/b.py"]
     assert data["steps"][0] == {"title": "Read src/a.py", "outcome": "done", "paths": ["/p/src/a.py"], "detail": ""}
-    failed = TurnExecutionSummary(2, "x", error="boom")
-    assert SummaryPart.model_validate_json(model_for(SummaryPart, failed).model_dump_json()).value() == failed
-    assert SummaryPart.model_validate({"turn_number": 4}).value() == TurnExecutionSummary(4, "")
+    failed = TurnRecap(2, "x", error="boom")
+    assert RecapPart.model_validate_json(model_for(RecapPart, failed).model_dump_json()).value() == failed
+    assert RecapPart.model_validate({"turn_number": 4}).value() == TurnRecap(4, "")
 
 
 # --- recent files ------------------------------------------------------------------------------------------
@@ -475,7 +475,7 @@ def test_the_ledger_s_reply_is_what_the_model_said_last_not_its_first_narration(
         TextDelta(T, "for the parser; both pass.\n"),
         TextDelta(T, "  "),
     ]
-    assert build_turn_summary(1, events).reply == "Added two tests for the parser; both pass."
+    assert build_turn_recap(1, events).reply == "Added two tests for the parser; both pass."
 
 
 def _an_edit_two_diff_algorithms_count_differently() -> tuple[str, str]:
@@ -499,4 +499,4 @@ async def test_an_edit_s_size_in_the_ledger_is_the_size_its_tool_said(proj: Path
     assert result.summary.startswith("Overwrote f.txt (+12 −1):")
     call = started("c1", "write_file", "Write f.txt", {"path": "f.txt"}, proj / "f.txt")
     done = ToolCallFinished(T, "c1", "write_file", "completed", result.text, result.diff, summary=result.summary)
-    assert build_turn_summary(1, [call, done]).steps[0].detail == "+12 −1 lines"
+    assert build_turn_recap(1, [call, done]).steps[0].detail == "+12 −1 lines"

@@ -1,5 +1,9 @@
-"""Plain-text summaries of tool calls (kept in the history across turns instead of provider tool metadata) and
-the list of recently edited files."""
+"""Tool-call digests: one plain-text entry per tool call, kept in the history across turns instead of provider
+tool metadata (made from the tool's own summary, or its trimmed result); and the list of recently edited files.
+
+Four things are easy to call a summary; each has its own name: a tool-call *digest* (here), a turn's *recap*
+(``ledger_entries.TurnRecap``: what one turn did, for the next turns' prompt), the conversation *summary* a
+compaction writes (``state.summary_entry``), and a session *listing* (``store.index.SessionListing``)."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ def _trim(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
     return f"{head}\n[… {len(text) - len(head) - len(tail)} characters trimmed …]\n{tail}"
 
 
-def summarize_tool_call(started: ToolCallStarted, finished: ToolCallFinished | None) -> str:
+def tool_call_digest(started: ToolCallStarted, finished: ToolCallFinished | None) -> str:
     """One entry saying what a tool call did and how it ended: its title and outcome, then (indented) the
     tool's own summary, or for a failure or a tool without one, its trimmed result text."""
     if finished is None:
