@@ -220,7 +220,7 @@ def _whole(turn_id: str, part: Any) -> TextDelta | ThoughtDelta | None:
 
 def tool_started(turn_id: str, part: Any, deps: ToolDeps) -> ToolCallStarted:
     """The event for a tool call the model made (``part`` is pydantic-ai's ``ToolCallPart``)."""
-    from codling.tools.mcp.toolset import describe_any  # imports pydantic-ai, which a turn has loaded already
+    from codling.tools.mcp.mcp_toolset import describe_any  # imports pydantic-ai, which a turn has loaded already
 
     args = args_dict(part)
     info = describe_any(part.tool_name, args, deps)

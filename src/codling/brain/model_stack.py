@@ -150,7 +150,7 @@ class ModelStack:
             return []
         from pydantic_ai.toolsets import FilteredToolset
 
-        from codling.tools.mcp.toolset import build_mcp_toolset
+        from codling.tools.mcp.mcp_toolset import build_mcp_toolset
 
         owner = self._owner
 

@@ -40,4 +40,4 @@ class ToolDeps:
     sees_images: bool = False
     """Whether the model is sent the images a tool returns (an MCP tool's); else they are only named."""
     mcp: McpServers | None = None
-    """The session's MCP servers (None: it has none); their tools come with ``tools/mcp/toolset.py``."""
+    """The session's MCP servers (None: it has none); their tools come with ``tools/mcp/mcp_toolset.py``."""

@@ -135,7 +135,7 @@ class ContextEngine:
             offered = mcp.tools()
             names = tuple(tool.name for tool in offered)  # a name stands for one tool all session
             if self._mcp_tokens[0] != names:  # counted once per change of the servers' tools
-                from codling.tools.mcp.toolset import definition
+                from codling.tools.mcp.mcp_toolset import definition
 
                 self._mcp_tokens = (names, tools.definitions_tokens(definition(tool) for tool in offered))
             known += self._mcp_tokens[1]
