@@ -45,59 +45,20 @@ async def drive(
     response that goes ``idle_timeout`` seconds without an event, or ends without a finish reason, is an error."""
     from pydantic_ai import Agent
     from pydantic_ai.exceptions import ModelAPIError, ModelTimeoutError, UsageLimitExceeded
-    from pydantic_ai.messages import FunctionToolCallEvent, FunctionToolResultEvent
 
-    stop: StopReason = "end_turn"
-    responses = 0
-
-    def answered(response: Any) -> None:
-        nonlocal stop, responses
-        stop = stop_reason(response.finish_reason)
-        if responses == 0 and response.usage.input_tokens:
-            first_input(response.usage.input_tokens)
-        responses += 1
-
-    events: Any
+    driver = _Driver(turn_id, send, deps, first_input, idle_timeout)
     try:
         async for node in run:
             if Agent.is_model_request_node(node) and stream:
-                async with node.stream(run.ctx) as events:
-                    streamed_chars = 0
-                    try:
-                        async for ev in _paced(events, idle_timeout):
-                            if (streamed := _streamed(turn_id, ev)) is not None:
-                                streamed_chars += len(streamed.text)
-                                if streamed_chars > RESPONSE_MAX_CHARS:
-                                    raise ModelError(TOO_LONG)
-                                send(streamed)
-                    except ModelAPIError as e:
-                        if streamed_chars == 0 or isinstance(e, ModelTimeoutError) or _ended_unfinished(e):
-                            raise
-                        raise ModelError(broke_off(e)) from e
-                _clean_parts(events.response)
-                if events.response.finish_reason is None and events.response.provider_name is not None:
-                    raise ModelError(CUT_OFF)
-                answered(events.response)
+                await driver.streamed_request(node, run.ctx)
             elif Agent.is_call_tools_node(node):
                 if not stream:
-                    # The request ran unstreamed as the run advanced; its response arrives with this node.
-                    _clean_parts(node.model_response)
-                    answered(node.model_response)
-                    for part in node.model_response.parts:
-                        if (whole := _whole(turn_id, part)) is not None:
-                            send(whole)
-                async with node.stream(run.ctx) as tool_events:
-                    async for ev in tool_events:
-                        if isinstance(ev, FunctionToolCallEvent):
-                            send(tool_started(turn_id, ev.part, deps))
-                        elif isinstance(ev, FunctionToolResultEvent):
-                            send(tool_finished(turn_id, ev.part))
-                            if (plan := plan_of(ev.part)) is not None:
-                                send(PlanUpdated(turn_id, plan))
+                    driver.whole_response(node.model_response)
+                await driver.tool_calls(node, run.ctx)
     except UsageLimitExceeded as e:
         from codling.brain.spend_cap import CostLimitReached
 
-        stop = "max_cost" if isinstance(e, CostLimitReached) else "max_turn_requests"
+        driver.stop = "max_cost" if isinstance(e, CostLimitReached) else "max_turn_requests"
     except ModelTimeoutError as e:
         if e.phase not in ("read", None) or idle_timeout is None:
             raise
@@ -106,7 +67,76 @@ async def drive(
         if _ended_unfinished(e):
             raise ModelError(CUT_OFF) from e
         raise
-    return stop, usage_of(run.usage)
+    return driver.stop, usage_of(run.usage)
+
+
+class _Driver:
+    """What one run's walk keeps between its nodes (how the last response stopped, how many have arrived), and
+    one method per kind of node."""
+
+    def __init__(
+        self,
+        turn_id: str,
+        send: Callable[[Event], None],
+        deps: ToolDeps,
+        first_input: Callable[[int], None],
+        idle_timeout: float | None,
+    ) -> None:
+        self.turn_id, self.send, self.deps = turn_id, send, deps
+        self.first_input, self.idle_timeout = first_input, idle_timeout
+        self.stop: StopReason = "end_turn"
+        self.responses = 0
+
+    def answered(self, response: Any) -> None:
+        """A response arrived whole: it says how the run stops so far; the first one's input tokens are told."""
+        self.stop = stop_reason(response.finish_reason)
+        if self.responses == 0 and response.usage.input_tokens:
+            self.first_input(response.usage.input_tokens)
+        self.responses += 1
+
+    async def streamed_request(self, node: Any, ctx: Any) -> None:
+        """A model request, streamed: its text and thinking sent as they come, within the size and idle limits."""
+        from pydantic_ai.exceptions import ModelAPIError, ModelTimeoutError
+
+        async with node.stream(ctx) as events:
+            streamed_chars = 0
+            try:
+                async for ev in _paced(events, self.idle_timeout):
+                    if (streamed := _streamed(self.turn_id, ev)) is not None:
+                        streamed_chars += len(streamed.text)
+                        if streamed_chars > RESPONSE_MAX_CHARS:
+                            raise ModelError(TOO_LONG)
+                        self.send(streamed)
+            except ModelAPIError as e:
+                if streamed_chars == 0 or isinstance(e, ModelTimeoutError) or _ended_unfinished(e):
+                    raise
+                raise ModelError(broke_off(e)) from e
+        _clean_parts(events.response)
+        if events.response.finish_reason is None and events.response.provider_name is not None:
+            raise ModelError(CUT_OFF)
+        self.answered(events.response)
+
+    def whole_response(self, response: Any) -> None:
+        """A model request made without streaming: it ran as the run advanced, and its response arrives with the
+        tool pass that follows; its parts are sent whole."""
+        _clean_parts(response)
+        self.answered(response)
+        for part in response.parts:
+            if (whole := _whole(self.turn_id, part)) is not None:
+                self.send(whole)
+
+    async def tool_calls(self, node: Any, ctx: Any) -> None:
+        """A tool pass: each call sent as it starts and as it finishes (with the plan a plan call set)."""
+        from pydantic_ai.messages import FunctionToolCallEvent, FunctionToolResultEvent
+
+        async with node.stream(ctx) as tool_events:
+            async for ev in tool_events:
+                if isinstance(ev, FunctionToolCallEvent):
+                    self.send(tool_started(self.turn_id, ev.part, self.deps))
+                elif isinstance(ev, FunctionToolResultEvent):
+                    self.send(tool_finished(self.turn_id, ev.part))
+                    if (plan := plan_of(ev.part)) is not None:
+                        self.send(PlanUpdated(self.turn_id, plan))
 
 
 RESPONSE_MAX_CHARS = 1_048_576
