@@ -58,6 +58,7 @@ class WarmUp:
             with imports_without_gc():
                 import codling.acp.client_ports
                 import codling.acp.mcp_specs
+                import codling.acp.translate
                 import codling.store.index
                 import codling.store.live
 
