@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+
+import pytest
 
 import codling.acp.client_ports
 
@@ -39,3 +42,14 @@ async def test_waiting_releases_and_survives_a_failing_stage() -> None:
     warm.start()
     async with asyncio.timeout(deadline(30)):  # liveness only: an error in the thread still ends the warm-up
         await warm.wait()
+
+
+async def test_the_second_stage_loads_what_opening_a_session_defers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # session/new leaves the pin patterns (and the records' validators, beside them) to the warm-up, so the first
+    # turn does not compile them (issue 33 D7).
+    monkeypatch.delitem(sys.modules, "codling.brain.context.pin_capture", raising=False)
+    warm = WarmUp(lambda: None)
+    warm.start()
+    async with asyncio.timeout(deadline(30)):  # liveness only
+        await warm.wait()
+    assert "codling.brain.context.pin_capture" in sys.modules

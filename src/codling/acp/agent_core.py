@@ -41,7 +41,6 @@ from codling.acp.rpc_errors import (
     not_found,
 )
 from codling.acp.served import ServedSession
-from codling.acp.translate import ToolCards, Update, translate
 from codling.acp.warmup import WarmUp
 from codling.config import Settings, load_settings
 from codling.errors import (
@@ -59,6 +58,7 @@ from codling.store.ids import check_session_id
 from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
+    from codling.acp.translate import Update
     from codling.brain.events import Event
     from codling.brain.host import ModelFactory
     from codling.store.header import SessionHeader
@@ -304,6 +304,8 @@ class AgentCore:
     async def _tell(self, session: ServedSession) -> None:
         await self._advertise_commands(session.id)
         await self._warmed()  # counting the context's tokens needs the tools' schemas and the tokenizer
+        from codling.acp.translate import translate
+
         try:
             for update in translate(session.brain.context.usage_event("")):
                 await self.client.session_update(session_id=session.id, update=update)
@@ -324,6 +326,7 @@ class AgentCore:
             log.debug("could not advertise commands", exc_info=True)
 
     def _forwarder(self, session: ServedSession, paths: ClientPaths) -> Any:
+        from codling.acp.translate import ToolCards
         from codling.brain.events import SettingsChanged
         from codling.brain.redaction import EventRedactor
 

@@ -66,7 +66,6 @@ from codling.acp.rpc_errors import (
     shown,
     turn_error,
 )
-from codling.acp.translate import prompt_usage
 from codling.acp.warmup import WarmUp
 from codling.errors import (
     ConfigError,
@@ -449,6 +448,8 @@ class CodlingAgent(AgentCore):
             raise failure(problem, problem)
         # ACP has no stop reason for a spending cap; it is a limit the agent set, as a request limit is.
         acp_stop = "max_turn_requests" if stop_reason == "max_cost" else stop_reason
+        from codling.acp.translate import prompt_usage
+
         return PromptResponse(stop_reason=acp_stop, usage=prompt_usage(spent))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:

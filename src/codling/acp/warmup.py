@@ -2,7 +2,8 @@
 
 One thread, two stages. First what ``session/new`` needs (the brain and the store, no pydantic-ai), so the
 request finds it loaded. Then the tokenizer's tables and the model stack (pydantic-ai, the provider SDK of the
-model a new session would use, the tools' schemas), so the first prompt does not wait for them. The second
+model a new session would use, the tools' schemas), and what the session path defers (the pin patterns, the
+history records' validators), so the first prompt does not wait for them. The second
 stage starts only when released: after the first new session has been answered, or as soon as anything needs
 the model stack. Started earlier, it competed for the GIL with ``session/new`` and made it 2–3× slower.
 
@@ -57,8 +58,9 @@ class WarmUp:
             with imports_without_gc():
                 import codling.acp.client_ports
                 import codling.acp.mcp_specs
+                import codling.acp.translate
                 import codling.store.index
-                import codling.store.live  # noqa: F401
+                import codling.store.live
 
             self._released.wait()
             with imports_without_gc():
@@ -75,6 +77,11 @@ class WarmUp:
                 from codling.tools.toolset import build_toolset
 
                 build_toolset()
+                # What opening a session leaves for later: the pin patterns and the records' validators.
+                import codling.brain.context.pin_capture  # noqa: F401
+                from codling.store.records import build_records
+
+                build_records()
         except Exception:  # best effort: the real import reports errors
             log.debug("warm-up import failed", exc_info=True)
         finally:

@@ -60,10 +60,14 @@ class Preload:
         except CodlingError as e:
             return e
         with imports_without_gc():
-            import codling.store.live  # noqa: F401
+            import codling.store.live
             from codling.llm.tokens import warm_up
             from codling.tools.toolset import build_toolset
 
             build_toolset()
             warm_up()
+            import codling.brain.context.pin_capture  # noqa: F401
+            from codling.store.records import build_records
+
+            build_records()
         return None

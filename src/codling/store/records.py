@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, assert_never
 
-from pydantic import BeforeValidator, Field, TypeAdapter
+from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter
 
 from codling.brain.events import (
     CompactionReason,
@@ -346,8 +346,23 @@ Record = Annotated[
 ]
 """Any record, told apart by its ``kind``."""
 
-RECORD: TypeAdapter[Record] = TypeAdapter(Record)
-"""Validates a record (``validate_json`` for a line, ``validate_python`` for a dict)."""
+RECORD: TypeAdapter[Record] = TypeAdapter(Record, config=ConfigDict(defer_build=True))
+"""Validates a record (``validate_json`` for a line, ``validate_python`` for a dict). Built on first use, like
+every part (``Part`` defers its build), or by :func:`build_records`."""
+
+
+def build_records() -> None:
+    """Build the validators and serializers of ``RECORD`` and of every part and record model now.
+
+    They are deferred so that opening a session, which imports this module, does not pay for them (about half
+    of a first ``session/new``'s CPU); the warm-up thread calls this before the first turn records anything.
+    """
+    pending: list[type[Part]] = [Part]
+    while pending:
+        model = pending.pop()
+        model.model_rebuild()  # a no-op once built
+        pending.extend(model.__subclasses__())
+    RECORD.rebuild()
 
 
 def dump_record(record: Record) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from codling.brain.context.pin_capture import capture_facts, capture_pins, pin_key
 from codling.llm.tokens import count_tokens
 
 MAX_PINS = 50
@@ -46,6 +45,10 @@ class Pin:
 def add_pins(pins: tuple[Pin, ...], texts: Sequence[str], source: PinSource, turn: int) -> tuple[Pin, ...]:
     """``pins`` with ``texts`` added (each once: a pin stated again keeps its place), at most ``MAX_PINS``:
     past that the oldest captured pins go first, then the oldest ``/pin`` ones."""
+    # Imported on first use: compiling pin_capture's ~40 patterns was a fifth of a first session/new's CPU
+    # (the warm-up thread imports it before the first turn).
+    from codling.brain.context.pin_capture import pin_key
+
     known = {pin_key(p.text) for p in pins}
     added = list(pins)
     for text in texts:
@@ -129,6 +132,8 @@ def pins_after(pins: tuple[Pin, ...], typed: str, command: tuple[str, str] | Non
     adds the standing instructions it states (``typed``: the text the user typed, attachments left out). The
     live turn loop and restore both call this, so a restored session has the live one's pins."""
     if command is None:
+        from codling.brain.context.pin_capture import capture_facts, capture_pins
+
         return add_pins(add_pins(pins, capture_pins(typed), "prompt", turn), capture_facts(typed), "fact", turn)
     name, argument = command
     if name == "pin":
