@@ -21,7 +21,6 @@ from tests.fakes.deadlines import deadline
 from tests.fakes.editor import FakeEditor
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, Usage, running_server
 from tests.fakes.processes import measured
-from tests.fakes.scenarios import user_prompt
 
 API_KEY = "sk-test-secret-123456"
 
@@ -281,25 +280,3 @@ async def test_an_editor_s_files_and_terminal_serve_a_spawned_agent(
     terminal_updates = [u for u in client.of_kind("tool_call_update") if u.tool_call_id == "call_2"]
     assert [helpers.tool_terminal_ref("term-1")] in [u.content for u in terminal_updates]
     assert terminal_updates[-1].status == "completed" and terminal_updates[-1].content is None
-
-
-async def test_an_image_reaches_the_provider_as_an_image_part(home: Path, project: Path, server: OpenAIServer) -> None:
-    (home / "models.json").write_text(
-        json.dumps({"models": {"openai-chat:fake-model": {"context_limit": 100000, "images": True}}})
-    )
-    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-    server.enqueue(Reply(text=["a pixel"]))
-    client = RecordingClient()
-    async with spawned(client, home, server) as conn:
-        await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
-        session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
-        blocks: list[helpers.ContentBlock] = [
-            helpers.text_block("what is this?"),
-            helpers.image_block(pixel, "image/png"),
-        ]
-        await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=blocks), 30)
-    content = server.requests[0]["messages"][-1]["content"]
-    assert content[0]["type"] == "text"
-    assert user_prompt(content[0]["text"]) == "what is this?\n\n[image attached: image (image/png)]"
-    assert content[1]["type"] == "image_url"
-    assert content[1]["image_url"]["url"] == f"data:image/png;base64,{pixel}"
