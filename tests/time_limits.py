@@ -7,6 +7,10 @@ code — the test function (``timeout_func_only``) and, here, its fixtures' setu
 and never while pytest makes or sends a report. The thread method was the other choice: it ends a hang by
 ``os._exit``, which takes the worker down with every test it had left (all of them without xdist).
 
+A failure pytest cannot format (``ast.parse`` of the test's source raising ``SystemError`` on CPython 3.11, as
+it once did on a busy worker after a timeout) fails its own test with a plain traceback
+(``pytest_runtest_makereport`` below) rather than raising INTERNALERROR, which would end the worker's run.
+
 Every limit is scaled by ``CODLING_TEST_TIME_FACTOR`` (``tests/fakes/deadlines.deadline``), as the tests' own
 deadlines are: the ini's ``timeout`` and ``session_timeout`` (a ``--timeout`` on the command line or
 ``PYTEST_TIMEOUT`` is taken as given). ``session_timeout`` stops a run from starting tests once it has run too
@@ -21,8 +25,10 @@ import faulthandler
 import os
 import sys
 import threading
+import traceback
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from pytest_timeout import Settings
@@ -73,6 +79,33 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     """Bound the test's fixtures' teardown as its function is bounded."""
     with _alarm(item):
         return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A failure pytest cannot format fails its test with a plain traceback instead of ending the run.
+
+    pytest formats a failure with ``ast.parse`` of the test's source; on a busy machine CPython 3.11 once
+    raised ``SystemError: AST constructor recursion depth mismatch`` there, the xdist worker raised
+    INTERNALERROR and the rest of its tests never ran."""
+    try:
+        return (yield)
+    except Exception as broken:
+        excinfo, when = call.excinfo, call.when
+        assert when != "collect"  # a test's report, not a collector's
+        shown = "".join(traceback.format_exception(excinfo.value)) if excinfo is not None else ""
+        return pytest.TestReport(
+            item.nodeid,
+            item.location,
+            dict.fromkeys(item.keywords, 1),
+            "failed",
+            f"{shown}\n(pytest could not format this failure: {broken!r})",
+            when,
+            duration=call.duration,
+            start=call.start,
+            stop=call.stop,
+            user_properties=item.user_properties,
+        )
 
 
 @contextmanager

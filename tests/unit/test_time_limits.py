@@ -58,6 +58,20 @@ def test_3_fixture_hangs(hanging_fixture):
 
 def test_4_passes():
     assert True
+
+
+def test_5_fails_where_pytest_cannot_format_it():
+    import ast
+
+    def broken(*args, **kwargs):
+        raise SystemError("AST constructor recursion depth mismatch (before=1, after=2)")
+
+    ast.parse = broken  # the input under test: CPython 3.11's broken AST state, as a busy worker once met it
+    assert 2 == 3
+
+
+def test_6_passes_after_it():
+    assert True
 """
 
 UNSTOPPABLE = """
@@ -132,6 +146,9 @@ def test_a_hang_or_a_slow_failure_report_fails_its_own_test_and_the_run_goes_on(
     assert "E       assert 1 == 2" in out, out
     assert "ERROR test_generated.py::test_3_fixture_hangs - Failed: Timeout" in out, out
     assert "PASSED test_generated.py::test_4_passes" in out, out
+    assert "FAILED test_generated.py::test_5_fails_where_pytest_cannot_format_it" in out, out
+    assert "assert 2 == 3" in out and "pytest could not format this failure: SystemError" in out, out
+    assert "PASSED test_generated.py::test_6_passes_after_it" in out, out
 
 
 def test_the_session_guard_ends_a_run_no_alarm_can_stop(tmp_path: Path) -> None:
