@@ -30,7 +30,8 @@ from codling.brain.events import (
 )
 from codling.brain.prompt import ImageBlock, TextBlock
 from codling.cli.draw import format_diff, printable, use_color
-from codling.cli.render import JsonLinesRenderer, PromptGate, TerminalRenderer, event_to_json
+from codling.cli.render import PromptGate, TerminalRenderer
+from codling.cli.script_output import JsonLinesRenderer, event_to_json
 from codling.cli.spinner import Spinner, waited
 from codling.secrecy import Redactor
 from codling.tools.base import ShownResult

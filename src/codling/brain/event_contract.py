@@ -75,7 +75,7 @@ FOLDS: dict[Fold, str] = {
     "translate": "codling.acp.translate:translate",
     "notices": "codling.acp.notices",
     "render": "codling.cli.render:TerminalRenderer",
-    "last_message": "codling.cli.render:LastMessage",
+    "last_message": "codling.cli.script_output:LastMessage",
     "transcript": "codling.cli.transcript:_split_turns",
     "notify": "codling.cli.notify:Notifier",
     "recorder": "codling.store.history:HistoryRecorder",

@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from codling.brain.session import TurnResult
     from codling.cli.approve import TerminalApprover
     from codling.cli.notify import Notifier
-    from codling.cli.render import LastMessage, TerminalRenderer
+    from codling.cli.render import TerminalRenderer
+    from codling.cli.script_output import LastMessage
     from codling.cli.script_stream import ScriptStream
     from codling.store.live import LiveSession
     from codling.tools.ports import Approver
@@ -256,7 +257,7 @@ def _open(
 
 def _watch(live: LiveSession, plan: SessionPlan, views: _Views) -> LastMessage:
     """``--json``'s session line, and the views subscribed to the session; the observer keeping the answer."""
-    from codling.cli.render import LastMessage
+    from codling.cli.script_output import LastMessage
     from codling.cli.script_stream import ScriptStream
 
     if isinstance(views.renderer, ScriptStream):

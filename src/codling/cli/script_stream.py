@@ -1,7 +1,7 @@
 """``codling run --json``: the stream of JSON lines a script reads (documented in the README, "For scripts").
 
 One object per line, each with a ``"type"``: ``session`` first, then the turn's events as
-:func:`~codling.cli.render.event_to_json` makes them, with an ``assistant_message`` (the whole text) each time a
+:func:`~codling.cli.script_output.event_to_json` makes them, with an ``assistant_message`` (the whole text) each time a
 message of the model's completes, and ``result`` last, carrying the final answer. A failed turn's ``turn_ended``
 and ``result`` both say ``"stop_reason": "error"``, so a script reads one stop reason whichever line it checks.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from codling.cli.render import JsonLinesRenderer
+from codling.cli.script_output import JsonLinesRenderer
 from codling.secrecy import Redactor
 from codling.vocabulary import StopReason
 
