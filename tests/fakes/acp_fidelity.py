@@ -56,6 +56,8 @@ class RunSpec:
     turns: int = len(SESSION)
     restart: bool = False
     restore: Literal["load", "resume"] = "load"
+    restart_every: int = 1
+    """Restarted, how many turns each process runs before the next one loads the session."""
 
     @property
     def model_id(self) -> str:
@@ -63,7 +65,8 @@ class RunSpec:
 
     @property
     def label(self) -> str:
-        how = f"restarted ({self.restore})" if self.restart else "live"
+        every = "" if self.restart_every == 1 else f" every {self.restart_every} turns"
+        how = f"restarted{every} ({self.restore})" if self.restart else "live"
         return f"{self.window:,}-token window, {self.summarizer} summarizer, {self.turns} turns, {how}"
 
 
@@ -129,7 +132,7 @@ async def run_session(spec: RunSpec, script: Sequence[UserTurn] = SESSION, root:
         try:
             if spec.restart:
                 session_id = ""
-                for turn in turns:
+                for first in range(0, len(turns), spec.restart_every):
                     async with _agent(env, project, stderr_path) as (conn, client):
                         if session_id:
                             if spec.restore == "load":
@@ -138,7 +141,8 @@ async def run_session(spec: RunSpec, script: Sequence[UserTurn] = SESSION, root:
                                 await _rpc(conn.resume_session(cwd=str(project), session_id=session_id))
                         else:
                             session_id = (await _rpc(conn.new_session(cwd=str(project)))).session_id
-                        outcomes.append(await _turn(conn, client, session_id, turn, model))
+                        for turn in turns[first : first + spec.restart_every]:
+                            outcomes.append(await _turn(conn, client, session_id, turn, model))
             else:
                 async with _agent(env, project, stderr_path) as (conn, client):
                     session_id = (await _rpc(conn.new_session(cwd=str(project)))).session_id

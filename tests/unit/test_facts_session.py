@@ -57,18 +57,16 @@ def test_the_working_summarizer_keeps_what_its_transcript_states() -> None:
     assert set(MODES) == {"working", "failing", "empty", "garbage", "hanging"}
 
 
-@pytest.mark.timeout(deadline(180))  # about 12 s of CPU; a busy machine may stretch it
+@pytest.mark.timeout(deadline(180))  # about 6 s of CPU; a busy machine may stretch it
 async def test_a_short_session_runs_and_a_working_summarizer_keeps_every_fact() -> None:
+    # A failing summarizer's session (every compaction a fallback) is the 100-turn test's below.
     working = await run_facts_session(8_000, "working", TURNS)
-    failing = await run_facts_session(8_000, "failing", TURNS)
-    print("\n" + table([working, failing]))
-    for result in (working, failing):
-        assert result.compactions >= 3  # the session was under pressure
-        assert result.rejected == 0
-        assert len(result.kept) + len(result.lost) == len(FACTS)
+    print("\n" + table([working]))
+    assert working.compactions >= 3  # the session was under pressure
+    assert working.rejected == 0
+    assert len(working.kept) + len(working.lost) == len(FACTS)
     assert working.fallbacks == 0
     assert working.lost == ()
-    assert failing.fallbacks == failing.compactions
 
 
 @pytest.mark.timeout(deadline(240))  # about 10 s of CPU; a busy machine may stretch it
@@ -78,4 +76,6 @@ async def test_a_failing_summarizer_keeps_nine_facts_in_ten_over_100_turns_at_16
     # reports it.)
     failing = await run_facts_session(16_000, "failing")
     assert failing.fallbacks == failing.compactions >= 5
+    assert failing.rejected == 0
+    assert len(failing.kept) + len(failing.lost) == len(FACTS)
     assert failing.share >= 0.9, failing.lost
