@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.fakes import warm
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer
 from tests.fakes.processes import measured
@@ -103,9 +103,7 @@ async def raw_agent(env: dict[str, str], stderr: Path) -> AsyncIterator[RawAgent
     """`codling acp` with its stderr in a file; on exit its stdin is closed and it must end cleanly."""
     with stderr.open("wb") as err:
         process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "codling",
+            *warm.codling(),
             "acp",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,

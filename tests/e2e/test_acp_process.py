@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ from acp import PROTOCOL_VERSION, RequestError, helpers, spawn_agent_process
 from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, ContentToolCallContent, FileSystemCapabilities, TextContentBlock
 
+from tests.fakes import warm
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.deadlines import deadline
 from tests.fakes.editor import FakeEditor
@@ -46,7 +46,7 @@ def agent_env(home: Path, server: OpenAIServer) -> dict[str, str]:
 
 @asynccontextmanager
 async def spawned(client: RecordingClient, home: Path, server: OpenAIServer) -> AsyncIterator[ClientSideConnection]:
-    async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=agent_env(home, server)) as (
+    async with spawn_agent_process(client, *warm.codling(), "acp", env=agent_env(home, server)) as (
         conn,
         process,
     ):
@@ -132,9 +132,7 @@ async def test_provider_error_is_reported_and_session_continues(
 async def test_malformed_input_gets_json_rpc_errors_and_server_keeps_serving(home: Path, server: OpenAIServer) -> None:
     env = {**agent_env(home, server), "PATH": "/usr/bin:/bin"}
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "codling",
+        *warm.codling(),
         "acp",
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -185,7 +183,7 @@ def test_serves_from_and_to_regular_files(
     requests.write_text("".join(json.dumps(line) + "\n" for line in lines))
     replies = tmp_path / "replies.jsonl"
     env = {**agent_env(home, server), "PATH": "/usr/bin:/bin"}
-    command = [sys.executable, "-m", "codling", "acp"]
+    command = [*warm.codling(), "acp"]
     with requests.open() as stdin, replies.open("w") as file:
         ran = subprocess.run(
             command, stdin=stdin, stdout=file if stdout_is_a_file else subprocess.PIPE, env=env, timeout=deadline(60)
@@ -203,7 +201,7 @@ def test_a_log_file_that_cannot_be_written_is_a_usage_error_that_names_it(
 ) -> None:
     env = {**agent_env(home, server), "PATH": "/usr/bin:/bin", "CODLING_LOG_FILE": str(home / "no" / "such.log")}
     ran = subprocess.run(
-        [sys.executable, "-m", "codling", *command],
+        [*warm.codling(), *command],
         env=env,
         cwd=project,
         capture_output=True,

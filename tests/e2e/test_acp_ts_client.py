@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 from codling.credentials import credentials_file, store
 from codling.store.index import SessionStore
 from tests.e2e.raw_acp import agent_env
+from tests.fakes import warm
 from tests.fakes.deadlines import deadline
 from tests.fakes.npm_acp import client_script, schema_violations
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
@@ -68,7 +68,7 @@ def test_a_scripted_session_under_the_typescript_sdk_client(
             str(client_script()),
             str(result),
             str(traffic),
-            sys.executable,
+            json.dumps([*warm.codling(), "acp"]),
             str(project),
             "update the notes",
             "write another",

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.raw_acp import agent_env
+from tests.fakes import warm
 from tests.fakes.deadlines import deadline
 from tests.fakes.mcp import ROOT
 from tests.fakes.npm import npm_install
@@ -58,7 +58,7 @@ def run_acpx(home: Path, project: Path, server: OpenAIServer, output: str) -> st
         "PATH": os.environ["PATH"],
         "HOME": str(home),
     }
-    agent = f"{sys.executable} -m codling acp"
+    agent = " ".join([*warm.codling(), "acp"])
     argv = [str(acpx()), "--agent", agent, "--approve-all", "--format", output, "--cwd", str(project)]
     done = subprocess.run(
         [*argv, "exec", "--config-option", "thinking=off", "update the notes"],

@@ -9,13 +9,13 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 
+from tests.fakes import warm
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.anthropic_server import AnthropicServer, Reply, Thinking, ToolUse, api_key, running_server
 from tests.fakes.deadlines import deadline
@@ -78,7 +78,7 @@ async def test_codling_acp_over_anthropic_streams_thinking_runs_a_tool_and_cache
 ) -> None:
     script(server)
     client = RecordingClient()
-    async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=env_for(home, server)) as (
+    async with spawn_agent_process(client, *warm.codling(), "acp", env=env_for(home, server)) as (
         conn,
         process,
     ):
@@ -117,7 +117,7 @@ def test_codling_run_over_anthropic_then_continue(home: Path, project: Path, ser
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "codling", "run", *args],
+            [*warm.codling(), "run", *args],
             env=env_for(home, server),
             cwd=project,
             input="",
@@ -154,7 +154,7 @@ def test_a_key_stored_by_codling_login_signs_in_from_an_empty_environment(
 
     def codling(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "codling", *args],
+            [*warm.codling(), *args],
             env=env,
             cwd=project,
             input=stdin,

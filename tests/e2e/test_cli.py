@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.fakes import warm
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, running_server
 from tests.fakes.processes import measured
@@ -32,10 +32,11 @@ def base_env(home: Path) -> dict[str, str]:
 
 
 def codling(
-    *args: str, env: dict[str, str], cwd: Path | None = None, stdin: str | None = None
+    *args: str, env: dict[str, str], cwd: Path | None = None, stdin: str | None = None, cold: bool = False
 ) -> subprocess.CompletedProcess[str]:
+    """``codling *args`` run to its end (warm, unless ``cold``: ``tests/fakes/warm.py``)."""
     return subprocess.run(
-        [sys.executable, "-m", "codling", *args],
+        [*(warm.cold() if cold else warm.codling()), *args],
         env=env,
         cwd=cwd,
         input=stdin if stdin is not None else "",
@@ -164,7 +165,7 @@ def test_run_on_a_terminal_asks_before_a_command(home: Path, project: Path, serv
     )
     primary, secondary = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "codling", "run", "make proof"],
+        [*warm.codling(), "run", "make proof"],
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,

@@ -7,7 +7,6 @@ import json
 import os
 import select
 import signal
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from codling.brain.events import TurnEnded, TurnStarted
 from codling.credentials import Stored, read
 from codling.store.index import SessionStore
 from tests.e2e.test_cli import base_env, codling, model_env
+from tests.fakes import warm
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, last_user_text, running_server
 from tests.fakes.processes import alive
@@ -39,7 +39,7 @@ def chat(home: Path, project: Path, server: OpenAIServer, *args: str) -> PtyProc
         "NO_COLOR": "1",
         "PROMPT_TOOLKIT_NO_CPR": "1",  # the test's terminal does not answer cursor-position queries
     }
-    return PtyProcess([sys.executable, "-m", "codling", *args], env=env, cwd=project)
+    return PtyProcess([*warm.codling(), *args], env=env, cwd=project)
 
 
 def recorded_prompts(home: Path) -> list[list[str]]:
@@ -227,7 +227,7 @@ def test_the_chat_never_shows_a_secret_value_a_tool_or_the_model_echoes(
         Reply(text=["The token is ", token[:10], token[10:], " as noted."]),  # split across two deltas
     )
     codling_ = PtyProcess(
-        [sys.executable, "-m", "codling", "chat", "--mode", "yolo", "-v"],
+        [*warm.codling(), "chat", "--mode", "yolo", "-v"],
         env={
             **model_env(home, server),
             "CI_BOT": token,  # secret by its value's shape
@@ -256,7 +256,7 @@ def test_the_chat_never_shows_a_secret_value_a_tool_or_the_model_echoes(
 def test_codling_login_on_a_terminal_asks_the_provider_and_reads_the_key_without_echo(home: Path) -> None:
     """What an editor's terminal sign-in runs (`codling acp login`): a numbered list, then the key unseen."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODLING_HOME": str(home)}
-    login = PtyProcess([sys.executable, "-m", "codling", "acp", "login"], env=env, cwd=home)
+    login = PtyProcess([*warm.codling(), "acp", "login"], env=env, cwd=home)
     try:
         at = login.expect("1. Anthropic (Claude)")
         at = login.expect("Number or name:", after=at)
@@ -289,7 +289,7 @@ def test_the_input_line_is_drawn_before_the_model_stack_the_store_or_rich_load(
     """stdout and stderr share the terminal: the imports Python reports (PYTHONPROFILEIMPORTTIME, on stderr)
     before the input line's `›` are the ones the user waited for."""
     env = {**model_env(home, server), "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "PYTHONPROFILEIMPORTTIME": "1"}
-    codling_ = PtyProcess([sys.executable, "-m", "codling", "chat"], env=env, cwd=project)
+    codling_ = PtyProcess([*warm.cold(), "chat"], env=env, cwd=project)  # its imports are what is measured
     try:
         at = codling_.expect("›")
         before = codling_.output[:at]
@@ -319,7 +319,7 @@ def test_a_prompt_given_to_bare_codling_opens_the_chat_with_it_and_deleting_the_
     assert recorded_prompts(home) == [["say hi"]]
     [session] = SessionStore(home).list()
     deleting = PtyProcess(
-        [sys.executable, "-m", "codling", "sessions", "delete", session.session_id[:13]],
+        [*warm.codling(), "sessions", "delete", session.session_id[:13]],
         env={**model_env(home, server), "NO_COLOR": "1"},
         cwd=project,
     )

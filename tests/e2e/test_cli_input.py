@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.fakes import warm
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
 from tests.fakes.processes import measured
@@ -40,7 +40,7 @@ def env(home: Path, server: OpenAIServer, **extra: str) -> dict[str, str]:
 
 def run(*args: str | bytes, env: dict[str, str], cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "codling", "run", *args],
+        [*warm.codling(), "run", *args],
         env=env,
         cwd=cwd,
         input=stdin,
@@ -104,7 +104,7 @@ def test_a_home_that_is_a_file_is_named_with_what_to_change(
     line = one_line_refusal(run("hi", env=env(home, server), cwd=project))
     assert line == expected.format("written")
     listed = subprocess.run(
-        [sys.executable, "-m", "codling", "sessions", "list"], env=env(home, server), capture_output=True, check=False
+        [*warm.codling(), "sessions", "list"], env=env(home, server), capture_output=True, check=False
     )
     assert one_line_refusal(listed) == expected.format("read")
     assert server.requests == []

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.test_cli import model_env
+from tests.fakes import warm
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
 from tests.fakes.pty_process import PtyProcess
 
@@ -24,7 +24,7 @@ def on_terminal(
     home: Path, project: Path, server: OpenAIServer, *args: str, colour: bool = False, columns: int = 120
 ) -> PtyProcess:
     env = {**model_env(home, server), "TERM": "xterm", **({} if colour else {"NO_COLOR": "1"})}
-    return PtyProcess([sys.executable, "-m", "codling", "run", *args], env=env, cwd=project, columns=columns)
+    return PtyProcess([*warm.codling(), "run", *args], env=env, cwd=project, columns=columns)
 
 
 def test_a_rejection_with_a_reason_reaches_the_model(home: Path, project: Path, server: OpenAIServer) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 from codling.brain.context.compaction import EARLIER_REQUEST
 from codling.brain.state import SUMMARY_PREFIX
 from tests.e2e.test_acp_process import agent_env
+from tests.fakes import warm
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, Usage, running_server
 from tests.fakes.scenarios import user_prompt
@@ -52,7 +52,7 @@ async def test_context_length_exceeded_compacts_retries_and_recovers(
         Reply(text=["Your lucky number is 42."], usage=Usage(300, 8)),
     )
     client = RecordingClient()
-    async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=agent_env(home, server)) as (
+    async with spawn_agent_process(client, *warm.codling(), "acp", env=agent_env(home, server)) as (
         conn,
         process,
     ):

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.fakes import warm
 from tests.fakes.deadlines import deadline
 from tests.fakes.gemini_server import FunctionCall, GeminiError, Reply, running_gemini_server, signature
 from tests.fakes.processes import measured
@@ -38,7 +38,7 @@ def test_codling_run_over_gemini_thinks_calls_a_tool_retries_then_continues(home
 
         def run(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(
-                [sys.executable, "-m", "codling", "run", *args],
+                [*warm.codling(), "run", *args],
                 env=env,
                 cwd=project,
                 input="",

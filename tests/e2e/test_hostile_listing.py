@@ -5,7 +5,6 @@ stopped with the cancelled turn instead of holding the process (issue 29 D7)."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from acp import PROTOCOL_VERSION
 
 from tests.e2e.raw_acp import RawAgent
 from tests.e2e.test_signals import agent_env, last_record
+from tests.fakes import warm
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
 
@@ -42,9 +42,7 @@ async def test_stdin_closed_during_a_slow_walk_ends_the_turn_and_the_process(
 ) -> None:
     slow_tree(project)
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "codling",
+        *warm.codling(),
         "acp",
         cwd=project,
         env=agent_env(home, server),

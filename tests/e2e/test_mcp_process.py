@@ -19,6 +19,7 @@ from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio
 
 from tests.e2e.test_acp_process import API_KEY, agent_env, spawned
+from tests.fakes import warm
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.deadlines import deadline
 from tests.fakes.mcp import ROOT, SERVER_MODULE, http_server, pid_written
@@ -123,7 +124,7 @@ async def test_daemons_a_stdio_server_starts_end_with_its_session_and_with_codli
         return stdio_server(name, tmp_path / f"{name}.pid", "--daemon", str(tmp_path / f"{name}.daemon"))
 
     client = RecordingClient()
-    command = (sys.executable, "-m", "codling", "acp")
+    command = (*warm.codling(), "acp")
     async with spawn_agent_process(client, *command, env=agent_env(home, server)) as (conn, process):
         try:
             await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), deadline(30))
@@ -201,7 +202,7 @@ async def test_codling_run_uses_config_toml_servers(
     server.enqueue(Reply(tool_calls=[ToolCall("mcp__local__add", {"a": 1, "b": 2}, id="r1")]), Reply(text=["three"]))
     env = {**agent_env(home, server), "PATH": "/usr/bin:/bin"}
     done = subprocess.run(
-        [sys.executable, "-m", "codling", "run", "--mode", "yolo", "add them"],
+        [*warm.codling(), "run", "--mode", "yolo", "add them"],
         cwd=project,
         env=env,
         capture_output=True,

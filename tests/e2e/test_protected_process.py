@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 
+from tests.fakes import warm
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
@@ -62,7 +62,7 @@ async def test_accept_edits_in_a_home_workspace_asks_before_every_path_that_runs
         }
     )
     client = RecordingClient(answers=["reject"] * len(ATTACKS))
-    async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", cwd=user, env=env) as (conn, _):
+    async with spawn_agent_process(client, *warm.codling(), "acp", cwd=user, env=env) as (conn, _):
         await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), deadline(30))
         session = await asyncio.wait_for(conn.new_session(cwd=str(user)), deadline(30))
         reply = await asyncio.wait_for(

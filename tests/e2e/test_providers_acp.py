@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 
-from tests.fakes import gemini_server, responses_server
+from tests.fakes import gemini_server, responses_server, warm
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.deadlines import deadline
 from tests.fakes.processes import measured
@@ -61,7 +60,7 @@ async def test_codling_acp_on_the_responses_api_and_on_gemini_reasons_and_calls_
             }
         )
         client = RecordingClient()
-        async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=env) as (conn, process):
+        async with spawn_agent_process(client, *warm.codling(), "acp", env=env) as (conn, process):
             await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), deadline(30))
             first = await asyncio.wait_for(conn.new_session(cwd=str(project)), deadline(30))
             second = await asyncio.wait_for(conn.new_session(cwd=str(project)), deadline(30))

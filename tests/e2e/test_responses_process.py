@@ -9,9 +9,9 @@ import base64
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.fakes import warm
 from tests.fakes.deadlines import deadline
 from tests.fakes.processes import measured
 from tests.fakes.responses_server import ErrorReply, Reply, ToolCall, running_responses_server
@@ -39,7 +39,7 @@ def test_codling_run_on_the_responses_api_streams_reasons_calls_tools_and_retrie
             }
         )
         result = subprocess.run(
-            [sys.executable, "-m", "codling", "run", "--json", "-i", "shot.png", "What does greet return?"],
+            [*warm.codling(), "run", "--json", "-i", "shot.png", "What does greet return?"],
             env=env,
             cwd=project,
             capture_output=True,

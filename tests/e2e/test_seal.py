@@ -44,7 +44,7 @@ def test_a_command_cannot_read_codling_s_secrets_from_its_parents(
     server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": ANCESTORS})]))
     server.enqueue(Reply(text=["done"]))
 
-    result = codling("run", "--mode", "yolo", "look around", env=env, cwd=project)
+    result = codling("run", "--mode", "yolo", "look around", env=env, cwd=project, cold=True)
 
     assert result.returncode == 0, result.stderr
     tool_output = json.dumps(server.requests[1]["messages"])
@@ -96,7 +96,7 @@ def test_variables_holding_well_known_credentials_are_scrubbed_and_redacted_what
         Reply(text=["Your bot token is ", SHAPED["CI_BOT"][:20], SHAPED["CI_BOT"][20:], " and ", SHAPED["HOOK"]])
     )
 
-    result = codling("run", "--mode", "yolo", "-v", "show the environment", env=env, cwd=project)
+    result = codling("run", "--mode", "yolo", "-v", "show the environment", env=env, cwd=project, cold=True)
 
     assert result.returncode == 0, result.stderr
     tool_output = server.requests[1]["messages"][-1]["content"]
@@ -147,7 +147,7 @@ def test_no_command_pays_a_restart_where_the_values_can_be_erased_in_place(home:
     env = {**base_env(home), **SECRETS, "PYTHONPROFILEIMPORTTIME": "1"}
 
     def starts(*args: str) -> int:  # every start of the process imports codling.seal once
-        stderr = codling(*args, env=env).stderr
+        stderr = codling(*args, env=env, cold=True).stderr
         return sum(line.endswith(" codling.seal") for line in stderr.splitlines())
 
     assert (starts("--version"), starts("chat")) == (1, 1)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 
 from tests.e2e.test_acp_process import agent_env
+from tests.fakes import warm
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
 
@@ -34,7 +34,7 @@ async def test_sigkill_mid_stream_then_fresh_process_loads_and_continues(
     )
     first = RecordingClient()
     env = agent_env(home, server)
-    async with spawn_agent_process(first, sys.executable, "-m", "codling", "acp", env=env) as (conn, process):
+    async with spawn_agent_process(first, *warm.codling(), "acp", env=env) as (conn, process):
         await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
         session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
         sid = session.session_id
@@ -54,7 +54,7 @@ async def test_sigkill_mid_stream_then_fresh_process_loads_and_continues(
 
     server.enqueue(Reply(text=["It still says hello."]))
     second = RecordingClient()
-    async with spawn_agent_process(second, sys.executable, "-m", "codling", "acp", env=env) as (conn, process):
+    async with spawn_agent_process(second, *warm.codling(), "acp", env=env) as (conn, process):
         await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
         listed = await asyncio.wait_for(conn.list_sessions(cwd=str(project)), 30)
         assert [s.session_id for s in listed.sessions] == [sid]

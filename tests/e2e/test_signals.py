@@ -8,13 +8,13 @@ import contextlib
 import json
 import os
 import signal
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from acp import PROTOCOL_VERSION, helpers, spawn_agent_process
 
+from tests.fakes import warm
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server
@@ -129,7 +129,7 @@ async def test_a_signal_to_codling_acp_stops_commands_and_records_the_turn(
     client = RecordingClient()
     env = agent_env(home, server)
     with Fifo(project / "cmd.pid") as pids:
-        async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=env) as (conn, process):
+        async with spawn_agent_process(client, *warm.codling(), "acp", env=env) as (conn, process):
             try:
                 await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
                 session = await asyncio.wait_for(conn.new_session(cwd=str(project)), 30)
@@ -151,9 +151,7 @@ async def test_a_signal_to_codling_run_stops_commands_and_records_the_turn(
 ) -> None:
     pids = Fifo(project / "cmd.pid")
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "codling",
+        *warm.codling(),
         "run",
         "--mode",
         "yolo",
@@ -183,9 +181,7 @@ async def test_a_client_gone_mid_turn_ends_the_turn_as_cancelled_and_recorded(
     pids = Fifo(project / "cmd.pid")
     read_end, write_end = os.pipe()
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "codling",
+        *warm.codling(),
         "acp",
         cwd=project,
         env=agent_env(home, server),

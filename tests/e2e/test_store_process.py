@@ -20,6 +20,7 @@ from codling.brain.events import TextDelta, TurnEnded
 from codling.store.history import read_history
 from codling.store.records import RECORD
 from tests.e2e.test_acp_process import agent_env
+from tests.fakes import warm
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.openai_server import OpenAIServer, Reply, ScriptedReply, ToolCall, last_user_text, running_server
 from tests.fakes.scenarios import user_prompt
@@ -133,7 +134,7 @@ async def test_history_survives_sigkill_at_points_through_a_turn(
     """The kind of the last complete record each killed agent left."""
     for trial in range(len(KILL_POINTS) + 1):
         client = KillingClient()
-        async with spawn_agent_process(client, sys.executable, "-m", "codling", "acp", env=agent_env(home, server)) as (
+        async with spawn_agent_process(client, *warm.cold(), "acp", env=agent_env(home, server)) as (
             conn,
             process,
         ):

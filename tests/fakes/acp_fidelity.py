@@ -20,7 +20,6 @@ import json
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from acp import PROTOCOL_VERSION, RequestError, helpers, spawn_agent_process
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
 from codling.brain.state import SUMMARY_PREFIX
+from tests.fakes import warm
 from tests.fakes.acp_client import RecordingClient, ZedReading
 from tests.fakes.deadlines import deadline
 from tests.fakes.long_session import SESSION, LongSessionModel, RequestLog, Summarizer, UserTurn, make_repo
@@ -165,9 +165,7 @@ class _agent:
         self._stderr = self._stderr_path.open("ab")
         self._spawn = spawn_agent_process(
             client,
-            sys.executable,
-            "-m",
-            "codling",
+            *warm.codling(),
             "acp",
             env=measured(self._env),
             cwd=self._project,

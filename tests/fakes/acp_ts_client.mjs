@@ -1,6 +1,7 @@
 // An ACP client on the reference TypeScript SDK (@agentclientprotocol/sdk), driving a spawned `codling acp`.
 //
-// Usage: node acp_ts_client.mjs RESULT.json TRAFFIC.jsonl PYTHON PROJECT PROMPT...
+// Usage: node acp_ts_client.mjs RESULT.json TRAFFIC.jsonl COMMAND PROJECT PROMPT...
+// (COMMAND: the JSON array that starts `codling acp`, e.g. ["python", "-m", "codling", "acp"])
 // It offers files (an unsaved buffer for notes.txt) and terminals (real processes), answers permission
 // requests from ACP_ANSWERS (comma-separated option ids, in order), sends each prompt in turn (switching the
 // session's "thinking" option off, as a boolean, before the second one if it has one), and writes what
@@ -12,7 +13,8 @@ import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
 
-const [resultPath, trafficPath, python, project, ...prompts] = process.argv.slice(2);
+const [resultPath, trafficPath, agentCommand, project, ...prompts] = process.argv.slice(2);
+const [program, ...programArgs] = JSON.parse(agentCommand); // the command that starts `codling acp`
 const answers = (process.env.ACP_ANSWERS || "").split(",").filter(Boolean);
 const buffers = new Map([[`${project}/notes.txt`, "unsaved text in the editor\n"]]);
 const queued = (process.env.ACP_QUEUED || "").split(",").filter(Boolean);
@@ -25,7 +27,7 @@ function log(from, bytes) {
   }
 }
 
-const agent = spawn(python, ["-m", "codling", "acp"], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
+const agent = spawn(program, programArgs, { stdio: ["pipe", "pipe", "inherit"], env: process.env });
 let pending = "";
 agent.stdout.on("data", (chunk) => {
   pending += chunk.toString("utf8");

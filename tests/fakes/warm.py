@@ -1,0 +1,278 @@
+"""Warm codling processes for the e2e tests: a server per test worker that has imported what a codling process
+imports (pydantic-ai, the provider SDKs, the ACP SDK, typer and rich, codling itself) and forks a codling on
+request, so that a test's ``codling acp`` or ``codling run`` skips the ~3 CPU-seconds of imports a cold start
+pays (the suite starts ~150 of them on two cores).
+
+A warm codling is a real process: started through :data:`LAUNCHER` (a few milliseconds of standard library), it
+gets the launcher's argv, environment, working directory and stdin, stdout and stderr, runs ``python -m codling``'s
+own entry point, and the launcher passes signals on and ends with its exit status (``warm_launch.py``). What a
+warm codling does not reproduce, the tests that check it start codling cold (:func:`cold`): its imports
+(``tests/unit/test_startup.py``), what ``/proc`` shows of its pid, environment and descriptors, a SIGKILL to the
+pid a test holds, and a controlling terminal.
+
+Coverage measures only cold processes, so under ``scripts/coverage`` every codling starts cold.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+LAUNCHER = Path(__file__).with_name("warm_launch.py")
+
+
+def cold() -> list[str]:
+    """The command that starts a codling from scratch, as an editor or a shell does."""
+    return [sys.executable, "-m", "codling"]
+
+
+_server: subprocess.Popen[bytes] | None = None
+_socket = ""
+_lock = threading.Lock()
+
+
+def codling() -> list[str]:
+    """The command that starts a codling the way this test worker can afford: forked by the worker's warm
+    server (started on first use), or from scratch under coverage."""
+    global _server, _socket
+    if any(name.startswith("COVERAGE_PROCESS") for name in os.environ):
+        return cold()
+    with _lock:
+        if _server is None or _server.poll() is not None:
+            _socket = str(Path(tempfile.mkdtemp(prefix="codling-warm-")) / "socket")
+            env = {name: os.environ[name] for name in ("PATH", "PYTHONPATH") if name in os.environ}
+            _server = subprocess.Popen(
+                [sys.executable, "-m", "tests.fakes.warm", _socket],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env={**env, "HOME": str(Path(_socket).parent)},
+                cwd=Path(__file__).resolve().parents[2],
+            )
+            assert _server.stdout is not None
+            ready = _server.stdout.readline()
+            if ready != b"ready\n":
+                raise RuntimeError(f"the warm codling server did not start: {ready!r}")
+            atexit.register(_stop, _server)
+    return [sys.executable, "-S", str(LAUNCHER), _socket]
+
+
+def server_pid() -> int:
+    """The pid of this worker's warm server (started if need be): what it forks are its children."""
+    codling()
+    assert _server is not None
+    return _server.pid
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    assert server.stdin is not None
+    server.stdin.close()  # the server kills what it forked and ends
+    server.wait()
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a launcher asks for: a codling with these args, environment and working directory, on these
+    descriptors (its stdin, stdout and stderr)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    fds: list[int]
+
+
+def _preload() -> None:
+    """Import what a codling process imports, and build what it builds once per process."""
+    import codling.acp.client_ports
+    import codling.acp.mcp_specs
+    import codling.acp.translate
+    import codling.brain.context.pin_capture
+    import codling.cli.acp_main
+    import codling.cli.app
+    import codling.store.index
+    import codling.store.live  # noqa: F401
+    from codling.llm.providers import warm_up_provider
+    from codling.llm.tokens import warm_up
+    from codling.store.records import build_records
+
+    warm_up()
+    for model in ("openai:m", "anthropic:m", "google-gla:m"):
+        warm_up_provider(model)
+    build_records()
+
+
+def _receive(conn: socket.socket) -> Request:
+    head, fds, _flags, _address = socket.recv_fds(conn, 4, 3)
+    while len(head) < 4:
+        head += conn.recv(4 - len(head))
+    (size,) = struct.unpack("!I", head)
+    body = b""
+    while len(body) < size:
+        chunk = conn.recv(size - len(body))
+        if not chunk:
+            raise EOFError("the launcher went away")
+        body += chunk
+    raw = json.loads(body)
+
+    def text(value: str) -> str:
+        return os.fsdecode(value.encode("latin-1"))
+
+    return Request(
+        argv=[text(arg) for arg in raw["argv"]],
+        env={text(k): text(v) for k, v in raw["env"]},
+        cwd=text(raw["cwd"]),
+        fds=list(fds),
+    )
+
+
+def serve(path: str) -> Request:
+    """Fork a codling for each launcher that connects to ``path``; returns only in a forked child, with what
+    its launcher asked for. Ends the process (killing what it forked) when its stdin ends."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, ("accept", 0))
+    selector.register(0, selectors.EVENT_READ, ("parent", 0))
+    children: dict[int, tuple[socket.socket, int]] = {}
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        for key, _events in selector.select():
+            what, pid = key.data
+            if what == "accept":
+                conn, _ = listener.accept()
+                try:
+                    request = _receive(conn)
+                except (OSError, EOFError, ValueError):
+                    conn.close()
+                    continue
+                assert threading.active_count() == 1, "a warm server must not fork with threads running"
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    listener.close()
+                    conn.close()
+                    for other, pidfd in children.values():
+                        other.close()
+                        os.close(pidfd)
+                    return request
+                for fd in request.fds:
+                    os.close(fd)
+                pidfd = os.pidfd_open(pid)
+                children[pid] = (conn, pidfd)
+                selector.register(pidfd, selectors.EVENT_READ, ("ended", pid))
+                selector.register(conn, selectors.EVENT_READ, ("launcher", pid))
+                _send(conn, f"pid {pid}\n")
+            elif what == "ended":
+                conn, pidfd = children.pop(pid)
+                _, status = os.waitpid(pid, 0)
+                selector.unregister(pidfd)
+                os.close(pidfd)
+                if conn.fileno() >= 0:
+                    _send(conn, f"status {status}\n")
+                    selector.unregister(conn)
+                    conn.close()
+            elif what == "launcher":  # gone (killed): so is its codling
+                conn, _pidfd = children[pid]
+                selector.unregister(conn)
+                conn.close()
+                os.kill(pid, signal.SIGKILL)
+            else:  # the test worker has ended
+                for pid in children:
+                    os.kill(pid, signal.SIGKILL)
+                for pid in children:
+                    os.waitpid(pid, 0)
+                sys.exit(0)
+
+
+def _send(conn: socket.socket, line: str) -> None:
+    with contextlib.suppress(OSError):  # the launcher was killed; its codling is killed or reaped already
+        conn.sendall(line.encode())
+
+
+def _become(request: Request) -> None:
+    """Turn this forked child into the process its launcher asked for."""
+    for target, fd in enumerate(request.fds):
+        os.dup2(fd, target)
+    os.closerange(3, 65536)
+    os.chdir(request.cwd)
+    os.environ.clear()
+    os.environ.update(request.env)
+    sys.argv = ["-m", *request.argv]
+    sys.orig_argv = [sys.executable, "-m", "codling", *request.argv]
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        old = getattr(sys, name)
+        stream = io.TextIOWrapper(
+            io.open(fd, f"{mode}b", closefd=False),  # noqa: SIM115, UP020 (CPython's own standard streams)
+            encoding=old.encoding,
+            errors=old.errors,
+            newline="\n" if mode == "w" else None,
+            line_buffering=name == "stderr" or (name == "stdout" and os.isatty(fd)),
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def main() -> None:
+    _preload()
+    import gc
+
+    gc.freeze()  # what the forks share stays shared: their collections leave it alone
+    request = serve(sys.argv[1])
+    _become(request)
+    code = _run()
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code)
+
+
+def _run() -> int:
+    """Run codling's entry point and end as Python would, minus the tearing down of every module, which would
+    touch (and so copy) every page the fork shares with the server."""
+    try:
+        runpy.run_module("codling", run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as e:
+        code = _exit_code(e.code)
+    except BaseException as e:
+        sys.excepthook(type(e), e, e.__traceback__)
+        code = 1
+        if isinstance(e, KeyboardInterrupt):  # Python ends killed by the SIGINT it did not handle
+            code = -signal.SIGINT
+    threading._shutdown()  # type: ignore[attr-defined]  # joins the threads that are not daemons, as at exit
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and not stream.closed:
+                stream.flush()
+        except OSError:
+            code = code or 120  # as Python does when it cannot flush its standard streams at exit
+    return code
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    main()
