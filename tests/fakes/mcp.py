@@ -6,17 +6,17 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from codling.mcp_servers import McpServerSpec, McpTransport
+from tests.fakes import warm
 from tests.fakes.deadlines import deadline
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_MODULE = "tests.fakes.mcp_server"
+SERVER_MODULE = warm.MCP_SERVER
 
 
 def server_env(**extra: str) -> dict[str, str]:
@@ -26,11 +26,12 @@ def server_env(**extra: str) -> dict[str, str]:
 
 def stdio_spec(name: str = "fake", *args: str, **env: str) -> McpServerSpec:
     """A stdio spec of the fake server (``args`` go to it, ``env`` is set for it)."""
+    program, *launch = warm.module(SERVER_MODULE)
     return McpServerSpec(
         name,
         "stdio",
-        command=sys.executable,
-        args=("-m", SERVER_MODULE, "--name", name, *args),
+        command=program,
+        args=(*launch, "--name", name, *args),
         env=tuple(server_env(**env).items()),
     )
 
@@ -39,7 +40,7 @@ def stdio_spec(name: str = "fake", *args: str, **env: str) -> McpServerSpec:
 def http_server(transport: McpTransport = "http", name: str = "web") -> Iterator[str]:
     """The fake server on 127.0.0.1 over ``transport`` (http or sse) in a subprocess; yields its URL."""
     process = subprocess.Popen(
-        [sys.executable, "-m", SERVER_MODULE, "--transport", transport, "--name", name],
+        [*warm.module(SERVER_MODULE), "--transport", transport, "--name", name],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

@@ -1,7 +1,8 @@
 """Warm codling processes for the e2e tests: a server per test worker that has imported what a codling process
 imports (pydantic-ai, the provider SDKs, the ACP SDK, typer and rich, codling itself) and forks a codling on
 request, so that a test's ``codling acp`` or ``codling run`` skips the ~3 CPU-seconds of imports a cold start
-pays (the suite starts ~150 of them on two cores).
+pays (the suite starts ~150 of them on two cores). The fake MCP server (:data:`MCP_SERVER`, the mcp SDK's
+~2 CPU-seconds) is forked the same way.
 
 A warm codling is a real process: started through :data:`LAUNCHER` (a few milliseconds of standard library), it
 gets the launcher's argv, environment, working directory and stdin, stdout and stderr, runs ``python -m codling``'s
@@ -33,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LAUNCHER = Path(__file__).with_name("warm_launch.py")
+MCP_SERVER = "tests.fakes.mcp_server"
+"""The fake MCP server's module (``tests/fakes/mcp_server.py``)."""
 
 
 def cold() -> list[str]:
@@ -48,9 +51,15 @@ _lock = threading.Lock()
 def codling() -> list[str]:
     """The command that starts a codling the way this test worker can afford: forked by the worker's warm
     server (started on first use), or from scratch under coverage."""
+    return module("codling")
+
+
+def module(name: str) -> list[str]:
+    """The command that runs module ``name`` as ``python -m`` would (``codling``, or ``MCP_SERVER``): forked by
+    this worker's warm server (started on first use), or from scratch under coverage."""
     global _server, _socket
-    if any(name.startswith("COVERAGE_PROCESS") for name in os.environ):
-        return cold()
+    if any(variable.startswith("COVERAGE_PROCESS") for variable in os.environ):
+        return [sys.executable, "-m", name]
     with _lock:
         if _server is None or _server.poll() is not None:
             _socket = str(Path(tempfile.mkdtemp(prefix="codling-warm-")) / "socket")
@@ -67,7 +76,7 @@ def codling() -> list[str]:
             if ready != b"ready\n":
                 raise RuntimeError(f"the warm codling server did not start: {ready!r}")
             atexit.register(_stop, _server)
-    return [sys.executable, "-S", str(LAUNCHER), _socket]
+    return [sys.executable, "-S", str(LAUNCHER), _socket, name]
 
 
 def server_pid() -> int:
@@ -85,9 +94,10 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
 
 @dataclass(frozen=True)
 class Request:
-    """What a launcher asks for: a codling with these args, environment and working directory, on these
-    descriptors (its stdin, stdout and stderr)."""
+    """What a launcher asks for: a module run as ``python -m`` would (codling, or the fake MCP server) with these
+    args, environment and working directory, on these descriptors (its stdin, stdout and stderr)."""
 
+    module: str
     argv: list[str]
     env: dict[str, str]
     cwd: str
@@ -112,6 +122,7 @@ def _preload() -> None:
     for model in ("openai:m", "anthropic:m", "google-gla:m"):
         warm_up_provider(model)
     build_records()
+    import tests.fakes.mcp_server  # noqa: F401  (the fake MCP server: the mcp SDK)
 
 
 def _receive(conn: socket.socket) -> Request:
@@ -131,6 +142,7 @@ def _receive(conn: socket.socket) -> Request:
         return os.fsdecode(value.encode("latin-1"))
 
     return Request(
+        module=raw["module"],
         argv=[text(arg) for arg in raw["argv"]],
         env={text(k): text(v) for k, v in raw["env"]},
         cwd=text(raw["cwd"]),
@@ -213,7 +225,8 @@ def _become(request: Request) -> None:
     os.environ.clear()
     os.environ.update(request.env)
     sys.argv = ["-m", *request.argv]
-    sys.orig_argv = [sys.executable, "-m", "codling", *request.argv]
+    sys.modules.pop(request.module, None)  # preloaded; run as __main__ afresh, as ``python -m`` would
+    sys.orig_argv = [sys.executable, "-m", request.module, *request.argv]
     for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
         old = getattr(sys, name)
         stream = io.TextIOWrapper(
@@ -234,18 +247,18 @@ def main() -> None:
     gc.freeze()  # what the forks share stays shared: their collections leave it alone
     request = serve(sys.argv[1])
     _become(request)
-    code = _run()
+    code = _run(request.module)
     if code < 0:
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code)
 
 
-def _run() -> int:
-    """Run codling's entry point and end as Python would, minus the tearing down of every module, which would
-    touch (and so copy) every page the fork shares with the server."""
+def _run(module: str) -> int:
+    """Run ``module`` (codling's entry point) and end as Python would, minus the tearing down of every module,
+    which would touch (and so copy) every page the fork shares with the server."""
     try:
-        runpy.run_module("codling", run_name="__main__", alter_sys=True)
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as e:
         code = _exit_code(e.code)

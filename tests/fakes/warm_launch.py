@@ -1,4 +1,5 @@
-"""The command a test starts a warm codling with (``python -S warm_launch.py SOCKET ARGS…``): it hands its argv,
+"""The command a test starts a warm codling with (``python -S warm_launch.py SOCKET MODULE ARGS…``, ``MODULE``
+being ``codling``, or the fake MCP server's): it hands its module and argv,
 environment, working directory and its stdin, stdout and stderr to the warm server at ``SOCKET``
 (``tests/fakes/warm.py``), which forks a codling that has its imports done, then stands in for that codling until
 it ends: a signal sent to this process reaches the codling, and this process ends as the codling did (its exit
@@ -27,7 +28,7 @@ def _raw(text: str) -> str:
 
 
 def main() -> None:
-    path, args = sys.argv[1], sys.argv[2:]
+    path, module, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     child: list[int] = []
     pending: list[int] = []
 
@@ -41,6 +42,7 @@ def main() -> None:
         signal.signal(number, forward)
     request = json.dumps(
         {
+            "module": module,
             "argv": [_raw(arg) for arg in args],
             "env": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in os.environb.items()],
             "cwd": os.getcwdb().decode("latin-1"),
