@@ -18,6 +18,7 @@ import pytest
 from codling.brain.events import TextDelta, TurnEnded, TurnStarted
 from codling.store.history import read_history
 from tests.e2e.raw_acp import RawAgent, agent_env
+from tests.fakes import warm
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, running_server
 
@@ -26,7 +27,7 @@ from tests.fakes.openai_server import OpenAIServer, Reply, running_server
 UNDER_A_LIMIT = """
 import os, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-os.execv(sys.executable, [sys.executable, "-m", "codling", "acp"])
+os.execv(sys.executable, {command!r})
 """
 
 
@@ -53,7 +54,7 @@ async def test_a_full_disk_is_a_clear_error_and_nothing_is_lost_once_there_is_ro
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
-            UNDER_A_LIMIT,
+            UNDER_A_LIMIT.format(command=[*warm.codling(), "acp"]),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=err,
@@ -68,7 +69,7 @@ async def test_a_full_disk_is_a_clear_error_and_nothing_is_lost_once_there_is_ro
             assert "result" in await prompt(agent, 2, session_id, "one")
             history = home / "sessions" / session_id / "history.jsonl"
             _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-            resource.prlimit(process.pid, resource.RLIMIT_FSIZE, (history.stat().st_size + 40, hard))
+            resource.prlimit(warm.behind(process.pid), resource.RLIMIT_FSIZE, (history.stat().st_size + 40, hard))
 
             full = await prompt(agent, 3, session_id, "two")
             assert full["error"]["code"] == -32603
@@ -79,7 +80,7 @@ async def test_a_full_disk_is_a_clear_error_and_nothing_is_lost_once_there_is_ro
             lines = history.read_bytes().splitlines(keepends=True)
             assert all(line.endswith(b"\n") and json.loads(line) for line in lines)  # nothing torn
 
-            resource.prlimit(process.pid, resource.RLIMIT_FSIZE, (hard, hard))
+            resource.prlimit(warm.behind(process.pid), resource.RLIMIT_FSIZE, (hard, hard))
             assert "result" in await prompt(agent, 4, session_id, "three")
             listed = await agent.request(5, "session/list", {}, timeout=deadline(30))
             assert [s["sessionId"] for s in listed["result"]["sessions"]] == [session_id]  # still serving
@@ -100,7 +101,7 @@ RUN_UNDER_A_LIMIT = """
 import os, resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
-os.execv(sys.executable, [sys.executable, "-m", "codling", "run", *sys.argv[1:]])
+os.execv(sys.executable, [*{command!r}, *sys.argv[1:]])
 """
 
 
@@ -108,7 +109,7 @@ def test_codling_run_says_what_it_could_not_record_and_exits_1(home: Path, proje
     reply = "a long reply " * 800
     server.enqueue(Reply(text=[reply]))
     done = subprocess.run(
-        [sys.executable, "-c", RUN_UNDER_A_LIMIT, "say something long"],
+        [sys.executable, "-c", RUN_UNDER_A_LIMIT.format(command=[*warm.codling(), "run"]), "say something long"],
         env={**agent_env(home, server), "PYTHONDONTWRITEBYTECODE": "1"},  # (no cut .pyc left behind: see above)
         cwd=project,
         capture_output=True,

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +41,7 @@ SESSIONS = 3 * FD_LIMIT
 LIMITED = """
 import os, resource, sys
 resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit}))
-os.execv(sys.executable, [sys.executable, "-m", "codling", "acp"])
+os.execv(sys.executable, {command!r})
 """
 
 
@@ -48,7 +50,7 @@ async def test_open_sessions_hold_no_descriptors_three_times_the_limit_stay_open
 ) -> None:
     server.responder = lambda body: Reply(text=[f"echo: {user_prompt(last_user_text(body))}"])
     client = RecordingClient()
-    wrapper = LIMITED.format(limit=FD_LIMIT)
+    wrapper = LIMITED.format(limit=FD_LIMIT, command=[*warm.codling(), "acp"])
     async with spawn_agent_process(client, sys.executable, "-c", wrapper, env=agent_env(home, server)) as (conn, proc):
         try:
             await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 30)
@@ -61,7 +63,7 @@ async def test_open_sessions_hold_no_descriptors_three_times_the_limit_stay_open
                     conn.prompt(session_id=sid, prompt=[helpers.text_block(f"hello {sid}")]), 30
                 )
                 assert response.stop_reason == "end_turn"
-            limit = Path(f"/proc/{proc.pid}/limits").read_text()
+            limit = Path(f"/proc/{warm.behind(proc.pid)}/limits").read_text()
             assert f"Max open files            {FD_LIMIT}" in limit
         finally:
             proc.kill()
@@ -104,7 +106,7 @@ class KillingClient(RecordingClient):
             return
         self.seen += 1
         if self.seen == self.kill_at and self.process is not None:
-            self.process.kill()
+            os.kill(warm.behind(self.process.pid), signal.SIGKILL)  # the codling itself, not its launcher
 
 
 def check_history(path: Path) -> int:
@@ -134,7 +136,7 @@ async def test_history_survives_sigkill_at_points_through_a_turn(
     """The kind of the last complete record each killed agent left."""
     for trial in range(len(KILL_POINTS) + 1):
         client = KillingClient()
-        async with spawn_agent_process(client, *warm.cold(), "acp", env=agent_env(home, server)) as (
+        async with spawn_agent_process(client, *warm.codling(), "acp", env=agent_env(home, server)) as (
             conn,
             process,
         ):

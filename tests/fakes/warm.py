@@ -8,8 +8,10 @@ A warm codling is a real process: started through :data:`LAUNCHER` (a few millis
 gets the launcher's argv, environment, working directory and stdin, stdout and stderr, runs ``python -m codling``'s
 own entry point, and the launcher passes signals on and ends with its exit status (``warm_launch.py``). What a
 warm codling does not reproduce, the tests that check it start codling cold (:func:`cold`): its imports
-(``tests/unit/test_startup.py``), what ``/proc`` shows of its pid, environment and descriptors, a SIGKILL to the
-pid a test holds, and a controlling terminal.
+(``tests/unit/test_startup.py``, the chat's first line) and what ``/proc`` shows of its environment (the seal).
+A test that signals or inspects the codling itself (a SIGKILL, ``/proc/<pid>/limits``) finds it with
+:func:`behind`. Its controlling terminal, if the launcher has one, stays the launcher's: the terminal's signals
+reach the launcher, which passes them on.
 
 Coverage measures only cold processes, so under ``scripts/coverage`` every codling starts cold.
 """
@@ -21,6 +23,7 @@ import contextlib
 import io
 import json
 import os
+import resource
 import runpy
 import selectors
 import signal
@@ -86,6 +89,20 @@ def server_pid() -> int:
     return _server.pid
 
 
+def behind(pid: int) -> int:
+    """The pid of the codling behind the launcher ``pid`` while it runs (``pid`` itself for a cold codling)."""
+    note = _behind_dir(_socket) / str(pid) if _socket else None
+    try:
+        return int(note.read_text()) if note else pid
+    except FileNotFoundError:
+        return pid
+
+
+def _behind_dir(socket_path: str) -> Path:
+    """Where the server notes, per launcher pid, the pid of the codling it forked for it."""
+    return Path(socket_path).with_name("behind")
+
+
 def _stop(server: subprocess.Popen[bytes]) -> None:
     assert server.stdin is not None
     server.stdin.close()  # the server kills what it forked and ends
@@ -101,6 +118,7 @@ class Request:
     argv: list[str]
     env: dict[str, str]
     cwd: str
+    limits: dict[str, tuple[int, int]]
     fds: list[int]
 
 
@@ -146,6 +164,7 @@ def _receive(conn: socket.socket) -> Request:
         argv=[text(arg) for arg in raw["argv"]],
         env={text(k): text(v) for k, v in raw["env"]},
         cwd=text(raw["cwd"]),
+        limits={name: (soft, hard) for name, (soft, hard) in raw["limits"].items()},
         fds=list(fds),
     )
 
@@ -159,7 +178,9 @@ def serve(path: str) -> Request:
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, ("accept", 0))
     selector.register(0, selectors.EVENT_READ, ("parent", 0))
-    children: dict[int, tuple[socket.socket, int]] = {}
+    children: dict[int, tuple[socket.socket, int, Path]] = {}
+    behind = _behind_dir(path)
+    behind.mkdir()
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     while True:
@@ -178,20 +199,24 @@ def serve(path: str) -> Request:
                     selector.close()
                     listener.close()
                     conn.close()
-                    for other, pidfd in children.values():
+                    for other, pidfd, _note in children.values():
                         other.close()
                         os.close(pidfd)
                     return request
                 for fd in request.fds:
                     os.close(fd)
                 pidfd = os.pidfd_open(pid)
-                children[pid] = (conn, pidfd)
+                launcher, _uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+                note = behind / str(launcher)
+                note.write_text(str(pid))
+                children[pid] = (conn, pidfd, note)
                 selector.register(pidfd, selectors.EVENT_READ, ("ended", pid))
                 selector.register(conn, selectors.EVENT_READ, ("launcher", pid))
                 _send(conn, f"pid {pid}\n")
             elif what == "ended":
-                conn, pidfd = children.pop(pid)
+                conn, pidfd, note = children.pop(pid)
                 _, status = os.waitpid(pid, 0)
+                note.unlink()
                 selector.unregister(pidfd)
                 os.close(pidfd)
                 if conn.fileno() >= 0:
@@ -199,7 +224,7 @@ def serve(path: str) -> Request:
                     selector.unregister(conn)
                     conn.close()
             elif what == "launcher":  # gone (killed): so is its codling
-                conn, _pidfd = children[pid]
+                conn, _pidfd, _note = children[pid]
                 selector.unregister(conn)
                 conn.close()
                 os.kill(pid, signal.SIGKILL)
@@ -224,6 +249,9 @@ def _become(request: Request) -> None:
     os.chdir(request.cwd)
     os.environ.clear()
     os.environ.update(request.env)
+    sys.dont_write_bytecode = bool(request.env.get("PYTHONDONTWRITEBYTECODE"))
+    for name, limit in request.limits.items():  # the launcher's, as a process started in its place inherits them
+        resource.setrlimit(getattr(resource, name), limit)
     sys.argv = ["-m", *request.argv]
     sys.modules.pop(request.module, None)  # preloaded; run as __main__ afresh, as ``python -m`` would
     sys.orig_argv = [sys.executable, "-m", request.module, *request.argv]

@@ -1,8 +1,7 @@
 """The command a test starts a warm codling with (``python -S warm_launch.py SOCKET MODULE ARGS…``, ``MODULE``
-being ``codling``, or the fake MCP server's): it hands its module and argv,
-environment, working directory and its stdin, stdout and stderr to the warm server at ``SOCKET``
-(``tests/fakes/warm.py``), which forks a codling that has its imports done, then stands in for that codling until
-it ends: a signal sent to this process reaches the codling, and this process ends as the codling did (its exit
+being ``codling``, or the fake MCP server's): it hands its module and argv, environment, working directory,
+resource limits and its stdin, stdout and stderr to the warm server at ``SOCKET`` (``tests/fakes/warm.py``),
+which forks a codling that has its imports done, then stands in for that codling until it ends: a signal sent to this process reaches the codling, and this process ends as the codling did (its exit
 code, or killed by the same signal).
 
 It imports the standard library alone (``-S``: no site-packages), so it starts in a few milliseconds. A SIGKILL
@@ -13,10 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import struct
 import sys
+
+LIMITS = ("RLIMIT_NOFILE", "RLIMIT_FSIZE", "RLIMIT_AS", "RLIMIT_CPU")
+"""The resource limits the codling gets from this process, as a process started in its place would."""
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 """The signals passed on to the codling (SIGWINCH too: a terminal resized)."""
@@ -46,6 +49,7 @@ def main() -> None:
             "argv": [_raw(arg) for arg in args],
             "env": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in os.environb.items()],
             "cwd": os.getcwdb().decode("latin-1"),
+            "limits": {name: resource.getrlimit(getattr(resource, name)) for name in LIMITS},
         }
     ).encode()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
