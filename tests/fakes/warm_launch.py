@@ -1,8 +1,9 @@
 """The command a test starts a warm codling with (``python -S warm_launch.py SOCKET MODULE ARGS…``, ``MODULE``
 being ``codling``, or the fake MCP server's): it hands its module and argv, environment, working directory,
 resource limits and its stdin, stdout and stderr to the warm server at ``SOCKET`` (``tests/fakes/warm.py``),
-which forks a codling that has its imports done, then stands in for that codling until it ends: a signal sent to this process reaches the codling, and this process ends as the codling did (its exit
-code, or killed by the same signal).
+which forks a codling that has its imports done, then stands in for that codling until it ends: a signal sent
+to this process reaches the codling, and this process ends as the codling did (its exit code, or killed by the
+same signal).
 
 It imports the standard library alone (``-S``: no site-packages), so it starts in a few milliseconds. A SIGKILL
 cannot be passed on: the server kills the codling when this process's connection closes, an instant later.
