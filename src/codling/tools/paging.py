@@ -24,8 +24,9 @@ WHOLE_FILE_MAX_BYTES = 8 * 1024 * 1024
 """The largest file read whole (8 MiB: a generated source file or a large data file fits, a log or dump may
 not); a larger one is read by pages only."""
 
-COUNT_MAX_BYTES = 1024 * 1024 * 1024
-"""How far past the page (or into one cut line) newlines and characters are counted: 1 GiB, about a second."""
+COUNT_MAX_BYTES = 256 * 1024 * 1024
+"""How far past the page (or into one cut line) newlines and characters are counted: 256 MiB, a quarter to one
+second of a turn (1 GiB cost 1–4 s a page of a huge log, for a count the note gives as "at least" anyway)."""
 
 _BLOCK = 1024 * 1024
 _UTF8_BYTES_PER_CHAR = 4
