@@ -136,7 +136,7 @@ def run_pytest(
 
 
 def test_a_hang_or_a_slow_failure_report_fails_its_own_test_and_the_run_goes_on(tmp_path: Path) -> None:
-    result = run_pytest(tmp_path, HANGS, timeout=1, session_timeout=600, conftest=SLOW_REPORTS)
+    result = run_pytest(tmp_path, HANGS, timeout=0.5, session_timeout=600, conftest=SLOW_REPORTS)
     out = result.stdout + result.stderr
     assert "INTERNALERROR" not in out, out
     assert result.returncode == 1, out
