@@ -186,6 +186,8 @@ def serve(path: str) -> Request:
     while True:
         for key, _events in selector.select():
             what, pid = key.data
+            if what in ("ended", "launcher") and pid not in children:
+                continue  # both ends went in one wake-up: the codling was reaped and its launcher let go already
             if what == "accept":
                 conn, _ = listener.accept()
                 try:
