@@ -420,8 +420,10 @@ async def _chat(
     first: str | None,
 ) -> int:
     from codling.brain.slash import COMMANDS
-    from codling.cli.chat import CHAT_COMMANDS, Chat, ChatViews, SettledInput
+    from codling.cli.chat import Chat
+    from codling.cli.chat_commands import CHAT_COMMANDS
     from codling.cli.chat_input import PromptInput
+    from codling.cli.chat_ports import ChatViews, SettledInput
     from codling.cli.draw import use_color
     from codling.cli.oneshot import redacted_output, terminal_views
     from codling.cli.preload import Preload
