@@ -18,8 +18,9 @@ from codling import __version__
 from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
 from codling.cli import complete
 from codling.cli.acp_main import run_acp, setup_logging
+from codling.cli.models_command import models
 from codling.cli.oneshot import Limits, Output, run_turn
-from codling.cli.session_args import EMPTY_FROM_STDIN, PICK, prepare, read_prompt
+from codling.cli.session_args import EMPTY_FROM_STDIN, PICK, fail_config, prepare, read_prompt
 from codling.cli.session_plan import (
     EXIT_USAGE,
     SessionPlan,
@@ -36,7 +37,7 @@ from codling.llm.catalog import Catalog
 from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    pass
 
 app = CodlingTyper(
     name="codling",
@@ -114,16 +115,11 @@ def command_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def _fail_config(e: ConfigError) -> typer.Exit:
-    typer.echo(f"codling: {e}", err=True)
-    return typer.Exit(EXIT_USAGE)
-
-
 def _start_logging() -> None:
     try:
         setup_logging()
     except ConfigError as e:
-        raise _fail_config(e) from e
+        raise fail_config(e) from e
 
 
 @app.command()
@@ -152,7 +148,7 @@ def login_command(provider: ProviderOption = None, model: ModelOption = None) ->
         _, catalog = load()
         typer.echo(login(catalog, provider, model, interactive=interactive, say=typer.echo))
     except ConfigError as e:
-        raise _fail_config(e) from e
+        raise fail_config(e) from e
     except (EOFError, KeyboardInterrupt) as e:
         typer.echo("codling login: cancelled; nothing was stored", err=True)
         raise typer.Exit(EXIT_USAGE) from e
@@ -166,69 +162,10 @@ def logout_command(provider: ProviderOption = None) -> None:
     try:
         typer.echo(logout(provider))
     except ConfigError as e:
-        raise _fail_config(e) from e
+        raise fail_config(e) from e
 
 
-@app.command()
-def models() -> None:
-    """List the models codling knows, their context limits and whether credentials are set; mark the one
-    `codling run` would use, and say why."""
-    from rich.console import Console
-
-    from codling.llm.providers import has_credentials, select_model
-
-    try:
-        settings, catalog = load()
-    except ConfigError as e:
-        raise _fail_config(e) from e
-    try:
-        choice = select_model(None, settings, catalog)
-    except ConfigError as e:
-        selected, why = None, str(e)
-    else:
-        selected, why = choice.info.id, _why_selected(choice.source, settings)
-    listed = list(catalog)
-    if selected is not None and all(info.id != selected for info in listed):
-        listed.insert(0, choice.info)  # chosen by name, and in no catalog
-    rows = [
-        (
-            info.id,
-            f"{info.context_limit:,}",
-            "yes" if has_credentials(info.id, settings.env) else "no",
-            "← selected" if info.id == selected else "",
-        )
-        for info in listed
-    ]
-    print_models(rows, f"selected: {selected} ({why})" if selected else f"no model selected: {why}", Console())
-
-
-def print_models(rows: list[tuple[str, str, str, str]], selected: str, console: Console) -> None:
-    """The models table and the line saying which is selected, laid out to ``console``'s width: a value too long
-    for its column folds onto more lines rather than ending in "…" (the ids were cut at 40 columns)."""
-    from rich.table import Table
-
-    table = Table("model", "context limit", "credentials", "", box=None, pad_edge=False)  # as `sessions list`
-    for column in table.columns:
-        column.overflow = "fold"  # rich's default cuts a value too long for its column (issue 32)
-    table.columns[1].min_width = max((len(row[1]) for row in rows), default=0)  # a number is read whole
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-    console.print(selected, highlight=False, soft_wrap=True)  # one line, for the terminal to wrap: a path stays whole
-
-
-def _why_selected(source: str, settings: Settings) -> str:
-    from codling.paths import config_file
-
-    return {
-        "CODLING_MODEL": "set by CODLING_MODEL",
-        "config.toml": f"set by model in {config_file(settings.home)}",
-        "codling login": "chosen at `codling login`; choose another with --model, CODLING_MODEL or model in "
-        "config.toml",
-        "server": "the first model the server at OPENAI_BASE_URL lists",
-        "credentials": "the first listed whose provider has credentials; choose another with --model, "
-        "CODLING_MODEL or model in config.toml",
-    }.get(source, f"from {source}")
+app.command()(models)
 
 
 @app.command()

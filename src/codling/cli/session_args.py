@@ -14,7 +14,7 @@ import typer
 from codling.cli.home import open_store
 from codling.cli.session_plan import EXIT_OK, EXIT_USAGE, SessionPlan, check_model, load, pick, plan_session
 from codling.config import Settings, parse_mode
-from codling.errors import CodlingError, SessionError
+from codling.errors import CodlingError, ConfigError, SessionError
 from codling.llm.catalog import Catalog
 from codling.vocabulary import PermissionMode
 
@@ -115,3 +115,9 @@ def _pick(settings: Settings, workdir: Path, from_stdin: bool) -> str:
         typer.echo("codling: no session chosen", err=True)
         raise typer.Exit(EXIT_OK)
     return chosen
+
+
+def fail_config(e: ConfigError) -> typer.Exit:
+    """The exit for a configuration error, said on stderr in one line (exit 2)."""
+    typer.echo(f"codling: {e}", err=True)
+    return typer.Exit(EXIT_USAGE)
