@@ -31,7 +31,8 @@ def main() -> None:
         run_acp()
         return
     with imports_without_gc():
-        from codling.cli.app import app, command_names, resume_without_id
+        from codling.cli.app import app, command_names
+        from codling.cli.session_args import resume_without_id
     from codling.cli.argv import Refusal, route
 
     argv = resume_without_id(sys.argv)

@@ -19,19 +19,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from codling.brain.events import TurnEnded, TurnStarted
 from codling.brain.slash import COMMANDS
-from codling.cli.chat import (
-    CHAT_COMMANDS,
-    EXIT_HINT,
-    Chat,
-    ChatCommand,
-    ChatInput,
-    ChatViews,
-    Prompt,
-    UnknownCommand,
-    _home_relative,
-    describe_chat,
-    parse_line,
-)
+from codling.cli.chat import EXIT_HINT, Chat, _home_relative
+from codling.cli.chat_commands import CHAT_COMMANDS, ChatCommand, Prompt, UnknownCommand, describe_chat, parse_line
+from codling.cli.chat_ports import ChatInput, ChatViews
 from codling.cli.notify import Notifier
 from codling.cli.render import TerminalRenderer
 from codling.cli.session_plan import SessionPlan, open_live, plan_session

@@ -14,7 +14,7 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from codling.cli.chat import all_commands
+from codling.cli.chat_commands import all_commands
 from codling.cli.chat_input import HISTORY_FILE, ChatCompleter, PromptInput
 from tests.fakes.deadlines import deadline
 

@@ -10,7 +10,7 @@ import pytest
 import typer
 
 from codling import __version__
-from codling.cli.app import app, command_names, resume_without_id
+from codling.cli.app import app, command_names
 from codling.cli.argv import (
     LIGHT_COMMANDS,
     OPTIONS_WITH_VALUE,
@@ -20,6 +20,7 @@ from codling.cli.argv import (
     route,
     runs_tools,
 )
+from codling.cli.session_args import resume_without_id
 from codling.store.index import SessionStore
 from tests.fakes.cli_runner import codling
 from tests.fakes.openai_server import OpenAIServer, Reply

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from codling.cli.app import print_models
+from codling.cli.models_command import print_models
 from tests.fakes.cli_runner import clean_env, codling
 
 WIDTHS = [40, 80, 200]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from codling.cli.app import resume_without_id
 from codling.cli.picker import PAGE_SIZE, age, pick_session
+from codling.cli.session_args import resume_without_id
 from codling.store.index import SessionListing
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

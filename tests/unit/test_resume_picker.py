@@ -14,7 +14,8 @@ import pytest
 
 from codling.brain.events import SessionTitled, TextDelta, TurnEnded, TurnStarted, Usage
 from codling.brain.prompt import TextBlock
-from codling.cli.chat import Chat, ChatViews
+from codling.cli.chat import Chat
+from codling.cli.chat_ports import ChatViews
 from codling.cli.picker import PAGE_SIZE, pick_session
 from codling.cli.render import TerminalRenderer
 from codling.cli.session_plan import plan_session, resumable

@@ -13,7 +13,8 @@ import pytest
 
 from codling.brain.events import Event, TextDelta, TurnEnded, TurnStarted, Usage
 from codling.brain.prompt import TextBlock
-from codling.cli.chat import Chat, ChatViews
+from codling.cli.chat import Chat
+from codling.cli.chat_ports import ChatViews
 from codling.cli.render import TerminalRenderer
 from codling.cli.session_plan import plan_session
 from codling.cli.transcript import print_transcript

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from codling.brain.events import TextDelta, TurnEnded, TurnStarted, Usage
-from codling.cli.chat import describe_chat
+from codling.cli.chat_commands import describe_chat
 from codling.cli.draw import StyledWriter
 from codling.cli.render import TerminalRenderer
 from codling.cli.sessions import print_table

@@ -10,7 +10,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,29 +18,26 @@ from codling import __version__
 from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
 from codling.cli import complete
 from codling.cli.acp_main import run_acp, setup_logging
-from codling.cli.home import open_store
+from codling.cli.models_command import models
 from codling.cli.oneshot import Limits, Output, run_turn
+from codling.cli.session_args import EMPTY_FROM_STDIN, PICK, fail_config, prepare, read_prompt
 from codling.cli.session_plan import (
-    EXIT_OK,
     EXIT_USAGE,
     SessionPlan,
-    check_model,
     could_be_id,
     load,
-    pick,
-    plan_session,
     read_image,
     restored_mode_note,
 )
 from codling.cli.sessions import sessions_app
 from codling.cli.typer_app import CodlingTyper
-from codling.config import Settings, parse_mode
-from codling.errors import CodlingError, ConfigError, SessionError
+from codling.config import Settings
+from codling.errors import ConfigError
 from codling.llm.catalog import Catalog
 from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    pass
 
 app = CodlingTyper(
     name="codling",
@@ -118,16 +115,11 @@ def command_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def _fail_config(e: ConfigError) -> typer.Exit:
-    typer.echo(f"codling: {e}", err=True)
-    return typer.Exit(EXIT_USAGE)
-
-
 def _start_logging() -> None:
     try:
         setup_logging()
     except ConfigError as e:
-        raise _fail_config(e) from e
+        raise fail_config(e) from e
 
 
 @app.command()
@@ -156,7 +148,7 @@ def login_command(provider: ProviderOption = None, model: ModelOption = None) ->
         _, catalog = load()
         typer.echo(login(catalog, provider, model, interactive=interactive, say=typer.echo))
     except ConfigError as e:
-        raise _fail_config(e) from e
+        raise fail_config(e) from e
     except (EOFError, KeyboardInterrupt) as e:
         typer.echo("codling login: cancelled; nothing was stored", err=True)
         raise typer.Exit(EXIT_USAGE) from e
@@ -170,106 +162,10 @@ def logout_command(provider: ProviderOption = None) -> None:
     try:
         typer.echo(logout(provider))
     except ConfigError as e:
-        raise _fail_config(e) from e
+        raise fail_config(e) from e
 
 
-@app.command()
-def models() -> None:
-    """List the models codling knows, their context limits and whether credentials are set; mark the one
-    `codling run` would use, and say why."""
-    from rich.console import Console
-
-    from codling.llm.providers import has_credentials, select_model
-
-    try:
-        settings, catalog = load()
-    except ConfigError as e:
-        raise _fail_config(e) from e
-    try:
-        choice = select_model(None, settings, catalog)
-    except ConfigError as e:
-        selected, why = None, str(e)
-    else:
-        selected, why = choice.info.id, _why_selected(choice.source, settings)
-    listed = list(catalog)
-    if selected is not None and all(info.id != selected for info in listed):
-        listed.insert(0, choice.info)  # chosen by name, and in no catalog
-    rows = [
-        (
-            info.id,
-            f"{info.context_limit:,}",
-            "yes" if has_credentials(info.id, settings.env) else "no",
-            "← selected" if info.id == selected else "",
-        )
-        for info in listed
-    ]
-    print_models(rows, f"selected: {selected} ({why})" if selected else f"no model selected: {why}", Console())
-
-
-def print_models(rows: list[tuple[str, str, str, str]], selected: str, console: Console) -> None:
-    """The models table and the line saying which is selected, laid out to ``console``'s width: a value too long
-    for its column folds onto more lines rather than ending in "…" (the ids were cut at 40 columns)."""
-    from rich.table import Table
-
-    table = Table("model", "context limit", "credentials", "", box=None, pad_edge=False)  # as `sessions list`
-    for column in table.columns:
-        column.overflow = "fold"  # rich's default cuts a value too long for its column (issue 32)
-    table.columns[1].min_width = max((len(row[1]) for row in rows), default=0)  # a number is read whole
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-    console.print(selected, highlight=False, soft_wrap=True)  # one line, for the terminal to wrap: a path stays whole
-
-
-def _why_selected(source: str, settings: Settings) -> str:
-    from codling.paths import config_file
-
-    return {
-        "CODLING_MODEL": "set by CODLING_MODEL",
-        "config.toml": f"set by model in {config_file(settings.home)}",
-        "codling login": "chosen at `codling login`; choose another with --model, CODLING_MODEL or model in "
-        "config.toml",
-        "server": "the first model the server at OPENAI_BASE_URL lists",
-        "credentials": "the first listed whose provider has credentials; choose another with --model, "
-        "CODLING_MODEL or model in config.toml",
-    }.get(source, f"from {source}")
-
-
-def _read_prompt(prompt: str | None) -> tuple[str, bool]:
-    """The prompt text and whether it came from stdin; text that is not UTF-8 is refused (exit 2) before
-    anything is created, rather than guessed at or half recorded."""
-    if prompt == "-" or (prompt is None and not sys.stdin.isatty()):
-        return _utf8(sys.stdin.buffer.read(), "the prompt on stdin"), True
-    if prompt is None:
-        raise typer.BadParameter("give a prompt, or '-' to read it from stdin", param_hint="PROMPT")
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError:
-        # Bytes that are not UTF-8 reach argv as surrogate escapes; fsencode gives the bytes back.
-        try:
-            raw = os.fsencode(prompt)
-        except UnicodeEncodeError:
-            _refuse_prompt("the PROMPT argument holds characters that are not valid Unicode text")
-        return _utf8(raw, "the PROMPT argument"), False
-    return prompt, False
-
-
-def _utf8(data: bytes, source: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        _refuse_prompt(f"{source} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})")
-
-
-def _refuse_prompt(problem: str) -> NoReturn:
-    typer.echo(f"codling: {problem}; convert it to UTF-8 first (e.g. with iconv) and try again", err=True)
-    raise typer.Exit(EXIT_USAGE)
-
-
-_EMPTY_FROM_STDIN = (
-    'codling: the prompt is empty: nothing came on stdin; pipe one in (echo "say hi" | codling) or give it as '
-    "an argument (`codling --help` lists the commands)"
-)
+app.command()(models)
 
 
 @app.command()
@@ -340,9 +236,9 @@ def run(
         raise typer.Exit(EXIT_USAGE)
     if resume is not None and prompt is None and not could_be_id(resume):
         prompt, resume = resume, PICK  # `codling run --resume "go on"`: the prompt, and a session to choose
-    text, from_stdin = _read_prompt(prompt)
+    text, from_stdin = read_prompt(prompt)
     if not text.strip():
-        typer.echo(_EMPTY_FROM_STDIN if from_stdin else "codling: the prompt is empty", err=True)
+        typer.echo(EMPTY_FROM_STDIN if from_stdin else "codling: the prompt is empty", err=True)
         raise typer.Exit(EXIT_USAGE)
     images: list[ImageBlock] = []
     for path in image or []:
@@ -351,7 +247,7 @@ def run(
         except ConfigError as e:
             typer.echo(f"codling: --image {path}: {e}", err=True)
             raise typer.Exit(EXIT_USAGE) from e
-    settings, _, plan, chosen_mode = _prepare(model, cwd, mode, resume, continue_, from_stdin)
+    settings, _, plan, chosen_mode = prepare(model, cwd, mode, resume, continue_, from_stdin)
     limits = Limits(max_requests, max_cost)
     if (unpriced := limits.unpriced(plan.model)) is not None:  # before any session exists
         typer.echo(f"codling: {unpriced}", err=True)
@@ -406,8 +302,8 @@ def chat(
     if resume is not None and prompt is None and not could_be_id(resume):
         prompt, resume = resume, PICK
     if prompt is not None:
-        prompt = _read_prompt(prompt)[0]
-    settings, catalog, plan, chosen_mode = _prepare(model, cwd, mode, resume, continue_, False, build=False)
+        prompt = read_prompt(prompt)[0]
+    settings, catalog, plan, chosen_mode = prepare(model, cwd, mode, resume, continue_, False, build=False)
     raise typer.Exit(asyncio.run(_chat(settings, catalog, plan, chosen_mode, verbose, prompt)))
 
 
@@ -420,8 +316,10 @@ async def _chat(
     first: str | None,
 ) -> int:
     from codling.brain.slash import COMMANDS
-    from codling.cli.chat import CHAT_COMMANDS, Chat, ChatViews, SettledInput
+    from codling.cli.chat import Chat
+    from codling.cli.chat_commands import CHAT_COMMANDS
     from codling.cli.chat_input import PromptInput
+    from codling.cli.chat_ports import ChatViews, SettledInput
     from codling.cli.draw import use_color
     from codling.cli.oneshot import redacted_output, terminal_views
     from codling.cli.preload import Preload
@@ -461,64 +359,3 @@ async def _chat(
             preload=preload,
         )
         return await session.run(first)
-
-
-def _prepare(
-    model: str | None,
-    cwd: Path | None,
-    mode: str | None,
-    resume: str | None,
-    continue_: bool,
-    from_stdin: bool,
-    *,
-    build: bool = True,
-) -> tuple[Settings, Catalog, SessionPlan, PermissionMode | None]:
-    """Everything a session needs, checked before one exists (else one line and exit 2): the directory, the
-    settings, the session (chosen from a list for ``--resume`` with no id), the mode, the model, the store.
-    Without ``build``, the model's credentials are checked but the model is neither built nor the store
-    checked (the chat does both in the background: ``cli/preload.py``)."""
-    if resume is not None and continue_:
-        typer.echo("codling: use --resume or --continue, not both", err=True)
-        raise typer.Exit(EXIT_USAGE)
-    workdir = (cwd or Path.cwd()).resolve()
-    if not workdir.is_dir():
-        typer.echo(f"codling: --cwd {workdir} is not a directory", err=True)
-        raise typer.Exit(EXIT_USAGE)
-    try:
-        settings, catalog = load()
-        if resume == PICK:
-            resume = _pick(settings, workdir, from_stdin)
-        chosen_mode: PermissionMode | None = parse_mode(mode) if mode else None
-        plan = plan_session(settings, catalog, model, workdir, resume, continue_, cwd is not None)
-        check_model(plan.model, settings, build=build)
-        if build:
-            open_store(settings).check()
-    except CodlingError as e:
-        typer.echo(f"codling: {e}", err=True)
-        raise typer.Exit(EXIT_USAGE) from e
-    return settings, catalog, plan, chosen_mode
-
-
-PICK = ""
-"""The ``--resume`` value that asks for a list to choose from (``--resume`` given no id)."""
-
-
-def resume_without_id(argv: list[str]) -> list[str]:
-    """``argv`` with a ``--resume``/``-r`` that has no id after it (it ends the line, or an option follows) given
-    the empty id, which typer would otherwise refuse: ``codling run --resume`` offers a list."""
-    fixed = list(argv)
-    for index, arg in enumerate(fixed):
-        if arg in ("--resume", "-r") and (index + 1 == len(fixed) or fixed[index + 1].startswith("-")):
-            fixed[index] = f"--resume={PICK}"
-    return fixed
-
-
-def _pick(settings: Settings, workdir: Path, from_stdin: bool) -> str:
-    """The id of the session the user chooses at the terminal; exits when the user chooses none."""
-    if from_stdin:  # the prompt took stdin: nothing is left to answer with
-        raise SessionError("--resume needs a session id when the prompt is read from stdin")
-    chosen = pick(settings, workdir, input=sys.stdin, output=sys.stderr)
-    if chosen is None:
-        typer.echo("codling: no session chosen", err=True)
-        raise typer.Exit(EXIT_OK)
-    return chosen

@@ -57,7 +57,7 @@ class Refusal:
 
 def route(args: Sequence[str], commands: Collection[str], *, stdin_tty: bool, stdout_tty: bool) -> list[str] | Refusal:
     """The arguments typer should parse for ``codling ARGS`` (see the module's docstring); ``commands`` are the
-    names of codling's commands. ``args`` have been through ``app.resume_without_id`` (a bare ``-r`` is
+    names of codling's commands. ``args`` have been through ``session_args.resume_without_id`` (a bare ``-r`` is
     ``--resume=``)."""
     target = "chat" if stdin_tty and stdout_tty else "run"
     if not args:

@@ -2,13 +2,13 @@
 
 Each input is a turn drawn as ``codling run`` draws it (``cli/render.py``) and asked about as it asks
 (``cli/approve.py``). ``@path`` mentions attach files (``cli/mentions.py``). An input that is a slash command
-is either the chat's own (:data:`CHAT_COMMANDS`: ``/new``, ``/resume``, ``/help``, ``/exit``) or a session
+is either the chat's own (``cli/chat_commands.py``: ``/new``, ``/resume``, ``/help``, ``/exit``) or a session
 command an editor gets too (``/compact``, ``/model``, ``/mode``, ``/usage``, ``/init``, ``/pin``…), which the
-session runs and records as a turn. Ctrl-C (or Esc, :class:`TurnKeys`) cancels a running turn; Ctrl-C again at
+session runs and records as a turn. Ctrl-C (or Esc, ``cli/chat_ports.TurnKeys``) cancels a running turn; Ctrl-C again at
 the empty prompt, or Ctrl-D, leaves. The session is created at the first turn, so opening the chat and leaving
 records nothing.
 
-The input line is injected (:class:`ChatInput`; ``cli/chat_input.py`` is prompt_toolkit's), so the loop runs
+The input line is injected (``cli/chat_ports.ChatInput``; ``cli/chat_input.py`` is prompt_toolkit's), so the loop runs
 in tests without a terminal.
 """
 
@@ -17,19 +17,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import re
 import signal
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from codling import __version__
 from codling.brain.images import may_see_images
 from codling.brain.prompt import ImageBlock, PromptBlock, TextBlock
-from codling.brain.slash import COMMAND_HINTS, COMMANDS
+from codling.cli.chat_commands import ChatCommand, Prompt, UnknownCommand, describe_chat, parse_line
+from codling.cli.chat_ports import ChatInput, ChatViews, Loading, PausingApprover, TurnKeys, notifying
 from codling.cli.draw import StyledWriter
 from codling.cli.mentions import attach
 from codling.cli.oneshot import context_meter
@@ -51,163 +50,10 @@ from codling.vocabulary import PermissionMode
 
 if TYPE_CHECKING:
     from codling.brain.host import ModelFactory
-    from codling.cli.notify import Notifier
     from codling.cli.picker import Listing
-    from codling.cli.render import TerminalRenderer
     from codling.store.live import LiveSession
-    from codling.tools.ports import Answer, Approver, PermissionRequest
-
-CHAT_COMMANDS = {
-    "new": "Start a new session in this directory (this one stays recorded).",
-    "resume": "List the sessions to continue (`more`: the next ones; words: those whose title or id holds them), "
-    "or continue one (its number in the list last shown, or its id).",
-    "help": "List the commands and keys.",
-    "exit": "Leave the chat (Ctrl-D does too).",
-    "quit": "Leave the chat.",
-}
-"""The chat's own commands; every other known command is the session's (``brain/turns.COMMANDS``)."""
-
-KEYS = (
-    "Enter sends; Alt-Enter (or Esc, Enter) or a line ending in \\ starts a new line; Up and Down recall what you "
-    "sent before.",
-    '@path attaches a file (its text, or an image); @"a path with spaces" too. Tab completes /commands and @paths.',
-    "Esc or Ctrl-C cancels a running turn; Ctrl-C clears the line; Ctrl-C at an empty prompt, twice, or Ctrl-D leaves.",
-)
 
 EXIT_HINT = "(Ctrl-C again or Ctrl-D to leave)"
-
-_COMMAND = re.compile(r"/(?P<name>[A-Za-z][\w-]*)(?:\s+(?P<argument>.*))?", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class ChatViews:
-    """What draws a chat's turns (``renderer``), asks about its tool calls (``approver``; None: nobody, the mode
-    decides) and rings when one waits or ends (``notifier``; None: nothing does). Made at the chat's first turn:
-    their modules load the brain's events, which the input line does not wait for."""
-
-    renderer: TerminalRenderer
-    approver: Approver | None = None
-    notifier: Notifier | None = None
-
-
-class ChatInput(Protocol):
-    """Where the chat reads its inputs."""
-
-    async def read(self) -> str:
-        """The next input; ``KeyboardInterrupt`` for Ctrl-C on an empty line, ``EOFError`` at the end."""
-        ...
-
-    def abort(self) -> None:
-        """End a read in progress with ``EOFError``."""
-        ...
-
-
-class Loading(Protocol):
-    """The model stack, loading in the background (``cli/preload.Preload``)."""
-
-    done: concurrent.futures.Future[CodlingError | None]
-    """Resolves to the error that makes the model unusable, or None."""
-
-    def start(self) -> None:
-        """Start loading, unless it has started."""
-        ...
-
-
-class TurnKeys(Protocol):
-    """The keys of the terminal while a turn runs (``cli/chat_input.PromptInput`` on a terminal)."""
-
-    def watching(self, on_escape: Callable[[], None]) -> AbstractContextManager[None]:
-        """Inside, Esc calls ``on_escape``; anything else typed is kept for the next input."""
-        ...
-
-    def paused(self) -> AbstractContextManager[None]:
-        """Inside, the terminal is as it was before :meth:`watching` (a question reads a line from it)."""
-        ...
-
-
-@dataclass(frozen=True)
-class _PausingApprover:
-    """An approver whose questions read the terminal with ``keys`` paused, as they read it between turns."""
-
-    inner: Approver
-    keys: TurnKeys
-
-    async def ask(self, request: PermissionRequest) -> Answer:
-        """``inner``'s answer."""
-        with self.keys.paused():
-            return await self.inner.ask(request)
-
-
-@dataclass(frozen=True)
-class SettledInput:
-    """A :class:`ChatInput` that runs ``settle`` before each read: the chat's output is redacted
-    (``oneshot.redacted_output``), which keeps back the end of a text that may start a secret until the next
-    write says; before the chat waits for the user, that end is written out."""
-
-    inner: ChatInput
-    settle: Callable[[], None]
-
-    async def read(self) -> str:
-        """The next input of ``inner``, once the output is settled."""
-        self.settle()
-        return await self.inner.read()
-
-    def abort(self) -> None:
-        """End ``inner``'s read in progress."""
-        self.inner.abort()
-
-
-@dataclass(frozen=True)
-class ChatCommand:
-    """One of :data:`CHAT_COMMANDS`, with what follows its name."""
-
-    name: str
-    argument: str = ""
-
-
-@dataclass(frozen=True)
-class UnknownCommand:
-    """``/name`` that no command has."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """Text for a turn: a prompt, or a session command (``command``: sent as typed, no mentions attached)."""
-
-    text: str
-    command: bool = False
-
-
-def parse_line(line: str) -> ChatCommand | UnknownCommand | Prompt | None:
-    """What an input asks for; None for a blank one. ``/etc/hosts is odd`` is a prompt, not a command."""
-    text = line.strip()
-    if not text:
-        return None
-    match = _COMMAND.fullmatch(text)
-    if match is None:
-        return Prompt(text)
-    name, argument = match["name"], (match["argument"] or "").strip()
-    if name in CHAT_COMMANDS:
-        return ChatCommand(name, argument)
-    if name in COMMANDS:
-        return Prompt(text, command=True)
-    return UnknownCommand(name)
-
-
-def all_commands() -> dict[str, str]:
-    """Every command a chat takes, with what it does: the chat's, then the session's."""
-    session = {name: text for name, text in COMMANDS.items() if name not in CHAT_COMMANDS}
-    return {**CHAT_COMMANDS, **session}
-
-
-def describe_chat() -> str:
-    """/help's answer (markdown): the commands with what they take, then the keys."""
-    from codling.brain.commands import describe_commands
-
-    hints = {**COMMAND_HINTS, "resume": "number, id, more or words"}
-    return describe_commands(all_commands(), hints) + "\n\n" + "\n".join(f"- {keys}" for keys in KEYS)
 
 
 class Chat:
@@ -503,9 +349,9 @@ class Chat:
         pauses the watch for Esc while it asks."""
         if self._views is None:
             views = self._make_views()
-            approver = _notifying(views.approver, views.notifier)
+            approver = notifying(views.approver, views.notifier)
             if approver is not None and self._keys is not None:
-                approver = _PausingApprover(approver, self._keys)
+                approver = PausingApprover(approver, self._keys)
             self._views = replace(views, approver=approver)
         return self._views
 
@@ -558,15 +404,6 @@ class Chat:
     def _note(self, text: str, style: str = "dim") -> None:
         self._out.end_line()
         self._out.line(text, style)
-
-
-def _notifying(approver: Approver | None, notifier: Notifier | None) -> Approver | None:
-    """``approver``, announcing its questions through ``notifier`` (``cli/notify.py``) when there is one."""
-    if approver is None or notifier is None:
-        return approver
-    from codling.cli.notify import NotifyingApprover
-
-    return NotifyingApprover(approver, notifier)
 
 
 def _home_relative(path: Path) -> str:
