@@ -26,6 +26,7 @@ import os
 import resource
 import runpy
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -78,7 +79,7 @@ def module(name: str) -> list[str]:
             ready = _server.stdout.readline()
             if ready != b"ready\n":
                 raise RuntimeError(f"the warm codling server did not start: {ready!r}")
-            atexit.register(_stop, _server)
+            atexit.register(_stop, _server, Path(_socket).parent)
     return [sys.executable, "-S", str(LAUNCHER), _socket, name]
 
 
@@ -103,10 +104,11 @@ def _behind_dir(socket_path: str) -> Path:
     return Path(socket_path).with_name("behind")
 
 
-def _stop(server: subprocess.Popen[bytes]) -> None:
+def _stop(server: subprocess.Popen[bytes], directory: Path) -> None:
     assert server.stdin is not None
     server.stdin.close()  # the server kills what it forked and ends
     server.wait()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @dataclass(frozen=True)
