@@ -5,13 +5,13 @@ its stdin, and a SIGKILL (its launcher gone, so is the codling)."""
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 from pathlib import Path
 
 from tests.fakes import warm
 from tests.fakes.deadlines import deadline
+from tests.fakes.processes import gone
 
 
 def env_for(home: Path) -> dict[str, str]:
@@ -52,32 +52,19 @@ def started(home: Path, project: Path) -> tuple[subprocess.Popen[bytes], int]:
     return launcher, codling
 
 
-def test_signals_stdin_and_sigkill_reach_the_codling_behind_the_launcher(home: Path, project: Path) -> None:
+async def test_signals_stdin_and_sigkill_reach_the_codling_behind_the_launcher(home: Path, project: Path) -> None:
     launcher, codling = started(home, project)
     launcher.send_signal(signal.SIGTERM)
     assert launcher.wait(deadline(30)) == 128 + signal.SIGTERM  # codling acp's own exit on SIGTERM
-    assert ended(codling)
+    assert await gone(codling)
 
     launcher, codling = started(home, project)
     assert launcher.stdin is not None
     launcher.stdin.close()
     assert launcher.wait(deadline(30)) == 0
-    assert ended(codling)
+    assert await gone(codling)
 
     launcher, codling = started(home, project)
     launcher.kill()
     launcher.wait(deadline(30))
-    assert ended(codling)  # the server kills it as soon as the launcher's connection closes
-
-
-def ended(pid: int) -> bool:
-    """Whether ``pid`` ends within a liveness deadline (waits on its pidfd)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        readable, _, _ = select.select([pidfd], [], [], deadline(30))
-    finally:
-        os.close(pidfd)
-    return bool(readable)
+    assert await gone(codling)  # the server kills it as soon as the launcher's connection closes

@@ -42,9 +42,9 @@ MCP_SERVER = "tests.fakes.mcp_server"
 """The fake MCP server's module (``tests/fakes/mcp_server.py``)."""
 
 
-def cold() -> list[str]:
-    """The command that starts a codling from scratch, as an editor or a shell does."""
-    return [sys.executable, "-m", "codling"]
+def cold(name: str = "codling") -> list[str]:
+    """The command that runs module ``name`` from scratch, as an editor or a shell starts codling."""
+    return [sys.executable, "-m", name]
 
 
 _server: subprocess.Popen[bytes] | None = None
@@ -63,7 +63,7 @@ def module(name: str) -> list[str]:
     this worker's warm server (started on first use), or from scratch under coverage."""
     global _server, _socket
     if any(variable.startswith("COVERAGE_PROCESS") for variable in os.environ):
-        return [sys.executable, "-m", name]
+        return cold(name)
     with _lock:
         if _server is None or _server.poll() is not None:
             _socket = str(Path(tempfile.mkdtemp(prefix="codling-warm-")) / "socket")
