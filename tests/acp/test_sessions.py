@@ -222,3 +222,35 @@ async def test_list_matches_a_cwd_given_through_a_symlink(agent: Agent, project:
         session = await conn.new_session(cwd=str(link))
         listed = await conn.list_sessions(cwd=str(link))
     assert [s.session_id for s in listed.sessions] == [session.session_id]
+
+
+async def test_a_new_session_is_answered_before_it_is_made_and_one_that_cannot_be_made_says_why(
+    home: Path, project: Path
+) -> None:
+    settings = Settings(home=home, mode="yolo", env={"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID})
+    codling = CodlingAgent(settings_loader=lambda: settings, model_factory=Script([]).factory(), warm_up=False)
+    codling.on_connect(RecordingClient())
+    await codling.initialize(protocol_version=PROTOCOL_VERSION)
+    made = await codling.new_session(cwd=str(project))
+    unmade = await codling.new_session(cwd=str(project))
+    # Both answered, neither made yet: a file where the second's directory goes keeps it from being made.
+    assert not (home / "sessions" / made.session_id).exists()
+    in_the_way = home / "sessions" / unmade.session_id
+    in_the_way.write_text("not a session directory")
+
+    await codling.set_session_mode(session_id=made.session_id, mode_id="ask")  # waits until it is made
+    assert (home / "sessions" / made.session_id / "history.jsonl").is_file()
+    why = {"details": f"cannot open the session history: [Errno 17] File exists: '{in_the_way}'"}
+    for request in (
+        codling.prompt(session_id=unmade.session_id, prompt=[helpers.text_block("hello")]),
+        codling.set_session_mode(session_id=unmade.session_id, mode_id="ask"),
+        codling.set_config_option(config_id="mode", session_id=unmade.session_id, value="ask"),
+    ):
+        with pytest.raises(RequestError) as info:
+            await request
+        assert (info.value.code, info.value.data) == (-32603, why)
+    await codling.close_session(session_id=unmade.session_id)  # it can be closed, and is gone then
+    with pytest.raises(RequestError) as info:
+        await codling.set_session_mode(session_id=unmade.session_id, mode_id="ask")
+    assert info.value.code == -32002
+    await codling.shutdown()

@@ -99,11 +99,12 @@ def agent_env(home: Path, server: OpenAIServer, api_key: str = "sk-test-raw-1234
 
 
 @asynccontextmanager
-async def raw_agent(env: dict[str, str], stderr: Path) -> AsyncIterator[RawAgent]:
-    """`codling acp` with its stderr in a file; on exit its stdin is closed and it must end cleanly."""
+async def raw_agent(env: dict[str, str], stderr: Path, *, cold: bool = False) -> AsyncIterator[RawAgent]:
+    """`codling acp` with its stderr in a file; on exit its stdin is closed and it must end cleanly. ``cold``:
+    a process of its own, which imports what it needs as it goes (a warm one has it all loaded)."""
     with stderr.open("wb") as err:
         process = await asyncio.create_subprocess_exec(
-            *warm.codling(),
+            *(warm.cold() if cold else warm.codling()),
             "acp",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,

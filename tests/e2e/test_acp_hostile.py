@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from acp import PROTOCOL_VERSION
 from codling.store.header import SessionHeader
 from codling.store.index import SessionStore
 from tests.e2e.raw_acp import agent_env, raw_agent
-from tests.fakes.openai_server import OpenAIServer, Reply, running_server
+from tests.fakes.openai_server import OpenAIServer, Reply, last_user_text, running_server
 from tests.fakes.scenarios import user_prompt
 
 
@@ -119,3 +120,28 @@ async def test_cancel_request_ends_a_pending_prompt_as_cancelled(
         again = await agent.request("p-2", "session/prompt", {**prompt, "prompt": [{"type": "text", "text": "on"}]})
         assert again["result"]["stopReason"] == "end_turn"
     assert "Unhandled error" not in stderr.read_text()
+
+
+async def test_a_prompt_and_its_cancel_sent_as_session_new_is_answered_reach_the_session_once_it_is_live(
+    home: Path, project: Path, tmp_path: Path, server: OpenAIServer
+) -> None:
+    # session/new is answered before the session's brain is made (its imports take longer than the answer), so
+    # a client that prompts and cancels at once reaches a session still opening: the prompt waits for it, and
+    # the cancel, counted for it, stops it before any model request. A cold process: a warm one has the brain
+    # imported already, and opens the session before the prompt arrives.
+    server.enqueue(Reply(text=["after the cancel"]))
+    stderr = tmp_path / "stderr.log"
+    async with raw_agent(agent_env(home, server), stderr, cold=True) as agent:
+        await agent.request(1, "initialize", {"protocolVersion": PROTOCOL_VERSION})
+        sid = (await agent.request(2, "session/new", {"cwd": str(project), "mcpServers": []}))["result"]["sessionId"]
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+        await agent.write(
+            b'{"jsonrpc":"2.0","id":"p-1","method":"session/prompt","params":%s}\n' % json.dumps(prompt).encode(),
+            b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"%s"}}\n' % sid.encode(),
+        )
+        assert await agent.answer("p-1") == {"jsonrpc": "2.0", "id": "p-1", "result": {"stopReason": "cancelled"}}
+        assert server.requests == []
+        again = await agent.request("p-2", "session/prompt", {**prompt, "prompt": [{"type": "text", "text": "on"}]})
+        assert again["result"]["stopReason"] == "end_turn"
+        assert [user_prompt(last_user_text(body)) for body in server.requests] == ["on"]
+    assert "Unhandled error" not in stderr.read_text() and "not live" not in stderr.read_text()

@@ -61,7 +61,13 @@ async def main():
     agent = CodlingAgent(settings_loader=lambda: Settings(home=home, env=env), warm_up=False)
     agent.on_connect(RecordingClient())
     await agent.initialize(protocol_version=1)
+    before = set(sys.modules)
     response = await agent.new_session(cwd=str(project))
+    answered = sorted((set(sys.modules) - before) & set(sys.argv[1:]))  # what the answer itself needed
+    # Live, as a request naming the session waits for (not named here: that introduces the session to the client,
+    # whose usage counts tokens, and a turn's imports are not this probe's matter).
+    await agent._sessions[response.session_id].ready()
+    recorded = (home / "sessions" / response.session_id / "history.jsonl").is_file()
     loaded = sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[1:]))
     from codling.store.records import MessageRecord, RECORD
     from codling.store.parts import TextWire
@@ -79,7 +85,7 @@ async def main():
         pending.extend(models[-1].__subclasses__())
     unbuilt = [m.__name__ for m in models if not m.__pydantic_complete__]
     unbuilt += [] if RECORD.pydantic_complete else ["RECORD"]
-    print(json.dumps({"session": bool(response.session_id), "loaded": loaded, "deferred": deferred}))
+    print(json.dumps({"recorded": recorded, "answered with": answered, "loaded": loaded, "deferred": deferred}))
     print(json.dumps({"models": len(models), "unbuilt after build_records": unbuilt}))
 
 asyncio.run(main())
@@ -90,12 +96,18 @@ def test_session_new_needs_no_model_stack_and_defers_what_the_first_turn_needs()
     # So it answers at once while the warm-up thread imports pydantic-ai and the provider for the first prompt;
     # nor does it compile the pin patterns or build the records' validators (half its CPU when it did, issue 33
     # D7): the warm-up does, before the first turn.
+    # The answer itself needs none of the session path either: it is given from the settings, and the session's
+    # brain and history are made after it (their imports were most of session/new's time, issue 33 D7).
     out = subprocess.run(
-        [sys.executable, "-c", SESSION_PROBE, *HEAVY], capture_output=True, text=True, timeout=deadline(60), check=True
+        [sys.executable, "-c", SESSION_PROBE, *HEAVY, *SESSION_ONLY, "codling.store.index"],
+        capture_output=True,
+        text=True,
+        timeout=deadline(60),
+        check=True,
     )
     session, built = map(json.loads, out.stdout.splitlines())
     deferred = {"pin patterns": True, "record validators": True, "record adapter": True}
-    assert session == {"session": True, "loaded": [], "deferred": deferred}
+    assert session == {"recorded": True, "answered with": [], "loaded": [], "deferred": deferred}
     assert built["models"] > 20  # every part and record kind, found through Part's subclasses
     assert built["unbuilt after build_records"] == []
 

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Coroutine, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -51,7 +51,7 @@ from codling.errors import (
     SessionHeldError,
     UnknownSessionError,
 )
-from codling.llm.catalog import Catalog, load_catalog
+from codling.llm.catalog import Catalog, ModelInfo, load_catalog
 from codling.paths import codling_home, user_catalog_file
 from codling.secrecy import Redactor
 from codling.store.ids import check_session_id
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from codling.acp.translate import Update
     from codling.brain.events import Event
     from codling.brain.host import ModelFactory
+    from codling.brain.thinking import Thinking
     from codling.store.header import SessionHeader
     from codling.store.history import SessionLog
     from codling.store.index import SessionStore
@@ -122,10 +123,10 @@ class AgentCore:
             raise RequestError.internal_error({"details": "no client connection"})
         return self._client
 
-    def _config(self) -> tuple[Settings, Catalog, SessionStore]:
-        if self._settings is None or self._catalog is None or self._store is None:
+    def _config(self) -> tuple[Settings, Catalog]:
+        """The settings and the model catalog, read once (-32603 if they cannot be)."""
+        if self._settings is None or self._catalog is None:
             from codling.llm.providers import credential_names
-            from codling.store.index import SessionStore
 
             try:
                 settings = self._settings_loader()
@@ -134,12 +135,20 @@ class AgentCore:
                 raise RequestError.internal_error({"details": f"configuration error: {e}"}) from e
             self._settings = settings
             self._redact = Redactor.from_env(settings.env, credential_names())
+        return self._settings, self._catalog
+
+    def _session_store(self) -> SessionStore:
+        """The session store in the settings' data home (imported on first use: it brings the brain's events)."""
+        if self._store is None:
+            from codling.store.index import SessionStore
+
+            settings, _ = self._config()
             self._store = SessionStore(settings.home, self._redact)
-        return self._settings, self._catalog, self._store
+        return self._store
 
     def _session(self, session_id: str) -> ServedSession:
-        """The open session ``session_id`` (which the client, naming it, surely knows): -32602 for a malformed id,
-        -32002 for one not open here."""
+        """The open (or still opening) session ``session_id`` (which the client, naming it, surely knows): -32602
+        for a malformed id, -32002 for one not open here."""
         try:
             check_session_id(session_id)
         except InvalidSessionIdError as e:
@@ -150,6 +159,12 @@ class AgentCore:
         session.known_to_client.set()
         return session
 
+    async def _live_session(self, session_id: str) -> ServedSession:
+        """``_session``, once it is live (the error that kept it from opening, if one did)."""
+        session = self._session(session_id)
+        await session.ready()
+        return session
+
     def _stored(self, session_id: str) -> SessionLog:
         """The stored session with exactly this id (no prefixes over ACP): -32602 for a malformed id, -32002 for
         one not on disk."""
@@ -157,9 +172,8 @@ class AgentCore:
             check_session_id(session_id)
         except InvalidSessionIdError as e:
             raise invalid_session_id(session_id, e) from e
-        _, _, store = self._config()
         try:
-            return store.read(session_id)  # an unreadable history is a SessionError too
+            return self._session_store().read(session_id)  # an unreadable history is a SessionError too
         except UnknownSessionError as e:
             raise not_found(session_id, str(e)) from e
         except SessionHeldError as e:
@@ -223,15 +237,63 @@ class AgentCore:
         client_dirs: Sequence[str] = (),
         mcp_servers: list[Any] | None = None,
     ) -> ServedSession:
-        """Make a session live: its brain (restored from ``stored`` if given), its recorder, its forwarder, its
+        """Make a session live now: its brain (restored from ``stored`` if given), its recorder, its forwarder, its
         MCP servers (the client's and config.toml's, started in the background); ``client_dirs`` are its
         directories as the client named them (before symbolic links are resolved)."""
+        session = ServedSession(header.session_id)
+        self._sessions[session.id] = session
+        try:
+            self._make_live(session, header, stored, client_dirs, mcp_servers)
+        except RequestError as e:
+            del self._sessions[session.id]
+            session.failed(e)
+            raise
+        return session
+
+    def _open_later(
+        self, header: SessionHeader, client_dirs: Sequence[str], mcp_servers: list[Any] | None
+    ) -> ServedSession:
+        """A new session, answered before it is live: its history and brain are made once the warm-up thread has
+        imported them (their imports are most of a new session's cost, and the response need not wait for them).
+        Requests naming it meanwhile wait (``ServedSession.ready``)."""
+        session = ServedSession(header.session_id)
+        self._sessions[session.id] = session
+
+        async def opening() -> None:
+            if self._warming is not None:
+                await self._warming.session_path()
+            try:
+                self._make_live(session, header, None, client_dirs, mcp_servers)
+            except RequestError as e:
+                log.warning("session %s could not be opened: %s", session.id, e.data)
+                session.failed(e)
+            except Exception as e:  # a fault of codling's: said to the client at its next request, and logged
+                log.exception("session %s could not be opened", session.id)
+                session.failed(RequestError.internal_error({"details": f"the session could not be opened: {e}"}))
+
+        self._spawn(opening())
+        return session
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background, kept until it ends."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _make_live(
+        self,
+        session: ServedSession,
+        header: SessionHeader,
+        stored: SessionLog | None,
+        client_dirs: Sequence[str],
+        mcp_servers: list[Any] | None,
+    ) -> None:
         from codling.acp.client_ports import AcpApprover
         from codling.acp.mcp_specs import mcp_specs
         from codling.store.clock import now
         from codling.store.live import start_session
 
-        settings, catalog, store = self._config()
+        settings, catalog = self._config()
         paths = ClientPaths(client_dirs)
 
         async def send_title(title: str) -> None:
@@ -241,7 +303,7 @@ class AgentCore:
 
         try:
             live = start_session(
-                store,
+                self._session_store(),
                 settings,
                 catalog.get(stored.model if stored else header.model),
                 header,
@@ -257,17 +319,13 @@ class AgentCore:
             raise held(header.session_id, str(e)) from e
         except (OSError, CodlingError) as e:
             raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
-        session = ServedSession(live)
+        session.opened(live)
         session.brain.subscribe(self._forwarder(session, paths))
-        self._sessions[session.id] = session
-        starting = asyncio.get_running_loop().create_task(self._start_servers(session))
-        self._background.add(starting)
-        starting.add_done_callback(self._background.discard)
+        self._spawn(self._start_servers(session))
         if stored is not None and stored.header.session_id == header.session_id:
             session.known_to_client.set()  # loaded or resumed: the client named it
         # After the response that introduces the session id (it is queued before this task first runs).
         session.introduction = asyncio.get_running_loop().create_task(self._introduce(session))
-        return session
 
     def _ports(self, session_id: str, paths: ClientPaths) -> dict[str, Any]:
         """The editor's files (if it offers both reading and writing them) and terminals for a session (else
@@ -280,7 +338,7 @@ class AgentCore:
         if caps.fs and caps.fs.read_text_file and caps.fs.write_text_file:
             ports["fs"] = AcpFileSystem(self.client, session_id, local=LocalFileSystem(), paths=paths)
         if caps.terminal:
-            settings, _, _ = self._config()
+            settings, _ = self._config()
             ports["terminal"] = AcpTerminal(
                 self.client, session_id, environment=settings.env, allow=settings.command_env_allow
             )
@@ -363,20 +421,25 @@ class AgentCore:
     def _modes(self, session: ServedSession) -> Any:
         return mode_state(session.brain.state.mode)
 
-    def _model_ids(self, session: ServedSession) -> list[str]:
+    def _model_ids(self, current: str) -> list[str]:
+        """The model picker's models: those with credentials here, and ``current``."""
         from codling.llm.providers import available_models
 
-        settings, catalog, _ = self._config()
-        return available_models(catalog, settings.env, session.brain.state.model.id)
+        settings, catalog = self._config()
+        return available_models(catalog, settings.env, current)
 
     def _options(self, session: ServedSession) -> list[Any]:
         state = session.brain.state
-        _, catalog, _ = self._config()
+        return self._options_for(state.model, state.mode, state.thinking)
+
+    def _options_for(self, model: ModelInfo, mode: PermissionMode, thinking: Thinking) -> list[Any]:
+        """The config options of a session on ``model`` in ``mode`` with ``thinking`` (live or not yet)."""
+        _, catalog = self._config()
         return config_options(
-            state.model,
-            self._model_ids(session),
-            state.mode,
-            state.thinking,
+            model,
+            self._model_ids(model.id),
+            mode,
+            thinking,
             booleans=takes_booleans(self._client_capabilities),
             order=[m.id for m in catalog],
         )

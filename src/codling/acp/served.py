@@ -1,15 +1,23 @@
 """A session as the ACP agent serves it: the live session (``store/live.py``, what both front ends share) and
 what only the protocol needs of it — the line of prompts waiting for its one turn, cancels that reach a prompt
 still being prepared, the greeting a first prompt waits for, and when the client surely knows the session.
+
+A new session is answered before it is live (``AgentCore._open_later``): its brain and history are made right
+after the response, once the warm-up thread has imported them. Until then the session is *opening*: requests
+that need it wait for it (``ready``), a cancel is counted for the prompt waiting in its turn line, and a session
+that could not be opened answers every request with the reason.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from acp import RequestError
 
 if TYPE_CHECKING:
     from codling.brain.session import ConversationSession
@@ -18,9 +26,10 @@ if TYPE_CHECKING:
 
 @dataclass
 class ServedSession:
-    """One open session of the agent: its live session and the protocol's state around its turns."""
+    """One open (or opening) session of the agent: its live session and the protocol's state around its turns."""
 
-    live: LiveSession
+    id: str
+    """The session id."""
     preparing_prompt: bool = False
     """A prompt was accepted and is being prepared (attachments read) before its turn starts."""
     cancel_pending: bool = False
@@ -42,11 +51,35 @@ class ServedSession:
     lock wakes its waiters first come, first served)."""
     _cancels: int = 0
     """How many cancels have arrived: a prompt that waited through one does not run."""
+    _live: LiveSession | None = None
+    _opened: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    """Done once the session is live, or holds the ``RequestError`` saying why it could not be opened."""
+
+    def opened(self, live: LiveSession) -> None:
+        """The session is live: requests waiting for it go on."""
+        self._live = live
+        self._opened.set_result(None)
+
+    def failed(self, error: RequestError) -> None:
+        """The session could not be opened: every request naming it gets ``error``."""
+        self._opened.set_exception(error)
+        self._opened.exception()  # retrieved: asyncio need not report it if no request ever comes
+
+    async def ready(self) -> None:
+        """Return once the session is live; raise the ``RequestError`` if it could not be opened."""
+        await asyncio.shield(self._opened)
 
     @property
-    def id(self) -> str:
-        """The session id."""
-        return self.live.id
+    def is_live(self) -> bool:
+        """Whether the session is live (not opening, not failed)."""
+        return self._live is not None
+
+    @property
+    def live(self) -> LiveSession:
+        """The live session: only once ``ready`` (or ``is_live``) says so."""
+        if self._live is None:
+            raise RuntimeError(f"session {self.id} is not live yet")
+        return self._live
 
     @property
     def brain(self) -> ConversationSession:
@@ -55,11 +88,12 @@ class ServedSession:
 
     @asynccontextmanager
     async def turn_slot(self) -> AsyncIterator[bool]:
-        """Wait until every prompt that came before this one has ended, and hold the session's one turn slot;
-        yields False (run nothing) if a cancel arrived while this prompt waited."""
+        """Wait until the session is live and every prompt that came before this one has ended, and hold the
+        session's one turn slot; yields False (run nothing) if a cancel arrived while this prompt waited."""
         asked = self._cancels
         self.waiting += 1
         try:
+            await self.ready()
             await self._turn_line.acquire()
         finally:
             self.waiting -= 1
@@ -99,6 +133,8 @@ class ServedSession:
     def cancel(self) -> None:
         """Cancel the running turn, or the prompt being prepared for one, and every prompt waiting for its turn."""
         self._cancels += 1
+        if self._live is None:
+            return  # opening: the prompts waiting for it see the count
         if self.brain.running:
             self.brain.cancel()
         elif self.preparing_prompt:
@@ -107,7 +143,11 @@ class ServedSession:
                 self._greeting_wait.cancel()
 
     async def close(self) -> None:
-        """Stop introducing the session, then close it (``LiveSession.close``)."""
+        """Stop introducing the session, then close it (``LiveSession.close``); one still opening is closed once
+        live, one that could not be opened has nothing to close."""
+        with contextlib.suppress(RequestError):
+            await self.ready()
         if self.introduction is not None:
             self.introduction.cancel()
-        await self.live.close()
+        if self._live is not None:
+            await self._live.close()

@@ -49,6 +49,7 @@ from codling.acp.auth import auth_methods, auth_required, check_method, keyed_by
 from codling.acp.client_paths import ClientPaths
 from codling.acp.config_options import (
     OPTION_IDS,
+    mode_state,
     mode_value,
     parse_mode,
     refused,
@@ -72,6 +73,7 @@ from codling.errors import (
     NoModelError,
     SessionError,
     SessionHeldError,
+    StoreError,
 )
 from codling.store.ids import is_session_id
 
@@ -146,7 +148,7 @@ class CodlingAgent(AgentCore):
         from codling.secrecy import redact_in_logs
 
         check_method(method_id)
-        _, catalog, _ = self._config()
+        _, catalog = self._config()
         try:
             added = apply(self._environ)
         except ConfigError as e:
@@ -186,6 +188,10 @@ class CodlingAgent(AgentCore):
                 details = f"the stored keys were removed, but the settings cannot be read again: {e}"
                 raise RequestError.internal_error({"details": details}) from e
         for session in list(self._sessions.values()):
+            try:
+                await session.ready()  # one still opening is live in a moment
+            except RequestError:
+                continue  # one that could not be opened has no model
             if keyed_by(session.brain.state.model.id, removed):
                 if session.brain.running:
                     session.stale_model = True  # its turn goes on; the next one builds the model afresh
@@ -204,12 +210,14 @@ class CodlingAgent(AgentCore):
         **kwargs: Any,
     ) -> NewSessionResponse:
         """Create a session working in ``cwd`` (which must be an absolute, existing directory)."""
-        settings, catalog, _ = self._config()
+        settings, catalog = self._config()
         root = directory(cwd, "cwd")
         extra = tuple(directory(d, "additionalDirectories") for d in additional_directories or ())
+        from codling.brain.thinking import Thinking
         from codling.llm.providers import has_credentials, local_server_url, select_model
         from codling.store.header import SessionHeader
         from codling.store.ids import new_session_id
+        from codling.store.root import check_writable, sessions_root
 
         try:
             if local_server_url(settings.env) is not None:
@@ -233,15 +241,24 @@ class CodlingAgent(AgentCore):
             log.warning(
                 "model %s is in no catalog; assuming a %d-token context", choice.info.id, choice.info.context_limit
             )
+        # What the user's setup can make fail is checked before the answer; the rest of opening comes after it.
+        try:
+            check_writable(sessions_root(settings.home))
+        except StoreError as e:
+            raise RequestError.internal_error({"details": f"cannot open the session history: {e}"}) from e
         header = SessionHeader(new_session_id(), root, choice.info.id, settings.mode, extra)
-        session = self._open(header, None, [cwd, *(additional_directories or ())], mcp_servers)
+        session = self._open_later(header, [cwd, *(additional_directories or ())], mcp_servers)
         if settings.greeting:
+            await session.ready()
             await self._warmed()  # the greeting runs a model turn
             session.greet()  # shown after this response, before the first prompt's turn
         elif self._warming is not None:
             asyncio.get_running_loop().call_soon(self._warming.release)  # the model stack, once this is answered
+        # Answered from the settings, as the session will start: its brain is made after this response.
         return NewSessionResponse(
-            session_id=session.id, modes=self._modes(session), config_options=self._options(session)
+            session_id=session.id,
+            modes=mode_state(header.mode),
+            config_options=self._options_for(catalog.get(header.model), header.mode, Thinking()),
         )
 
     async def load_session(
@@ -289,7 +306,7 @@ class CodlingAgent(AgentCore):
         from codling.store.ids import new_session_id
 
         source = self._stored(session_id)
-        _, _, store = self._config()
+        store = self._session_store()
         try:
             forked = store.fork(source.header.session_id, new_session_id(), directory(cwd, "cwd"))
         except SessionHeldError as e:
@@ -314,7 +331,7 @@ class CodlingAgent(AgentCore):
         """Delete a stored session for good, closing it first if it is open here (``acp/deletion.py``)."""
         from codling.acp.deletion import delete_session
 
-        _, _, store = self._config()
+        store = self._session_store()
         await delete_session(session_id, self._sessions, store)
 
     async def list_sessions(
@@ -323,7 +340,7 @@ class CodlingAgent(AgentCore):
         """Sessions on disk (a fresh process sees every one), newest first, optionally only those in ``cwd``. The
         cursor names the last session of the page before (``updated_at@id``), so a page costs the same wherever
         it starts, and sessions made meanwhile shift nothing."""
-        _, _, store = self._config()
+        store = self._session_store()
         after = None
         if cursor:
             match = _CURSOR.fullmatch(cursor)
@@ -344,7 +361,7 @@ class CodlingAgent(AgentCore):
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
         """Switch the permission mode."""
-        session = self._session(session_id)
+        session = await self._live_session(session_id)
         self._set_mode(session, mode_id)
         # Clients that show the mode as a config option learn of the change too.
         update = ConfigOptionUpdate(session_update="config_option_update", config_options=self._options(session))
@@ -362,7 +379,7 @@ class CodlingAgent(AgentCore):
         refused (-32602) saying what it takes."""
         from dataclasses import replace
 
-        session = self._session(session_id)
+        session = await self._live_session(session_id)
         state = session.brain.state
         match config_id:
             case "mode":
@@ -370,7 +387,7 @@ class CodlingAgent(AgentCore):
                 self._set_mode(session, mode)
                 await self.client.session_update(session_id=session_id, update=helpers.update_current_mode(mode))
             case "model":
-                available = self._model_ids(session)
+                available = self._model_ids(state.model.id)
                 if not isinstance(value, str) or value not in available:
                     raise refused(
                         config_id,
@@ -378,7 +395,7 @@ class CodlingAgent(AgentCore):
                         "not an available model: choose a value of the model picker (models whose "
                         "provider has credentials in codling's environment)",
                     )
-                _, catalog, _ = self._config()
+                _, catalog = self._config()
                 session.live.set_model(catalog.get(value))
             case "thinking" | "thought_level" if not state.model.thinking:
                 raise refused(

@@ -1,11 +1,12 @@
 """The background import of what sessions and turns need, started once ``initialize`` has been answered.
 
-One thread, two stages. First what ``session/new`` needs (the brain and the store, no pydantic-ai), so the
-request finds it loaded. Then the tokenizer's tables and the model stack (pydantic-ai, the provider SDK of the
-model a new session would use, the tools' schemas), and what the session path defers (the pin patterns, the
-history records' validators), so the first prompt does not wait for them. The second
-stage starts only when released: after the first new session has been answered, or as soon as anything needs
-the model stack. Started earlier, it competed for the GIL with ``session/new`` and made it 2–3× slower.
+One thread, two stages. First what opening a session needs (the brain and the store, no pydantic-ai): a new
+session is answered before it is made, and made once this stage is done (:meth:`WarmUp.session_path`). Then
+the tokenizer's tables and the model stack (pydantic-ai, the provider SDK of the model a new session would
+use, the tools' schemas), and what the session path defers (the pin patterns, the history records'
+validators), so the first prompt does not wait for them. The second stage starts only when released: after
+the first new session has been answered, or as soon as anything needs the model stack. Started earlier, it
+competed for the GIL with ``session/new`` and made it 2–3× slower.
 
 Before each stage the objects made so far are frozen out of the cyclic garbage collector (``gc.freeze``): the
 modules' objects live as long as the process, and a full collection over the acp SDK's schemas alone took
@@ -33,6 +34,7 @@ class WarmUp:
     def __init__(self, likely_model: Callable[[], str | None]) -> None:
         self._likely_model = likely_model
         self._released = threading.Event()
+        self._session_path: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._done: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._run, name="codling-warm-up", daemon=True)
 
@@ -44,6 +46,11 @@ class WarmUp:
     def release(self) -> None:
         """Let the thread go on to the model stack."""
         self._released.set()
+
+    async def session_path(self) -> None:
+        """Return once the first stage (what opening a session imports) is done; the thread is not released."""
+        if not self._session_path.done():
+            await asyncio.wrap_future(self._session_path)
 
     async def wait(self) -> None:
         """Release the thread and return once it is done."""
@@ -61,7 +68,11 @@ class WarmUp:
                 import codling.acp.translate
                 import codling.store.index
                 import codling.store.live
-
+        except Exception:  # best effort: the real import reports errors
+            log.debug("warm-up import failed", exc_info=True)
+        finally:
+            self._session_path.set_result(None)
+        try:
             self._released.wait()
             with imports_without_gc():
                 # The tokenizer first: its tables are built from ~35 MB of Python scaffolding, freed at once, which

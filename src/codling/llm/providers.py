@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -185,6 +183,9 @@ def local_server_url(env: Mapping[str, str]) -> str | None:
 def first_served_model(base_url: str, api_key: str | None, timeout: float = MODEL_LIST_TIMEOUT) -> str:
     """The id of the first model an OpenAI-compatible server lists (``GET {base_url}/models``); a ConfigError
     naming the URL, the API and what to do when it cannot be had."""
+    import urllib.error  # only asked of a local server, and ~7 ms to import: not on session/new's way
+    import urllib.request
+
     url = f"{base_url}/models"
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     if api_key:

@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from codling.brain.events import TurnStarted
-from codling.errors import SessionError, SessionHeldError, StoreError, UnknownSessionError
+from codling.errors import SessionError, SessionHeldError, UnknownSessionError
 from codling.secrecy import Redactor, redact_credentials
 from codling.store import lock
 from codling.store.header import SessionHeader
@@ -34,6 +34,7 @@ from codling.store.history import HistoryFile, HistoryRecorder, SessionLog, read
 from codling.store.ids import check_prefix, check_session_id, is_session_id
 from codling.store.parts import Timestamp
 from codling.store.records import SettingsRecord, TurnStartRecord
+from codling.store.root import check_writable, sessions_root, unusable
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class SessionStore:
     """Creates, opens, lists, forks and deletes sessions on disk."""
 
     def __init__(self, home: Path, redact: Redactor | None = None) -> None:
-        self.root = home / "sessions"
+        self.root = sessions_root(home)
         self._redact = redact or Redactor([])
         self._ordered: tuple[int | None, list[ListKey]] | None = None
         """The last list keys read (:meth:`_order`), with the sessions directory's mtime then."""
@@ -132,19 +133,7 @@ class SessionStore:
     def check(self) -> None:
         """Make sure sessions can be written here (creating the store's directory): ``StoreError`` saying what to
         change if not, before any session is started."""
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile(dir=self.root):
-                pass
-        except OSError as e:
-            raise self._unusable("cannot be written", e) from e
-
-    def _unusable(self, problem: str, e: OSError) -> StoreError:
-        home = self.root.parent
-        return StoreError(
-            f"the session store {self.root} {problem} ({e.strerror or e}); make $CODLING_HOME ({home}) a directory "
-            "you can write, or point CODLING_HOME at one"
-        )
+        check_writable(self.root)
 
     def open(self, session_id: str) -> HistoryFile:
         """Open an existing session's history for appending (cutting a torn last line first)."""
@@ -229,7 +218,7 @@ class SessionStore:
         except FileNotFoundError:
             return []
         except OSError as e:
-            raise self._unusable("cannot be read", e) from e
+            raise unusable(self.root, "cannot be read", e) from e
         return [name for name in names if (self.root / name / HISTORY).is_file()]
 
     def _updated(self) -> list[ListKey]:
