@@ -21,7 +21,9 @@ they care about and let the rest propagate::
         ├── InvalidSessionIdError  a session id that is not of codling's fixed form (never used as a path)
         ├── UnknownSessionError  no session with that id (or, over ACP, not open)
         ├── SessionHeldError     the session is open in another codling process (ACP: -32003)
-        └── SpecialTurnError     a special turn is configured wrongly, or its run ended without an answer
+        ├── SpecialTurnError     a special turn is configured wrongly, or its run ended without an answer
+        └── CheckpointError      a checkpoint cannot be taken or read (its store is damaged or unwritable)
+            └── RewindRefused    a rewind would overwrite changes made outside codling (``paths``)
 
 Messages are written for the person (or model) who must act on them: they say what went wrong and, where
 it helps, what to do instead. Wrap lower-level exceptions with ``raise ... from e``.
@@ -109,3 +111,16 @@ class SessionHeldError(SessionError):
 class SpecialTurnError(SessionError):
     """A special turn's configuration is invalid (raised when it is built), or its run stopped before it
     answered (then it is the special turn's error result, never raised to the caller)."""
+
+
+class CheckpointError(SessionError):
+    """A checkpoint of the workspace cannot be taken, read or restored."""
+
+
+class RewindRefused(CheckpointError):
+    """A rewind was not done: ``paths`` (relative to the workspace) changed outside codling since the last
+    checkpoint, and rewinding would overwrite or delete those changes."""
+
+    def __init__(self, message: str, paths: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.paths = paths

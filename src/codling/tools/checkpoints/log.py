@@ -1,0 +1,145 @@
+"""The checkpoints of one session, one JSON line each in ``log.jsonl``: what changed since the checkpoint
+before (files changed or added, files deleted) and, when it differs from the one before, what is not covered.
+
+Checkpoints are numbered from 1 in the order they were taken; a scan that finds nothing changed since the last
+checkpoint is that checkpoint again (no line, no bytes). The workspace at checkpoint *k* is the deltas 1..*k*
+folded in order. The latest state is kept in memory (read once, when the log is first used), so taking a
+checkpoint costs what changed; going back to an earlier one reads the log up to it.
+
+A line cut short by a crash can only be the last one, and no history record names it yet (the history names
+a checkpoint after its line is written): it is ignored, and overwritten by the next checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codling.errors import CheckpointError
+from codling.tools.checkpoints.scan import FileState, Scan, Uncovered
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The workspace as one checkpoint holds it: every covered file, and what was not covered."""
+
+    files: Mapping[str, FileState]
+    uncovered: tuple[Uncovered, ...]
+
+
+EMPTY = Workspace({}, ())
+
+
+def _line(number: int, scan: Scan, before: Workspace) -> dict[str, Any]:
+    changed = {
+        path: [state.kind, state.mode, state.digest, state.size]
+        for path, state in scan.files.items()
+        if before.files.get(path) != state
+    }
+    deleted = sorted(before.files.keys() - scan.files.keys())
+    line: dict[str, Any] = {"id": number, "changed": changed, "deleted": deleted}
+    if scan.uncovered != before.uncovered:
+        line["uncovered"] = [[u.path, u.why] for u in scan.uncovered]
+    return line
+
+
+def _fold(state: Workspace, line: Mapping[str, Any]) -> Workspace:
+    files = dict(state.files)
+    for path in line["deleted"]:
+        files.pop(path, None)
+    for path, (kind, mode, digest, size) in line["changed"].items():
+        files[path] = FileState(kind, mode, digest, size)
+    uncovered = state.uncovered
+    if "uncovered" in line:
+        uncovered = tuple(Uncovered(path, why) for path, why in line["uncovered"])
+    return Workspace(files, uncovered)
+
+
+class CheckpointLog:
+    """The append-only log of one session's checkpoints, at ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._latest: Workspace | None = None
+        self._count = 0
+        self._end = 0
+        """Where the next line goes: the end of the last whole line (past a torn one)."""
+
+    @property
+    def count(self) -> int:
+        """How many checkpoints there are."""
+        self._load()
+        return self._count
+
+    def latest(self) -> Workspace:
+        """The workspace at the last checkpoint (empty before the first)."""
+        return self._load()
+
+    def add(self, scan: Scan) -> int:
+        """Record ``scan`` as a checkpoint unless it equals the last one; the checkpoint's number."""
+        before = self._load()
+        if self._count and dict(scan.files) == dict(before.files) and scan.uncovered == before.uncovered:
+            return self._count
+        number = self._count + 1
+        data = (json.dumps(_line(number, scan, before), separators=(",", ":")) + "\n").encode()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.truncate(fd, self._end)  # a torn last line goes
+                os.pwrite(fd, data, self._end)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise CheckpointError(f"cannot write the checkpoint log {self.path} ({e.strerror or e})") from e
+        self._end += len(data)
+        self._count = number
+        self._latest = Workspace(dict(scan.files), scan.uncovered)
+        return number
+
+    def at(self, number: int) -> Workspace:
+        """The workspace at checkpoint ``number``."""
+        if not 1 <= number <= self.count:
+            raise CheckpointError(f"there is no checkpoint {number}: this session has {self.count}")
+        state = EMPTY
+        for line in self._lines():
+            state = _fold(state, line)
+            if line["id"] == number:
+                return state
+        raise CheckpointError(f"the checkpoint log {self.path} has no checkpoint {number}")
+
+    def _load(self) -> Workspace:
+        if self._latest is None:
+            state = EMPTY
+            for line in self._lines():
+                state = _fold(state, line)
+                self._count = line["id"]
+            self._latest = state
+        return self._latest
+
+    def _lines(self) -> Iterator[Mapping[str, Any]]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise CheckpointError(f"cannot read the checkpoint log {self.path} ({e.strerror or e})") from e
+        offset = 0
+        expected = 1
+        for raw in data.splitlines(keepends=True):
+            if not raw.endswith(b"\n"):
+                break  # torn by a crash: never named by the history
+            try:
+                line = json.loads(raw)
+                if line["id"] != expected:
+                    raise ValueError(f"checkpoint {line['id']} where {expected} was expected")
+            except (ValueError, KeyError, TypeError) as e:
+                raise CheckpointError(f"the checkpoint log {self.path} is damaged at checkpoint {expected}: {e}") from e
+            offset += len(raw)
+            expected += 1
+            yield line
+        self._end = offset

@@ -1,0 +1,274 @@
+"""Checkpoints of a workspace (tools/checkpoints): every kind of change taken back exactly, after a restart,
+with only what changed stored; changes made outside codling refused; what is not covered said."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from codling.errors import CheckpointError, RewindRefused
+from codling.tools.checkpoints.keeper import CheckpointKeeper
+from codling.tools.checkpoints.objects import ObjectStore
+from codling.tools.checkpoints.rewind import FileChange
+from codling.tools.checkpoints.scan import Scan, Scanner, Uncovered
+
+GIT = shutil.which("git")
+
+
+def tree_hash(root: Path, skip: Callable[[str], bool] = lambda _: False) -> str:
+    """Content and mode of every file under ``root`` (links by their target), but .git and what ``skip`` says:
+    computed here, independently of the code under test."""
+    digest = hashlib.sha256()
+    for directory, dirs, files in sorted(os.walk(root)):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(directory, d))]):
+            full = os.path.join(directory, name)
+            rel = os.path.relpath(full, root)
+            if skip(rel):
+                continue
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                body = b"link:" + os.fsencode(os.readlink(full))
+            else:
+                body = f"{stat.S_IMODE(st.st_mode):o}:".encode() + Path(full).read_bytes()
+            digest.update(rel.encode() + b"\0" + hashlib.sha256(body).digest())
+    return digest.hexdigest()
+
+
+def git_repo(root: Path) -> None:
+    assert GIT is not None
+    subprocess.run([GIT, "init", "-q", str(root)], check=True)
+
+
+Step = Callable[[Path], None]
+
+
+def write(rel: str, text: str) -> Step:
+    def step(root: Path) -> None:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+    return step
+
+
+def steps() -> list[Step]:
+    """Every kind of change a turn can make, tools' and commands' alike."""
+
+    def chmod_x(root: Path) -> None:
+        (root / "run.sh").chmod(0o755)
+
+    def chmod_private(root: Path) -> None:
+        (root / "app.py").chmod(0o600)
+
+    def rename(root: Path) -> None:
+        (root / "lib" / "util.py").rename(root / "lib" / "helpers.py")
+
+    def delete(root: Path) -> None:
+        (root / "README.md").unlink()
+
+    def link(root: Path) -> None:
+        os.symlink("lib/helpers.py", root / "current.py")
+
+    def generator(root: Path) -> None:  # a script creating untracked files, as a command would
+        for i in range(5):
+            write(f"gen/deep/out_{i}.txt", f"generated {i}\n" * (i + 1))(root)
+
+    def sed_in_place(root: Path) -> None:
+        path = root / "app.py"
+        path.write_text(path.read_text().replace("print", "log"))
+
+    def directory_becomes_file(root: Path) -> None:
+        shutil.rmtree(root / "gen")
+        (root / "gen").write_text("now a file\n")
+
+    def empty_file(root: Path) -> None:
+        (root / "lib" / "__init__.py").write_text("")
+
+    return [
+        write("app.py", "print('hello')\n" * 30),
+        chmod_x,
+        sed_in_place,
+        chmod_private,
+        rename,
+        delete,
+        link,
+        generator,
+        directory_becomes_file,
+        empty_file,
+    ]
+
+
+def start(root: Path) -> None:
+    write("README.md", "# project\n")(root)
+    write("app.py", "print('hi')\n")(root)
+    write("run.sh", "#!/bin/sh\necho run\n")(root)
+    write("lib/util.py", "def f():\n    return 1\n")(root)
+
+
+@pytest.mark.parametrize("lister", ["git", "walk"])
+async def test_a_rewind_to_every_checkpoint_gives_back_its_exact_tree_after_a_restart(
+    tmp_path: Path, lister: str
+) -> None:
+    root, store = tmp_path / "project", tmp_path / "session" / "checkpoints"
+    root.mkdir()
+    if lister == "git":
+        git_repo(root)
+    git = GIT if lister == "git" else None
+    start(root)
+    keeper = CheckpointKeeper(store, root, git=git)
+    hashes = {}
+    for step in steps():
+        taken = await keeper.take()
+        hashes[taken.number] = tree_hash(root)
+        step(root)
+    final = await keeper.take()
+    hashes[final.number] = tree_hash(root)
+    assert len(set(hashes.values())) == len(hashes) == len(steps()) + 1  # every step changed the tree
+
+    for target in [3, 1, len(hashes), 7, 2, 9, 5]:
+        restarted = CheckpointKeeper(store, root, git=git)  # a new process: only the disk is shared
+        await restarted.rewind(target)
+        assert tree_hash(root) == hashes[target], f"checkpoint {target}"
+
+
+async def test_only_what_changed_is_stored_and_a_scan_with_no_change_is_the_last_checkpoint(tmp_path: Path) -> None:
+    root, store = tmp_path / "project", tmp_path / "checkpoints"
+    for i in range(300):
+        write(f"pkg{i // 20}/mod_{i}.py", f"VALUE = {i}\n" * 20)(root)
+    keeper = CheckpointKeeper(store, root, git=None)
+    first = await keeper.take()
+    objects = {p for p in (store / "objects").rglob("*") if p.is_file()}
+    assert first.number == 1 and len(objects) == 300
+
+    for i in (3, 25, 99, 150, 299):
+        write(f"pkg{i // 20}/mod_{i}.py", f"VALUE = {i} + 1\n" * 20)(root)
+    second = await keeper.take()
+    added = {p for p in (store / "objects").rglob("*") if p.is_file()} - objects
+    assert second.number == 2 and len(added) == 5
+    assert second.stored_bytes == sum(p.stat().st_size for p in added)
+    assert second.stored_bytes < 5 * len("VALUE = 1500 + 1\n" * 20)  # compressed
+
+    log = (store / "log.jsonl").read_bytes()
+    again = await keeper.take()
+    assert (again.number, again.stored_bytes) == (2, 0)
+    assert (store / "log.jsonl").read_bytes() == log
+
+
+@pytest.mark.skipif(GIT is None, reason="needs git to list ignored paths")
+async def test_what_is_not_covered_is_listed_and_left_alone(tmp_path: Path) -> None:
+    root, store = tmp_path / "project", tmp_path / "checkpoints"
+    root.mkdir()
+    git_repo(root)
+    write(".gitignore", "build/\n*.log\n")(root)
+    write("src/main.py", "main = 1\n")(root)
+    write("build/out.o", "object\n")(root)
+    write("debug.log", "line\n")(root)
+    with open(root / "data.bin", "wb") as big:
+        big.truncate(11 * 1024 * 1024)  # over the size limit
+    keeper = CheckpointKeeper(store, root, git=GIT)
+    taken = await keeper.take()
+    assert taken.uncovered == (
+        Uncovered("build/", "ignored"),
+        Uncovered("debug.log", "ignored"),
+        Uncovered("data.bin", "larger than 10 MiB"),
+    )
+
+    write("src/main.py", "main = 2\n")(root)
+    write("build/out.o", "object 2\n")(root)
+    write("debug.log", "line 2\n")(root)
+    await keeper.take()
+    await keeper.rewind(1)
+    assert (root / "src/main.py").read_text() == "main = 1\n"
+    assert (root / "build/out.o").read_text() == "object 2\n"  # ignored: not taken back
+    assert (root / "debug.log").read_text() == "line 2\n"
+    assert (root / "data.bin").stat().st_size == 11 * 1024 * 1024
+
+
+async def test_a_rewind_over_changes_made_outside_codling_is_refused_unless_confirmed_and_can_be_undone(
+    tmp_path: Path,
+) -> None:
+    root, store = tmp_path / "project", tmp_path / "checkpoints"
+    start(root)
+    keeper = CheckpointKeeper(store, root, git=None)
+    await keeper.take()
+    write("app.py", "print('by the agent')\n")(root)
+    await keeper.take()
+    write("app.py", "print('by the user, unsaved elsewhere')\n")(root)  # behind codling's back
+    write("notes.txt", "the user's new file\n")(root)
+    by_the_user = tree_hash(root)
+
+    preview = await keeper.preview(1)
+    assert preview.outside == ("app.py", "notes.txt")
+    assert preview.changes == (FileChange("app.py", "restore", 1, 1), FileChange("notes.txt", "remove", 0, 1))
+    with pytest.raises(RewindRefused) as refused:
+        await keeper.rewind(1)
+    assert refused.value.paths == ("app.py", "notes.txt")
+    assert str(refused.value).startswith(
+        "2 file(s) changed outside codling since its last checkpoint: app.py, notes.txt."
+    )
+    assert tree_hash(root) == by_the_user  # nothing was touched
+
+    await keeper.rewind(1, overwrite_outside=True)
+    assert (root / "app.py").read_text() == "print('hi')\n" and not (root / "notes.txt").exists()
+    # The state rewound from was checkpointed first: the user's edits can be had back.
+    await keeper.rewind(3)
+    assert tree_hash(root) == by_the_user
+
+
+async def test_a_torn_last_log_line_is_ignored_and_a_damaged_object_is_named(tmp_path: Path) -> None:
+    root, store = tmp_path / "project", tmp_path / "checkpoints"
+    start(root)
+    await CheckpointKeeper(store, root, git=None).take()
+    with open(store / "log.jsonl", "ab") as log:
+        log.write(b'{"id":2,"changed":{"app.py"')  # a crash mid-write
+    keeper = CheckpointKeeper(store, root, git=None)
+    assert keeper.log.count == 1
+    write("app.py", "changed\n")(root)
+    assert (await keeper.take()).number == 2
+    assert CheckpointKeeper(store, root, git=None).log.count == 2  # the torn line was overwritten
+
+    digest = keeper.log.at(1).files["app.py"].digest
+    keeper.objects.path(digest).write_bytes(b"not zlib")
+    with pytest.raises(CheckpointError, match=f"the checkpoint object .*{digest[2:]} cannot be read"):
+        await keeper.rewind(1)
+
+
+class CountingStore(ObjectStore):
+    """An object store that counts what it is given to store (each file read and hashed is given)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.given: list[int] = []
+
+    def put(self, data: bytes, digest: str | None = None) -> tuple[str, int]:
+        self.given.append(len(data))
+        return super().put(data, digest)
+
+
+def test_a_file_whose_stat_is_unchanged_is_not_read_again_and_any_stat_change_is_seen(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    for i in range(50):
+        write(f"m{i}.py", f"x = {i}\n")(root)
+    hour_ago = os.stat(root / "m0.py").st_mtime_ns - 3600 * 10**9
+    for i in range(50):
+        os.utime(root / f"m{i}.py", ns=(hour_ago, hour_ago))  # old enough not to be "racy"
+    store = CountingStore(tmp_path / "objects")
+    scanner = Scanner(root, store)
+    paths = [f"m{i}.py" for i in range(50)]
+    first = scanner.scan(paths)
+    assert len(store.given) == 50
+    assert scanner.scan(paths) == Scan(first.files, (), 0) and len(store.given) == 50  # nothing read
+
+    (root / "m7.py").write_text("x = 8\n")  # same size; its old time stamps put back
+    os.utime(root / "m7.py", ns=(hour_ago, hour_ago))
+    (root / "m9.py").chmod(0o700)
+    changed = scanner.scan(paths)
+    assert len(store.given) == 52  # m7 (its change time moved) and m9 (its mode)
+    assert {p for p in paths if changed.files[p] != first.files[p]} == {"m7.py", "m9.py"}
