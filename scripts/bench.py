@@ -65,6 +65,9 @@ What it measures (see DESIGN.md §13):
    the same by an earlier request) the cache missed, the billed input (reads 0.1×, writes 1.25× / 2×) against the
    same session with ``cache = "off"`` (≤ 0.3×), and codling's reported cost against the fake's bill at the list
    price (within 1%).
+14. checkpoints (issue 34 D4): a 10,000-file git workspace (~1.2 KB Python files, a day old), 5 files rewritten per
+   turn: the checkpoint's time (≤ 50 ms) and bytes added to the session's folder against the changed bytes
+   (≤ 1.01×), the first checkpoint of the workspace, and a rewind 5 turns back.
 Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this. ``--only NAME``
 runs the sections whose name contains NAME (e.g. ``--only memory``).
 """
@@ -1945,6 +1948,71 @@ async def bench_anthropic_cache(config: Config) -> list[Row]:
     return rows
 
 
+# --- 14: checkpoints ---------------------------------------------------------------------------------------
+
+
+CHECKPOINT_FILES = 10_000
+CHECKPOINT_CHANGED = 5
+
+
+async def bench_checkpoints(config: Config) -> list[Row]:
+    """Checkpoint time and bytes per turn, and rewind time, on a 10,000-file git workspace."""
+    import shutil
+
+    from codling.tools.checkpoints.keeper import CheckpointKeeper
+
+    turns = 5 if config.quick else 20
+    git = shutil.which("git")
+    progress(f"checkpoints: {CHECKPOINT_FILES:,} files, {turns} turns of {CHECKPOINT_CHANGED} changed files")
+    with tempfile.TemporaryDirectory(prefix="codling-bench-") as tmp:
+        root = Path(tmp) / "project"
+        files = [root / f"pkg{i // 100}" / f"module_{i}.py" for i in range(CHECKPOINT_FILES)]
+        for i, path in enumerate(files):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(code(i, 40))
+        day_ago = time.time_ns() - 86_400 * 10**9
+        for path in files:
+            os.utime(path, ns=(day_ago, day_ago))
+        if git is not None:  # committed after: git's index holds the files' times, as in a repository in use
+            commit = ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "b"]
+            for args in (["init", "-q"], ["add", "-A"], commit):
+                subprocess.run([git, "-C", str(root), *args], check=True, capture_output=True)
+        keeper = CheckpointKeeper(Path(tmp) / "checkpoints", root, git=git)
+        started = time.perf_counter()
+        first = await keeper.take()
+        first_time = time.perf_counter() - started
+        log = Path(tmp) / "checkpoints" / "log.jsonl"
+        times: list[float] = []
+        ratios: list[float] = []
+        for turn in range(turns):
+            changed = 0
+            for k in range(CHECKPOINT_CHANGED):
+                text = code(100_000 + turn * CHECKPOINT_CHANGED + k, 40)
+                files[(turn * 997 + k * 1_931) % CHECKPOINT_FILES].write_text(text)
+                changed += len(text.encode())
+            logged = log.stat().st_size
+            started = time.perf_counter()
+            taken = await keeper.take()
+            times.append(time.perf_counter() - started)
+            ratios.append((taken.stored_bytes + log.stat().st_size - logged) / changed)
+        started = time.perf_counter()
+        rewound = await keeper.rewind(first.number + turns - 5)
+        rewind_time = time.perf_counter() - started
+    per_turn, ratio = median(times), max(ratios)
+    return [
+        Row(f"first checkpoint of {CHECKPOINT_FILES:,} files ({'git' if git else 'walk'} listing)", ms(first_time)),
+        Row(
+            f"checkpoint per turn, {CHECKPOINT_CHANGED} of {CHECKPOINT_FILES:,} files changed (median of {turns})",
+            ms(per_turn),
+            "≤ 50 ms",
+            per_turn <= 0.05,
+        ),
+        Row("  worst", ms(max(times))),
+        Row("  bytes stored per turn / bytes changed (worst turn)", f"{ratio:.2f}", "≤ 1.01", ratio <= 1.01),
+        Row(f"rewind 5 turns back ({len(rewound.changes)} files put back)", ms(rewind_time)),
+    ]
+
+
 # --- driver ------------------------------------------------------------------------------------------------
 
 
@@ -1996,6 +2064,7 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("facts over 100 turns", lambda: bench_facts(config))
         rows += await guarded("hostile repositories", lambda: bench_hostile_repos(config))
         rows += await guarded("anthropic prompt cache", lambda: bench_anthropic_cache(config))
+        rows += await guarded("checkpoints", lambda: bench_checkpoints(config))
     return rows
 
 

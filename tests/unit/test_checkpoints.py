@@ -25,10 +25,10 @@ GIT = shutil.which("git")
 def tree_hash(root: Path, skip: Callable[[str], bool] = lambda _: False) -> str:
     """Content and mode of every file under ``root`` (links by their target), but .git and what ``skip`` says:
     computed here, independently of the code under test."""
-    digest = hashlib.sha256()
-    for directory, dirs, files in sorted(os.walk(root)):
-        dirs[:] = sorted(d for d in dirs if d != ".git")
-        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(directory, d))]):
+    entries = []
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]  # pruned as the walk goes
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
             full = os.path.join(directory, name)
             rel = os.path.relpath(full, root)
             if skip(rel):
@@ -38,13 +38,19 @@ def tree_hash(root: Path, skip: Callable[[str], bool] = lambda _: False) -> str:
                 body = b"link:" + os.fsencode(os.readlink(full))
             else:
                 body = f"{stat.S_IMODE(st.st_mode):o}:".encode() + Path(full).read_bytes()
-            digest.update(rel.encode() + b"\0" + hashlib.sha256(body).digest())
-    return digest.hexdigest()
+            entries.append(rel.encode() + b"\0" + hashlib.sha256(body).digest())
+    return hashlib.sha256(b"".join(sorted(entries))).hexdigest()
 
 
 def git_repo(root: Path) -> None:
     assert GIT is not None
     subprocess.run([GIT, "init", "-q", str(root)], check=True)
+
+
+def commit(root: Path) -> None:
+    assert GIT is not None
+    for args in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"]):
+        subprocess.run([GIT, "-C", str(root), *args], check=True, capture_output=True)
 
 
 Step = Callable[[Path], None]
@@ -118,10 +124,11 @@ async def test_a_rewind_to_every_checkpoint_gives_back_its_exact_tree_after_a_re
 ) -> None:
     root, store = tmp_path / "project", tmp_path / "session" / "checkpoints"
     root.mkdir()
-    if lister == "git":
-        git_repo(root)
     git = GIT if lister == "git" else None
     start(root)
+    if git is not None:  # tracked files, as in a real repository: git then tells which may have changed
+        git_repo(root)
+        commit(root)
     keeper = CheckpointKeeper(store, root, git=git)
     hashes = {}
     for step in steps():
@@ -131,8 +138,22 @@ async def test_a_rewind_to_every_checkpoint_gives_back_its_exact_tree_after_a_re
     final = await keeper.take()
     hashes[final.number] = tree_hash(root)
     assert len(set(hashes.values())) == len(hashes) == len(steps()) + 1  # every step changed the tree
+    if git is not None:
+        # A tracked file changed and then put back as git has it (so git no longer lists it): seen both times.
+        (root / "run.sh").write_text("#!/bin/sh\necho changed\n")
+        hashes[(await keeper.take()).number] = tree_hash(root)
+        subprocess.run([git, "-C", str(root), "checkout", "-q", "--", "run.sh"], check=True)
+        assert (await keeper.preview(1)).outside == ("run.sh",)  # a scan the log does not keep comes between
+        hashes[(await keeper.take()).number] = tree_hash(root)
+        commit(root)  # the index changes under the keeper
+        (root / "lib" / "helpers.py").write_text("def g():\n    return 2\n")
+        hashes[(await keeper.take()).number] = tree_hash(root)
+        (root / "lib" / "__init__.py").write_text("VERSION = 2\n")  # changed and staged: git lists it no more
+        subprocess.run([git, "-C", str(root), "add", "lib/__init__.py"], check=True)
+        hashes[(await keeper.take()).number] = tree_hash(root)
+        assert len(hashes) == len(steps()) + 5
 
-    for target in [3, 1, len(hashes), 7, 2, 9, 5]:
+    for target in [3, 1, len(hashes), 7, 2, 9, 5, *range(len(steps()) + 2, len(hashes) + 1)]:
         restarted = CheckpointKeeper(store, root, git=git)  # a new process: only the disk is shared
         await restarted.rewind(target)
         assert tree_hash(root) == hashes[target], f"checkpoint {target}"

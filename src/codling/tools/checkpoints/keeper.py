@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from codling.errors import RewindRefused
 from codling.tools.checkpoints.log import CheckpointLog
@@ -33,8 +34,8 @@ from codling.tools.workspace import Workspace
 
 MAX_FILES = 100_000
 """The most files a checkpoint covers; those past it (in path order) are listed as not covered."""
-IGNORED_LIST_TIMEOUT = 10.0
-"""Seconds git may take to list the ignored paths."""
+LIST_TIMEOUT = 30.0
+"""Seconds git may take to list files (it is killed then, and the workspace walked)."""
 
 
 @dataclass(frozen=True)
@@ -67,12 +68,15 @@ class CheckpointKeeper:
         self.log = CheckpointLog(directory / "log.jsonl")
         self._scanner = Scanner(root, self.objects)
         self._lock = asyncio.Lock()
+        self._git_dir: Path | Literal[False] | None = None
+        """git's directory for the workspace (False: none; None: not looked for yet)."""
+        self._baseline: _Baseline | None = None
 
     async def take(self) -> Taken:
         """Checkpoint the workspace as it is now (the last checkpoint again if nothing changed)."""
         async with self._lock:
             scan = await self._scan()
-            number = await asyncio.to_thread(self.log.add, scan)
+            number = await asyncio.to_thread(self._record, scan)
             return Taken(number, scan.stored_bytes, scan.uncovered)
 
     async def preview(self, target: int) -> RewindPlan:
@@ -97,7 +101,7 @@ class CheckpointKeeper:
                 )
             await asyncio.to_thread(self._apply, now, rewind)
             after = await self._scan()
-            await asyncio.to_thread(self.log.add, after)
+            await asyncio.to_thread(self._record, after)
             return rewind
 
     def _plan(self, now: Scan, target: int, count_lines: bool) -> RewindPlan:
@@ -110,22 +114,80 @@ class CheckpointKeeper:
         return RewindPlan(target, tuple(changes), outside)
 
     def _apply(self, now: Scan, rewind: RewindPlan) -> None:
-        self.log.add(now)  # the state rewound from, so the rewind can be undone
+        self._record(now)  # the state rewound from, so the rewind can be undone
         apply(self.root, list(rewind.changes), self.log.at(rewind.target).files, self.objects)
 
+    def _record(self, scan: Scan) -> int:
+        """Log ``scan`` as a checkpoint (the last one again if nothing changed); its number."""
+        number = self.log.add(scan)
+        if self._baseline is not None and self._baseline.scan is scan:
+            self._baseline = replace(self._baseline, logged=True)
+        return number
+
     async def _scan(self) -> Scan:
-        listing = await collect_files(self.root, Workspace(self.root), git=self.git, max_files=MAX_FILES)
-        paths = [path.relative_to(self.root).as_posix() for path in listing.files]
-        uncovered = [Uncovered(path, "ignored") for path in await self._ignored()]
-        if not listing.complete:
-            why = "listing timed out" if listing.timed_out else f"past the first {MAX_FILES:,} files"
-            uncovered.append(Uncovered("…", f"files {why} are not covered"))
-        return await asyncio.to_thread(self._scanner.scan, paths, uncovered)
+        """The workspace now. In a git work tree whose index has not changed since this keeper's last scan, only
+        what git lists as modified, deleted or untracked (now or then) is looked at: every other file matches
+        the index, as it did then, so it is as it was. Otherwise every covered file is (by its ``lstat``)."""
+        repository = await self._repository()
+        baseline = self._baseline
+        if repository is not None and baseline is not None and _index_key(repository) == baseline.index:
+            dirty = await self._git_names("-m", "-d", "-o", "--exclude-standard")
+            if dirty is not None:
+                candidates = {name for name in dirty | baseline.dirty if not name.endswith("/")}
+                if not any(name.rsplit("/", 1)[-1] == ".gitignore" for name in candidates):  # coverage may change
+                    scan = await asyncio.to_thread(self._scanner.rescan, baseline.scan, candidates)
+                    if not baseline.logged:  # what it looked at is relative to a scan the log does not have
+                        scan = replace(scan, looked_at=None)
+                    self._baseline = _Baseline(scan, baseline.index, dirty)
+                    return scan
+        return await self._full_scan(repository)
+
+    async def _full_scan(self, repository: Path | None) -> Scan:
+        index = _index_key(repository) if repository is not None else ()  # before listing: a change meanwhile is seen
+        listed = dirty = None
+        ignored: list[str] = []
+        if repository is not None:
+            listed, dirty, ignored = await asyncio.gather(
+                self._git_names("-c", "-o", "--exclude-standard"),
+                self._git_names("-m", "-d", "-o", "--exclude-standard"),
+                self._ignored(),
+            )
+        uncovered = [Uncovered(path, "ignored") for path in ignored]
+        if listed is None:
+            listing = await collect_files(self.root, Workspace(self.root), git=None, max_files=MAX_FILES)
+            paths = [path.relative_to(self.root).as_posix() for path in listing.files]
+            complete = listing.complete
+        else:
+            names = sorted(listed)
+            uncovered += [Uncovered(name, "another git repository") for name in names if name.endswith("/")]
+            paths = [name for name in names if not name.endswith("/")]
+            complete = len(paths) <= MAX_FILES
+            paths = paths[:MAX_FILES]
+        if not complete:
+            uncovered.append(Uncovered("…", f"files past the first {MAX_FILES:,} are not covered"))
+        scan = await asyncio.to_thread(self._scanner.scan, paths, uncovered)
+        use_git = repository is not None and dirty is not None and complete
+        self._baseline = _Baseline(scan, index, dirty) if use_git and dirty is not None else None
+        return scan
+
+    async def _repository(self) -> Path | None:
+        """git's directory for the work tree holding the workspace (None: no git, or not a work tree), found once."""
+        if self._git_dir is None and self.git is not None:
+            out = await git_output(self.git, "-C", str(self.root), "rev-parse", "--absolute-git-dir")
+            self._git_dir = Path(os.fsdecode(out.strip())) if out else False
+        return self._git_dir or None
+
+    async def _git_names(self, *which: str) -> frozenset[str] | None:
+        """The names ``git ls-files`` lists with ``which`` (relative to the workspace); None if git failed."""
+        assert self.git is not None
+        out = await git_output(self.git, "-C", str(self.root), "ls-files", "-z", *which, timeout=LIST_TIMEOUT)
+        if out is None:
+            return None
+        return frozenset(os.fsdecode(name) for name in out.split(b"\0") if name)
 
     async def _ignored(self) -> list[str]:
-        """The ignored paths git lists (an ignored directory once, with a trailing ``/``); none without git."""
-        if self.git is None or not any(os.path.lexists(d / ".git") for d in (self.root, *self.root.parents)):
-            return []
+        """The ignored paths git lists (an ignored directory once, with a trailing ``/``)."""
+        assert self.git is not None
         out = await git_output(
             self.git,
             "-C",
@@ -136,6 +198,27 @@ class CheckpointKeeper:
             "--ignored",
             "--exclude-standard",
             "--directory",
-            timeout=IGNORED_LIST_TIMEOUT,
+            timeout=LIST_TIMEOUT,
         )
         return sorted(os.fsdecode(name) for name in (out or b"").split(b"\0") if name)
+
+
+def _index_key(repository: Path) -> tuple[int, ...]:
+    """What git's index looks like from outside (size, times, inode); () when there is none."""
+    try:
+        st = os.stat(repository / "index")
+    except OSError:
+        return ()
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    """What this keeper's last scan knew: the scan, git's index then, and what git listed as modified, deleted
+    or untracked then."""
+
+    scan: Scan
+    index: tuple[int, ...]
+    dirty: frozenset[str]
+    logged: bool = False
+    """Whether the log's latest checkpoint is this scan (a preview's is not logged)."""

@@ -34,17 +34,24 @@ class Workspace:
 EMPTY = Workspace({}, ())
 
 
-def _line(number: int, scan: Scan, before: Workspace) -> dict[str, Any]:
-    changed = {
-        path: [state.kind, state.mode, state.digest, state.size]
-        for path, state in scan.files.items()
-        if before.files.get(path) != state
+def _delta(scan: Scan, before: Workspace) -> tuple[dict[str, FileState], list[str]]:
+    """The files ``scan`` changed or added since ``before``, and those it no longer has (only the paths the scan
+    looked at, when it says which)."""
+    paths = scan.files.keys() | before.files.keys() if scan.looked_at is None else scan.looked_at
+    changed = {p: scan.files[p] for p in paths if p in scan.files and before.files.get(p) != scan.files[p]}
+    deleted = sorted(p for p in paths if p in before.files and p not in scan.files)
+    return changed, deleted
+
+
+def _line(number: int, changed: Mapping[str, FileState], deleted: list[str], scan: Scan, before: Workspace) -> bytes:
+    line: dict[str, Any] = {
+        "id": number,
+        "changed": {path: [s.kind, s.mode, s.digest, s.size] for path, s in sorted(changed.items())},
+        "deleted": deleted,
     }
-    deleted = sorted(before.files.keys() - scan.files.keys())
-    line: dict[str, Any] = {"id": number, "changed": changed, "deleted": deleted}
     if scan.uncovered != before.uncovered:
         line["uncovered"] = [[u.path, u.why] for u in scan.uncovered]
-    return line
+    return (json.dumps(line, separators=(",", ":")) + "\n").encode()
 
 
 def _fold(state: Workspace, line: Mapping[str, Any]) -> Workspace:
@@ -82,10 +89,11 @@ class CheckpointLog:
     def add(self, scan: Scan) -> int:
         """Record ``scan`` as a checkpoint unless it equals the last one; the checkpoint's number."""
         before = self._load()
-        if self._count and dict(scan.files) == dict(before.files) and scan.uncovered == before.uncovered:
+        changed, deleted = _delta(scan, before)
+        if self._count and not changed and not deleted and scan.uncovered == before.uncovered:
             return self._count
         number = self._count + 1
-        data = (json.dumps(_line(number, scan, before), separators=(",", ":")) + "\n").encode()
+        data = _line(number, changed, deleted, scan, before)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)

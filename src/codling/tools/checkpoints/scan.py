@@ -57,6 +57,8 @@ class Scan:
     files: Mapping[str, FileState]
     uncovered: tuple[Uncovered, ...]
     stored_bytes: int = 0
+    looked_at: frozenset[str] | None = None
+    """The only paths that may differ from the scan this one was made from (None: any may)."""
 
 
 _StatKey = tuple[int, int, int, int, int]
@@ -79,50 +81,75 @@ class Scanner:
         missing = list(uncovered)
         stored = 0
         for rel in paths:
-            full = os.path.join(self.root, rel)
-            try:
-                st = os.lstat(full)
-            except FileNotFoundError:
-                continue  # deleted since it was listed
-            except OSError as e:
-                missing.append(Uncovered(rel, f"cannot be read ({e.strerror or e})"))
-                continue
-            key: _StatKey | None = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
-            known = self._known.get(rel)
-            if known is not None and known[0] == key:
-                files[rel] = known[1]
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                try:
-                    data = os.fsencode(os.readlink(full))
-                except OSError as e:
-                    missing.append(Uncovered(rel, f"cannot be read ({e.strerror or e})"))
-                    continue
-                kind: FileKind = "link"
-                mode = 0
-            elif stat.S_ISREG(st.st_mode):
-                if st.st_size > self.max_file_bytes:
-                    missing.append(Uncovered(rel, f"larger than {self.max_file_bytes // (1024 * 1024)} MiB"))
-                    continue
-                try:
-                    with open(full, "rb") as f:
-                        data = f.read(self.max_file_bytes + 1)
-                except OSError as e:
-                    missing.append(Uncovered(rel, f"cannot be read ({e.strerror or e})"))
-                    continue
-                if len(data) > self.max_file_bytes:  # grew while it was read
-                    missing.append(Uncovered(rel, f"larger than {self.max_file_bytes // (1024 * 1024)} MiB"))
-                    continue
-                kind, mode = "file", stat.S_IMODE(st.st_mode)
-            else:
-                continue  # a socket, a pipe, a device: nothing a checkpoint could put back
-            digest, written = self.objects.put(data)
+            state, written = self._examine(rel, started, missing)
             stored += written
-            state = FileState(kind, mode, digest, len(data))
-            if st.st_mtime_ns >= started - RACY_NS or len(data) != st.st_size:
-                key = None  # changed too recently to trust its time stamp: read it again next time
-            self._known[rel] = (key, state)
-            files[rel] = state
+            if state is not None:
+                files[rel] = state
         for gone in self._known.keys() - files.keys():
             del self._known[gone]
         return Scan(files, tuple(missing), stored)
+
+    def rescan(self, before: Scan, candidates: Iterable[str]) -> Scan:
+        """``before`` with only ``candidates`` looked at again: the caller knows no other file changed since (what
+        ``before`` did not cover stays so, but for the candidates, looked at again too)."""
+        started = time.time_ns()
+        files = dict(before.files)
+        candidates = set(candidates)
+        missing = [u for u in before.uncovered if u.path not in candidates]
+        stored = 0
+        for rel in sorted(candidates):
+            state, written = self._examine(rel, started, missing)
+            stored += written
+            if state is None:
+                files.pop(rel, None)
+                self._known.pop(rel, None)
+            else:
+                files[rel] = state
+        return Scan(files, tuple(missing), stored, frozenset(candidates))
+
+    def _examine(self, rel: str, started: int, missing: list[Uncovered]) -> tuple[FileState | None, int]:
+        """The file at ``rel`` now (None: gone, no file, or not covered, which ``missing`` then says) and the
+        bytes stored for it."""
+        full = os.path.join(self.root, rel)
+        try:
+            st = os.lstat(full)
+        except FileNotFoundError:
+            return None, 0  # deleted since it was listed
+        except OSError as e:
+            missing.append(Uncovered(rel, f"cannot be read ({e.strerror or e})"))
+            return None, 0
+        key: _StatKey | None = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
+        known = self._known.get(rel)
+        if known is not None and known[0] == key:
+            return known[1], 0
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                data = os.fsencode(os.readlink(full))
+            except OSError as e:
+                missing.append(Uncovered(rel, f"cannot be read ({e.strerror or e})"))
+                return None, 0
+            kind: FileKind = "link"
+            mode = 0
+        elif stat.S_ISREG(st.st_mode):
+            too_large = Uncovered(rel, f"larger than {self.max_file_bytes // (1024 * 1024)} MiB")
+            if st.st_size > self.max_file_bytes:
+                missing.append(too_large)
+                return None, 0
+            try:
+                with open(full, "rb") as f:
+                    data = f.read(self.max_file_bytes + 1)
+            except OSError as e:
+                missing.append(Uncovered(rel, f"cannot be read ({e.strerror or e})"))
+                return None, 0
+            if len(data) > self.max_file_bytes:  # grew while it was read
+                missing.append(too_large)
+                return None, 0
+            kind, mode = "file", stat.S_IMODE(st.st_mode)
+        else:
+            return None, 0  # a directory (a submodule), a socket, a pipe, a device: nothing to put back
+        digest, written = self.objects.put(data)
+        state = FileState(kind, mode, digest, len(data))
+        if st.st_mtime_ns >= started - RACY_NS or len(data) != st.st_size:
+            key = None  # changed too recently to trust its time stamp: read it again next time
+        self._known[rel] = (key, state)
+        return state, written
