@@ -182,18 +182,20 @@ async def test_only_what_changed_is_stored_and_a_scan_with_no_change_is_the_last
     assert (store / "log.jsonl").read_bytes() == log
 
 
-@pytest.mark.skipif(GIT is None, reason="needs git to list ignored paths")
-async def test_what_is_not_covered_is_listed_and_left_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("lister", ["git", "walk"])
+async def test_what_is_not_covered_is_listed_and_left_alone(tmp_path: Path, lister: str) -> None:
     root, store = tmp_path / "project", tmp_path / "checkpoints"
     root.mkdir()
-    git_repo(root)
+    git = GIT if lister == "git" else None
+    if git is not None:
+        git_repo(root)
     write(".gitignore", "build/\n*.log\n")(root)
     write("src/main.py", "main = 1\n")(root)
     write("build/out.o", "object\n")(root)
     write("debug.log", "line\n")(root)
     with open(root / "data.bin", "wb") as big:
         big.truncate(11 * 1024 * 1024)  # over the size limit
-    keeper = CheckpointKeeper(store, root, git=GIT)
+    keeper = CheckpointKeeper(store, root, git=git)
     taken = await keeper.take()
     assert taken.uncovered == (
         Uncovered("build/", "ignored"),

@@ -36,9 +36,17 @@ class FileListing:
     notes: tuple[str, ...] = field(default=())
 
 
-def walk_files(directory: Path, top: Path, max_files: int = WALK_MAX_FILES, halt: Halt | None = None) -> FileListing:
+def walk_files(
+    directory: Path,
+    top: Path,
+    max_files: int = WALK_MAX_FILES,
+    halt: Halt | None = None,
+    *,
+    ignored: list[str] | None = None,
+) -> FileListing:
     """The files under ``directory`` (inside ``top``) in path order, skipping ``.git`` and what ``.gitignore``
-    files ignore; at most ``max_files`` (``complete`` says whether there are more).
+    files ignore; at most ``max_files`` (``complete`` says whether there are more). What was skipped as
+    ignored is added to ``ignored`` if given (relative to ``top``; an ignored directory once, with a ``/``).
 
     Ignore files in ``top`` and every directory from it down count, as in git: patterns without a slash
     match a name at any depth, patterns with one are anchored to their file's directory, a trailing slash
@@ -65,6 +73,8 @@ def walk_files(directory: Path, top: Path, max_files: int = WALK_MAX_FILES, halt
             continue
         relative, is_dir = entry
         if rules.ignored(relative, is_dir=is_dir):
+            if ignored is not None:
+                ignored.append(relative + "/" if is_dir else relative)
             continue
         if is_dir:
             stack.append(_entries(top, relative))

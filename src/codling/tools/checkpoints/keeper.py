@@ -29,8 +29,7 @@ from codling.tools.checkpoints.objects import ObjectStore
 from codling.tools.checkpoints.rewind import FileChange, apply, counted, plan
 from codling.tools.checkpoints.scan import Scan, Scanner, Uncovered
 from codling.tools.git import git_output
-from codling.tools.listing import collect_files
-from codling.tools.workspace import Workspace
+from codling.tools.walk import walk_files
 
 MAX_FILES = 100_000
 """The most files a checkpoint covers; those past it (in path order) are listed as not covered."""
@@ -154,7 +153,9 @@ class CheckpointKeeper:
             )
         uncovered = [Uncovered(path, "ignored") for path in ignored]
         if listed is None:
-            listing = await collect_files(self.root, Workspace(self.root), git=None, max_files=MAX_FILES)
+            walked: list[str] = []
+            listing = await asyncio.to_thread(walk_files, self.root, self.root, MAX_FILES, ignored=walked)
+            uncovered = [Uncovered(path, "ignored") for path in walked]
             paths = [path.relative_to(self.root).as_posix() for path in listing.files]
             complete = listing.complete
         else:
