@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from codling.errors import RewindRefused
-from codling.tools.checkpoints.log import CheckpointLog
+from codling.tools.checkpoints.log import CheckpointLog, GitView
 from codling.tools.checkpoints.objects import ObjectStore
 from codling.tools.checkpoints.rewind import FileChange, apply, counted, plan
 from codling.tools.checkpoints.scan import Scan, Scanner, Uncovered
@@ -118,9 +118,10 @@ class CheckpointKeeper:
 
     def _record(self, scan: Scan) -> int:
         """Log ``scan`` as a checkpoint (the last one again if nothing changed); its number."""
-        number = self.log.add(scan)
-        if self._baseline is not None and self._baseline.scan is scan:
-            self._baseline = replace(self._baseline, logged=True)
+        baseline = self._baseline if self._baseline is not None and self._baseline.scan is scan else None
+        number = self.log.add(scan, GitView(baseline.index, baseline.dirty) if baseline is not None else None)
+        if baseline is not None:
+            self._baseline = replace(baseline, logged=True)
         return number
 
     async def _scan(self) -> Scan:
@@ -128,6 +129,12 @@ class CheckpointKeeper:
         what git lists as modified, deleted or untracked (now or then) is looked at: every other file matches
         the index, as it did then, so it is as it was. Otherwise every covered file is (by its ``lstat``)."""
         repository = await self._repository()
+        if self._baseline is None and repository is not None:  # a keeper started afresh: from the log's last scan
+            latest = await asyncio.to_thread(self.log.latest)
+            if latest.git is not None:
+                self._baseline = _Baseline(
+                    Scan(latest.files, latest.uncovered), latest.git.index, latest.git.dirty, logged=True
+                )
         baseline = self._baseline
         if repository is not None and baseline is not None and _index_key(repository) == baseline.index:
             dirty = await self._git_names("-m", "-d", "-o", "--exclude-standard")

@@ -24,11 +24,23 @@ from codling.tools.checkpoints.scan import FileState, Scan, Uncovered
 
 
 @dataclass(frozen=True)
+class GitView:
+    """What git said at a checkpoint's scan: how its index looked from outside (size, times, inode), and what it
+    listed as modified, deleted or untracked. A keeper started afresh needs no more to look, at its first scan,
+    only at what may have changed since (``keeper.py``)."""
+
+    index: tuple[int, ...]
+    dirty: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Workspace:
-    """The workspace as one checkpoint holds it: every covered file, and what was not covered."""
+    """The workspace as one checkpoint holds it: every covered file, what was not covered, and what git said
+    (None: the workspace was walked)."""
 
     files: Mapping[str, FileState]
     uncovered: tuple[Uncovered, ...]
+    git: GitView | None = None
 
 
 EMPTY = Workspace({}, ())
@@ -43,14 +55,20 @@ def _delta(scan: Scan, before: Workspace) -> tuple[dict[str, FileState], list[st
     return changed, deleted
 
 
-def _line(number: int, changed: Mapping[str, FileState], deleted: list[str], scan: Scan, before: Workspace) -> bytes:
+def _line(
+    number: int, changed: Mapping[str, FileState], deleted: list[str], after: Workspace, before: Workspace
+) -> bytes:
     line: dict[str, Any] = {
         "id": number,
         "changed": {path: [s.kind, s.mode, s.digest, s.size] for path, s in sorted(changed.items())},
         "deleted": deleted,
     }
-    if scan.uncovered != before.uncovered:
-        line["uncovered"] = [[u.path, u.why] for u in scan.uncovered]
+    if after.uncovered != before.uncovered:
+        line["uncovered"] = [[u.path, u.why] for u in after.uncovered]
+    if after.git is not None:
+        line["git"] = {"index": list(after.git.index)}
+        if before.git is None or after.git.dirty != before.git.dirty:  # the same set is not written again
+            line["git"]["dirty"] = sorted(after.git.dirty)
     return (json.dumps(line, separators=(",", ":")) + "\n").encode()
 
 
@@ -63,7 +81,12 @@ def _fold(state: Workspace, line: Mapping[str, Any]) -> Workspace:
     uncovered = state.uncovered
     if "uncovered" in line:
         uncovered = tuple(Uncovered(path, why) for path, why in line["uncovered"])
-    return Workspace(files, uncovered)
+    git = None
+    if "git" in line:
+        dirty = line["git"].get("dirty")
+        before = state.git.dirty if state.git is not None else frozenset()
+        git = GitView(tuple(line["git"]["index"]), frozenset(dirty) if dirty is not None else before)
+    return Workspace(files, uncovered, git)
 
 
 class CheckpointLog:
@@ -86,14 +109,16 @@ class CheckpointLog:
         """The workspace at the last checkpoint (empty before the first)."""
         return self._load()
 
-    def add(self, scan: Scan) -> int:
-        """Record ``scan`` as a checkpoint unless it equals the last one; the checkpoint's number."""
+    def add(self, scan: Scan, git: GitView | None = None) -> int:
+        """Record ``scan`` (with what git said then) as a checkpoint unless it equals the last one; the
+        checkpoint's number."""
         before = self._load()
         changed, deleted = _delta(scan, before)
         if self._count and not changed and not deleted and scan.uncovered == before.uncovered:
             return self._count
         number = self._count + 1
-        data = _line(number, changed, deleted, scan, before)
+        after = Workspace(dict(scan.files), scan.uncovered, git)
+        data = _line(number, changed, deleted, after, before)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
@@ -106,7 +131,7 @@ class CheckpointLog:
             raise CheckpointError(f"cannot write the checkpoint log {self.path} ({e.strerror or e})") from e
         self._end += len(data)
         self._count = number
-        self._latest = Workspace(dict(scan.files), scan.uncovered)
+        self._latest = after
         return number
 
     def at(self, number: int) -> Workspace:
