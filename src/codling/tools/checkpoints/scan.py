@@ -87,6 +87,7 @@ class Scanner:
                 files[rel] = state
         for gone in self._known.keys() - files.keys():
             del self._known[gone]
+        self.objects.flush()
         return Scan(files, tuple(missing), stored)
 
     def rescan(self, before: Scan, candidates: Iterable[str]) -> Scan:
@@ -105,6 +106,7 @@ class Scanner:
                 self._known.pop(rel, None)
             else:
                 files[rel] = state
+        self.objects.flush()
         return Scan(files, tuple(missing), stored, frozenset(candidates))
 
     def _examine(self, rel: str, started: int, missing: list[Uncovered]) -> tuple[FileState | None, int]:
