@@ -297,3 +297,20 @@ def test_a_file_whose_stat_is_unchanged_is_not_read_again_and_any_stat_change_is
     changed = scanner.scan(paths)
     assert len(store.given) == 52  # m7 (its change time moved) and m9 (its mode)
     assert {p for p in paths if changed.files[p] != first.files[p]} == {"m7.py", "m9.py"}
+
+
+async def test_a_rewind_never_writes_or_deletes_through_a_link_leading_outside_the_workspace(tmp_path: Path) -> None:
+    root, store, outside = tmp_path / "project", tmp_path / "checkpoints", tmp_path / "outside"
+    write("data/x.txt", "checkpointed\n")(root)
+    write("x.txt", "precious, not the workspace's\n")(outside)
+    keeper = CheckpointKeeper(store, root, git=None)
+    await keeper.take()
+    shutil.rmtree(root / "data")
+    os.symlink(outside, root / "data")
+    write(".gitignore", "data\n")(root)  # the link is ignored: not covered, so a rewind would not remove it
+    await keeper.take()
+    before = tree_hash(root), tree_hash(outside)
+
+    with pytest.raises(CheckpointError, match=r"data/x\.txt would be reached through a symbolic link leading outside"):
+        await keeper.rewind(1)
+    assert (tree_hash(root), tree_hash(outside)) == before  # nothing changed, here or there

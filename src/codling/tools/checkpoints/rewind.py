@@ -87,7 +87,11 @@ def _lines(data: bytes) -> list[str] | None:
 
 def apply(root: Path, changes: list[FileChange], then: Mapping[str, FileState], objects: ObjectStore) -> None:
     """Make the workspace under ``root`` what ``then`` holds, by ``changes`` (from :func:`plan`): removals first
-    (a directory may have to go before a file takes its name), then the rest."""
+    (a directory may have to go before a file takes its name), then the rest. Nothing is changed if a path
+    would lead outside the workspace (a symbolic link to elsewhere in its way, one checkpoints do not cover)."""
+    real_root = root.resolve()
+    for change in changes:
+        _check_inside(root, real_root, change.path)
     for change in changes:
         if change.action == "remove":
             _remove(root, change.path)
@@ -108,6 +112,21 @@ def apply(root: Path, changes: list[FileChange], then: Mapping[str, FileState], 
                     assert_never(change.action)
         except OSError as e:
             raise CheckpointError(f"cannot put {change.path} back ({e.strerror or e})") from e
+
+
+def _check_inside(root: Path, real_root: Path, path: str) -> None:
+    """``CheckpointError`` unless ``path`` names a place under ``root`` that no symbolic link leads out of."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        raise CheckpointError(f"the checkpoint names {path!r}, which is no path inside the workspace; nothing changed")
+    above = (root / path).parent
+    while not above.exists() and above != root:  # the directories still to be made are made as directories
+        above = above.parent
+    if not above.resolve().is_relative_to(real_root):
+        raise CheckpointError(
+            f"{path} would be reached through a symbolic link leading outside the workspace "
+            f"({above.relative_to(root)} → {above.resolve()}); nothing changed. Remove that link to rewind"
+        )
 
 
 def _write(full: Path, state: FileState, objects: ObjectStore) -> None:
