@@ -254,3 +254,23 @@ async def test_a_new_session_is_answered_before_it_is_made_and_one_that_cannot_b
         await codling.set_session_mode(session_id=unmade.session_id, mode_id="ask")
     assert info.value.code == -32002
     await codling.shutdown()
+
+
+async def test_a_session_just_answered_can_be_loaded_resumed_and_forked_at_once(home: Path, project: Path) -> None:
+    settings = Settings(home=home, mode="yolo", env={"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID})
+    codling = CodlingAgent(settings_loader=lambda: settings, model_factory=Script([]).factory(), warm_up=False)
+    codling.on_connect(RecordingClient())
+    await codling.initialize(protocol_version=PROTOCOL_VERSION)
+    for reopen in ("load", "resume", "fork"):
+        new = await codling.new_session(cwd=str(project))
+        assert not (home / "sessions" / new.session_id).exists()  # answered, not made yet
+        match reopen:
+            case "load":
+                await codling.load_session(cwd=str(project), session_id=new.session_id)
+            case "resume":
+                await codling.resume_session(cwd=str(project), session_id=new.session_id)
+            case "fork":
+                forked = await codling.fork_session(cwd=str(project), session_id=new.session_id)
+                assert (home / "sessions" / forked.session_id / "history.jsonl").is_file()
+        assert (home / "sessions" / new.session_id / "history.jsonl").is_file()
+    await codling.shutdown()

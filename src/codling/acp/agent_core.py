@@ -165,13 +165,16 @@ class AgentCore:
         await session.ready()
         return session
 
-    def _stored(self, session_id: str) -> SessionLog:
+    async def _stored(self, session_id: str) -> SessionLog:
         """The stored session with exactly this id (no prefixes over ACP): -32602 for a malformed id, -32002 for
-        one not on disk."""
+        one not on disk. A session still opening here is read once it is on disk."""
         try:
             check_session_id(session_id)
         except InvalidSessionIdError as e:
             raise invalid_session_id(session_id, e) from e
+        if (opening := self._sessions.get(session_id)) is not None:
+            with contextlib.suppress(RequestError):  # one that could not be opened is not on disk either
+                await opening.ready()
         try:
             return self._session_store().read(session_id)  # an unreadable history is a SessionError too
         except UnknownSessionError as e:

@@ -272,7 +272,7 @@ class CodlingAgent(AgentCore):
         """Replay the whole conversation as session/update notifications, then continue it."""
         from codling.acp.replay import replay_updates
 
-        stored = self._stored(session_id)
+        stored = await self._stored(session_id)
         await self._warmed()  # restoring builds the model's messages
         session = await self._reopen(stored, cwd, additional_directories, mcp_servers)
         paths = ClientPaths([cwd, *(additional_directories or ())])
@@ -289,7 +289,7 @@ class CodlingAgent(AgentCore):
         **kwargs: Any,
     ) -> ResumeSessionResponse:
         """Continue a stored session without replaying it."""
-        stored = self._stored(session_id)
+        stored = await self._stored(session_id)
         await self._warmed()  # restoring builds the model's messages
         session = await self._reopen(stored, cwd, additional_directories, mcp_servers)
         return ResumeSessionResponse(modes=self._modes(session), config_options=self._options(session))
@@ -305,7 +305,7 @@ class CodlingAgent(AgentCore):
         """A new session holding the history so far of ``session_id`` (which records it as its parent)."""
         from codling.store.ids import new_session_id
 
-        source = self._stored(session_id)
+        source = await self._stored(session_id)
         store = self._session_store()
         try:
             forked = store.fork(source.header.session_id, new_session_id(), directory(cwd, "cwd"))
