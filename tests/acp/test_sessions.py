@@ -274,3 +274,20 @@ async def test_a_session_just_answered_can_be_loaded_resumed_and_forked_at_once(
                 assert (home / "sessions" / forked.session_id / "history.jsonl").is_file()
         assert (home / "sessions" / new.session_id / "history.jsonl").is_file()
     await codling.shutdown()
+
+
+@pytest.mark.parametrize("model", [MODEL_ID, "anthropic:claude-sonnet-4-5"])  # a model that cannot think, one that can
+async def test_a_new_session_s_answer_gives_the_options_the_live_session_then_has(
+    home: Path, project: Path, model: str
+) -> None:
+    settings = Settings(home=home, mode="accept-edits", env={"CODLING_HOME": str(home), "CODLING_MODEL": model})
+    codling = CodlingAgent(settings_loader=lambda: settings, model_factory=Script([]).factory(), warm_up=False)
+    codling.on_connect(RecordingClient())
+    await codling.initialize(protocol_version=PROTOCOL_VERSION)
+    new = await codling.new_session(cwd=str(project))  # answered before the session is made
+    live = await codling.set_config_option(config_id="mode", session_id=new.session_id, value="accept-edits")
+    assert live.config_options == new.config_options
+    assert new.modes is not None and new.modes.current_mode_id == "accept-edits"
+    if model != MODEL_ID:
+        assert "thinking" in [option.root.id for option in new.config_options or []]
+    await codling.shutdown()

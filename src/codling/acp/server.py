@@ -249,7 +249,11 @@ class CodlingAgent(AgentCore):
         header = SessionHeader(new_session_id(), root, choice.info.id, settings.mode, extra)
         session = self._open_later(header, [cwd, *(additional_directories or ())], mcp_servers)
         if settings.greeting:
-            await session.ready()
+            try:
+                await session.ready()
+            except RequestError:
+                del self._sessions[session.id]  # never answered: the client does not know it
+                raise
             await self._warmed()  # the greeting runs a model turn
             session.greet()  # shown after this response, before the first prompt's turn
         elif self._warming is not None:
