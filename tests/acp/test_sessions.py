@@ -289,5 +289,5 @@ async def test_a_new_session_s_answer_gives_the_options_the_live_session_then_ha
     assert live.config_options == new.config_options
     assert new.modes is not None and new.modes.current_mode_id == "accept-edits"
     if model != MODEL_ID:
-        assert "thinking" in [option.root.id for option in new.config_options or []]
+        assert "thinking" in [option.id for option in new.config_options or []]
     await codling.shutdown()
