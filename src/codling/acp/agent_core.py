@@ -247,9 +247,9 @@ class AgentCore:
         self._sessions[session.id] = session
         try:
             self._make_live(session, header, stored, client_dirs, mcp_servers)
-        except RequestError as e:
+        except Exception as e:  # nothing may wait for a session that will never be live
             del self._sessions[session.id]
-            session.failed(e)
+            session.failed(e if isinstance(e, RequestError) else RequestError.internal_error({"details": str(e)}))
             raise
         return session
 
@@ -258,7 +258,8 @@ class AgentCore:
     ) -> ServedSession:
         """A new session, answered before it is live: its history and brain are made once the warm-up thread has
         imported them (their imports are most of a new session's cost, and the response need not wait for them).
-        Requests naming it meanwhile wait (``ServedSession.ready``)."""
+        Requests naming it meanwhile wait (``ServedSession.ready``). It is made even if closed first (closing
+        waits for it), so the session the client was told of is on disk."""
         session = ServedSession(header.session_id)
         self._sessions[session.id] = session
 

@@ -61,9 +61,10 @@ class ServedSession:
         self._opened.set_result(None)
 
     def failed(self, error: RequestError) -> None:
-        """The session could not be opened: every request naming it gets ``error``."""
-        self._opened.set_exception(error)
-        self._opened.exception()  # retrieved: asyncio need not report it if no request ever comes
+        """The session could not be opened: every request naming it gets ``error`` (unless it was live already)."""
+        if not self._opened.done():
+            self._opened.set_exception(error)
+            self._opened.exception()  # retrieved: asyncio need not report it if no request ever comes
 
     async def ready(self) -> None:
         """Return once the session is live; raise the ``RequestError`` if it could not be opened."""
