@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from codling.errors import RewindRefused
-from codling.tools.checkpoints.log import CheckpointLog, GitView
+from codling.tools.checkpoints.log import CheckpointLog, GitState
 from codling.tools.checkpoints.objects import ObjectStore
 from codling.tools.checkpoints.rewind import FileChange, apply, counted, plan
-from codling.tools.checkpoints.scan import Scan, Scanner, Uncovered
+from codling.tools.checkpoints.scan import FileState, Scan, Scanner, Uncovered
 from codling.tools.git import git_output
 from codling.tools.walk import walk_files
 
@@ -83,14 +84,16 @@ class CheckpointKeeper:
         the contents of files changed since the last checkpoint)."""
         async with self._lock:
             now = await self._scan()
-            return await asyncio.to_thread(self._plan, now, target, True)
+            then = await asyncio.to_thread(self.log.at, target)
+            return await asyncio.to_thread(self._plan, now, target, then.files, True)
 
     async def rewind(self, target: int, *, overwrite_outside: bool = False) -> RewindPlan:
         """Put the workspace back as checkpoint ``target`` holds it. ``RewindRefused`` (nothing changed) if files
         changed outside codling since the last checkpoint, unless ``overwrite_outside``."""
         async with self._lock:
             now = await self._scan()
-            rewind = await asyncio.to_thread(self._plan, now, target, False)
+            then = await asyncio.to_thread(self.log.at, target)
+            rewind = await asyncio.to_thread(self._plan, now, target, then.files, False)
             if rewind.outside and not overwrite_outside:
                 listed = ", ".join(rewind.outside[:20]) + (" …" if len(rewind.outside) > 20 else "")
                 raise RewindRefused(
@@ -98,13 +101,12 @@ class CheckpointKeeper:
                     "Rewinding would overwrite them; save them elsewhere first, or confirm to rewind anyway",
                     rewind.outside,
                 )
-            await asyncio.to_thread(self._apply, now, rewind)
+            await asyncio.to_thread(self._apply, now, rewind, then.files)
             after = await self._scan()
             await asyncio.to_thread(self._record, after)
             return rewind
 
-    def _plan(self, now: Scan, target: int, count_lines: bool) -> RewindPlan:
-        then = self.log.at(target).files
+    def _plan(self, now: Scan, target: int, then: Mapping[str, FileState], count_lines: bool) -> RewindPlan:
         latest = self.log.latest().files
         outside = tuple(change.path for change in plan(now.files, latest))
         changes = plan(now.files, then)
@@ -112,14 +114,14 @@ class CheckpointKeeper:
             changes = [counted(change, now.files, then, self.objects) for change in changes]
         return RewindPlan(target, tuple(changes), outside)
 
-    def _apply(self, now: Scan, rewind: RewindPlan) -> None:
+    def _apply(self, now: Scan, rewind: RewindPlan, then: Mapping[str, FileState]) -> None:
         self._record(now)  # the state rewound from, so the rewind can be undone
-        apply(self.root, list(rewind.changes), self.log.at(rewind.target).files, self.objects)
+        apply(self.root, list(rewind.changes), then, self.objects)
 
     def _record(self, scan: Scan) -> int:
         """Log ``scan`` as a checkpoint (the last one again if nothing changed); its number."""
         baseline = self._baseline if self._baseline is not None and self._baseline.scan is scan else None
-        number = self.log.add(scan, GitView(baseline.index, baseline.dirty) if baseline is not None else None)
+        number = self.log.add(scan, GitState(baseline.index, baseline.dirty) if baseline is not None else None)
         if baseline is not None:
             self._baseline = replace(baseline, logged=True)
         return number

@@ -24,7 +24,7 @@ from codling.tools.checkpoints.scan import FileState, Scan, Uncovered
 
 
 @dataclass(frozen=True)
-class GitView:
+class GitState:
     """What git said at a checkpoint's scan: how its index looked from outside (size, times, inode), and what it
     listed as modified, deleted or untracked. A keeper started afresh needs no more to look, at its first scan,
     only at what may have changed since (``keeper.py``)."""
@@ -40,7 +40,7 @@ class Workspace:
 
     files: Mapping[str, FileState]
     uncovered: tuple[Uncovered, ...]
-    git: GitView | None = None
+    git: GitState | None = None
 
 
 EMPTY = Workspace({}, ())
@@ -85,7 +85,7 @@ def _fold(state: Workspace, line: Mapping[str, Any]) -> Workspace:
     if "git" in line:
         dirty = line["git"].get("dirty")
         before = state.git.dirty if state.git is not None else frozenset()
-        git = GitView(tuple(line["git"]["index"]), frozenset(dirty) if dirty is not None else before)
+        git = GitState(tuple(line["git"]["index"]), frozenset(dirty) if dirty is not None else before)
     return Workspace(files, uncovered, git)
 
 
@@ -109,7 +109,7 @@ class CheckpointLog:
         """The workspace at the last checkpoint (empty before the first)."""
         return self._load()
 
-    def add(self, scan: Scan, git: GitView | None = None) -> int:
+    def add(self, scan: Scan, git: GitState | None = None) -> int:
         """Record ``scan`` (with what git said then) as a checkpoint unless it equals the last one; the
         checkpoint's number."""
         before = self._load()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from codling.errors import CheckpointError
+from codling.tools.atomic import replace_file
 
 COMPRESSION_LEVEL = 1
 """zlib's fastest level: source code still shrinks 3–4×, at a fraction of the default level's time."""
@@ -93,9 +94,7 @@ class ObjectStore:
         try:
             pending.file.close()
             os.replace(pending.temporary, self.root / f"{pending.name}.pack")
-            index_temporary = self.root / f".{pending.name}.idx.tmp"
-            index_temporary.write_text(lines)
-            os.replace(index_temporary, self.root / f"{pending.name}.idx")
+            replace_file(self.root / f"{pending.name}.idx", lines.encode())  # the pack counts from here on
         except OSError as e:
             self._index = None  # read again from disk: what this pack held is not there
             raise self._unwritable(e) from e
