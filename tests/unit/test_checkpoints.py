@@ -3,6 +3,7 @@ with only what changed stored; changes made outside codling refused; what is not
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import shutil
@@ -18,6 +19,7 @@ from codling.tools.checkpoints.keeper import CheckpointKeeper
 from codling.tools.checkpoints.objects import ObjectStore
 from codling.tools.checkpoints.rewind import FileChange
 from codling.tools.checkpoints.scan import Scan, Scanner, Uncovered
+from tests.fakes.deadlines import deadline
 
 GIT = shutil.which("git")
 
@@ -314,3 +316,21 @@ async def test_a_rewind_never_writes_or_deletes_through_a_link_leading_outside_t
     with pytest.raises(CheckpointError, match=r"data/x\.txt would be reached through a symbolic link leading outside"):
         await keeper.rewind(1)
     assert (tree_hash(root), tree_hash(outside)) == before  # nothing changed, here or there
+
+
+@pytest.mark.skipif(GIT is None, reason="needs git")
+@pytest.mark.parametrize("pipe", ["an ignore file", "a configuration include"])
+async def test_a_repository_where_git_would_wait_on_a_pipe_is_walked_instead(tmp_path: Path, pipe: str) -> None:
+    root, store = tmp_path / "project", tmp_path / "checkpoints"
+    root.mkdir()
+    git_repo(root)
+    start(root)
+    if pipe == "an ignore file":
+        os.mkfifo(root / "lib" / ".gitignore")  # git would wait on it forever when listing untracked files
+    else:
+        os.mkfifo(tmp_path / "pipe")  # and on this, reading its configuration
+        with open(root / ".git" / "config", "a") as config:
+            config.write(f"[include]\n\tpath = {tmp_path / 'pipe'}\n")
+    keeper = CheckpointKeeper(store, root, git=GIT)
+    taken = await asyncio.wait_for(keeper.take(), deadline(4))  # liveness: below git's own time limits
+    assert sorted(keeper.log.at(taken.number).files) == ["README.md", "app.py", "lib/util.py", "run.sh"]

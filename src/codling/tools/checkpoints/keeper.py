@@ -21,6 +21,7 @@ import asyncio
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -29,8 +30,9 @@ from codling.tools.checkpoints.log import CheckpointLog, GitState
 from codling.tools.checkpoints.objects import ObjectStore
 from codling.tools.checkpoints.rewind import FileChange, apply, counted, plan
 from codling.tools.checkpoints.scan import FileState, Scan, Scanner, Uncovered
-from codling.tools.git import git_output
-from codling.tools.walk import walk_files
+from codling.tools.git import config_problem, git_output
+from codling.tools.halt import off_loop
+from codling.tools.walk import GIT_IGNORE_NAMES, audit_ignore_files, walk_files
 
 MAX_FILES = 100_000
 """The most files a checkpoint covers; those past it (in path order) are listed as not covered."""
@@ -161,6 +163,8 @@ class CheckpointKeeper:
                 self._ignored(),
             )
         uncovered = [Uncovered(path, "ignored") for path in ignored]
+        if repository is not None and (listed is None or dirty is None):
+            self._git_dir = False  # git failed or timed out (an ignore file it would read is a pipe): walk from now
         if listed is None:
             walked: list[str] = []
             listing = await asyncio.to_thread(walk_files, self.root, self.root, MAX_FILES, ignored=walked)
@@ -183,8 +187,17 @@ class CheckpointKeeper:
     async def _repository(self) -> Path | None:
         """git's directory for the work tree holding the workspace (None: no git, or not a work tree), found once."""
         if self._git_dir is None and self.git is not None:
-            out = await git_output(self.git, "-C", str(self.root), "rev-parse", "--absolute-git-dir")
-            self._git_dir = Path(os.fsdecode(out.strip())) if out else False
+            # A configuration include or an ignore file that is a pipe would hold git: walk instead (as
+            # tools/listing.py does; checked once, and a git listing that fails later stops git too).
+            audit = await off_loop(
+                partial(audit_ignore_files, self.root, self.root, names=GIT_IGNORE_NAMES), LIST_TIMEOUT
+            )
+            problem = await asyncio.to_thread(config_problem, self.root, self.git)
+            if not audit.complete or audit.refused or problem is not None:
+                self._git_dir = False
+            else:
+                out = await git_output(self.git, "-C", str(self.root), "rev-parse", "--absolute-git-dir")
+                self._git_dir = Path(os.fsdecode(out.strip())) if out else False
         return self._git_dir or None
 
     async def _git_names(self, *which: str) -> frozenset[str] | None:
