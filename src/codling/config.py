@@ -12,6 +12,7 @@ config.toml keys (all optional)::
     title_model = "anthropic:claude-haiku-4-5"  # a cheaper model for titles (default: the session's model)
     greeting = false                        # greet new editor sessions (one short model-made message)
     delegates = true                        # let the model hand tasks to planner, reviewer and coder sub-agents
+    checkpoints = true                      # checkpoint the workspace around turns and edits, for /undo and /rewind
     stream_idle_timeout = 120               # seconds without data from the model provider before a reply is stopped
     cache = "5m"                            # prompt caching where codling places it (Anthropic): 5m | 1h | off
     command_env_allow = ["GITHUB_TOKEN"]    # secret variables commands may still see (default: none)
@@ -94,6 +95,9 @@ class Settings:
     """Greet the user of a new editor session with the greeting special turn."""
     delegates: bool = True
     """Offer the model the delegate tool (planner, reviewer and coder sub-agents)."""
+    checkpoints: bool = True
+    """Checkpoint the workspace before each turn, each call that may change files and each turn's end, in the
+    session's folder (``tools/checkpoints/``), so ``/undo`` and ``/rewind`` can put the code back."""
     stream_idle_timeout: float = 120.0
     """Seconds the model provider may send nothing (mid-reply, or before answering) before the turn fails."""
     cache: PromptCache = "5m"
@@ -214,6 +218,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         title_model=title_model,
         greeting=_flag(data, "greeting", False, path),
         delegates=_flag(data, "delegates", True, path),
+        checkpoints=_flag(data, "checkpoints", True, path),
         stream_idle_timeout=_positive(data, "stream_idle_timeout", 120.0, path),
         cache=cache,
         command_env_allow=_names(data, "command_env_allow", path),

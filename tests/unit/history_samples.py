@@ -11,6 +11,7 @@ from codling.brain.events import (
     ContextCompacted,
     Event,
     PlanUpdated,
+    Rewound,
     SpecialTurnPersisted,
     TextDelta,
     ThoughtDelta,
@@ -50,6 +51,7 @@ SAMPLES: tuple[Event, ...] = (
             ResourceBlock("file:///w/b.py", text="print()"),
             ResourceBlock("file:///w/c.py", note="binary"),
         ),
+        checkpoint=2,
     ),
     TextDelta(TURN, "Renamed."),
     ThoughtDelta(TURN, "Let me look."),
@@ -67,6 +69,7 @@ SAMPLES: tuple[Event, ...] = (
         "edited app.py (+1 -1)",
         changed=(Path("/w/c.py"),),
         ended_by="rejected",
+        checkpoint=3,
     ),
     PlanUpdated(TURN, (PlanStep("read", "completed", "high"), PlanStep("edit", "in_progress", "low"))),
     ContextCompacted(
@@ -82,6 +85,7 @@ SAMPLES: tuple[Event, ...] = (
         cost=0.25,
         window=LearnedWindow("openai:gpt-x", 64000),
         context="<session-context>today</session-context>",
+        checkpoint=4,
     ),
     SpecialTurnPersisted(
         "greeting",
@@ -91,5 +95,6 @@ SAMPLES: tuple[Event, ...] = (
         2,
         "special-1",
     ),
+    Rewound("turn-2", TURN, 3, "code", 2, 5, ("app.py", "src/b.py")),
 )
 """What event_record gets (the turn's error, for ``TurnEnded``, is the ``error`` argument)."""

@@ -26,6 +26,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -82,7 +83,8 @@ SAMPLES: dict[type[Event], Event] = {
     ),
     SessionTitled: SessionTitled("Fix a.py", "model"),
     TurnFailed: TurnFailed(T, "The model provider failed: HTTP 500."),
-    TurnEnded: (ENDED := TurnEnded(T, "max_tokens", Usage(100, 20, 1))),
+    TurnEnded: (ENDED := TurnEnded(T, "max_tokens", Usage(100, 20, 1), checkpoint=3)),
+    Rewound: Rewound(T, "t0", 2, "both", 1, 3, ("a.py",)),
 }
 """One event of each kind, as the turn loop makes them (a stop reason whose end the terminal draws)."""
 

@@ -203,7 +203,10 @@ def test_bad_config_is_a_config_error(tmp_path: Path, toml: str) -> None:
         ("command_timeot = 5", "unknown setting 'command_timeot' (did you mean 'command_timeout'?)"),
         ("[mcp_server.x]\ncommand = 'a'", "unknown setting 'mcp_server' (did you mean 'mcp_servers'?)"),
         ("[mcp_servers.x]\ncomand = 'a'", "[mcp_servers.x]: unknown key 'comand' (did you mean 'command'?)"),
-        ('model = "openai:gpt-5"\nzzz = 1', "unknown setting 'zzz' (known: cache, command_env_allow, command_timeout"),
+        (
+            'model = "openai:gpt-5"\nzzz = 1',
+            "unknown setting 'zzz' (known: cache, checkpoints, command_env_allow, command_timeout",
+        ),
         ("model = ", "not valid TOML: "),
     ],
 )

@@ -560,6 +560,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "thinking": False,
             "started_at": "2025-01-02T03:04:05+00:00",
             "blocks": [],
+            "checkpoint": None,
         },
         {"type": "text_delta", "turn_id": T, "text": "héllo"},
         {
@@ -586,6 +587,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "changed": [],
             "ended_by": None,
             "shown": None,
+            "checkpoint": None,
         },
         {
             "type": "turn_ended",
@@ -605,6 +607,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "cost": None,
             "window": None,
             "context": "",
+            "checkpoint": None,
         },
     ]
     assert lines == [event_to_json(e) for e in events]

@@ -199,11 +199,12 @@ class AgentCore:
             await self._warming.wait()
 
     async def _start_servers(self, session: ServedSession) -> None:
-        """Start the session's MCP servers once the warm-up is done (connecting imports pydantic-ai's MCP
-        support); a turn waits for them anyway."""
+        """Start the session's MCP servers and its first checkpoint once the warm-up is done (connecting imports
+        pydantic-ai's MCP support); a turn waits for them anyway."""
         await self._warmed()
         if self._sessions.get(session.id) is session:  # not closed (or reopened) meanwhile
             session.brain.start_servers()
+            session.brain.start_checkpoints()
 
     def _likely_model(self) -> str | None:
         """The model a new session would use (None: none is configured), read afresh: the warm-up thread calls

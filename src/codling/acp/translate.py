@@ -36,6 +36,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -222,9 +223,10 @@ def translate(event: Event, paths: Paths = str, *, replaying: bool = False) -> l
             # Live, the prompt's JSON-RPC error says it (an editor shows an error with a retry); a replay shows
             # the recorded error as text (``replay.py``), since no response carries it then.
             return []
-        case TurnStarted() | TurnEnded() | SessionTitled() | SettingsChanged():
+        case TurnStarted() | TurnEnded() | SessionTitled() | SettingsChanged() | Rewound():
             # The client sent the prompt; the prompt's response ends the turn; a title reaches the client as
-            # session_info_update, from the recorder; the agent sends the pickers' new state (server.py).
+            # session_info_update, from the recorder; the agent sends the pickers' new state (server.py); a
+            # rewind's command says in its reply what it did.
             return []
         case _:
             assert_never(event)

@@ -29,6 +29,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -100,6 +101,7 @@ class SessionDelegator:
             progress=ToolProgress(),
             delegator=None,
             mcp=None,  # the session's servers stay the session's: a role names its own tools
+            checkpoints=None,  # the delegate call is checkpointed before it runs, as a whole
         )
         options = replace(
             parent.options,
@@ -165,6 +167,7 @@ class SessionDelegator:
                     | UsageUpdated()
                     | SpecialTurnPersisted()
                     | SessionTitled()
+                    | Rewound()
                 ):
                     pass  # not the delegate's steps, plan, reply or outcome
                 case _:

@@ -29,6 +29,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -307,6 +308,14 @@ CONTRACT: dict[type[Event], EventRow] = {
         drawn=True,
         folds=("render", "transcript", "notify", "recorder", "records", "restore", "turn_log", "delegates"),
         note="ACP: session/prompt's response; the terminal draws a stop note unless the turn simply ended.",
+    ),
+    Rewound: _row(
+        "record",
+        translated=False,
+        drawn=False,
+        folds=("transcript", "recorder", "records"),
+        note="The command that rewound says what it did in its reply. Not a fold of restore's: restore skips "
+        "what it abandoned before folding (brain/branches.py); sessions show marks those turns.",
     ),
 }
 """Every event kind's row."""

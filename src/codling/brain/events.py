@@ -67,6 +67,8 @@ class TurnStarted:
     started_at: datetime
     blocks: tuple[PromptBlock, ...] = ()
     """The prompt's content blocks, as the user sent them."""
+    checkpoint: int | None = None
+    """The workspace's checkpoint taken before the turn (None: none was; see ``tools/checkpoints/``)."""
     kind: Literal["turn_started"] = "turn_started"
 
 
@@ -124,6 +126,9 @@ class ToolCallFinished:
     """The user ended the call: rejected it when asked, or cancelled the turn (an editor marks it so itself)."""
     shown: ShownResult | None = None
     """How the user sees the result where that is not ``text`` and ``diff`` (live only: never recorded)."""
+    checkpoint: int | None = None
+    """The workspace's checkpoint taken just before the call ran (a call that may change files: None for
+    the others, or when none was taken)."""
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 
@@ -337,6 +342,29 @@ class SpecialTurnPersisted:
     kind: Literal["special_turn_persisted"] = "special_turn_persisted"
 
 
+RewindScope = Literal["both", "code", "conversation"]
+"""What a rewind puts back: the workspace's files and the conversation, or one of them."""
+
+
+@dataclass(frozen=True)
+class Rewound:
+    """The user rewound the session (``/undo``, ``/rewind``) to how it was before turn ``target_turn_id``
+    (its number then: ``turn_number``). The conversation side (scope ``both`` or ``conversation``) abandons that
+    turn and every later one: from here on the model is sent the conversation as it stood before it (they stay
+    in the history, shown as abandoned). The code side put the workspace back as checkpoint ``checkpoint`` holds
+    it, changing ``files``; ``saved`` is the checkpoint of the workspace as it was just before (None: no code
+    side)."""
+
+    turn_id: str
+    target_turn_id: str
+    turn_number: int
+    scope: RewindScope
+    checkpoint: int | None = None
+    saved: int | None = None
+    files: tuple[str, ...] = ()
+    kind: Literal["rewound"] = "rewound"
+
+
 @dataclass(frozen=True)
 class SessionTitled:
     """The session has a title: the model's (from the title special turn) or, when the model could not give
@@ -386,6 +414,8 @@ class TurnEnded:
     context: str = ""
     """The context block the turn's request carried before the prompt ("" for none); recorded, so a restored
     history holds the bytes the live one sent, whatever day it is restored on (see ``context/layout.py``)."""
+    checkpoint: int | None = None
+    """The workspace's checkpoint taken as the turn ended (None: none was)."""
     kind: Literal["turn_ended"] = "turn_ended"
 
 
@@ -411,5 +441,6 @@ Event = (
     | SessionTitled
     | TurnFailed
     | TurnEnded
+    | Rewound
 )
 """Any brain event."""

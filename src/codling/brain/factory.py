@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codling.brain.host import ModelFactory
 from codling.brain.options import SessionOptions
@@ -24,6 +25,9 @@ from codling.tools.protected import Protection
 from codling.tools.workspace import Workspace
 from codling.vocabulary import PermissionMode
 
+if TYPE_CHECKING:
+    from codling.tools.checkpoints.keeper import CheckpointKeeper
+
 
 def open_session(
     settings: Settings,
@@ -40,13 +44,15 @@ def open_session(
     mcp_servers: tuple[McpServerSpec, ...] = (),
     catalog: Catalog | None = None,
     prompts_dir: Path | None = None,
+    checkpoints_dir: Path | None = None,
 ) -> ConversationSession:
     """A new session working in ``cwd``: on the local disk and in local subprocesses, unless ``fs`` and
     ``terminal`` say otherwise (an editor's, over ACP). Its MCP servers are ``mcp_servers`` (the editor's)
     and config.toml's, the editor's winning on a name clash; they start once the session's loop runs them
     (``ConversationSession.start_servers``). ``/model`` may switch to ``catalog``'s models (None: to none).
     A prompt too long for the window is saved whole in ``prompts_dir`` (None: nowhere), which the tools may
-    read."""
+    read. The workspace's checkpoints are kept in ``checkpoints_dir`` (None, or ``checkpoints = false``: none
+    are taken)."""
     mode = mode or settings.mode
     state = SessionState(
         session_id=session_id or uuid.uuid4().hex,
@@ -78,6 +84,7 @@ def open_session(
         ),
         command_timeout=settings.command_timeout,
         mcp=mcp,
+        checkpoints=_keeper(checkpoints_dir, cwd, settings) if checkpoints_dir and settings.checkpoints else None,
     )
     options = SessionOptions(
         max_requests_per_turn=settings.max_requests_per_turn,
@@ -91,3 +98,10 @@ def open_session(
         models=ModelMenu(catalog, settings.env) if catalog is not None else None,
     )
     return ConversationSession(state, deps, model_factory=model_factory, options=options)
+
+
+def _keeper(directory: Path, cwd: Path, settings: Settings) -> CheckpointKeeper:
+    """The session's checkpoint keeper (imported here, when a session takes checkpoints at all)."""
+    from codling.tools.checkpoints.keeper import CheckpointKeeper
+
+    return CheckpointKeeper(directory, cwd, git=shutil.which("git"), excluded=(settings.home,))

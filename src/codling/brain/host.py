@@ -9,7 +9,7 @@ type checking. What a running turn knows besides is its ``TurnContext`` (``turn_
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from codling.brain.events import Event
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
     from codling.brain.context.engine import ContextEngine
     from codling.brain.special_config import Announce, SpecialTurnConfig, SpecialTurnResult
+
+Recorded = Callable[[], Awaitable[list[Event]]]
+"""Reads a session's events back from where they are recorded (history.jsonl)."""
 
 ModelFactory = Callable[[str], "Model"]
 """Builds a pydantic-ai model from a model id (tests inject a scripted one)."""
@@ -72,4 +75,13 @@ class SessionHost(Protocol):
 
     def spawn(self, state: SessionState, deps: ToolDeps, options: SessionOptions) -> TurnStream:
         """A new session of the same kind, with the same model factory (a delegate)."""
+        ...
+
+    @property
+    def recorded(self) -> Recorded | None:
+        """Reads the session's recorded events back (None: it is not recorded)."""
+        ...
+
+    def rebuild(self, events: Sequence[Event]) -> None:
+        """Rebuild the conversation from ``events`` (after a rewind), as a restore would."""
         ...

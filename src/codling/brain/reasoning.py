@@ -32,6 +32,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -159,6 +160,7 @@ class SegmentSplitter:
                 | SessionTitled()
                 | TurnFailed()
                 | TurnEnded()
+                | Rewound()
             ):
                 return None  # no segment's content
             case _:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import assert_never
 
+from codling.brain.branches import abandoned
 from codling.brain.context import compaction
 from codling.brain.context.budget import Budget
 from codling.brain.context.compaction import DEFAULT_THRESHOLD
@@ -22,6 +23,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -83,6 +85,7 @@ def follow(state: SessionState, log_: TurnLog | None, event: Event) -> None:
             | SessionTitled()
             | TurnFailed()
             | TurnEnded()
+            | Rewound()
         ):
             pass  # the turn's log keeps what the text history needs of them
         case _:
@@ -93,10 +96,16 @@ def restore(state: SessionState, events: Iterable[Event]) -> None:
     """Replay recorded events into ``state``: each turn enters the history exactly as it did live; compactions
     and persisted special turns (recorded only between turns) change it as they did live; a turn whose end was
     never recorded (the process died) enters it with a note that it was interrupted. A window learned from the
-    model's server is taken from each turn's end, so every prompt is cut to the window its turn started with."""
+    model's server is taken from each turn's end, so every prompt is cut to the window its turn started with.
+    What a rewind abandoned is skipped (``brain/branches.py``), its turns' spend aside."""
+    recorded = list(events)
+    gone = abandoned(recorded)
     log_: TurnLog | None = None  # the open turn, unless it is a slash command (not part of the text history)
-    for event in events:
-        log_ = restore_event(state, log_, event)
+    for index, event in enumerate(recorded):
+        if index not in gone:
+            log_ = restore_event(state, log_, event)
+        elif isinstance(event, TurnEnded):  # a rewind abandoned the turn: what it spent was spent all the same
+            state.add_spend(event.usage, event.cost)
     if log_ is not None:
         record_turn(state, log_, "interrupted")
 
@@ -122,6 +131,8 @@ def restore_event(state: SessionState, log_: TurnLog | None, event: Event) -> Tu
                 state.remember_turn(event.summary)
         case TextDelta() | ThoughtDelta() | ToolCallStarted() | TurnFailed() | CompactionStarted():
             pass  # the turn's log takes them (below)
+        case Rewound():
+            pass  # what it abandoned is skipped (``restore``)
         case (
             ToolCallTerminal()
             | ToolCallNote()

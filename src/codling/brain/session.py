@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from codling.brain.builtin_turns import clean_title, fallback_title, title_turn
@@ -35,7 +35,7 @@ from codling.brain.events import (
     Usage,
     UsageUpdated,
 )
-from codling.brain.host import ModelFactory
+from codling.brain.host import ModelFactory, Recorded
 from codling.brain.model_stack import ModelStack
 from codling.brain.options import SessionOptions
 from codling.brain.prompt import PromptBlock, TextBlock
@@ -47,6 +47,7 @@ from codling.brain.state import SessionState
 from codling.brain.thinking import Thinking
 from codling.brain.turn_context import DONE, TurnContext, TurnSlot
 from codling.brain.turn_kinds.choice import turn_for
+from codling.brain.turn_kinds.streamed import PromptTurn
 from codling.brain.turn_task import perform
 from codling.brain.turns import TurnLog
 from codling.errors import SessionError
@@ -55,6 +56,7 @@ from codling.tools.deps import ToolDeps
 from codling.vocabulary import PermissionMode, StopReason
 
 if TYPE_CHECKING:
+    from codling.tools.checkpoints.keeper import CheckpointKeeper
     from codling.tools.mcp.servers import McpNotice
 
 Observer = Callable[[Event], Awaitable[None]]
@@ -108,6 +110,8 @@ class ConversationSession:
         self._titled = False
         """The title special turn was started, or the session was restored (it has its title)."""
         self._background: set[asyncio.Task[None]] = set()
+        self.recorded: Recorded | None = None
+        """Reads the session's recorded events back (the store sets it; None: the session is not recorded)."""
         approver = deps.permissions.approver
         # The session's own view of the permissions it was given (same mode, same remembered answers): its
         # approver lets every event so far reach the observers before it asks.
@@ -150,6 +154,24 @@ class ConversationSession:
         restore(self.state, events)
         self._titled = self._titled or self.state.turn_count > 0
 
+    def rebuild(self, events: Sequence[Event]) -> None:
+        """Rebuild the conversation from ``events`` (the recorded ones and a rewind), in place and exactly as a
+        restore from the history file would: what the model is sent next is what a reloaded session sends.
+        The settings (model, mode, thinking) stay as they are now."""
+        state = self.state
+        fresh = SessionState(
+            state.session_id,
+            state.cwd,
+            state.catalog_model or state.model,
+            state.mode,
+            state.thinking,
+            state.additional_dirs,
+            state.prompts_dir,
+        )
+        restore(fresh, events)
+        for each in fields(SessionState):
+            setattr(state, each.name, getattr(fresh, each.name))
+
     # -- the current turn ----------------------------------------------------------------------------------
 
     @property
@@ -185,7 +207,7 @@ class ConversationSession:
         log_ = TurnLog(self.state.turn_count + 1, "")
         turn = TurnContext(uuid.uuid4().hex, self, log_, queue.put_nowait, follow, asyncio.current_task())
         self.turns.current = turn
-        turn.task = task = asyncio.create_task(perform(turn_for(turn, blocks)))
+        turn.task = task = asyncio.create_task(self._perform(turn, turn_for(turn, blocks)))
         # Whatever way the task ends, the stream ends too (the turn itself puts DONE after TurnEnded).
         task.add_done_callback(lambda _task: queue.put_nowait(DONE))
         coalescer = TextCoalescer(queue, window=self.options.merge_window, max_chars=self.options.max_chunk_chars)
@@ -208,6 +230,14 @@ class ConversationSession:
             if turn.title_due is not None and self._wants_title():
                 # Once the turn's events are all delivered, so the title comes after them.
                 self.start_background(self._name_session(*turn.title_due))
+
+    async def _perform(self, turn: TurnContext, task: PromptTurn) -> None:
+        """Run a turn: a user turn after a checkpoint of the workspace (which its ``TurnStarted`` names; a
+        cancel meanwhile is seen as the turn starts)."""
+        keeper = self.deps.checkpoints
+        if keeper is not None and task.kind == "user":
+            turn.checkpoint = await keeper.mark()
+        await perform(task)
 
     # -- background work -----------------------------------------------------------------------------------
 
@@ -249,8 +279,11 @@ class ConversationSession:
         await self.settle()
 
     async def close(self) -> None:
-        """End the session: :meth:`stop`, then stop its MCP servers (their processes end)."""
+        """End the session: :meth:`stop`, then stop a checkpoint being taken and its MCP servers (their processes
+        end)."""
         await self.stop()
+        if self.deps.checkpoints is not None:
+            await self.deps.checkpoints.close()
         if self.deps.mcp is not None:
             await self.deps.mcp.stop()
 
@@ -258,6 +291,12 @@ class ConversationSession:
         """Start the session's MCP servers in the background (a turn waits for those still starting)."""
         if self.deps.mcp is not None:
             self.deps.mcp.start()
+
+    def start_checkpoints(self) -> None:
+        """Take the workspace's first checkpoint in the background: a large workspace's first scan reads every
+        file (seconds), which the first turn would otherwise wait for; it then looks only at what changed."""
+        if (keeper := self.deps.checkpoints) is not None:
+            self.start_background(_marked(keeper))
 
     def _mcp_notice(self, notice: McpNotice) -> None:
         """Show an MCP server's notice: within the running turn, or to the observers between turns."""
@@ -287,3 +326,7 @@ class ConversationSession:
         result = await self.execute_special_turn(title_turn(request, reply, model=self.options.title_model))
         title = result.output if result.fallback else clean_title(result.output)
         await self.notify(SessionTitled(title, "fallback" if result.fallback else "model"))
+
+
+async def _marked(keeper: CheckpointKeeper) -> None:
+    await keeper.mark()

@@ -26,6 +26,8 @@ COMMANDS = {
     "pin": "Pin a standing instruction: every request carries it, whatever compaction does.",
     "pins": "List the pinned instructions.",
     "unpin": "Drop a pinned instruction by its number in /pins.",
+    "undo": "Undo the last turn: put the files and the conversation back as they were before it.",
+    "rewind": "List the turns, or put the files, the conversation or both back as before turn N.",
     "help": "List these commands.",
 }
 """Slash commands a prompt may consist of, with their descriptions (run by ``brain/commands.py``)."""
@@ -36,6 +38,7 @@ COMMAND_HINTS = {
     "mode": "read-only, ask, accept-edits or yolo",
     "pin": "the instruction to pin",
     "unpin": "its number",
+    "rewind": "N [code|conversation|both]",
 }
 """What each command takes after its name (a command not named here takes nothing)."""
 

@@ -17,6 +17,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -82,6 +83,7 @@ def interactions_of(events: Sequence[Event]) -> tuple[Interaction, ...]:
                 | SessionTitled()
                 | TurnFailed()
                 | TurnEnded()
+                | Rewound()
             ):
                 pass  # not an interaction (a result whose call was not seen neither)
             case _:

@@ -73,6 +73,8 @@ class TurnContext:
     """The request and reply a title could name the session after (a user turn with a reply sets it)."""
     block: str = ""
     """The context block the turn's latest request carried before the prompt (see ``context/layout.py``)."""
+    checkpoint: int | None = None
+    """The workspace's checkpoint taken before the turn (None: none was)."""
 
     def __post_init__(self) -> None:
         self.emit = self.put

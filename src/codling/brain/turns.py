@@ -17,6 +17,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -128,6 +129,7 @@ class TurnLog:
                 | SpecialTurnPersisted()
                 | SessionTitled()
                 | TurnEnded()
+                | Rewound()
             ):
                 pass  # the text history keeps none of them
             case _:
@@ -197,6 +199,7 @@ def tool_finished(turn_id: str, part: ToolReturnPart) -> ToolCallFinished:
             changed=output.changed if output else (),
             ended_by="rejected" if report.rejected else None,
             shown=output.shown if output and not report.failed else None,
+            checkpoint=report.checkpoint,
         )
     content = part.content if isinstance(part.content, str) else part.model_response_str()
     failed = part.outcome != "success"

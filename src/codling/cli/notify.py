@@ -27,6 +27,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -156,6 +157,7 @@ class Notifier:
                 | SpecialTurnPersisted()
                 | SessionTitled()
                 | TurnFailed()
+                | Rewound()
             ):
                 pass  # questions are announced by the approver (NotifyingApprover); a failure ends its turn
             case _:

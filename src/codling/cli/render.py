@@ -25,6 +25,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -209,6 +210,7 @@ class TerminalRenderer:
                 | SettingsChanged()
                 | SessionTitled()
                 | SpecialTurnPersisted()
+                | Rewound()
             ):
                 # An editor's view of a running call (the terminal shows the call's line and its result), nothing
                 # to draw (the spinner keeps going), or not part of a turn (a one-shot run shows neither).

@@ -19,6 +19,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -108,6 +109,7 @@ class LastMessage:
                 | SessionTitled()
                 | TurnFailed()
                 | TurnEnded()
+                | Rewound()
             ):
                 pass  # the message goes on (a failure's text is not the answer)
             case _:

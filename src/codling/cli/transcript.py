@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO, assert_never
 
+from codling.brain.branches import abandoned
 from codling.brain.events import (
     CompactionStarted,
     ContextCompacted,
@@ -22,6 +23,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -62,10 +64,15 @@ TIME_FORMAT = "%Y-%m-%d %H:%M"
 """How a turn's start time is shown, in local time."""
 
 
+ABANDONED_NOTE = "abandoned: a rewind took the conversation back to before it"
+"""Shown in the header of a turn a rewind abandoned (the model is no longer sent it)."""
+
+
 @dataclass
 class _Turn:
     started: TurnStarted
     events: list[Event] = field(default_factory=list)
+    abandoned: bool = False
 
 
 def print_transcript(events: Sequence[Event], out: TextIO, *, color: bool, first_turn: int = 1) -> None:
@@ -88,19 +95,33 @@ def print_transcript(events: Sequence[Event], out: TextIO, *, color: bool, first
         if isinstance(block, _Turn):
             number += 1
             _write_turn(writer, number, block)
+        elif isinstance(block, Rewound):
+            writer.line(describe_rewind(block), "yellow")
         else:
             _write_special(writer, block)
 
 
-def _split_turns(events: Sequence[Event]) -> list[_Turn | SpecialTurnPersisted]:
-    """A history's turns, each with the events it draws, and the special turns shown between them."""
-    blocks: list[_Turn | SpecialTurnPersisted] = []
+def describe_rewind(rewound: Rewound) -> str:
+    """One line saying what a rewind did."""
+    what = {"both": "code and conversation", "code": "code", "conversation": "conversation"}[rewound.scope]
+    files = f" ({len(rewound.files)} file{'s' if len(rewound.files) != 1 else ''} put back)" if rewound.files else ""
+    return f"↶ Rewound the {what} to before turn {rewound.turn_number}{files}"
+
+
+def _split_turns(events: Sequence[Event]) -> list[_Turn | SpecialTurnPersisted | Rewound]:
+    """A history's turns, each with the events it draws, and what is shown between them (special turns, a
+    rewind made outside any turn)."""
+    blocks: list[_Turn | SpecialTurnPersisted | Rewound] = []
     turn: _Turn | None = None  # the turn still open, if any
-    for event in events:
+    gone = abandoned(events)
+    for index, event in enumerate(events):
         match event:
             case TurnStarted():
-                turn = _Turn(event)
+                turn = _Turn(event, abandoned=index in gone)
                 blocks.append(turn)
+            case Rewound():
+                if turn is None:
+                    blocks.append(event)
             case SpecialTurnPersisted():
                 if turn is None and event.persistence != "replace-above" and event.interactions:
                     blocks.append(event)
@@ -151,6 +172,8 @@ def _write_turn(out: StyledWriter, number: int, turn: _Turn) -> None:
     started = turn.started
     header = f"Turn {number} · {started.started_at.astimezone().strftime(TIME_FORMAT)}"
     out.line(header + (" · thinking" if started.thinking else ""), "bold")
+    if turn.abandoned:
+        out.line(f"({ABANDONED_NOTE})", "yellow")
     for line in (started.prompt or "").splitlines() or [""]:
         out.write(">", "cyan")
         out.line(f" {line}" if line.strip() else "")

@@ -31,6 +31,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -328,7 +329,14 @@ class HistoryRecorder:
             case TurnEnded():
                 self._write(event)
                 self._error = None
-            case ToolCallStarted() | ToolCallFinished() | PlanUpdated() | ContextCompacted() | SpecialTurnPersisted():
+            case (
+                ToolCallStarted()
+                | ToolCallFinished()
+                | PlanUpdated()
+                | ContextCompacted()
+                | SpecialTurnPersisted()
+                | Rewound()
+            ):
                 self._write(event)
             case (
                 CompactionStarted()

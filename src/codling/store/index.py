@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 HISTORY = "history.jsonl"
 PROMPTS = "prompts"
 """A session's folder for prompts too long for its model's window, saved whole."""
+CHECKPOINTS = "checkpoints"
+"""A session's folder for its workspace's checkpoints."""
 META = "meta.json"
 
 
@@ -108,6 +110,10 @@ class SessionStore:
     def prompts_dir(self, session_id: str) -> Path:
         """Where a session keeps the prompts too long for its model's window, whole (created when one is)."""
         return self._directory(session_id) / PROMPTS
+
+    def checkpoints_dir(self, session_id: str) -> Path:
+        """Where a session keeps its workspace's checkpoints (``tools/checkpoints/``)."""
+        return self._directory(session_id) / CHECKPOINTS
 
     def _existing(self, session_id: str) -> Path:
         path = self.history_path(session_id)
@@ -372,9 +378,12 @@ class SessionStore:
                 file.write(SettingsRecord(session_id=new_id, title=title))
         finally:
             file.close()
-        # The copied history names its saved prompts by turn: the fork gets its own copies.
+        # The copied history names its saved prompts by turn, and its checkpoints by number: the fork gets its own
+        # copies (checkpoints only of the same working directory; their packs are linked, never changed in place).
         if (prompts := self.prompts_dir(session_id)).is_dir():
             shutil.copytree(prompts, self.prompts_dir(new_id), dirs_exist_ok=True)
+        if (checkpoints := self.checkpoints_dir(session_id)).is_dir() and header.cwd == source.header.cwd:
+            shutil.copytree(checkpoints, self.checkpoints_dir(new_id), copy_function=_link_or_copy, dirs_exist_ok=True)
         self._write_meta(header, title)
         return self.read(new_id)
 
@@ -387,3 +396,15 @@ class SessionStore:
         directory = history.parent
         shutil.rmtree(directory)
         return directory
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    """Link ``destination`` to ``source`` if it is a checkpoint pack or index (written once, replaced whole,
+    never changed in place), else copy it (the log is appended to)."""
+    if Path(source).parent.name == "objects":
+        try:
+            os.link(source, destination)
+            return
+        except OSError:
+            pass  # another file system: copied
+    shutil.copy2(source, destination)

@@ -6,9 +6,11 @@ same way whichever one started it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from codling.brain.events import Event
 from codling.brain.factory import open_session
 from codling.brain.host import ModelFactory
 from codling.brain.session import ConversationSession
@@ -98,10 +100,16 @@ def start_session(
         mcp_servers=mcp_servers,
         catalog=catalog,
         prompts_dir=store.prompts_dir(header.session_id),
+        checkpoints_dir=store.checkpoints_dir(header.session_id),
     )
     if stored is not None:
         brain.set_thinking(stored.thinking)
         brain.restore(stored.events)
     recorder = store.recorder(header, file, title=stored.title if stored else None, on_title=on_title)
     brain.subscribe(recorder)
+
+    async def recorded() -> list[Event]:
+        return (await asyncio.to_thread(store.read, header.session_id)).events
+
+    brain.recorded = recorded
     return LiveSession(header, brain, recorder)

@@ -26,6 +26,8 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    RewindScope,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -158,6 +160,9 @@ class TurnStartRecord(_TurnRecord):
     """The model was asked to think."""
     started_at: Timestamp | None = None
     """When the turn started (absent: ``ts``)."""
+    checkpoint: int | None = Field(default=None, ge=1, exclude_if=omit_none)
+    """The workspace's checkpoint before the turn (``checkpoints/log.jsonl`` in the session's folder; absent:
+    none was taken)."""
 
 
 class MessageRecord(_TurnRecord):
@@ -224,6 +229,8 @@ class ToolResultRecord(_TurnRecord):
     """Files the call changed besides its diff's (a delegate's edits); only when there are some."""
     ended_by: Literal["rejected", "cancelled"] | None = Field(default=None, exclude_if=omit_empty)
     """The user ended the call: rejected it when asked, or cancelled the turn; only when so."""
+    checkpoint: int | None = Field(default=None, ge=1, exclude_if=omit_none)
+    """The workspace's checkpoint just before a call that may change files ran (absent: other calls)."""
 
 
 class PlanRecord(_TurnRecord):
@@ -302,6 +309,8 @@ class TurnEndRecord(_TurnRecord):
     context: str = Field(default="", exclude_if=omit_empty)
     """Only when the turn's request carried one: the ``<session-context>`` block it sent before the prompt; on
     restore the turn's prompt gets it back (absent: the prompt alone)."""
+    checkpoint: int | None = Field(default=None, ge=1, exclude_if=omit_none)
+    """The workspace's checkpoint as the turn ended (absent: none was taken)."""
 
     def events(self) -> list[Event]:
         """The turn's failure (its ``error``), if it failed, then its end."""
@@ -330,6 +339,28 @@ class SpecialRecord(_EventRecord):
     """Tells this record from any other; replay derives its tool call ids from it."""
 
 
+class RewindRecord(_TurnRecord):
+    """The user rewound the session (``/undo``, ``/rewind``, ``codling sessions rewind``): ``turn_id`` is the
+    command's turn. With the conversation (``scope`` ``both`` or ``conversation``), the turn ``target_turn_id``
+    and every later one are abandoned: ``sessions show`` marks them so, and a restored session's model is sent
+    the conversation as it stood before them (what they spent still counts). Nothing is removed from the file."""
+
+    MIRROR = Mirror(Rewound, convert={"files": many()})
+    kind: Literal["rewind"] = "rewind"
+    target_turn_id: str
+    """The first turn undone."""
+    turn_number: int = Field(ge=1)
+    """Its number when it ran."""
+    scope: RewindScope = "both"
+    """What was put back: ``both``, ``code`` or ``conversation``."""
+    checkpoint: int | None = Field(default=None, ge=1, exclude_if=omit_none)
+    """The checkpoint the workspace was put back to (absent: the code was not)."""
+    saved: int | None = Field(default=None, ge=1, exclude_if=omit_none)
+    """The checkpoint of the workspace just before the rewind (absent: the code was not put back)."""
+    files: list[str] = Field(default_factory=list, exclude_if=omit_empty)
+    """The files the rewind changed, relative to the working directory."""
+
+
 Record = Annotated[
     SessionRecord
     | SettingsRecord
@@ -341,7 +372,8 @@ Record = Annotated[
     | PlanRecord
     | CompactionRecord
     | TurnEndRecord
-    | SpecialRecord,
+    | SpecialRecord
+    | RewindRecord,
     Field(discriminator="kind"),
 ]
 """Any record, told apart by its ``kind``."""
@@ -395,6 +427,8 @@ def event_record(event: Event, session_id: str, error: str | None = None) -> Rec
             return model_for(CompactionRecord, event, session_id=session_id)
         case SpecialTurnPersisted():
             return model_for(SpecialRecord, event, session_id=session_id)
+        case Rewound():
+            return model_for(RewindRecord, event, session_id=session_id)
         case SettingsChanged(model=model, mode=mode):  # a slash command's, recorded as a client's change is
             return SettingsRecord(session_id=session_id, model=model, mode=mode)
         case TurnFailed():  # its message is the ``error`` of the turn's end record

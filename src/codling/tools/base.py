@@ -86,6 +86,8 @@ class ToolReport:
     error: str | None = None
     rejected: bool = False
     """The user rejected the call when asked (the editor already shows it so)."""
+    checkpoint: int | None = None
+    """The workspace's checkpoint taken just before the call ran (a call that may change files)."""
 
     @property
     def failed(self) -> bool:

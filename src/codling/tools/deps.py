@@ -15,6 +15,7 @@ from codling.tools.ports import Delegator, FileSystem, Terminal, ToolProgress
 from codling.tools.workspace import Workspace
 
 if TYPE_CHECKING:
+    from codling.tools.checkpoints.keeper import CheckpointKeeper
     from codling.tools.mcp.servers import McpServers
 
 
@@ -41,3 +42,6 @@ class ToolDeps:
     """Whether the model is sent the images a tool returns (an MCP tool's); else they are only named."""
     mcp: McpServers | None = None
     """The session's MCP servers (None: it has none); their tools come with ``tools/mcp/mcp_toolset.py``."""
+    checkpoints: CheckpointKeeper | None = None
+    """Checkpoints the workspace before each call that may change files, and around each turn (None: none
+    are taken: ``checkpoints = false`` in config.toml, a delegate's calls, a session with no folder)."""

@@ -46,23 +46,31 @@ class ReportingToolset(WrapperToolset[ToolDeps]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[ToolDeps], tool: ToolsetTool[ToolDeps]
     ) -> Any:
-        """Run the wrapped tool and wrap its output (or its :class:`ToolError`) for the model and the UI."""
+        """Run the wrapped tool (after a checkpoint of the workspace, if it may change files) and wrap its
+        output (or its :class:`ToolError`) for the model and the UI."""
+        keeper = ctx.deps.checkpoints
+        checkpoint = await keeper.mark() if keeper is not None and name in _CHANGING else None
         ctx.deps.progress.running(ctx.tool_call_id or "")
         try:
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
         except ToolError as e:
             message = valid_text(str(e))
             text = await _off_the_loop(capped_error, f"Error: {message}", ctx.deps.output_tokens)
-            report = ToolReport(None, error=message, rejected=isinstance(e, RejectedError))
+            report = ToolReport(None, error=message, rejected=isinstance(e, RejectedError), checkpoint=checkpoint)
             return ToolReturn(return_value=text, metadata=report)
         if isinstance(result, ToolOutput):
             text = await _off_the_loop(capped, valid_text(result.text), ctx.deps.output_tokens)
             output = replace(result, text=text, summary=valid_text(result.summary))
             if output.images:  # sent in the tool's result, after the text that names them
                 images = [BinaryContent(image.data, media_type=image.mime_type) for image in output.images]
-                return ToolReturn(return_value=[output.text, *images], metadata=ToolReport(replace(output, images=())))
-            return ToolReturn(return_value=output.text, metadata=ToolReport(output))
+                report = ToolReport(replace(output, images=()), checkpoint=checkpoint)
+                return ToolReturn(return_value=[output.text, *images], metadata=report)
+            return ToolReturn(return_value=output.text, metadata=ToolReport(output, checkpoint=checkpoint))
         return result
+
+
+_CHANGING = frozenset(spec.name for spec in TOOLS if not spec.read_only)
+"""The tools whose calls may change files: each is preceded by a checkpoint (``ToolDeps.checkpoints``)."""
 
 
 LARGE_TEXT_CHARS = 65_536

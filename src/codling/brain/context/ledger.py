@@ -20,6 +20,7 @@ from codling.brain.events import (
     McpServersStarting,
     PlanUpdated,
     ProviderRetrying,
+    Rewound,
     SessionTitled,
     SettingsChanged,
     SpecialTurnPersisted,
@@ -96,6 +97,7 @@ def build_turn_recap(turn_number: int, events: Sequence[Event], previous_goal: s
                 | SpecialTurnPersisted()
                 | SessionTitled()
                 | TurnEnded()
+                | Rewound()
             ):
                 pass  # not what a turn did
             case _:

@@ -5,6 +5,7 @@ every client) that the history does not keep; ``/compact`` runs a compaction (``
 from __future__ import annotations
 
 from codling.brain.commands import run_slash_command
+from codling.brain.rewinding import run_rewind
 from codling.brain.turn_kinds.compaction import Compaction
 from codling.brain.turn_kinds.streamed import PromptTurn
 from codling.brain.turn_task import perform
@@ -21,5 +22,7 @@ class CommandTurn(PromptTurn):
         name, argument = self.command
         if name == "compact":
             await perform(Compaction(self.turn, "command", argument or None))
+        elif name in ("undo", "rewind"):
+            await run_rewind(self.turn, name, argument)
         else:
             await run_slash_command(self.turn, name, argument)

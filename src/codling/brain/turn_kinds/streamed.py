@@ -61,7 +61,7 @@ class PromptTurn(TurnTask[None]):
         (before the work, as restore does it: a turn cancelled at once still stated its rules)."""
         turn, state, blocks, command = self.turn, self.turn.state, self.blocks, self.command
         thinks = state.thinking.thinks(state.model)
-        turn.send(TurnStarted(turn.id, describe_prompt(blocks), thinks, datetime.now(UTC), blocks))
+        turn.send(TurnStarted(turn.id, describe_prompt(blocks), thinks, datetime.now(UTC), blocks, turn.checkpoint))
         if self.cut:
             turn.send(ContextWarning(turn.id, f"context-{uuid.uuid4().hex[:12]}", prompt_cut_warning(self.cut)))
         text = turn.context.fit_prompt(turn_text(blocks), turn.id, turn.send, turn.log.turn_number)
@@ -134,6 +134,7 @@ class PromptTurn(TurnTask[None]):
         turn, session, state = self.turn, self.turn.session, self.turn.state
         session.deps.progress.listen(None)
         turn.notices = None
+        checkpoint = await self._checkpoint()
         summary = self.record()
         # What its delegates and special turns spent is the turn's too, each priced at its own model's price.
         spent = Spend(self.usage, priced(state.model, self.usage)) + session.aside.take()
@@ -149,9 +150,22 @@ class PromptTurn(TurnTask[None]):
             spent.cost,
             state.learned_window,
             turn.log.context,
+            checkpoint,
         )
         turn.send(ended)
         turn.put(DONE)
+
+    async def _checkpoint(self) -> int | None:
+        """A user turn's closing checkpoint of the workspace. A second cancel while it is taken does not cut
+        the turn's end short (it ends anyway, and says so): the checkpoint is finished regardless."""
+        keeper = self.turn.session.deps.checkpoints
+        if keeper is None or self.kind != "user":
+            return None
+        try:
+            return await keeper.mark()
+        except asyncio.CancelledError:
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            return None
 
     def _close_open_calls(self, reason: str, ended_by: Literal["cancelled"] | None = None) -> None:
         """Finish every tool call that started but never finished, so no client shows it running forever."""

@@ -18,6 +18,7 @@ session's additional directories (only the working directory is checkpointed).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -25,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from codling.errors import RewindRefused
+from codling.errors import CheckpointError, RewindRefused
 from codling.tools.checkpoints.log import CheckpointLog, GitState
 from codling.tools.checkpoints.objects import ObjectStore
 from codling.tools.checkpoints.rewind import FileChange, apply, counted, plan
@@ -34,10 +35,16 @@ from codling.tools.git import config_problem, git_output
 from codling.tools.halt import off_loop
 from codling.tools.walk import GIT_IGNORE_NAMES, audit_ignore_files, walk_files
 
+log = logging.getLogger(__name__)
+
 MAX_FILES = 100_000
 """The most files a checkpoint covers; those past it (in path order) are listed as not covered."""
 LIST_TIMEOUT = 30.0
 """Seconds git may take to list files (it is killed then, and the workspace walked)."""
+WALK_TIME_LIMIT = 10.0
+"""Seconds a walk of the workspace may take. A workspace that cannot be listed in this time (a hostile
+``.gitignore``, a huge tree without git) gets no checkpoints for the rest of the session: a partial listing
+cannot be one (a rewind would delete what it missed), and every turn would wait this long again."""
 
 
 @dataclass(frozen=True)
@@ -57,15 +64,23 @@ class RewindPlan:
     target: int
     changes: tuple[FileChange, ...]
     outside: tuple[str, ...]
+    saved: int | None = None
+    """Once rewound: the checkpoint of the workspace as it was just before (rewinding to it undoes the rewind)."""
 
 
 class CheckpointKeeper:
     """Checkpoints of the workspace ``root``, kept in ``directory`` (the session's); ``git`` is the git program to
-    list files with (None: walk)."""
+    list files with (None: walk). Directories in ``excluded`` (codling's own home, when it is inside the
+    workspace) are not covered."""
 
-    def __init__(self, directory: Path, root: Path, *, git: str | None) -> None:
+    def __init__(self, directory: Path, root: Path, *, git: str | None, excluded: tuple[Path, ...] = ()) -> None:
         self.root = root
         self.git = git
+        self._excluded = tuple(
+            f"{place.relative_to(root).as_posix()}/"
+            for place in excluded
+            if place.is_relative_to(root) and place != root
+        )
         self.objects = ObjectStore(directory / "objects")
         self.log = CheckpointLog(directory / "log.jsonl")
         self._scanner = Scanner(root, self.objects)
@@ -73,6 +88,33 @@ class CheckpointKeeper:
         self._git_dir: Path | Literal[False] | None = None
         """git's directory for the workspace (False: none; None: not looked for yet)."""
         self._baseline: _Baseline | None = None
+        self._taking: set[asyncio.Future[Taken]] = set()
+        self.disabled: str | None = None
+        """Why no more checkpoints are taken in this session (None: they are)."""
+
+    async def mark(self) -> int | None:
+        """Checkpoint the workspace as it is now, for a turn or a tool call: the checkpoint's number, or None
+        (said in the log) when it could not be taken; the work goes on. A cancel does not stop a checkpoint
+        half-way (the next one waits for it)."""
+        if self.disabled is not None:
+            return None
+        taking = asyncio.ensure_future(self.take())
+        self._taking.add(taking)
+        taking.add_done_callback(self._taking.discard)
+        try:
+            return (await asyncio.shield(taking)).number
+        except (OSError, CheckpointError) as e:
+            log.warning("no checkpoint of %s: %s", self.root, e)
+            return None
+
+    async def close(self) -> None:
+        """Stop the checkpoints still being taken (their callers may be gone: a checkpoint goes on when its
+        caller is cancelled) and wait until they have: the session is closing, and none may be left to the end of
+        the event loop. A checkpoint stopped half-way is not logged."""
+        for taking in self._taking:
+            taking.cancel()
+        while self._taking:
+            await asyncio.gather(*self._taking, return_exceptions=True)
 
     async def take(self) -> Taken:
         """Checkpoint the workspace as it is now (the last checkpoint again if nothing changed)."""
@@ -89,24 +131,27 @@ class CheckpointKeeper:
             then = await asyncio.to_thread(self.log.at, target)
             return await asyncio.to_thread(self._plan, now, target, then.files, True)
 
-    async def rewind(self, target: int, *, overwrite_outside: bool = False) -> RewindPlan:
+    async def rewind(
+        self, target: int, *, overwrite_outside: bool = False, confirmed: frozenset[str] = frozenset()
+    ) -> RewindPlan:
         """Put the workspace back as checkpoint ``target`` holds it. ``RewindRefused`` (nothing changed) if files
-        changed outside codling since the last checkpoint, unless ``overwrite_outside``."""
+        changed outside codling since the last checkpoint, unless ``overwrite_outside`` or the user ``confirmed``
+        overwriting each of them (they were in the preview they saw)."""
         async with self._lock:
             now = await self._scan()
             then = await asyncio.to_thread(self.log.at, target)
             rewind = await asyncio.to_thread(self._plan, now, target, then.files, False)
-            if rewind.outside and not overwrite_outside:
+            if not overwrite_outside and not confirmed.issuperset(rewind.outside):
                 listed = ", ".join(rewind.outside[:20]) + (" …" if len(rewind.outside) > 20 else "")
                 raise RewindRefused(
                     f"{len(rewind.outside)} file(s) changed outside codling since its last checkpoint: {listed}. "
                     "Rewinding would overwrite them; save them elsewhere first, or confirm to rewind anyway",
                     rewind.outside,
                 )
-            await asyncio.to_thread(self._apply, now, rewind, then.files)
+            saved = await asyncio.to_thread(self._apply, now, rewind, then.files)
             after = await self._scan()
             await asyncio.to_thread(self._record, after)
-            return rewind
+            return replace(rewind, saved=saved)
 
     def _plan(self, now: Scan, target: int, then: Mapping[str, FileState], count_lines: bool) -> RewindPlan:
         latest = self.log.latest().files
@@ -116,9 +161,10 @@ class CheckpointKeeper:
             changes = [counted(change, now.files, then, self.objects) for change in changes]
         return RewindPlan(target, tuple(changes), outside)
 
-    def _apply(self, now: Scan, rewind: RewindPlan, then: Mapping[str, FileState]) -> None:
-        self._record(now)  # the state rewound from, so the rewind can be undone
+    def _apply(self, now: Scan, rewind: RewindPlan, then: Mapping[str, FileState]) -> int:
+        saved = self._record(now)  # the state rewound from, so the rewind can be undone
         apply(self.root, list(rewind.changes), then, self.objects)
+        return saved
 
     def _record(self, scan: Scan) -> int:
         """Log ``scan`` as a checkpoint (the last one again if nothing changed); its number."""
@@ -143,7 +189,9 @@ class CheckpointKeeper:
         if repository is not None and baseline is not None and _index_key(repository) == baseline.index:
             dirty = await self._git_names("-m", "-d", "-o", "--exclude-standard")
             if dirty is not None:
-                candidates = {name for name in dirty | baseline.dirty if not name.endswith("/")}
+                candidates = {
+                    name for name in dirty | baseline.dirty if not name.endswith("/") and not self._excludes(name)
+                }
                 if not any(name.rsplit("/", 1)[-1] == ".gitignore" for name in candidates):  # coverage may change
                     scan = await asyncio.to_thread(self._scanner.rescan, baseline.scan, candidates)
                     if not baseline.logged:  # what it looked at is relative to a scan the log does not have
@@ -167,7 +215,14 @@ class CheckpointKeeper:
             self._git_dir = False  # git failed or timed out (an ignore file it would read is a pipe): walk from now
         if listed is None:
             walked: list[str] = []
-            listing = await asyncio.to_thread(walk_files, self.root, self.root, MAX_FILES, ignored=walked)
+            listing = await off_loop(
+                lambda halt: walk_files(self.root, self.root, MAX_FILES, halt, ignored=walked),
+                WALK_TIME_LIMIT,
+                "codling-checkpoint-walk",
+            )
+            if listing.timed_out:
+                self.disabled = f"listing the workspace took over {WALK_TIME_LIMIT:g} s"
+                raise CheckpointError(f"no more checkpoints in this session: {self.disabled}")
             uncovered = [Uncovered(path, "ignored") for path in walked]
             paths = [path.relative_to(self.root).as_posix() for path in listing.files]
             complete = listing.complete
@@ -179,10 +234,16 @@ class CheckpointKeeper:
             paths = paths[:MAX_FILES]
         if not complete:
             uncovered.append(Uncovered("…", f"files past the first {MAX_FILES:,} are not covered"))
+        if self._excluded:
+            paths = [path for path in paths if not self._excludes(path)]
+            uncovered += [Uncovered(prefix, "codling's own files") for prefix in self._excluded]
         scan = await asyncio.to_thread(self._scanner.scan, paths, uncovered)
         use_git = repository is not None and dirty is not None and complete
         self._baseline = _Baseline(scan, index, dirty) if use_git and dirty is not None else None
         return scan
+
+    def _excludes(self, path: str) -> bool:
+        return path.startswith(self._excluded) or f"{path}/" in self._excluded
 
     async def _repository(self) -> Path | None:
         """git's directory for the work tree holding the workspace (None: no git, or not a work tree), found once."""

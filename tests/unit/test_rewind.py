@@ -1,0 +1,141 @@
+"""/undo and /rewind in a recorded session: the code and the conversation go back, the history keeps what was
+abandoned, and a restored session is sent exactly what the live one is (issue 34)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from codling.brain.branches import live_turns
+from codling.brain.events import Rewound, TurnStarted
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo
+from codling.store.header import SessionHeader
+from codling.store.history import SessionLog
+from codling.store.ids import new_session_id
+from codling.store.index import SessionStore
+from codling.store.live import LiveSession, start_session
+from codling.tools.ports import Approver
+from tests.fakes.approver import ScriptedApprover
+from tests.fakes.scenarios import Call, Say, Script
+
+MODEL = ModelInfo("test:model", context_limit=100_000, max_output_tokens=1_000)
+
+
+def tree(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``root`` (but .git) with its content and permission bits."""
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mode & 0o777)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(root).parts
+    }
+
+
+def turns_script() -> list[list[object]]:
+    return [
+        [[Call("edit_file", {"path": "src/app.py", "old_text": "hello", "new_text": "hi"}, "e1")], [Say("one")]],
+        [
+            [Call("run_command", {"command": "printf 'x\\n' > made.txt && chmod 755 made.txt && rm README.md"}, "r1")],
+            [Say("two")],
+        ],
+        [[Call("write_file", {"path": "src/new.py", "content": "print(1)\n"}, "w1")], [Say("three")]],
+    ]
+
+
+def open_live(
+    store: SessionStore,
+    settings: Settings,
+    header: SessionHeader,
+    script: Script,
+    *,
+    stored: SessionLog | None = None,
+    approver: Approver | None = None,
+) -> LiveSession:
+    return start_session(store, settings, MODEL, header, stored, approver=approver, model_factory=script.factory())
+
+
+async def test_undo_puts_back_code_and_conversation_and_a_restore_sends_the_same(
+    project: Path, settings: Settings
+) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    store = SessionStore(settings.home)
+    header = SessionHeader(new_session_id(), project, MODEL.id, "yolo")
+    responses = [response for turn in turns_script() for response in turn]
+    script = Script([*responses, [Say("four")], [Say("four")]])  # type: ignore[list-item]
+    live = open_live(store, settings, header, script)
+    hashes = [tree(project)]
+    for prompt in ("rename greet's word", "make a file", "add new.py"):
+        await live.brain.run(prompt)
+        hashes.append(tree(project))
+    assert hashes[1] != hashes[0] and hashes[2] != hashes[1] and hashes[3] != hashes[2]
+
+    result = await live.brain.run("/undo")
+    assert "Rewound the code and conversation to before turn 3" in result.text
+    assert tree(project) == hashes[2]
+    assert live.brain.state.turn_count == 2
+    assert [e.text for e in live.brain.state.entries if e.role == "user"][-1].endswith("make a file")
+
+    result = await live.brain.run("/rewind 1 code")
+    assert tree(project) == hashes[0]
+    assert live.brain.state.turn_count == 2  # the conversation stays
+
+    # The next turn is sent the same conversation live and after a restore.
+    await live.brain.run("go on")
+    live_request = script.requests[-1]
+    await live.close()
+    stored = store.read(header.session_id)
+    assert [type(e) for e in stored.events if isinstance(e, Rewound)] == [Rewound, Rewound]
+    restored = open_live(store, settings, header, Script([[Say("four")]]), stored=stored)
+    assert restored.brain.state.entries == live.brain.state.entries
+    assert restored.brain.state.turn_count == 3
+    assert restored.brain.state.spent == live.brain.state.spent
+    await restored.close()
+    assert live_request  # the live request was made
+
+    # Turn 3 is abandoned: the live branch numbers turns 1, 2 and the new 3.
+    marks = live_turns(stored.events, project)
+    assert [m.prompt for m in marks] == ["rename greet's word", "make a file", "go on"]
+    started = [e.prompt for e in stored.events if isinstance(e, TurnStarted)]
+    assert "add new.py" in started
+
+
+async def test_a_rewind_over_files_changed_outside_asks_and_a_no_changes_nothing(
+    project: Path, settings: Settings
+) -> None:
+    store = SessionStore(settings.home)
+    header = SessionHeader(new_session_id(), project, MODEL.id, "yolo")
+    script = Script(turns_script()[0])  # type: ignore[arg-type]
+    approver = ScriptedApprover("reject", "allow_once")
+    live = open_live(store, settings, header, script, approver=approver)
+    before = tree(project)
+    await live.brain.run("rename greet's word")
+    (project / "README.md").write_text("# edited by the user\n")
+    outside = tree(project)
+
+    result = await live.brain.run("/undo")
+    assert "README.md" in result.text and "Nothing was rewound" in result.text
+    assert "overwriting 1 file(s) changed outside codling" in approver.asked[0].title
+    assert tree(project) == outside
+    assert live.brain.state.turn_count == 1
+
+    await live.brain.run("/undo")
+    assert tree(project) == before
+    assert live.brain.state.turn_count == 0
+    await live.close()
+
+
+async def test_with_no_one_to_ask_a_rewind_over_outside_changes_is_refused(project: Path, settings: Settings) -> None:
+    store = SessionStore(settings.home)
+    header = SessionHeader(new_session_id(), project, MODEL.id, "yolo")
+    live = open_live(store, settings, header, Script(turns_script()[0]))  # type: ignore[arg-type]
+    await live.brain.run("rename greet's word")
+    (project / "notes.txt").write_text("mine\n")
+    outside = tree(project)
+    result = await live.brain.run("/undo")
+    assert "Not rewound: 1 file(s) changed outside codling" in result.text and "notes.txt" in result.text
+    assert tree(project) == outside
+    assert live.brain.state.turn_count == 1
+    listing = await live.brain.run("/rewind")
+    assert "1. rename greet's word — changed `src/app.py`" in listing.text
+    assert "1.1 " in listing.text
+    await live.close()
