@@ -17,6 +17,8 @@ from codling.store.index import SessionStore
 from codling.store.live import LiveSession, start_session
 from codling.tools.ports import Approver
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.cli_runner import codling
+from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall
 from tests.fakes.scenarios import Call, Say, Script
 
 MODEL = ModelInfo("test:model", context_limit=100_000, max_output_tokens=1_000)
@@ -139,3 +141,43 @@ async def test_with_no_one_to_ask_a_rewind_over_outside_changes_is_refused(proje
     assert "1. rename greet's word — changed `src/app.py`" in listing.text
     assert "1.1 " in listing.text
     await live.close()
+
+
+def session_id_of(home: Path) -> str:
+    (listed,) = SessionStore(home).list()
+    return listed.session_id
+
+
+def test_sessions_rewind_lists_previews_asks_and_rewinds(
+    served: dict[str, str | None], home: Path, project: Path, server: OpenAIServer
+) -> None:
+    before = tree(project)
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("edit_file", {"path": "src/app.py", "old_text": "hello", "new_text": "hi"})]),
+        Reply(text=["Done."]),
+    )
+    assert codling(served, "run", "--mode", "yolo", "say hi").exit_code == 0
+    edited = tree(project)
+    session = session_id_of(home)
+
+    listing = codling(served, "sessions", "rewind", session)
+    assert listing.exit_code == 0 and "1. say hi — changed `src/app.py`" in listing.stdout
+
+    # No terminal and no --yes: the preview, then nothing done.
+    asked = codling(served, "sessions", "rewind", session, "--to", "1", "--code")
+    assert asked.exit_code == 1 and "- `src/app.py` restored (+1 −1)" in asked.stdout
+    assert "add --yes" in asked.stderr and tree(project) == edited
+
+    # Changed outside codling since: --yes does not overwrite it, --force does.
+    (project / "README.md").write_text("# mine\n")
+    mine = tree(project)
+    refused = codling(served, "sessions", "rewind", session, "--to", "1", "--yes")
+    assert refused.exit_code == 1 and "pass --force" in refused.stderr and tree(project) == mine
+    done = codling(served, "sessions", "rewind", session, "--to", "1", "--yes", "--force")
+    assert done.exit_code == 0, done.stderr
+    assert tree(project) == before
+    assert "Rewound the code and conversation to before turn 1" in done.stdout
+
+    shown = codling(served, "sessions", "show", session)
+    assert "(abandoned: a rewind took the conversation back to before it)" in shown.stdout
+    assert codling(served, "sessions", "rewind", session, "--to", "1", "--code", "--both").exit_code == 2

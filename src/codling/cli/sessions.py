@@ -1,4 +1,4 @@
-"""``codling sessions …``: list, show, replay, fork and delete recorded sessions.
+"""``codling sessions …``: list, show, replay, fork, rewind and delete recorded sessions.
 
 Wherever a session is named, the start of its id or of its random part (after the date) will do, as long as
 it names one session; an ambiguous one lists the sessions it matches.
@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TextIO
@@ -28,8 +29,9 @@ if TYPE_CHECKING:  # the store (pydantic models) loads when a command needs it: 
 
     from codling.store.history import SessionLog
     from codling.store.index import SessionListing, SessionStore
+    from codling.tools.ports import Answer, PermissionRequest
 
-sessions_app = CodlingTyper(help="List, show, replay, fork and delete recorded sessions.", no_args_is_help=True)
+sessions_app = CodlingTyper(help="List, show, replay, fork, rewind and delete recorded sessions.", no_args_is_help=True)
 
 EXIT_USAGE = 2
 
@@ -162,6 +164,104 @@ def fork(session: IdArgument) -> None:
     with _usage_errors():
         forked = store.fork(store.resolve(session), new_session_id())
     print(forked.header.session_id)
+
+
+@sessions_app.command()
+def rewind(
+    session: IdArgument,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="Go back to before this turn (N), or before step S of turn N (N.S, code only), as the listing "
+            "without --to numbers them.",
+        ),
+    ] = None,
+    code: Annotated[bool, typer.Option("--code", help="Put back the files only.")] = False,
+    conversation: Annotated[bool, typer.Option("--conversation", help="Put back the conversation only.")] = False,
+    both: Annotated[bool, typer.Option("--both", help="Put back both (the default).")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Rewind without asking (for scripts).")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Also overwrite files changed outside codling since its last checkpoint.")
+    ] = False,
+) -> None:
+    """Put a session's files, its conversation or both back as they were before one of its turns. Without --to,
+    lists the turns (with what each changed). It shows what will change first and asks on a terminal; elsewhere
+    it needs --yes. Files changed outside codling since its last checkpoint are not overwritten without --force.
+    The rewind is recorded in the session (its later turns stay, marked abandoned)."""
+    import asyncio
+
+    if code + conversation + both > 1:
+        typer.echo("codling: choose one of --code, --conversation and --both", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    scope = "code" if code else "conversation" if conversation else "both"
+    store = _store()
+    with _usage_errors():
+        session_id = store.resolve(session)
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    raise typer.Exit(asyncio.run(_rewind(session_id, to, scope, RewindAnswers(yes, force, interactive))))
+
+
+async def _rewind(session_id: str, to: str | None, scope: str, answers: RewindAnswers) -> int:
+    """Run ``/rewind`` in the stored session, its reply written out as it comes; the exit code (1: not rewound)."""
+    from codling.brain.events import Event, TextDelta
+    from codling.brain.rewinding import REWIND_TOOL
+    from codling.cli.session_plan import load, open_live, plan_session
+
+    with _usage_errors():
+        settings, catalog = load()
+        plan = plan_session(settings, catalog, None, Path.cwd(), session_id, False, False)
+        live = open_live(settings, plan, None, answers, model_titles=False)
+
+    async def write(event: Event) -> None:
+        if isinstance(event, TextDelta):
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+
+    live.brain.subscribe(write)
+    try:
+        result = await live.brain.run(f"/rewind {to} {scope}" if to else "/rewind")
+    finally:
+        await live.close()
+    sys.stdout.write("\n")
+    if to is None:
+        sys.stdout.write(f"Here: codling sessions rewind {session_id} --to N [--code | --conversation]\n")
+    rewound = any(
+        call.started.tool_name == REWIND_TOOL and call.finished is not None and call.finished.status == "completed"
+        for call in result.tool_calls
+    )
+    return 0 if rewound or to is None else 1
+
+
+@dataclass(frozen=True)
+class RewindAnswers:
+    """How ``codling sessions rewind`` answers the rewind's question: ``yes`` (unless it would overwrite files
+    changed outside codling, without ``force``), else on the terminal if ``interactive``, else no."""
+
+    yes: bool
+    force: bool
+    interactive: bool
+
+    async def ask(self, request: PermissionRequest) -> Answer:
+        """The answer to the rewind's question (the preview was written out before it)."""
+        outside = request.raw_input.get("outside") or []
+        if outside and not self.force:
+            sys.stderr.write(
+                f"\ncodling: not rewinding over {len(outside)} file(s) changed outside codling since its last "
+                "checkpoint; pass --force to overwrite them\n"
+            )
+            return "reject"
+        if self.yes:
+            return "allow_once"
+        if not self.interactive:
+            sys.stderr.write(
+                "\ncodling: not rewinding without asking, and there is no terminal to ask on: add --yes\n"
+            )
+            return "reject"
+        sys.stderr.write(f"\n{request.title}? [y/N] ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline()
+        return "allow_once" if answer.strip().lower() in ("y", "yes") else "reject"
 
 
 @sessions_app.command()
