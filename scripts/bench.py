@@ -67,7 +67,9 @@ What it measures (see DESIGN.md §13):
    price (within 1%).
 14. checkpoints (issue 34 D4): a 10,000-file git workspace (~1.2 KB Python files, a day old), 5 files rewritten per
    turn: the checkpoint's time (≤ 50 ms) and bytes added to the session's folder against the changed bytes
-   (≤ 1.01×), the first checkpoint of the workspace, and a rewind 5 turns back.
+   (≤ 1.01×), the first checkpoint of the workspace, and a rewind 5 turns back; then whole turns of a recorded
+   session (a command rewriting 5 files) with checkpoints and without, side by side (the three checkpoints of a
+   turn: ≤ 150 ms), and ``/undo`` of the last one.
 Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this. ``--only NAME``
 runs the sections whose name contains NAME (e.g. ``--only memory``).
 """
@@ -1974,17 +1976,7 @@ async def bench_checkpoints(config: Config) -> list[Row]:
     progress(f"checkpoints: {CHECKPOINT_FILES:,} files, {turns} turns of {CHECKPOINT_CHANGED} changed files")
     with tempfile.TemporaryDirectory(prefix="codling-bench-") as tmp:
         root = Path(tmp) / "project"
-        files = [root / f"pkg{i // 100}" / f"module_{i}.py" for i in range(CHECKPOINT_FILES)]
-        for i, path in enumerate(files):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(code(i, 40))
-        day_ago = time.time_ns() - 86_400 * 10**9
-        for path in files:
-            os.utime(path, ns=(day_ago, day_ago))
-        if git is not None:  # committed after: git's index holds the files' times, as in a repository in use
-            commit = ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "b"]
-            for args in (["init", "-q"], ["add", "-A"], commit):
-                subprocess.run([git, "-C", str(root), *args], check=True, capture_output=True)
+        files = checkpoint_workspace(root, git)
         keeper = CheckpointKeeper(Path(tmp) / "checkpoints", root, git=git)
         started = time.perf_counter()
         first = await keeper.take()
@@ -2025,6 +2017,79 @@ async def bench_checkpoints(config: Config) -> list[Row]:
         Row("  bytes stored per turn / bytes changed (worst turn)", f"{ratio:.2f}", "≤ 1.01", ratio <= 1.01),
         Row(f"first checkpoint after a restart, {CHECKPOINT_CHANGED} files changed", ms(restart_time)),
         Row(f"rewind 5 turns back ({len(rewound.changes)} files put back)", ms(rewind_time)),
+        *(await bench_checkpointed_turns(config, git)),
+    ]
+
+
+def checkpoint_workspace(root: Path, git: str | None) -> list[Path]:
+    """A workspace of ``CHECKPOINT_FILES`` Python files, a day old, committed to git when there is one."""
+    files = [root / f"pkg{i // 100}" / f"module_{i}.py" for i in range(CHECKPOINT_FILES)]
+    for i, path in enumerate(files):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(code(i, 40))
+    day_ago = time.time_ns() - 86_400 * 10**9
+    for path in files:
+        os.utime(path, ns=(day_ago, day_ago))
+    if git is not None:  # committed after: git's index holds the files' times, as in a repository in use
+        commit = ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "b"]
+        for args in (["init", "-q"], ["add", "-A"], commit):
+            subprocess.run([git, "-C", str(root), *args], check=True, capture_output=True)
+    return files
+
+
+async def bench_checkpointed_turns(config: Config, git: str | None) -> list[Row]:
+    """Whole turns (a command rewriting 5 files, then a reply) in a recorded session on the 10,000-file
+    workspace, with checkpoints and without, side by side, and ``/undo`` of the last one."""
+    from codling.config import Settings
+    from codling.llm.catalog import ModelInfo
+    from codling.store.header import SessionHeader
+    from codling.store.ids import new_session_id
+    from codling.store.index import SessionStore
+    from codling.store.live import start_session
+    from tests.fakes.scenarios import Call, Say, Script
+
+    turns = 4 if config.quick else 12
+    model = ModelInfo("test:bench", context_limit=200_000, max_output_tokens=4_000)
+    medians: dict[bool, float] = {}
+    undo_time = 0.0
+    for on in (False, True):
+        with tempfile.TemporaryDirectory(prefix="codling-bench-") as tmp:
+            root, home = Path(tmp) / "project", Path(tmp) / "home"
+            checkpoint_workspace(root, git)
+            settings = Settings(home=home, env={"CODLING_HOME": str(home)}, checkpoints=on)
+            store = SessionStore(home)
+            header = SessionHeader(new_session_id(), root, model.id, "yolo")
+            responses: list[list[object]] = []
+            for turn in range(turns + 1):  # the first turn is the session's first checkpoint: not counted
+                names = " ".join(f"pkg{k}/module_{k * 100 + turn}.py" for k in range(CHECKPOINT_CHANGED))
+                command = f"for f in {names}; do echo '# turn {turn}' >> $f; done"
+                responses += [[Call("run_command", {"command": command}, f"c{turn}")], [Say("done")]]
+            script = Script(responses)  # type: ignore[arg-type]
+            live = start_session(store, settings, model, header, approver=None, model_factory=script.factory())
+            times: list[float] = []
+            for turn in range(turns + 1):
+                started = time.perf_counter()
+                result = await live.brain.run(f"turn {turn}")
+                times.append(time.perf_counter() - started)
+                assert result.tool_calls and result.tool_calls[0].finished is not None
+            medians[on] = median(times[1:])
+            if on:
+                started = time.perf_counter()
+                undone = await live.brain.run("/undo")
+                undo_time = time.perf_counter() - started
+                assert "Rewound" in undone.text, undone.text
+            await live.close()
+    off = medians[False]
+    ratio, cost = medians[True] / off, medians[True] - off
+    return [
+        Row(
+            f"turn (a command changing {CHECKPOINT_CHANGED} files), no checkpoints (median of {turns})",
+            ms(medians[False]),
+        ),
+        Row("  the same with checkpoints (before, before the command, after)", ms(medians[True])),
+        Row("  cost of the turn's three checkpoints", ms(cost), "≤ 150 ms", cost <= 0.15),
+        Row("  ratio", f"{ratio:.2f}×"),
+        Row("/undo of the last turn (preview, rewind, conversation rebuilt)", ms(undo_time)),
     ]
 
 
