@@ -60,6 +60,9 @@ async def test_undo_puts_back_code_and_conversation_and_a_restore_sends_the_same
     project: Path, settings: Settings
 ) -> None:
     subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / ".gitignore").write_text("build/\n")
+    (project / "build").mkdir()
+    (project / "build" / "out.bin").write_bytes(b"\0built")
     store = SessionStore(settings.home)
     header = SessionHeader(new_session_id(), project, MODEL.id, "yolo")
     responses = [response for turn in turns_script() for response in turn]
@@ -73,6 +76,7 @@ async def test_undo_puts_back_code_and_conversation_and_a_restore_sends_the_same
 
     result = await live.brain.run("/undo")
     assert "Rewound the code and conversation to before turn 3" in result.text
+    assert "Not covered by checkpoints, left as they are: `build/` (ignored)." in result.text
     assert tree(project) == hashes[2]
     assert live.brain.state.turn_count == 2
     assert [e.text for e in live.brain.state.entries if e.role == "user"][-1].endswith("make a file")
@@ -181,3 +185,25 @@ def test_sessions_rewind_lists_previews_asks_and_rewinds(
     shown = codling(served, "sessions", "show", session)
     assert "(abandoned: a rewind took the conversation back to before it)" in shown.stdout
     assert codling(served, "sessions", "rewind", session, "--to", "1", "--code", "--both").exit_code == 2
+
+
+async def test_a_fork_rewinds_with_its_own_copy_of_the_checkpoints(project: Path, settings: Settings) -> None:
+    store = SessionStore(settings.home)
+    header = SessionHeader(new_session_id(), project, MODEL.id, "yolo")
+    live = open_live(store, settings, header, Script(turns_script()[0]))  # type: ignore[arg-type]
+    before = tree(project)
+    await live.brain.run("rename greet's word")
+    await live.close()
+    edited = tree(project)
+    source_log = store.checkpoints_dir(header.session_id) / "log.jsonl"
+    logged = source_log.read_bytes()
+
+    fork_id = new_session_id()
+    forked = store.fork(header.session_id, fork_id)
+    fork = open_live(store, settings, forked.header, Script([]), stored=forked)
+    result = await fork.brain.run("/rewind 1 code")
+    await fork.close()
+    assert "Rewound the code to before turn 1" in result.text
+    assert tree(project) == before != edited
+    assert source_log.read_bytes() == logged  # the fork's rewind logged in the fork's own log
+    assert (store.checkpoints_dir(fork_id) / "log.jsonl").read_bytes() != logged

@@ -25,6 +25,7 @@ from codling.brain.branches import TurnMark, live_turns
 from codling.brain.events import RewindScope, Rewound, TextDelta, ToolCallFinished, ToolCallStarted
 from codling.errors import CheckpointError
 from codling.tools.checkpoints.rewind import FileChange
+from codling.tools.checkpoints.scan import Uncovered
 from codling.tools.ports import PermissionRequest, Rejection
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ SCOPE_WORDS: dict[str, RewindScope] = {
 _TARGET = re.compile(r"^(?P<turn>\d+)(?:\.(?P<step>\d+))?$")
 LISTED_FILES = 20
 """Files a preview names; more are counted."""
+LISTED_UNCOVERED = 8
+"""Paths checkpoints do not cover that a preview names; more are counted."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ async def run_rewind(turn: TurnContext, name: str, argument: str) -> None:
     keeper = session.deps.checkpoints
     changes: tuple[FileChange, ...] = ()
     outside: tuple[str, ...] = ()
+    uncovered: tuple[Uncovered, ...] = ()
     if target.scope != "conversation":
         if keeper is None or target.checkpoint is None:
             why = (
@@ -144,10 +148,10 @@ async def run_rewind(turn: TurnContext, name: str, argument: str) -> None:
         except CheckpointError as e:
             say(f"The code cannot be rewound: {e}.")
             return
-        changes, outside = preview.changes, preview.outside
+        changes, outside, uncovered = preview.changes, preview.outside, preview.uncovered
     what = _what(target.scope)
     title = f"Rewind the {what} to before {target.label}"
-    say(_preview(target, changes, outside))
+    say(_preview(target, changes, outside, uncovered))
     call_id = f"rewind-{uuid.uuid4().hex[:12]}"
     raw_input = {"turn": target.turn.number, "step": target.step, "scope": target.scope, "outside": list(outside)}
     send(ToolCallStarted(turn.id, call_id, REWIND_TOOL, title, "edit", raw_input))
@@ -208,7 +212,9 @@ def _what(scope: RewindScope) -> str:
             assert_never(scope)
 
 
-def _preview(target: Target, changes: Sequence[FileChange], outside: Sequence[str]) -> str:
+def _preview(
+    target: Target, changes: Sequence[FileChange], outside: Sequence[str], uncovered: Sequence[Uncovered]
+) -> str:
     """What the rewind will do (markdown)."""
     prompt = " ".join(target.turn.prompt.split())
     lines = [f"Rewinding the {_what(target.scope)} to before {target.label} (“{prompt[:80]}”)."]
@@ -220,6 +226,10 @@ def _preview(target: Target, changes: Sequence[FileChange], outside: Sequence[st
                 lines.append(f"- … and {len(changes) - LISTED_FILES} more")
         else:
             lines += ["", "No file will change: the code is as it was then."]
+        if uncovered:
+            listed = ", ".join(f"`{u.path}` ({u.why})" for u in uncovered[:LISTED_UNCOVERED])
+            more = f" and {len(uncovered) - LISTED_UNCOVERED} more" if len(uncovered) > LISTED_UNCOVERED else ""
+            lines += ["", f"Not covered by checkpoints, left as they are: {listed}{more}."]
         if outside:
             lines += [
                 "",

@@ -254,9 +254,7 @@ class RewindAnswers:
         if self.yes:
             return "allow_once"
         if not self.interactive:
-            sys.stderr.write(
-                "\ncodling: not rewinding without asking, and there is no terminal to ask on: add --yes\n"
-            )
+            sys.stderr.write("\ncodling: not rewinding without asking, and there is no terminal to ask on: add --yes\n")
             return "reject"
         sys.stderr.write(f"\n{request.title}? [y/N] ")
         sys.stderr.flush()

@@ -66,6 +66,8 @@ class RewindPlan:
     outside: tuple[str, ...]
     saved: int | None = None
     """Once rewound: the checkpoint of the workspace as it was just before (rewinding to it undoes the rewind)."""
+    uncovered: tuple[Uncovered, ...] = ()
+    """What checkpoints do not cover now (a rewind leaves it as it is)."""
 
 
 class CheckpointKeeper:
@@ -159,7 +161,7 @@ class CheckpointKeeper:
         changes = plan(now.files, then)
         if count_lines:
             changes = [counted(change, now.files, then, self.objects) for change in changes]
-        return RewindPlan(target, tuple(changes), outside)
+        return RewindPlan(target, tuple(changes), outside, uncovered=now.uncovered)
 
     def _apply(self, now: Scan, rewind: RewindPlan, then: Mapping[str, FileState]) -> int:
         saved = self._record(now)  # the state rewound from, so the rewind can be undone
