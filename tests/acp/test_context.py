@@ -59,6 +59,8 @@ async def test_usage_commands_and_compaction_are_visible_and_survive_load(home: 
             ("pin", True),
             ("pins", False),
             ("unpin", True),
+            ("undo", False),
+            ("rewind", True),
             ("help", False),
         ]
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("My lucky number is 42.")])

@@ -44,7 +44,7 @@ def completions(completer: ChatCompleter, before_cursor: str) -> list[tuple[str,
 def test_slash_commands_complete_at_the_start_and_paths_after_an_at(project: Path) -> None:
     (project / "src" / "util.py").write_text("")
     completer = ChatCompleter(all_commands(), project)
-    assert completions(completer, "/re") == [("resume", "/resume")]
+    assert completions(completer, "/re") == [("resume", "/resume"), ("rewind", "/rewind")]
     assert completions(completer, "/resume 2") == []  # the argument is not a command
     assert completions(completer, "look at @src/") == [("app.py", "app.py"), ("util.py", "util.py")]
     assert completions(completer, "look at @RE") == [("ADME.md", "README.md")]
