@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codling.brain.events import Event, Rewound, ToolCallFinished, ToolCallStarted, TurnEnded, TurnStarted
+from codling.brain.events import Event, Rewound, ToolCallFinished, ToolCallStarted, TurnStarted
+from codling.brain.prompt import TextBlock
 from codling.brain.slash import PROMPT_COMMANDS
 from codling.brain.turns import command_of
 
@@ -40,8 +41,6 @@ class TurnMark:
     checkpoint: int | None
     steps: tuple[StepMark, ...] = ()
     files: tuple[str, ...] = ()
-    ended: int | None = None
-    """The checkpoint taken as it ended (None: none was, or it never ended)."""
 
 
 def abandoned(events: Sequence[Event]) -> set[int]:
@@ -61,7 +60,7 @@ def abandoned(events: Sequence[Event]) -> set[int]:
 def kept_turn(event: TurnStarted) -> bool:
     """Whether the conversation keeps the turn ``event`` starts: a user turn or a prompt command (``/init``),
     not a command codling answers (as ``restore`` decides it)."""
-    command = command_of(event.blocks) if event.blocks else None
+    command = command_of(event.blocks or (TextBlock(event.prompt),))
     return command is None or command[0] in PROMPT_COMMANDS
 
 
@@ -84,8 +83,6 @@ def live_turns(events: Sequence[Event], cwd: Path) -> list[TurnMark]:
                 building.steps.append(StepMark(event.call_id, title, event.checkpoint))
             changed = (*((event.diff.path,) if event.diff is not None else ()), *event.changed)
             building.files.update((_shown(Path(path), cwd), None) for path in changed)
-        elif isinstance(event, TurnEnded) and (building := marks.get(event.turn_id)) is not None:
-            building.ended = event.checkpoint
     return [building.mark() for building in marks.values()]
 
 
@@ -95,7 +92,6 @@ class _Building:
     number: int
     steps: list[StepMark] = field(default_factory=list)
     files: dict[str, None] = field(default_factory=dict)
-    ended: int | None = None
 
     def mark(self) -> TurnMark:
         started = self.started
@@ -106,7 +102,6 @@ class _Building:
             started.checkpoint,
             tuple(self.steps),
             tuple(self.files),
-            self.ended,
         )
 
 
