@@ -207,3 +207,32 @@ async def test_a_fork_rewinds_with_its_own_copy_of_the_checkpoints(project: Path
     assert tree(project) == before != edited
     assert source_log.read_bytes() == logged  # the fork's rewind logged in the fork's own log
     assert (store.checkpoints_dir(fork_id) / "log.jsonl").read_bytes() != logged
+
+
+def test_abandoned_ranges_nest_and_a_rewind_outside_a_turn_ends_its_own_range() -> None:
+    from datetime import UTC, datetime
+
+    from codling.brain.branches import abandoned
+    from codling.brain.events import Event, TextDelta, TurnEnded
+
+    def turn(turn_id: str, prompt: str) -> list[Event]:
+        return [
+            TurnStarted(turn_id, prompt, False, datetime(2026, 11, 26, tzinfo=UTC)),
+            TextDelta(turn_id, "ok"),
+            TurnEnded(turn_id, "end_turn"),
+        ]
+
+    events: list[Event] = [
+        *turn("t1", "one"),  # 0-2
+        *turn("t2", "two"),  # 3-5
+        *turn("t3", "three"),  # 6-8
+        TurnStarted("u1", "/undo", False, datetime(2026, 11, 26, tzinfo=UTC)),  # 9
+        Rewound("u1", "t3", 3, "both"),  # 10
+        TurnEnded("u1", "end_turn"),  # 11
+        *turn("t4", "four"),  # 12-14
+        Rewound("cli", "t2", 2, "conversation"),  # 15: made outside any turn (sessions rewind)
+        *turn("t5", "five"),  # 16-18
+        Rewound("cli2", "t5", 3, "code"),  # 19: the code alone abandons nothing
+    ]
+    assert abandoned(events) == set(range(3, 15))
+    assert [mark.prompt for mark in live_turns(events, Path("/p"))] == ["one", "five"]
