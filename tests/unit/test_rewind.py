@@ -88,6 +88,9 @@ async def test_undo_puts_back_code_and_conversation_and_a_restore_sends_the_same
     # The next turn is sent the same conversation live and after a restore.
     await live.brain.run("go on")
     live_request = script.requests[-1]
+    # The files and the conversation disagree now: the next request says so, once.
+    note = "The user put files back as they were before turn 1 (README.md, made.txt, src/app.py)"
+    assert note in live.brain.state.entries[-2].context
     await live.close()
     stored = store.read(header.session_id)
     assert [type(e) for e in stored.events if isinstance(e, Rewound)] == [Rewound, Rewound]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 from codling.brain.events import Event, Rewound, ToolCallFinished, ToolCallStarted, TurnStarted
 from codling.brain.prompt import TextBlock
@@ -41,6 +42,35 @@ class TurnMark:
     checkpoint: int | None
     steps: tuple[StepMark, ...] = ()
     files: tuple[str, ...] = ()
+
+
+NOTED_FILES = 10
+"""Files a rewind note names; more are counted."""
+
+
+def rewind_note(rewound: Rewound) -> str | None:
+    """What the model should know after a rewind of one side only, where the conversation and the files now
+    disagree (None after a rewind of both, or of the code when no file changed)."""
+    match rewound.scope:
+        case "both":
+            return None
+        case "code":
+            if not rewound.files:
+                return None
+            names = ", ".join(rewound.files[:NOTED_FILES])
+            more = f" and {len(rewound.files) - NOTED_FILES} more" if len(rewound.files) > NOTED_FILES else ""
+            return (
+                f"The user put files back as they were before turn {rewound.turn_number} ({names}{more}): what the "
+                "conversation says was changed in them since is undone. Read a file again before relying on it."
+            )
+        case "conversation":
+            return (
+                f"The user took the conversation back to before turn {rewound.turn_number} but kept the files as "
+                "they are: they may hold changes this conversation does not mention. Read a file again before "
+                "relying on it."
+            )
+        case _:
+            assert_never(rewound.scope)
 
 
 def abandoned(events: Sequence[Event]) -> set[int]:

@@ -313,9 +313,10 @@ CONTRACT: dict[type[Event], EventRow] = {
         "record",
         translated=False,
         drawn=False,
-        folds=("transcript", "recorder", "records"),
-        note="The command that rewound says what it did in its reply. Not a fold of restore's: restore skips "
-        "what it abandoned before folding (brain/branches.py); sessions show marks those turns.",
+        folds=("transcript", "recorder", "records", "restore", "follow"),
+        note="The command that rewound says what it did in its reply. Restore skips what it abandoned before "
+        "folding (brain/branches.py); follow keeps its note for the context block when it rewound one side "
+        "only; sessions show marks the abandoned turns.",
     ),
 }
 """Every event kind's row."""

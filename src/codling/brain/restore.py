@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import assert_never
 
-from codling.brain.branches import abandoned
+from codling.brain.branches import abandoned, rewind_note
 from codling.brain.context import compaction
 from codling.brain.context.budget import Budget
 from codling.brain.context.compaction import DEFAULT_THRESHOLD
@@ -42,7 +42,7 @@ from codling.brain.events import (
 from codling.brain.prompt import TextBlock
 from codling.brain.slash import PROMPT_COMMANDS
 from codling.brain.special_history import persisted_entries
-from codling.brain.state import HistoryEntry, SessionState, saved_prompt
+from codling.brain.state import MAX_REWIND_NOTES, HistoryEntry, SessionState, saved_prompt
 from codling.brain.turns import Ending, TurnLog, command_of, turn_text, typed_text
 
 
@@ -65,6 +65,9 @@ def follow(state: SessionState, log_: TurnLog | None, event: Event) -> None:
                 remember_delegate(state, started, event)
         case PlanUpdated():
             state.plan = event.steps
+        case Rewound():
+            if (note := rewind_note(event)) is not None:
+                state.rewind_notes = (*state.rewind_notes, note)[-MAX_REWIND_NOTES:]
         case (
             TurnStarted()
             | TextDelta()
@@ -85,7 +88,6 @@ def follow(state: SessionState, log_: TurnLog | None, event: Event) -> None:
             | SessionTitled()
             | TurnFailed()
             | TurnEnded()
-            | Rewound()
         ):
             pass  # the turn's log keeps what the text history needs of them
         case _:
@@ -122,7 +124,7 @@ def restore_event(state: SessionState, log_: TurnLog | None, event: Event) -> Tu
             count_compaction(state, event)
         case SpecialTurnPersisted():
             _apply_special(state, event)
-        case ToolCallFinished() | PlanUpdated():
+        case ToolCallFinished() | PlanUpdated() | Rewound():
             follow(state, log_, event)
         case TurnEnded():
             state.add_spend(event.usage, event.cost)
@@ -131,8 +133,6 @@ def restore_event(state: SessionState, log_: TurnLog | None, event: Event) -> Tu
                 state.remember_turn(event.summary)
         case TextDelta() | ThoughtDelta() | ToolCallStarted() | TurnFailed() | CompactionStarted():
             pass  # the turn's log takes them (below)
-        case Rewound():
-            pass  # what it abandoned is skipped (``restore``)
         case (
             ToolCallTerminal()
             | ToolCallNote()

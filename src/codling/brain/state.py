@@ -58,6 +58,9 @@ class HistoryEntry:
         return ModelRequest(parts=[UserPromptPart(self.sent)])
 
 
+MAX_REWIND_NOTES = 3
+"""Rewind notes kept for the context block (older ones are forgotten)."""
+
 MAX_UNPINNED = 20
 """Withdrawn pins kept to be said withdrawn (the oldest are forgotten first)."""
 
@@ -101,6 +104,9 @@ class SessionState:
     history_tokens: int = 0
     turn_count: int = 0
     recent_files: tuple[Path, ...] = ()
+    rewind_notes: tuple[str, ...] = ()
+    """What the latest rewinds of one side only left the conversation and the files disagreeing on, for the
+    context block (``branches.rewind_note``; the last :data:`MAX_REWIND_NOTES`)."""
     turn_recaps: tuple[TurnRecap, ...] = ()
     """Every turn's ledger entry, oldest first (rendered within a budget: see ``context/ledger.py``)."""
     reported_input_tokens: int = 0

@@ -155,7 +155,16 @@ class ContextEngine:
         budget = self.budget
         today = self.today().isoformat()
         # Rendered once per change of what it shows: the turn loop asks for it several times a turn.
-        key = (today, state.pins, state.unpinned, state.recent_files, budget.pins, state.shown, state.replacements)
+        key = (
+            today,
+            state.pins,
+            state.unpinned,
+            state.recent_files,
+            state.rewind_notes,
+            budget.pins,
+            state.shown,
+            state.replacements,
+        )
         if self._block is not None and self._block[0] == key:
             return self._block[1]
         # The note says what the tags are once per history: a later block is read as adding to it.
@@ -166,6 +175,7 @@ class ContextEngine:
         said = [p.text for p in state.unpinned if state.stated(p) or f"- {p.text}" in state.shown]
         if gone := withdrawn(said):
             sections.append(gone)
+        sections.append(("", list(state.rewind_notes)))
         sections.append(("", [recent_files_note(state.recent_files, state.cwd)]))
         body = unshown(sections, state.shown)
         block = f"{CONTEXT_OPEN}\n{body}\n{CONTEXT_CLOSE}" if body and body != CONTEXT_NOTE else ""
