@@ -217,6 +217,32 @@ async def test_what_is_not_covered_is_listed_and_left_alone(tmp_path: Path, list
     assert (root / "data.bin").stat().st_size == 11 * 1024 * 1024
 
 
+@pytest.mark.parametrize("lister", ["git", "walk"])
+async def test_a_file_the_target_did_not_cover_is_never_deleted_by_a_rewind(tmp_path: Path, lister: str) -> None:
+    """Rewinding an edit of .gitignore that stopped ignoring build/ (or a file that shrank under the size limit)
+    leaves files that were there all along, uncovered then: only files made since are removed."""
+    root, store = tmp_path / "project", tmp_path / "checkpoints"
+    root.mkdir()
+    git = GIT if lister == "git" else None
+    if git is not None:
+        git_repo(root)
+    write(".gitignore", "build/\n")(root)
+    write("build/keep.o", "the user's\n")(root)
+    with open(root / "data.bin", "wb") as big:
+        big.truncate(11 * 1024 * 1024)
+    keeper = CheckpointKeeper(store, root, git=git)
+    first = await keeper.take()
+    write(".gitignore", "*.log\n")(root)  # build/ is covered from now on
+    write("data.bin", "small now\n")(root)
+    write("made.txt", "new\n")(root)
+    await keeper.take()
+    await keeper.rewind(first.number)
+    assert (root / ".gitignore").read_text() == "build/\n"
+    assert (root / "build/keep.o").read_text() == "the user's\n"
+    assert (root / "data.bin").read_text() == "small now\n"  # not covered then: not put back, not deleted
+    assert not (root / "made.txt").exists()
+
+
 async def test_a_rewind_over_changes_made_outside_codling_is_refused_unless_confirmed_and_can_be_undone(
     tmp_path: Path,
 ) -> None:

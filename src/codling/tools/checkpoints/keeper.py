@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Literal
 
 from codling.errors import CheckpointError, RewindRefused
-from codling.tools.checkpoints.log import CheckpointLog, GitState
+from codling.tools.checkpoints.log import CheckpointLog, GitState, Workspace
 from codling.tools.checkpoints.objects import ObjectStore
 from codling.tools.checkpoints.rewind import FileChange, apply, counted, plan
-from codling.tools.checkpoints.scan import FileState, Scan, Scanner, Uncovered
+from codling.tools.checkpoints.scan import CAPPED, FileState, Scan, Scanner, Uncovered
 from codling.tools.git import config_problem, git_output
 from codling.tools.halt import off_loop
 from codling.tools.walk import GIT_IGNORE_NAMES, audit_ignore_files, walk_files
@@ -131,7 +131,7 @@ class CheckpointKeeper:
         async with self._lock:
             now = await self._scan()
             then = await asyncio.to_thread(self.log.at, target)
-            return await asyncio.to_thread(self._plan, now, target, then.files, True)
+            return await asyncio.to_thread(self._plan, now, target, then, True)
 
     async def rewind(
         self, target: int, *, overwrite_outside: bool = False, confirmed: frozenset[str] = frozenset()
@@ -142,7 +142,7 @@ class CheckpointKeeper:
         async with self._lock:
             now = await self._scan()
             then = await asyncio.to_thread(self.log.at, target)
-            rewind = await asyncio.to_thread(self._plan, now, target, then.files, False)
+            rewind = await asyncio.to_thread(self._plan, now, target, then, False)
             if not overwrite_outside and not confirmed.issuperset(rewind.outside):
                 listed = ", ".join(rewind.outside[:20]) + (" …" if len(rewind.outside) > 20 else "")
                 raise RewindRefused(
@@ -155,12 +155,12 @@ class CheckpointKeeper:
             await asyncio.to_thread(self._record, after)
             return replace(rewind, saved=saved)
 
-    def _plan(self, now: Scan, target: int, then: Mapping[str, FileState], count_lines: bool) -> RewindPlan:
-        latest = self.log.latest().files
-        outside = tuple(change.path for change in plan(now.files, latest))
-        changes = plan(now.files, then)
+    def _plan(self, now: Scan, target: int, then: Workspace, count_lines: bool) -> RewindPlan:
+        latest = self.log.latest()
+        outside = tuple(change.path for change in plan(now.files, latest.files, latest.uncovered))
+        changes = plan(now.files, then.files, then.uncovered)
         if count_lines:
-            changes = [counted(change, now.files, then, self.objects) for change in changes]
+            changes = [counted(change, now.files, then.files, self.objects) for change in changes]
         return RewindPlan(target, tuple(changes), outside, uncovered=now.uncovered)
 
     def _apply(self, now: Scan, rewind: RewindPlan, then: Mapping[str, FileState]) -> int:
@@ -235,7 +235,7 @@ class CheckpointKeeper:
             complete = len(paths) <= MAX_FILES
             paths = paths[:MAX_FILES]
         if not complete:
-            uncovered.append(Uncovered("…", f"files past the first {MAX_FILES:,} are not covered"))
+            uncovered.append(Uncovered(CAPPED, f"files past the first {MAX_FILES:,} are not covered"))
         if self._excluded:
             paths = [path for path in paths if not self._excludes(path)]
             uncovered += [Uncovered(prefix, "codling's own files") for prefix in self._excluded]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, assert_never
@@ -19,7 +19,7 @@ from typing import Literal, assert_never
 from codling.errors import CheckpointError
 from codling.tools.atomic import replace_file
 from codling.tools.checkpoints.objects import ObjectStore
-from codling.tools.checkpoints.scan import FileState
+from codling.tools.checkpoints.scan import CAPPED, FileState, Uncovered
 
 LINE_COUNT_MAX_BYTES = 1024 * 1024
 """Lines are counted for the preview only in files up to this size (difflib's cost grows faster)."""
@@ -39,15 +39,21 @@ class FileChange:
     removed: int | None = None
 
 
-def plan(now: Mapping[str, FileState], then: Mapping[str, FileState]) -> list[FileChange]:
-    """The changes taking the workspace from ``now`` to ``then``, in path order (without line counts)."""
+def plan(
+    now: Mapping[str, FileState], then: Mapping[str, FileState], then_uncovered: Sequence[Uncovered] = ()
+) -> list[FileChange]:
+    """The changes taking the workspace from ``now`` to ``then``, in path order (without line counts). A file
+    ``then`` does not hold is removed only if ``then`` covered its path: one it did not cover (ignored then,
+    too large, past the cap) may have been there all along, and is left as it is."""
     changes = []
+    kept = _Uncovered(then_uncovered)
     for path in sorted(now.keys() | then.keys()):
         old, new = then.get(path), now.get(path)
         if old == new:
             continue
         if old is None:
-            changes.append(FileChange(path, "remove"))
+            if not kept.holds(path):
+                changes.append(FileChange(path, "remove"))
         elif new is None:
             changes.append(FileChange(path, "recreate"))
         elif old.digest == new.digest and old.kind == new.kind:
@@ -55,6 +61,18 @@ def plan(now: Mapping[str, FileState], then: Mapping[str, FileState]) -> list[Fi
         else:
             changes.append(FileChange(path, "restore"))
     return changes
+
+
+class _Uncovered:
+    """Paths a checkpoint did not cover: exact ones, whole directories (``build/``), or anything past the cap."""
+
+    def __init__(self, uncovered: Sequence[Uncovered]) -> None:
+        self._paths = {u.path for u in uncovered}
+        self._directories = tuple(u.path for u in uncovered if u.path.endswith("/"))
+        self._capped = CAPPED in self._paths
+
+    def holds(self, path: str) -> bool:
+        return self._capped or path in self._paths or path.startswith(self._directories)
 
 
 def counted(

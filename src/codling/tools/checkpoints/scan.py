@@ -41,6 +41,10 @@ class FileState:
     size: int
 
 
+CAPPED = "…"
+"""The path of the ``Uncovered`` entry that stands for the files past the listing's cap."""
+
+
 @dataclass(frozen=True)
 class Uncovered:
     """A path checkpoints do not cover, and why (ignored, too large, unreadable, past the listing's cap)."""
