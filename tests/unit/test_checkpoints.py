@@ -360,3 +360,59 @@ async def test_a_repository_where_git_would_wait_on_a_pipe_is_walked_instead(tmp
     keeper = CheckpointKeeper(store, root, git=GIT)
     taken = await asyncio.wait_for(keeper.take(), deadline(4))  # liveness: below git's own time limits
     assert sorted(keeper.log.at(taken.number).files) == ["README.md", "app.py", "lib/util.py", "run.sh"]
+
+
+@pytest.mark.parametrize(
+    "setup, change",
+    [
+        ((), lambda root: (root / "README.md").chmod(0o444)),  # permission bits git does not track
+        (("config", "core.fileMode", "false"), lambda root: (root / "run.sh").chmod(0o755)),
+        (("update-index", "--assume-unchanged", "app.py"), lambda root: write("app.py", "lost\n")(root)),
+        (("update-index", "--skip-worktree", "app.py"), lambda root: write("app.py", "lost\n")(root)),
+    ],
+    ids=["chmod 444", "core.fileMode false", "assume-unchanged", "skip-worktree"],
+)
+async def test_in_git_a_change_git_does_not_call_modified_is_seen_after_a_restart_too(
+    tmp_path: Path, setup: tuple[str, ...], change: Step
+) -> None:
+    assert GIT is not None
+    root, store = tmp_path / "project", tmp_path / "checkpoints"
+    root.mkdir()
+    start(root)
+    git_repo(root)
+    commit(root)
+    if setup:
+        subprocess.run([GIT, "-C", str(root), *setup], check=True)
+    keeper = CheckpointKeeper(store, root, git=GIT)
+    first = await keeper.take()
+    before = tree_hash(root)
+    await keeper.close()  # the scan cache is saved: the next process reads only what changed
+    change(root)
+    changed = tree_hash(root)
+    restarted = CheckpointKeeper(store, root, git=GIT)
+    assert (await restarted.take()).number == first.number + 1
+    await restarted.rewind(first.number)
+    assert tree_hash(root) == before != changed
+
+
+@pytest.mark.parametrize("lister", ["git", "walk"])
+async def test_a_directory_turned_into_a_link_to_outside_is_not_read_through(tmp_path: Path, lister: str) -> None:
+    root, store, outside = tmp_path / "project", tmp_path / "checkpoints", tmp_path / "outside"
+    root.mkdir()
+    start(root)
+    git = GIT if lister == "git" else None
+    if git is not None:
+        git_repo(root)
+        commit(root)
+    keeper = CheckpointKeeper(store, root, git=git)
+    first = await keeper.take()
+    write("util.py", "SECRET = 'from outside'\n")(outside)
+    shutil.rmtree(root / "lib")
+    os.symlink(outside, root / "lib")
+    await keeper.take()
+    latest = keeper.log.latest()
+    assert "lib/util.py" not in latest.files
+    assert "lib" in latest.files and latest.files["lib"].kind == "link"
+    with pytest.raises(CheckpointError):  # putting lib/util.py back would write through the link: refused
+        await keeper.rewind(first.number, overwrite_outside=True)
+    assert (outside / "util.py").read_text() == "SECRET = 'from outside'\n"

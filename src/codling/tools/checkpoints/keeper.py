@@ -18,8 +18,10 @@ session's additional directories (only the working directory is checkpointed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -27,10 +29,11 @@ from pathlib import Path
 from typing import Literal
 
 from codling.errors import CheckpointError, RewindRefused
+from codling.tools.atomic import replace_file
 from codling.tools.checkpoints.log import CheckpointLog, GitState, Workspace
 from codling.tools.checkpoints.objects import ObjectStore
 from codling.tools.checkpoints.rewind import FileChange, apply, counted, plan
-from codling.tools.checkpoints.scan import CAPPED, FileState, Scan, Scanner, Uncovered
+from codling.tools.checkpoints.scan import CAPPED, FileState, Scan, Scanner, Uncovered, examined
 from codling.tools.git import config_problem, git_output
 from codling.tools.halt import off_loop
 from codling.tools.walk import GIT_IGNORE_NAMES, audit_ignore_files, walk_files
@@ -86,6 +89,9 @@ class CheckpointKeeper:
         self.objects = ObjectStore(directory / "objects")
         self.log = CheckpointLog(directory / "log.jsonl")
         self._scanner = Scanner(root, self.objects)
+        self._cache = directory / "scan-cache.json"
+        """What the scanner knew when the session last closed (a file's ``lstat`` then, and what it held)."""
+        self._loaded = False
         self._lock = asyncio.Lock()
         self._git_dir: Path | Literal[False] | None = None
         """git's directory for the workspace (False: none; None: not looked for yet)."""
@@ -117,6 +123,16 @@ class CheckpointKeeper:
             taking.cancel()
         while self._taking:
             await asyncio.gather(*self._taking, return_exceptions=True)
+        async with self._lock:
+            if self._loaded:  # it scanned: the next process need not read every file again
+                try:
+                    await asyncio.to_thread(self._save_cache)
+                except OSError as e:
+                    log.warning("the checkpoints' scan cache was not saved: %s", e)
+
+    def _save_cache(self) -> None:
+        self._cache.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(self._cache, self._scanner.saved())
 
     async def take(self) -> Taken:
         """Checkpoint the workspace as it is now (the last checkpoint again if nothing changed)."""
@@ -171,49 +187,64 @@ class CheckpointKeeper:
     def _record(self, scan: Scan) -> int:
         """Log ``scan`` as a checkpoint (the last one again if nothing changed); its number."""
         baseline = self._baseline if self._baseline is not None and self._baseline.scan is scan else None
-        number = self.log.add(scan, GitState(baseline.index, baseline.dirty) if baseline is not None else None)
+        number = self.log.add(scan, GitState(baseline.index) if baseline is not None else None)
         if baseline is not None:
             self._baseline = replace(baseline, logged=True)
         return number
 
     async def _scan(self) -> Scan:
-        """The workspace now. In a git work tree whose index has not changed since this keeper's last scan, only
-        what git lists as modified, deleted or untracked (now or then) is looked at: every other file matches
-        the index, as it did then, so it is as it was. Otherwise every covered file is (by its ``lstat``)."""
+        """The workspace now. In a git work tree whose index has not changed since this keeper's last scan (so
+        git tracks the same files) and whose ignore files did not change, the files of that scan are looked at
+        again by their ``lstat`` while git lists the untracked files, of which only the new ones are added:
+        no listing of what git ignores. Otherwise the workspace is listed afresh, and every covered file looked at.
+        Either way a file whose ``lstat`` is as when it was last read is not read again (the scanner's memory,
+        kept across processes in ``scan-cache.json``).
+
+        Not ``git ls-files -m``, which would be quicker: git does not call a file modified for permission bits it
+        does not track, for a mode change under ``core.fileMode=false``, or at all when it is marked
+        assume-unchanged or skip-worktree; the ``lstat`` sees every change."""
         repository = await self._repository()
+        if not self._loaded:
+            self._loaded = True
+            with contextlib.suppress(OSError):
+                self._scanner.load(await asyncio.to_thread(self._cache.read_bytes))
         if self._baseline is None and repository is not None:  # a keeper started afresh: from the log's last scan
             latest = await asyncio.to_thread(self.log.latest)
             if latest.git is not None:
-                self._baseline = _Baseline(
-                    Scan(latest.files, latest.uncovered), latest.git.index, latest.git.dirty, logged=True
-                )
+                self._baseline = _Baseline(Scan(latest.files, latest.uncovered), latest.git.index, logged=True)
         baseline = self._baseline
         if repository is not None and baseline is not None and _index_key(repository) == baseline.index:
-            dirty = await self._git_names("-m", "-d", "-o", "--exclude-standard")
-            if dirty is not None:
-                candidates = {
-                    name for name in dirty | baseline.dirty if not name.endswith("/") and not self._excludes(name)
-                }
-                if not any(name.rsplit("/", 1)[-1] == ".gitignore" for name in candidates):  # coverage may change
-                    scan = await asyncio.to_thread(self._scanner.rescan, baseline.scan, candidates)
-                    if not baseline.logged:  # what it looked at is relative to a scan the log does not have
-                        scan = replace(scan, looked_at=None)
-                    self._baseline = _Baseline(scan, baseline.index, dirty)
-                    return scan
+            before = baseline.scan
+            known = {*before.files, *(u.path for u in before.uncovered if examined(u))}
+            scan, listed = await asyncio.gather(
+                asyncio.to_thread(self._scanner.rescan, before, known),
+                self._git_names("-c", "-o", "--exclude-standard"),
+            )
+            if listed is not None and _ignore_files(scan) == _ignore_files(before):
+                # Tracked files missing at the last scan may be back; untracked ones may be new.
+                new = {n for n in listed if not n.endswith("/") and n not in known and not self._excludes(n)}
+                if new:
+                    more = await asyncio.to_thread(self._scanner.rescan, scan, new)
+                    assert scan.looked_at is not None and more.looked_at is not None
+                    looked_at = scan.looked_at | more.looked_at
+                    scan = replace(more, stored_bytes=scan.stored_bytes + more.stored_bytes, looked_at=looked_at)
+                if not baseline.logged:  # what it looked at is relative to a scan the log does not have
+                    scan = replace(scan, looked_at=None)
+                self._baseline = _Baseline(scan, baseline.index)
+                return scan
         return await self._full_scan(repository)
 
     async def _full_scan(self, repository: Path | None) -> Scan:
         index = _index_key(repository) if repository is not None else ()  # before listing: a change meanwhile is seen
-        listed = dirty = None
+        listed = None
         ignored: list[str] = []
         if repository is not None:
-            listed, dirty, ignored = await asyncio.gather(
+            listed, ignored = await asyncio.gather(
                 self._git_names("-c", "-o", "--exclude-standard"),
-                self._git_names("-m", "-d", "-o", "--exclude-standard"),
                 self._ignored(),
             )
         uncovered = [Uncovered(path, "ignored") for path in ignored]
-        if repository is not None and (listed is None or dirty is None):
+        if repository is not None and listed is None:
             self._git_dir = False  # git failed or timed out (an ignore file it would read is a pipe): walk from now
         if listed is None:
             walked: list[str] = []
@@ -240,8 +271,8 @@ class CheckpointKeeper:
             paths = [path for path in paths if not self._excludes(path)]
             uncovered += [Uncovered(prefix, "codling's own files") for prefix in self._excluded]
         scan = await asyncio.to_thread(self._scanner.scan, paths, uncovered)
-        use_git = repository is not None and dirty is not None and complete
-        self._baseline = _Baseline(scan, index, dirty) if use_git and dirty is not None else None
+        use_git = repository is not None and listed is not None and complete
+        self._baseline = _Baseline(scan, index) if use_git else None
         return scan
 
     def _excludes(self, path: str) -> bool:
@@ -269,7 +300,8 @@ class CheckpointKeeper:
         out = await git_output(self.git, "-C", str(self.root), "ls-files", "-z", *which, timeout=LIST_TIMEOUT)
         if out is None:
             return None
-        return frozenset(os.fsdecode(name) for name in out.split(b"\0") if name)
+        names = out.decode(sys.getfilesystemencoding(), "surrogateescape").split("\0")  # os.fsdecode, at once
+        return frozenset(name for name in names if name)
 
     async def _ignored(self) -> list[str]:
         """The ignored paths git lists (an ignored directory once, with a trailing ``/``)."""
@@ -289,6 +321,15 @@ class CheckpointKeeper:
         return sorted(os.fsdecode(name) for name in (out or b"").split(b"\0") if name)
 
 
+def _ignore_files(scan: Scan) -> dict[str, FileState]:
+    """The ignore files a scan holds: when one changes, what is covered may change, and git must list it all."""
+    return {
+        path: state
+        for path, state in scan.files.items()
+        if path.endswith(GIT_IGNORE_NAMES) and path.rsplit("/", 1)[-1] in GIT_IGNORE_NAMES
+    }
+
+
 def _index_key(repository: Path) -> tuple[int, ...]:
     """What git's index looks like from outside (size, times, inode); () when there is none."""
     try:
@@ -300,11 +341,9 @@ def _index_key(repository: Path) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class _Baseline:
-    """What this keeper's last scan knew: the scan, git's index then, and what git listed as modified, deleted
-    or untracked then."""
+    """What this keeper's last scan knew: the scan, and git's index then."""
 
     scan: Scan
     index: tuple[int, ...]
-    dirty: frozenset[str]
     logged: bool = False
     """Whether the log's latest checkpoint is this scan (a preview's is not logged)."""

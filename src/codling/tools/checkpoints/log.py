@@ -25,12 +25,10 @@ from codling.tools.checkpoints.scan import FileState, Scan, Uncovered
 
 @dataclass(frozen=True)
 class GitState:
-    """What git said at a checkpoint's scan: how its index looked from outside (size, times, inode), and what it
-    listed as modified, deleted or untracked. A keeper started afresh needs no more to look, at its first scan,
-    only at what may have changed since (``keeper.py``)."""
+    """What git said at a checkpoint's scan: how its index looked from outside (size, times, inode). A keeper
+    started afresh whose index still looks so needs no full listing at its first scan (``keeper.py``)."""
 
     index: tuple[int, ...]
-    dirty: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -67,8 +65,6 @@ def _line(
         line["uncovered"] = [[u.path, u.why] for u in after.uncovered]
     if after.git is not None:
         line["git"] = {"index": list(after.git.index)}
-        if before.git is None or after.git.dirty != before.git.dirty:  # the same set is not written again
-            line["git"]["dirty"] = sorted(after.git.dirty)
     return (json.dumps(line, separators=(",", ":")) + "\n").encode()
 
 
@@ -83,9 +79,7 @@ def _fold(state: Workspace, line: Mapping[str, Any]) -> Workspace:
         uncovered = tuple(Uncovered(path, why) for path, why in line["uncovered"])
     git = None
     if "git" in line:
-        dirty = line["git"].get("dirty")
-        before = state.git.dirty if state.git is not None else frozenset()
-        git = GitState(tuple(line["git"]["index"]), frozenset(dirty) if dirty is not None else before)
+        git = GitState(tuple(line["git"]["index"]))
     return Workspace(files, uncovered, git)
 
 
