@@ -22,7 +22,8 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -30,10 +31,11 @@ from typing import Literal
 
 from codling.errors import CheckpointError, RewindRefused
 from codling.tools.atomic import replace_file
+from codling.tools.checkpoints.changed import changed_since
 from codling.tools.checkpoints.log import CheckpointLog, GitState, Workspace
 from codling.tools.checkpoints.objects import ObjectStore
 from codling.tools.checkpoints.rewind import FileChange, apply, counted, plan
-from codling.tools.checkpoints.scan import CAPPED, FileState, Scan, Scanner, Uncovered, examined
+from codling.tools.checkpoints.scan import CAPPED, RACY_NS, FileState, Scan, Scanner, Uncovered, examined
 from codling.tools.git import config_problem, git_output
 from codling.tools.halt import off_loop
 from codling.tools.walk import GIT_IGNORE_NAMES, audit_ignore_files, walk_files
@@ -89,6 +91,8 @@ class CheckpointKeeper:
         self.objects = ObjectStore(directory / "objects")
         self.log = CheckpointLog(directory / "log.jsonl")
         self._scanner = Scanner(root, self.objects)
+        self._marker = directory / "scan-mark"
+        """A file whose time ``changed.py`` sets to when the last scan began, for ``find -cnewer``."""
         self._cache = directory / "scan-cache.json"
         """What the scanner knew when the session last closed (a file's ``lstat`` then, and what it held)."""
         self._loaded = False
@@ -193,17 +197,18 @@ class CheckpointKeeper:
         return number
 
     async def _scan(self) -> Scan:
-        """The workspace now. In a git work tree whose index has not changed since this keeper's last scan (so
-        git tracks the same files) and whose ignore files did not change, the files of that scan are looked at
-        again by their ``lstat`` while git lists the untracked files, of which only the new ones are added:
-        no listing of what git ignores. Otherwise the workspace is listed afresh, and every covered file looked at.
-        Either way a file whose ``lstat`` is as when it was last read is not read again (the scanner's memory,
-        kept across processes in ``scan-cache.json``).
+        """The workspace now. In a git work tree whose index has not changed since this keeper's last scan (git
+        tracks the same files) and whose ignore files did not change, only the files that may have changed are
+        looked at: those whose ctime moved since that scan began (``changed.py``), those git lists as deleted or
+        untracked now, and those it listed then. A keeper started afresh (or where ``find`` cannot tell) looks
+        at every file of the last scan by its ``lstat`` instead, and lists what is new. Otherwise the workspace
+        is listed afresh and every covered file looked at. Either way a file whose ``lstat`` is as when it was
+        last read is not read again (the scanner's memory, kept across processes in ``scan-cache.json``).
 
-        Not ``git ls-files -m``, which would be quicker: git does not call a file modified for permission bits it
-        does not track, for a mode change under ``core.fileMode=false``, or at all when it is marked
-        assume-unchanged or skip-worktree; the ``lstat`` sees every change."""
+        Not ``git ls-files -m``: git does not call a file modified for permission bits it does not track, for a
+        mode change under ``core.fileMode=false``, or at all when it is marked assume-unchanged or skip-worktree."""
         repository = await self._repository()
+        started = time.time_ns() - RACY_NS  # what changes from here on, or just before, the next scan looks at
         if not self._loaded:
             self._loaded = True
             with contextlib.suppress(OSError):
@@ -213,40 +218,71 @@ class CheckpointKeeper:
             if latest.git is not None:
                 self._baseline = _Baseline(Scan(latest.files, latest.uncovered), latest.git.index, logged=True)
         baseline = self._baseline
-        if repository is not None and baseline is not None and _index_key(repository) == baseline.index:
-            before = baseline.scan
-            known = {*before.files, *(u.path for u in before.uncovered if examined(u))}
-            scan, listed = await asyncio.gather(
-                asyncio.to_thread(self._scanner.rescan, before, known),
-                self._git_names("-c", "-o", "--exclude-standard"),
-            )
-            if listed is not None and _ignore_files(scan) == _ignore_files(before):
-                # Tracked files missing at the last scan may be back; untracked ones may be new.
-                new = {n for n in listed if not n.endswith("/") and n not in known and not self._excludes(n)}
-                if new:
-                    more = await asyncio.to_thread(self._scanner.rescan, scan, new)
-                    assert scan.looked_at is not None and more.looked_at is not None
-                    looked_at = scan.looked_at | more.looked_at
-                    scan = replace(more, stored_bytes=scan.stored_bytes + more.stored_bytes, looked_at=looked_at)
-                if not baseline.logged:  # what it looked at is relative to a scan the log does not have
-                    scan = replace(scan, looked_at=None)
-                self._baseline = _Baseline(scan, baseline.index)
-                return scan
-        return await self._full_scan(repository)
+        if repository is None or baseline is None or _index_key(repository) != baseline.index:
+            return await self._full_scan(repository, started)
+        before = baseline.scan
+        known = frozenset((*before.files, *(u.path for u in before.uncovered if examined(u))))
+        looked = await self._changed(baseline, known) or await self._swept(before, known)
+        if looked is None:
+            return await self._full_scan(repository, started)
+        scan, dirty = looked
+        if _ignore_files(scan) != _ignore_files(before):  # what is covered may have changed: list it all
+            return await self._full_scan(repository, started)
+        if not baseline.logged:  # what it looked at is relative to a scan the log does not have
+            scan = replace(scan, looked_at=None)
+        self._baseline = _Baseline(scan, baseline.index, since=started, dirty=dirty)
+        return scan
 
-    async def _full_scan(self, repository: Path | None) -> Scan:
+    async def _changed(self, baseline: _Baseline, known: frozenset[str]) -> tuple[Scan, frozenset[str]] | None:
+        """The last scan with what may have changed since looked at again: what ``find`` says changed, what git
+        lists as deleted or untracked, what it listed then; and those names. None when either cannot tell."""
+        if baseline.since is None or baseline.dirty is None:
+            return None
+        before = baseline.scan
+        pruned = [u.path.rstrip("/") for u in before.uncovered if u.path.endswith("/")]
+        found, listed = await asyncio.gather(
+            changed_since(self.root, baseline.since, self._marker, pruned, LIST_TIMEOUT),
+            self._git_listing("-d", "-o"),
+        )
+        if found is None or listed is None:
+            return None
+        # A directory that changed may have become a link, or a file: what was under it is looked at too.
+        others = found - known - baseline.dirty
+        under = {name for name in known if _within(name, others)} if others else set()
+        candidates = {
+            name
+            for name in (found & (known | baseline.dirty)) | under | listed.keys() | baseline.dirty
+            if not name.endswith("/") and not self._excludes(name)
+        }
+        scan = await asyncio.to_thread(self._scanner.rescan, before, candidates)
+        return scan, frozenset(listed)
+
+    async def _swept(self, before: Scan, known: frozenset[str]) -> tuple[Scan, frozenset[str]] | None:
+        """The last scan with each of its files looked at again by its ``lstat``, and what git lists that it did
+        not hold; and the names git lists as untracked or that are missing. None if git failed."""
+        scan, tagged = await asyncio.gather(
+            asyncio.to_thread(self._scanner.rescan, before, known), self._git_listing("-c", "-o")
+        )
+        if tagged is None:
+            return None
+        new = {n for n in tagged if not n.endswith("/") and n not in known and not self._excludes(n)}
+        if new:
+            more = await asyncio.to_thread(self._scanner.rescan, scan, new)
+            assert scan.looked_at is not None and more.looked_at is not None
+            looked_at = scan.looked_at | more.looked_at
+            scan = replace(more, stored_bytes=scan.stored_bytes + more.stored_bytes, looked_at=looked_at)
+        return scan, _dirty(tagged, scan)
+
+    async def _full_scan(self, repository: Path | None, started: int) -> Scan:
         index = _index_key(repository) if repository is not None else ()  # before listing: a change meanwhile is seen
-        listed = None
+        tagged = None
         ignored: list[str] = []
         if repository is not None:
-            listed, ignored = await asyncio.gather(
-                self._git_names("-c", "-o", "--exclude-standard"),
-                self._ignored(),
-            )
+            tagged, ignored = await asyncio.gather(self._git_listing("-c", "-o"), self._ignored())
         uncovered = [Uncovered(path, "ignored") for path in ignored]
-        if repository is not None and listed is None:
+        if repository is not None and tagged is None:
             self._git_dir = False  # git failed or timed out (an ignore file it would read is a pipe): walk from now
-        if listed is None:
+        if tagged is None:
             walked: list[str] = []
             listing = await off_loop(
                 lambda halt: walk_files(self.root, self.root, MAX_FILES, halt, ignored=walked),
@@ -260,7 +296,7 @@ class CheckpointKeeper:
             paths = [path.relative_to(self.root).as_posix() for path in listing.files]
             complete = listing.complete
         else:
-            names = sorted(listed)
+            names = sorted(tagged)
             uncovered += [Uncovered(name, "another git repository") for name in names if name.endswith("/")]
             paths = [name for name in names if not name.endswith("/")]
             complete = len(paths) <= MAX_FILES
@@ -271,8 +307,9 @@ class CheckpointKeeper:
             paths = [path for path in paths if not self._excludes(path)]
             uncovered += [Uncovered(prefix, "codling's own files") for prefix in self._excluded]
         scan = await asyncio.to_thread(self._scanner.scan, paths, uncovered)
-        use_git = repository is not None and listed is not None and complete
-        self._baseline = _Baseline(scan, index) if use_git else None
+        use_git = repository is not None and tagged is not None and complete
+        dirty = _dirty(tagged, scan) if tagged is not None else None
+        self._baseline = _Baseline(scan, index, since=started, dirty=dirty) if use_git else None
         return scan
 
     def _excludes(self, path: str) -> bool:
@@ -294,14 +331,18 @@ class CheckpointKeeper:
                 self._git_dir = Path(os.fsdecode(out.strip())) if out else False
         return self._git_dir or None
 
-    async def _git_names(self, *which: str) -> frozenset[str] | None:
-        """The names ``git ls-files`` lists with ``which`` (relative to the workspace); None if git failed."""
+    async def _git_listing(self, *which: str) -> dict[str, str] | None:
+        """What ``git ls-files -t`` lists with ``which`` (and ``--exclude-standard``): each name (relative to the
+        workspace; a nested repository with a trailing ``/``) with git's tag for it (``?`` for an untracked file,
+        ``R`` for a deleted one, ``H``, ``S``… for a tracked one); None if git failed."""
         assert self.git is not None
-        out = await git_output(self.git, "-C", str(self.root), "ls-files", "-z", *which, timeout=LIST_TIMEOUT)
+        out = await git_output(
+            self.git, "-C", str(self.root), "ls-files", "-z", "-t", *which, "--exclude-standard", timeout=LIST_TIMEOUT
+        )
         if out is None:
             return None
-        names = out.decode(sys.getfilesystemencoding(), "surrogateescape").split("\0")  # os.fsdecode, at once
-        return frozenset(name for name in names if name)
+        entries = out.decode(sys.getfilesystemencoding(), "surrogateescape").split("\0")  # os.fsdecode, at once
+        return {entry[2:]: entry[0] for entry in entries if len(entry) > 2}
 
     async def _ignored(self) -> list[str]:
         """The ignored paths git lists (an ignored directory once, with a trailing ``/``)."""
@@ -339,11 +380,30 @@ def _index_key(repository: Path) -> tuple[int, ...]:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
+def _within(path: str, directories: Set[str]) -> bool:
+    """Whether ``path`` lies under one of ``directories``."""
+    parent = path.rpartition("/")[0]
+    while parent:
+        if parent in directories:
+            return True
+        parent = parent.rpartition("/")[0]
+    return False
+
+
+def _dirty(tagged: Mapping[str, str], scan: Scan) -> frozenset[str]:
+    """What a later scan must look at whatever ``find`` says: the untracked files git listed, and the tracked
+    ones missing (one may come back with an old ctime, from an archive or a copy that keeps times)."""
+    return frozenset(name for name, tag in tagged.items() if tag == "?" or name not in scan.files)
+
+
 @dataclass(frozen=True)
 class _Baseline:
-    """What this keeper's last scan knew: the scan, and git's index then."""
+    """What this keeper's last scan knew: the scan, git's index then, when it began (less the racy margin), and
+    the names git listed as untracked or deleted then (None for the last two: not known, after a restart)."""
 
     scan: Scan
     index: tuple[int, ...]
     logged: bool = False
+    since: int | None = None
+    dirty: frozenset[str] | None = None
     """Whether the log's latest checkpoint is this scan (a preview's is not logged)."""
