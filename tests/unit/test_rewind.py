@@ -74,6 +74,10 @@ async def test_undo_puts_back_code_and_conversation_and_a_restore_sends_the_same
         hashes.append(tree(project))
     assert hashes[1] != hashes[0] and hashes[2] != hashes[1] and hashes[3] != hashes[2]
 
+    listing = await live.brain.run("/rewind")  # what a command changed is named too, from the checkpoints
+    assert "2. make a file — changed `README.md`, `made.txt`\n   2.1 " in listing.text
+    assert "3. add new.py — changed `src/new.py`" in listing.text
+
     result = await live.brain.run("/undo")
     assert "Rewound the code and conversation to before turn 3" in result.text
     assert "Not covered by checkpoints, left as they are: `build/` (ignored)." in result.text

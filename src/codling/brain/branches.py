@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import assert_never
 
-from codling.brain.events import Event, Rewound, ToolCallFinished, ToolCallStarted, TurnStarted
+from codling.brain.events import Event, Rewound, ToolCallFinished, ToolCallStarted, TurnEnded, TurnStarted
 from codling.brain.prompt import TextBlock
 from codling.brain.slash import PROMPT_COMMANDS
 from codling.brain.turns import command_of
@@ -33,8 +33,8 @@ class StepMark:
 @dataclass(frozen=True)
 class TurnMark:
     """A turn of the live branch: its id, its number in the conversation, its prompt, the checkpoint taken
-    before it (None: none was), its steps and the files its calls changed (relative to the working directory
-    where they are inside it)."""
+    before it (None: none was), its steps and the files its calls' results name as changed (relative to the
+    working directory where they are inside it: a command's changes only its checkpoints know)."""
 
     turn_id: str
     number: int
@@ -42,6 +42,8 @@ class TurnMark:
     checkpoint: int | None
     steps: tuple[StepMark, ...] = ()
     files: tuple[str, ...] = ()
+    ended: int | None = None
+    """The checkpoint taken as it ended (None: none was, or it never ended)."""
 
 
 NOTED_FILES = 10
@@ -113,6 +115,8 @@ def live_turns(events: Sequence[Event], cwd: Path) -> list[TurnMark]:
                 building.steps.append(StepMark(event.call_id, title, event.checkpoint))
             changed = (*((event.diff.path,) if event.diff is not None else ()), *event.changed)
             building.files.update((_shown(Path(path), cwd), None) for path in changed)
+        elif isinstance(event, TurnEnded) and (building := marks.get(event.turn_id)) is not None:
+            building.ended = event.checkpoint
     return [building.mark() for building in marks.values()]
 
 
@@ -122,6 +126,7 @@ class _Building:
     number: int
     steps: list[StepMark] = field(default_factory=list)
     files: dict[str, None] = field(default_factory=dict)
+    ended: int | None = None
 
     def mark(self) -> TurnMark:
         started = self.started
@@ -132,6 +137,7 @@ class _Building:
             started.checkpoint,
             tuple(self.steps),
             tuple(self.files),
+            self.ended,
         )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, assert_never
 
 from codling.brain.branches import TurnMark, live_turns
@@ -30,6 +30,7 @@ from codling.tools.ports import PermissionRequest, Rejection
 
 if TYPE_CHECKING:
     from codling.brain.turn_context import TurnContext
+    from codling.tools.checkpoints.keeper import CheckpointKeeper
 
 REWIND_TOOL = "rewind"
 """The tool name of a rewind's card (not a tool the model has)."""
@@ -122,6 +123,9 @@ async def run_rewind(turn: TurnContext, name: str, argument: str) -> None:
         return
     events = await recorded()
     turns = live_turns(events, session.state.cwd)
+    keeper = session.deps.checkpoints
+    if keeper is not None:  # what each turn changed, commands' changes too, as its checkpoints tell
+        turns = await _with_checkpointed_files(turns, keeper)
     if name == "rewind" and not argument.strip():
         say(menu(turns) if turns else "There is nothing to rewind to yet.")
         return
@@ -129,7 +133,6 @@ async def run_rewind(turn: TurnContext, name: str, argument: str) -> None:
     if isinstance(target, str):
         say(target)
         return
-    keeper = session.deps.checkpoints
     changes: tuple[FileChange, ...] = ()
     outside: tuple[str, ...] = ()
     uncovered: tuple[Uncovered, ...] = ()
@@ -198,6 +201,22 @@ async def run_rewind(turn: TurnContext, name: str, argument: str) -> None:
     result = _result(target, changes)
     send(ToolCallFinished(turn.id, call_id, REWIND_TOOL, "completed", result, summary=result))
     say(f"\n\n{result}")
+
+
+async def _with_checkpointed_files(turns: list[TurnMark], keeper: CheckpointKeeper) -> list[TurnMark]:
+    """``turns`` with the files each changed between its first and last checkpoint added to what its calls
+    said (a checkpoint log that cannot be read adds nothing)."""
+    spans = [(t.checkpoint, t.ended) for t in turns if t.checkpoint is not None and t.ended is not None]
+    try:
+        touched = iter(await keeper.touched(spans))
+    except CheckpointError:
+        return turns
+    return [
+        replace(turn, files=tuple(dict.fromkeys((*turn.files, *next(touched)))))
+        if turn.checkpoint is not None and turn.ended is not None
+        else turn
+        for turn in turns
+    ]
 
 
 def _what(scope: RewindScope) -> str:

@@ -23,7 +23,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -144,6 +144,11 @@ class CheckpointKeeper:
             scan = await self._scan()
             number = await asyncio.to_thread(self._record, scan)
             return Taken(number, scan.stored_bytes, scan.uncovered)
+
+    async def touched(self, spans: Sequence[tuple[int, int]]) -> list[tuple[str, ...]]:
+        """For each span of checkpoints ``(first, last)``, the files changed between them, in path order."""
+        async with self._lock:
+            return await asyncio.to_thread(self.log.touched, spans)
 
     async def preview(self, target: int) -> RewindPlan:
         """What rewinding to checkpoint ``target`` would do, with line counts; nothing is changed (beyond storing

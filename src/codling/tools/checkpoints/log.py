@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from codling.errors import CheckpointError
 from codling.tools.checkpoints.scan import FileState, Scan, Uncovered
@@ -39,9 +39,6 @@ class Workspace:
     files: Mapping[str, FileState]
     uncovered: tuple[Uncovered, ...]
     git: GitState | None = None
-
-
-EMPTY = Workspace({}, ())
 
 
 def _delta(scan: Scan, before: Workspace) -> tuple[dict[str, FileState], list[str]]:
@@ -69,7 +66,8 @@ def _line(
 
 
 def _fold(state: Workspace, line: Mapping[str, Any]) -> Workspace:
-    files = dict(state.files)
+    """``state`` with ``line`` applied; its files are changed in place (callers fold a copy, line by line)."""
+    files = cast(dict[str, FileState], state.files)
     for path in line["deleted"]:
         files.pop(path, None)
     for path, (kind, mode, digest, size) in line["changed"].items():
@@ -132,16 +130,26 @@ class CheckpointLog:
         """The workspace at checkpoint ``number``."""
         if not 1 <= number <= self.count:
             raise CheckpointError(f"there is no checkpoint {number}: this session has {self.count}")
-        state = EMPTY
+        state = Workspace({}, ())
         for line in self._lines():
             state = _fold(state, line)
             if line["id"] == number:
                 return state
         raise CheckpointError(f"the checkpoint log {self.path} has no checkpoint {number}")
 
+    def touched(self, spans: Sequence[tuple[int, int]]) -> list[tuple[str, ...]]:
+        """For each span ``(first, last)``, the paths checkpoints ``first`` + 1 to ``last`` changed, added or
+        deleted, in path order (one reading of the log for them all)."""
+        touched: list[set[str]] = [set() for _ in spans]
+        for line in self._lines():
+            for (first, last), paths in zip(spans, touched, strict=True):
+                if first < line["id"] <= last:
+                    paths.update(line["changed"], line["deleted"])
+        return [tuple(sorted(paths)) for paths in touched]
+
     def _load(self) -> Workspace:
         if self._latest is None:
-            state = EMPTY
+            state = Workspace({}, ())
             for line in self._lines():
                 state = _fold(state, line)
                 self._count = line["id"]
