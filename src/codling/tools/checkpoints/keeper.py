@@ -183,7 +183,7 @@ class CheckpointKeeper:
     def _plan(self, now: Scan, target: int, then: Workspace, count_lines: bool) -> RewindPlan:
         latest = self.log.latest()
         outside = tuple(change.path for change in plan(now.files, latest.files, latest.uncovered))
-        changes = plan(now.files, then.files, then.uncovered)
+        changes = plan(now.files, then.files, then.uncovered, now.uncovered)
         if count_lines:
             changes = [counted(change, now.files, then.files, self.objects) for change in changes]
         return RewindPlan(target, tuple(changes), outside, uncovered=now.uncovered)

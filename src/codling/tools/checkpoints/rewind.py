@@ -19,7 +19,7 @@ from typing import Literal, assert_never
 from codling.errors import CheckpointError
 from codling.tools.atomic import replace_file
 from codling.tools.checkpoints.objects import ObjectStore
-from codling.tools.checkpoints.scan import CAPPED, FileState, Uncovered
+from codling.tools.checkpoints.scan import CAPPED, FileState, Uncovered, examined
 
 LINE_COUNT_MAX_BYTES = 1024 * 1024
 """Lines are counted for the preview only in files up to this size (difflib's cost grows faster)."""
@@ -40,16 +40,21 @@ class FileChange:
 
 
 def plan(
-    now: Mapping[str, FileState], then: Mapping[str, FileState], then_uncovered: Sequence[Uncovered] = ()
+    now: Mapping[str, FileState],
+    then: Mapping[str, FileState],
+    then_uncovered: Sequence[Uncovered] = (),
+    now_uncovered: Sequence[Uncovered] = (),
 ) -> list[FileChange]:
     """The changes taking the workspace from ``now`` to ``then``, in path order (without line counts). A file
     ``then`` does not hold is removed only if ``then`` covered its path: one it did not cover (ignored then,
-    too large, past the cap) may have been there all along, and is left as it is."""
+    too large, past the cap) may have been there all along, and is left as it is. A file not covered now (grown
+    too large, unreadable) is left as it is too: what it holds could not be saved, so it is never overwritten."""
     changes = []
     kept = _Uncovered(then_uncovered)
+    unsaved = {u.path for u in now_uncovered if examined(u)}
     for path in sorted(now.keys() | then.keys()):
         old, new = then.get(path), now.get(path)
-        if old == new:
+        if old == new or path in unsaved:
             continue
         if old is None:
             if not kept.holds(path):
