@@ -1,0 +1,282 @@
+"""/undo and /rewind through real processes (issue 34): each turn a `codling run --resume` of its own against the
+loopback model server, each rewind a new process (the checkpoints are read back from the session's folder, not
+from a process's memory), and `codling acp` over raw JSON-RPC answering the rewind's permission question.
+
+The in-process side (what a rewind says, the conversation rebuilt) is tests/unit/test_rewind.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_cli import codling, model_env
+from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server, text_of
+
+IGNORED = "build/"
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with running_server() as s:
+        yield s
+
+
+def git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root), "GIT_CONFIG_NOSYSTEM": "1"},
+    )
+    return done.stdout
+
+
+def tree(root: Path) -> dict[str, tuple[str, str]]:
+    """Every file and symlink under ``root`` but .git and the ignored build/: its kind with its permission bits,
+    and its content's hash (a symlink's target)."""
+    found: dict[str, tuple[str, str]] = {}
+    for directory, dirs, files in os.walk(root):
+        here = Path(directory)
+        dirs[:] = [d for d in dirs if d != ".git" and not (here == root and f"{d}/" == IGNORED)]
+        for name in [*files, *(d for d in dirs if (here / d).is_symlink())]:
+            path = here / name
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                found[path.relative_to(root).as_posix()] = ("link", os.readlink(path))
+            else:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                found[path.relative_to(root).as_posix()] = (f"file {info.st_mode & 0o777:o}", digest)
+    return found
+
+
+def tree_hash(root: Path) -> str:
+    return hashlib.sha256(json.dumps(sorted(tree(root).items())).encode()).hexdigest()
+
+
+def ignored(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted((root / "build").rglob("*")) if p.is_file()}
+
+
+def history(home: Path, session_id: str) -> list[dict[str, Any]]:
+    path = home / "sessions" / session_id / "history.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run(env: dict[str, str], project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    result = codling("run", "--mode", "yolo", *args, env=env, cwd=project)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def first_run(env: dict[str, str], project: Path, prompt: str) -> str:
+    """A new session's first turn; its id."""
+    result = run(env, project, "--json", prompt)
+    session = json.loads(result.stdout.splitlines()[0])
+    assert session["type"] == "session"
+    return str(session["session_id"])
+
+
+PATCH = """*** Begin Patch
+*** Update File: src/app.py
+@@ def greet():
+-    return 'hi'
++    return 'hi there'
+*** Add File: docs/NOTES.md
++# Notes
++greet says hi there
+*** End Patch"""
+
+PACKAGE = "mkdir -p pkg/sub && printf 'x = 1\\n' > pkg/sub/mod.py && ln -s ../README.md pkg/readme"
+MIXED = "chmod -x tools/run.sh && printf 'more\\n' >> one && rm gen_3.txt"
+GENERATOR = "for i in 1 2 3; do printf 'generated %s\\n' $i > gen_$i.txt; done\n"
+
+
+def turn_calls() -> list[tuple[str, list[ToolCall]]]:
+    """Ten turns, each a prompt and the tool calls the model answers it with (then a closing text)."""
+    return [
+        ("edit app", [ToolCall("edit_file", {"path": "src/app.py", "old_text": "hello", "new_text": "hi"})]),
+        ("patch app and add notes", [ToolCall("apply_patch", {"patch": PATCH})]),
+        ("write new.py", [ToolCall("write_file", {"path": "src/new.py", "content": "print('new')\n"})]),
+        ("sed the readme", [ToolCall("run_command", {"command": "sed -i 's/demo/DEMO/' README.md"})]),
+        (
+            "generate files",
+            [
+                ToolCall("write_file", {"path": "gen.sh", "content": GENERATOR}),
+                ToolCall("run_command", {"command": "sh gen.sh && printf 'built\\n' > build/out.o"}),
+            ],
+        ),
+        ("remove some", [ToolCall("run_command", {"command": "rm gen_2.txt src/new.py LICENSE"})]),
+        ("make executable", [ToolCall("run_command", {"command": "chmod +x gen.sh tools/run.sh"})]),
+        ("rename notes", [ToolCall("run_command", {"command": "mv docs/NOTES.md docs/GUIDE.md && mv gen_1.txt one"})]),
+        (
+            "new package",
+            [
+                ToolCall("run_command", {"command": PACKAGE}),
+            ],
+        ),
+        (
+            "several steps",
+            [
+                ToolCall("edit_file", {"path": "README.md", "old_text": "DEMO", "new_text": "Demo v2"}),
+                ToolCall("run_command", {"command": MIXED}),
+                ToolCall("write_file", {"path": "pkg/sub/mod.py", "content": "x = 2\n"}),
+            ],
+        ),
+    ]
+
+
+def enqueue_turn(server: OpenAIServer, calls: list[ToolCall], n: int) -> None:
+    named = [ToolCall(c.name, c.arguments, id=f"t{n}_{i}") for i, c in enumerate(calls)]
+    server.enqueue(*(Reply(tool_calls=[c]) for c in named), Reply(text=[f"done {n}"]))
+
+
+def prepare(project: Path, *, with_git: bool) -> None:
+    (project / ".gitignore").write_text(IGNORED + "\n")
+    (project / "LICENSE").write_text("MIT\n")
+    (project / "tools").mkdir()
+    (project / "tools" / "run.sh").write_text("#!/bin/sh\necho run\n")
+    (project / "build").mkdir()
+    (project / "build" / "keep.o").write_bytes(b"\x00ignored\n")
+    if with_git:
+        git(project, "init", "-q")
+        git(project, "add", "-A")
+        git(project, "commit", "-q", "-m", "start")
+
+
+@pytest.mark.parametrize("with_git", [True, False], ids=["git", "no-git"])
+def test_ten_turns_rewound_one_process_each(home: Path, project: Path, server: OpenAIServer, with_git: bool) -> None:
+    prepare(project, with_git=with_git)
+    env = model_env(home, server)
+    hashes = [tree_hash(project)]
+    trees = [tree(project)]
+    session_id = ""
+    for n, (prompt, calls) in enumerate(turn_calls(), 1):
+        enqueue_turn(server, calls, n)
+        if n == 1:
+            session_id = first_run(env, project, prompt)
+        else:
+            run(env, project, "--resume", session_id, prompt)
+        hashes.append(tree_hash(project))
+        trees.append(tree(project))
+        assert hashes[-1] != hashes[-2], f"turn {n} changed nothing: {trees[-1]}"
+    assert server.pending == 0
+    assert (project / "build" / "out.o").read_text() == "built\n"
+    after_ignored = ignored(project)
+    assert after_ignored == {"build/keep.o": b"\x00ignored\n", "build/out.o": b"built\n"}
+    records = history(home, session_id)
+    starts = [r for r in records if r["kind"] == "turn_start"]
+    assert len(starts) == 10 and all(isinstance(r.get("checkpoint"), int) for r in starts)
+
+    asked = len(server.requests)
+    for k in [*range(10, 0, -1), 7, 3, 10]:
+        result = run(env, project, "--resume", session_id, f"/rewind {k} code")
+        assert f"to before turn {k}" in result.stdout, result.stdout + result.stderr
+        assert tree(project) == trees[k - 1], f"/rewind {k} code: {result.stdout}"
+        assert tree_hash(project) == hashes[k - 1]
+        assert ignored(project) == after_ignored
+    assert len(server.requests) == asked  # a rewind is a command: no model request
+    rewinds = [r for r in history(home, session_id) if r["kind"] == "rewind"]
+    assert len(rewinds) == 13
+
+
+def test_a_step_of_a_turn_is_rewound_and_the_listing_names_turns_and_steps(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    prepare(project, with_git=True)
+    env = model_env(home, server)
+    turns = turn_calls()
+    enqueue_turn(server, turns[0][1], 1)
+    session_id = first_run(env, project, turns[0][0])
+    enqueue_turn(server, turns[9][1][1:], 2)  # chmod -x, append, rm; then write_file
+    # What MIXED works on, made between the turns (the second turn's first checkpoint takes them in).
+    (project / "tools" / "run.sh").chmod(0o755)
+    (project / "one").write_text("one\n")
+    (project / "gen_3.txt").write_text("three\n")
+    before = tree(project)
+    run(env, project, "--resume", session_id, "two steps")
+    after = tree(project)
+    assert after != before
+
+    listing = run(env, project, "--resume", session_id, "/rewind").stdout
+    assert "1. edit app — changed `src/app.py`" in listing, listing
+    assert "2. two steps" in listing and "2.1 " in listing and "2.2 " in listing, listing
+
+    run(env, project, "--resume", session_id, "/rewind 2.2 code")
+    middle = tree(project)
+    assert middle["tools/run.sh"][0] == "file 644" and "gen_3.txt" not in middle  # step 1 stays done
+    assert "pkg/sub/mod.py" not in middle  # step 2 (the write) is undone
+    run(env, project, "--resume", session_id, "/rewind 2.1 code")
+    assert tree(project) == before
+
+
+def test_undo_without_a_terminal_refuses_over_a_file_changed_outside(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    prepare(project, with_git=True)
+    env = model_env(home, server)
+    enqueue_turn(server, turn_calls()[0][1], 1)
+    session_id = first_run(env, project, "edit app")
+    (project / "README.md").write_text("# edited behind codling's back\n")
+    outside = tree(project)
+    records = len(history(home, session_id))
+
+    result = run(env, project, "--resume", session_id, "/undo")
+    said = result.stdout + result.stderr
+    assert "changed outside codling" in said and "README.md" in said, said
+    assert "Not rewound: 1 file(s)" in said, said
+    assert tree(project) == outside
+    assert not [r for r in history(home, session_id)[records:] if r["kind"] == "rewind"]
+    assert (project / "src" / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+
+
+def user_texts(body: dict[str, Any]) -> str:
+    return "\n".join(text_of(m.get("content")) for m in body["messages"] if m.get("role") == "user")
+
+
+def test_undo_takes_the_turn_out_of_what_the_model_is_sent_next(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    env = model_env(home, server)
+    server.enqueue(Reply(text=["first answer"]))
+    session_id = first_run(env, project, "alpha prompt")
+    server.enqueue(Reply(text=["second answer"]))
+    run(env, project, "--resume", session_id, "bravo prompt")
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("write_file", {"path": "charlie.txt", "content": "c\n"}, id="w1")]),
+        Reply(text=["third answer"]),
+    )
+    run(env, project, "--resume", session_id, "charlie prompt")
+    assert (project / "charlie.txt").exists()
+    assert "charlie prompt" in user_texts(server.requests[-1])
+
+    undone = run(env, project, "--resume", session_id, "/undo")
+    assert "to before turn 3" in undone.stdout, undone.stdout + undone.stderr
+    assert not (project / "charlie.txt").exists()
+    [rewind] = [r for r in history(home, session_id) if r["kind"] == "rewind"]
+    assert rewind["scope"] == "both"
+
+    asked = len(server.requests)
+    server.enqueue(Reply(text=["fourth answer"]))
+    run(env, project, "--resume", session_id, "delta prompt")
+    [sent] = server.requests[asked:]
+    texts = user_texts(sent)
+    assert "alpha prompt" in texts and "bravo prompt" in texts and "delta prompt" in texts, texts
+    assert "charlie prompt" not in texts and "/undo" not in texts, texts
+    assert "third answer" not in json.dumps(sent) and "charlie.txt" not in json.dumps(sent)
+
+    shown = codling("sessions", "show", session_id, env=env, cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    blocks = {block.split("\n> ", 1)[1].split("\n", 1)[0]: block for block in shown.stdout.split("\nTurn ")[1:]}
+    assert "(abandoned: a rewind took the conversation back" in blocks["charlie prompt"], shown.stdout
+    assert not any("(abandoned:" in blocks[p] for p in ("alpha prompt", "bravo prompt", "/undo", "delta prompt"))
