@@ -6,6 +6,7 @@ The in-process side (what a rewind says, the conversation rebuilt) is tests/unit
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -17,8 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp import PROTOCOL_VERSION, helpers
 
+from tests.e2e.test_acp_process import spawned
 from tests.e2e.test_cli import codling, model_env
+from tests.fakes.acp_client import RecordingClient
+from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server, text_of
 
 IGNORED = "build/"
@@ -280,3 +285,54 @@ def test_undo_takes_the_turn_out_of_what_the_model_is_sent_next(
     blocks = {block.split("\n> ", 1)[1].split("\n", 1)[0]: block for block in shown.stdout.split("\nTurn ")[1:]}
     assert "(abandoned: a rewind took the conversation back" in blocks["charlie prompt"], shown.stdout
     assert not any("(abandoned:" in blocks[p] for p in ("alpha prompt", "bravo prompt", "/undo", "delta prompt"))
+
+
+async def test_undo_over_acp_asks_the_client_then_puts_the_file_back(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    original = (project / "src" / "app.py").read_text()
+    server.enqueue(
+        Reply(
+            tool_calls=[ToolCall("edit_file", {"path": "src/app.py", "old_text": "hello", "new_text": "hi"}, id="e1")]
+        ),
+        Reply(text=["Edited."]),
+    )
+    client = RecordingClient(answers=["allow_once", "reject", "allow_once"])  # the edit, the rewinds
+    async with spawned(client, home, server) as conn:
+        await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), deadline(30))
+        session = await asyncio.wait_for(conn.new_session(cwd=str(project)), deadline(30))
+        await client.wait_for("available_commands_update", timeout=30)
+        names = {command.name for command in client.of_kind("available_commands_update")[-1].available_commands}
+        assert {"undo", "rewind"} <= names, names
+
+        edited = await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("edit app")]), deadline(30)
+        )
+        assert edited.stop_reason == "end_turn"
+        assert (project / "src" / "app.py").read_text() != original
+        assert len(client.permissions) == 1
+        edited_text = (project / "src" / "app.py").read_text()
+
+        refused = await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("/undo")]), deadline(30)
+        )
+        assert refused.stop_reason == "end_turn"
+        assert "Nothing was rewound." in client.agent_text()
+        assert (project / "src" / "app.py").read_text() == edited_text
+        assert not [r for r in history(home, session.session_id) if r["kind"] == "rewind"]
+
+        undone = await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("/undo")]), deadline(30)
+        )
+        assert undone.stop_reason == "end_turn"
+        assert (project / "src" / "app.py").read_text() == original
+        [_, _, asked] = client.permissions
+        assert asked.tool_call.title is not None and "Rewind the code and conversation to before turn 1" in (
+            asked.tool_call.title
+        )
+        assert "Rewound the code and conversation to before turn 1" in client.agent_text()
+        cards = [u for u in client.of_kind("tool_call") if u.title.startswith("Rewind")]
+        assert len(cards) == 2 and client.statuses[cards[-1].tool_call_id] == "completed"
+        assert client.problems == []
+    [rewind] = [r for r in history(home, session.session_id) if r["kind"] == "rewind"]
+    assert rewind["scope"] == "both"
