@@ -336,3 +336,72 @@ async def test_undo_over_acp_asks_the_client_then_puts_the_file_back(
         assert client.problems == []
     [rewind] = [r for r in history(home, session.session_id) if r["kind"] == "rewind"]
     assert rewind["scope"] == "both"
+
+
+FIVE_CHANGES = (
+    "sed -i 's/$/ changed/' d00/f0000.txt d50/f5000.txt && chmod +x d99/f9999.txt && rm d10/f1000.txt"
+    " && mkdir -p fresh && printf 'new\\n' > fresh/made.txt"
+)
+
+
+def big_tree(root: Path, files: int = 10_000) -> None:
+    for i in range(files):
+        directory = root / f"d{i // 100:02d}"
+        directory.mkdir(exist_ok=True)
+        (directory / f"f{i:04d}.txt").write_text(f"file {i}\n")
+
+
+SECOND_CHANGES = "sed -i 's/$/ again/' d01/f0100.txt d02/f0200.txt d03/f0300.txt d04/f0400.txt d05/f0500.txt"
+
+
+def timed_turns(env: dict[str, str], project: Path, server: OpenAIServer) -> tuple[str, float, float]:
+    """A new session of two turns, each changing five files by a command; its id and each process's wall time."""
+    server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": FIVE_CHANGES}, id="c1")]), Reply("changed"))
+    started = time.perf_counter()
+    session_id = first_run(env, project, "change five files")
+    first = time.perf_counter() - started
+    server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": SECOND_CHANGES}, id="c2")]), Reply("again"))
+    started = time.perf_counter()
+    run(env, project, "--resume", session_id, "change five more")
+    return session_id, first, time.perf_counter() - started
+
+
+def test_ten_thousand_files_rewound_exactly(home: Path, tmp_path: Path, project: Path, server: OpenAIServer) -> None:
+    prepare(project, with_git=False)
+    big_tree(project)
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "ten thousand files")
+    before = tree(project)
+    assert len(before) > 10_000
+
+    env = model_env(home, server)
+    session_id, first_on, second_on = timed_turns(env, project, server)
+    after = tree(project)
+    changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    assert len(changed) == 10
+    assert {"d00/f0000.txt", "d50/f5000.txt", "d99/f9999.txt", "d10/f1000.txt", "fresh/made.txt"} < changed
+    ends = [r for r in history(home, session_id) if r["kind"] == "turn_end"]
+    assert len(ends) == 2 and all(isinstance(end.get("checkpoint"), int) for end in ends)
+
+    started = time.perf_counter()
+    result = run(env, project, "--resume", session_id, "/rewind 1 code")
+    rewind_seconds = time.perf_counter() - started
+    assert "10 file(s) put back" in result.stdout, result.stdout + result.stderr
+    assert tree(project) == before
+    assert ignored(project) == {"build/keep.o": b"\x00ignored\n"}
+    stored = sum(p.stat().st_size for p in (home / "sessions" / session_id / "checkpoints").rglob("*") if p.is_file())
+
+    # The same turn with checkpoints off, for the report (not asserted: a wall-clock time).
+    other = tmp_path / "home-off"
+    other.mkdir()
+    (other / "config.toml").write_text("checkpoints = false\n")
+    off_id, first_off, second_off = timed_turns(model_env(other, server), project, server)
+    assert not (other / "sessions" / off_id / "checkpoints").exists() or not any(
+        (other / "sessions" / off_id / "checkpoints").iterdir()
+    )
+    print(
+        f"\n10k files, a turn changing five by a command (whole process): first turn {first_on:.2f}s with"
+        f" checkpoints, {first_off:.2f}s without; second turn {second_on:.2f}s with, {second_off:.2f}s without;"
+        f" /rewind 1 code {rewind_seconds:.2f}s; checkpoint store {stored / 1e6:.1f} MB"
+    )
