@@ -65,6 +65,15 @@ def tree(root: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
+def directories(root: Path) -> list[str]:
+    """The directories under ``root`` but .git (a rewind removes those it emptied)."""
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_dir() and not p.is_symlink() and ".git" not in p.relative_to(root).parts
+    )
+
+
 def tree_hash(root: Path) -> str:
     return hashlib.sha256(json.dumps(sorted(tree(root).items())).encode()).hexdigest()
 
@@ -165,6 +174,7 @@ def test_ten_turns_rewound_one_process_each(home: Path, project: Path, server: O
     env = model_env(home, server)
     hashes = [tree_hash(project)]
     trees = [tree(project)]
+    folders = [directories(project)]
     session_id = ""
     for n, (prompt, calls) in enumerate(turn_calls(), 1):
         enqueue_turn(server, calls, n)
@@ -174,6 +184,7 @@ def test_ten_turns_rewound_one_process_each(home: Path, project: Path, server: O
             run(env, project, "--resume", session_id, prompt)
         hashes.append(tree_hash(project))
         trees.append(tree(project))
+        folders.append(directories(project))
         assert hashes[-1] != hashes[-2], f"turn {n} changed nothing: {trees[-1]}"
     assert server.pending == 0
     assert (project / "build" / "out.o").read_text() == "built\n"
@@ -189,6 +200,7 @@ def test_ten_turns_rewound_one_process_each(home: Path, project: Path, server: O
         assert f"to before turn {k}" in result.stdout, result.stdout + result.stderr
         assert tree(project) == trees[k - 1], f"/rewind {k} code: {result.stdout}"
         assert tree_hash(project) == hashes[k - 1]
+        assert directories(project) == folders[k - 1]
         assert ignored(project) == after_ignored
     assert len(server.requests) == asked  # a rewind is a command: no model request
     rewinds = [r for r in history(home, session_id) if r["kind"] == "rewind"]
@@ -405,3 +417,47 @@ def test_ten_thousand_files_rewound_exactly(home: Path, tmp_path: Path, project:
         f" checkpoints, {first_off:.2f}s without; second turn {second_on:.2f}s with, {second_off:.2f}s without;"
         f" /rewind 1 code {rewind_seconds:.2f}s; checkpoint store {stored / 1e6:.1f} MB"
     )
+
+
+EDGES = (
+    "printf 'x\\n' > 'naïve file \"q\".txt' && printf 'y\\n' > \"$(printf 'new\\nline')\" && printf z > 'tab\there'"
+    " && rm LICENSE && mkdir LICENSE && printf 'inner\\n' > LICENSE/inner.txt"
+    " && rm -r tools && printf 'now a file\\n' > tools"
+    " && ln -s src srclink && ln -s missing dangling && rm src/app.py && ln -s ../README.md src/app.py"
+    " && mkdir -p a/b/c && printf 1 > a/b/c/f"
+    " && head -c 300000 /dev/urandom > blob.bin && printf '\\000\\377' > README.md"
+    " && mkdir locked && printf 1 > locked/f && chmod 555 locked"
+    " && printf 'changed\\n' > build/tracked.o"
+)
+
+
+@pytest.mark.parametrize("with_git", [True, False], ids=["git", "no-git"])
+def test_odd_names_kinds_and_directories_come_back(
+    home: Path, project: Path, server: OpenAIServer, with_git: bool
+) -> None:
+    """Names git would quote, a file made a directory and a directory a file, symbolic links (to a directory,
+    dangling, replacing a file), binary content, a read-only directory made by the turn, a tracked file in an
+    ignored directory (git only: without git the ignore rule is all there is)."""
+    prepare(project, with_git=False)
+    (project / "build" / "tracked.o").write_text("tracked\n")
+    if with_git:
+        git(project, "init", "-q")
+        git(project, "add", "-A")
+        git(project, "add", "-f", "build/tracked.o")
+        git(project, "commit", "-q", "-m", "start")
+    env = model_env(home, server)
+    server.enqueue(Reply("hello"))
+    session_id = first_run(env, project, "hi")
+    before, folders = tree(project), directories(project)
+    server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": EDGES}, id="c1")]), Reply("done"))
+    run(env, project, "--resume", session_id, "odd things")
+    changed = tree(project)
+    assert 'naïve file "q".txt' in changed and "new\nline" in changed and changed["tools"][0] == "file 644"
+    assert changed["src/app.py"] == ("link", "../README.md") and "locked/f" in changed
+
+    result = run(env, project, "--resume", session_id, "/rewind 2 code")
+    assert "to before turn 2" in result.stdout, result.stdout + result.stderr
+    assert tree(project) == before
+    assert directories(project) == folders
+    expected = b"tracked\n" if with_git else b"changed\n"
+    assert (project / "build" / "tracked.o").read_bytes() == expected
