@@ -461,3 +461,55 @@ def test_odd_names_kinds_and_directories_come_back(
     assert directories(project) == folders
     expected = b"tracked\n" if with_git else b"changed\n"
     assert (project / "build" / "tracked.o").read_bytes() == expected
+
+
+GIT_BLIND_SPOTS = {
+    # What `git ls-files -m` does not call modified, so the keeper's quick scan (keeper.py `_scan`: only what git
+    # lists as modified, deleted or untracked is looked at while the index is unchanged) never looks at it.
+    "permission bits git does not track (chmod 444)": ((), "chmod 444 README.md"),
+    "core.fileMode false (chmod +x)": (("config", "core.fileMode", "false"), "chmod +x tools/run.sh"),
+    "an assume-unchanged file's content": (("update-index", "--assume-unchanged", "LICENSE"), "echo lost > LICENSE"),
+    "a skip-worktree file's content": (("update-index", "--skip-worktree", "LICENSE"), "echo lost > LICENSE"),
+}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug: in a git work tree a checkpoint only looks at what `git ls-files -m -d -o` lists, so a "
+    "permission change git ignores, a mode change under core.fileMode=false, and any change to an assume-unchanged "
+    "(or skip-worktree) file are missed and the rewind leaves them (`0 file(s) put back`); without git they come back",
+)
+@pytest.mark.parametrize("setup, command", list(GIT_BLIND_SPOTS.values()), ids=list(GIT_BLIND_SPOTS))
+def test_in_git_a_change_git_does_not_list_is_rewound_too(
+    home: Path, project: Path, server: OpenAIServer, setup: tuple[str, ...], command: str
+) -> None:
+    prepare(project, with_git=True)
+    if setup:
+        git(project, *setup)
+    env = model_env(home, server)
+    server.enqueue(Reply("hello"))
+    session_id = first_run(env, project, "hi")
+    before = tree(project)
+    server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": command}, id="c1")]), Reply("done"))
+    run(env, project, "--resume", session_id, "change it")
+    assert tree(project) != before
+
+    result = run(env, project, "--resume", session_id, "/rewind 2 code")
+    assert "to before turn 2" in result.stdout, result.stdout + result.stderr
+    assert tree(project) == before, result.stdout
+
+
+def test_without_git_the_same_changes_are_rewound(home: Path, project: Path, server: OpenAIServer) -> None:
+    """The control for the test above: the keeper walking the tree (no git) sees each of those changes."""
+    prepare(project, with_git=False)
+    env = model_env(home, server)
+    server.enqueue(Reply("hello"))
+    session_id = first_run(env, project, "hi")
+    before = tree(project)
+    command = "chmod 444 README.md && chmod +x tools/run.sh && echo lost > LICENSE"
+    server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": command}, id="c1")]), Reply("done"))
+    run(env, project, "--resume", session_id, "change it")
+    assert tree(project) != before
+    result = run(env, project, "--resume", session_id, "/rewind 2 code")
+    assert "3 file(s) put back" in result.stdout, result.stdout + result.stderr
+    assert tree(project) == before
