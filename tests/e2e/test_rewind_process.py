@@ -513,3 +513,53 @@ def test_without_git_the_same_changes_are_rewound(home: Path, project: Path, ser
     result = run(env, project, "--resume", session_id, "/rewind 2 code")
     assert "3 file(s) put back" in result.stdout, result.stdout + result.stderr
     assert tree(project) == before
+
+
+def test_an_ignored_file_changed_outside_neither_blocks_nor_is_touched_and_a_conversation_rewind_ignores_code(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    prepare(project, with_git=True)
+    env = model_env(home, server)
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("write_file", {"path": "x.txt", "content": "x\n"}, id="w1")]), Reply("ok")
+    )
+    session_id = first_run(env, project, "make x")
+    (project / "build" / "keep.o").write_text("rebuilt\n")  # ignored: not codling's business
+    result = run(env, project, "--resume", session_id, "/rewind 1 code")
+    assert "1 file(s) put back: `x.txt`" in result.stdout, result.stdout + result.stderr
+    assert not (project / "x.txt").exists()
+    assert (project / "build" / "keep.o").read_text() == "rebuilt\n"
+
+    (project / "README.md").write_text("# mine\n")  # outside, but a conversation rewind leaves the code be
+    result = run(env, project, "--resume", session_id, "/rewind 1 conversation")
+    assert "Rewound the conversation to before turn 1" in result.stdout, result.stdout + result.stderr
+    assert (project / "README.md").read_text() == "# mine\n"
+    assert [r["scope"] for r in history(home, session_id) if r["kind"] == "rewind"] == ["code", "conversation"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug (data loss): after a turn that stops ignoring a directory (edits .gitignore), rewinding the "
+    "code to before it deletes the files that were already in that directory before the turn, as if made since",
+)
+@pytest.mark.parametrize("with_git", [True, False], ids=["git", "no-git"])
+def test_rewinding_a_gitignore_edit_keeps_the_files_it_had_ignored(
+    home: Path, project: Path, server: OpenAIServer, with_git: bool
+) -> None:
+    prepare(project, with_git=with_git)  # .gitignore is "build/"; build/keep.o is the user's, made before codling
+    env = model_env(home, server)
+    server.enqueue(Reply("hello"))
+    session_id = first_run(env, project, "hi")
+    before = tree(project)
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("write_file", {"path": ".gitignore", "content": "*.log\n"}, id="w1")]),
+        Reply("build/ is no longer ignored"),
+    )
+    run(env, project, "--resume", session_id, "stop ignoring build/")
+    assert (project / "build" / "keep.o").read_bytes() == b"\x00ignored\n"  # the turn did not touch it
+
+    result = run(env, project, "--resume", session_id, "/undo")
+    assert "to before turn 2" in result.stdout, result.stdout + result.stderr
+    assert tree(project) == before
+    assert (project / "build" / "keep.o").exists(), result.stdout
+    assert (project / "build" / "keep.o").read_bytes() == b"\x00ignored\n"
