@@ -168,6 +168,7 @@ def prepare(project: Path, *, with_git: bool) -> None:
         git(project, "commit", "-q", "-m", "start")
 
 
+@pytest.mark.timeout(deadline(240))
 @pytest.mark.parametrize("with_git", [True, False], ids=["git", "no-git"])
 def test_ten_turns_rewound_one_process_each(home: Path, project: Path, server: OpenAIServer, with_git: bool) -> None:
     prepare(project, with_git=with_git)
@@ -237,24 +238,41 @@ def test_a_step_of_a_turn_is_rewound_and_the_listing_names_turns_and_steps(
     assert tree(project) == before
 
 
-def test_undo_without_a_terminal_refuses_over_a_file_changed_outside(
-    home: Path, project: Path, server: OpenAIServer
+@pytest.mark.parametrize("with_git", [True, False], ids=["git", "no-git"])
+def test_undo_without_a_terminal_refuses_over_files_changed_outside(
+    home: Path, project: Path, server: OpenAIServer, with_git: bool
 ) -> None:
-    prepare(project, with_git=True)
+    prepare(project, with_git=with_git)
     env = model_env(home, server)
+    before = tree(project)
     enqueue_turn(server, turn_calls()[0][1], 1)
     session_id = first_run(env, project, "edit app")
+    edited = tree(project)
+    # Behind codling's back: a file edited, one deleted, one made, one made executable.
     (project / "README.md").write_text("# edited behind codling's back\n")
+    (project / "LICENSE").unlink()
+    (project / "notes.txt").write_text("mine\n")
+    (project / "tools" / "run.sh").chmod(0o755)
     outside = tree(project)
     records = len(history(home, session_id))
 
     result = run(env, project, "--resume", session_id, "/undo")
     said = result.stdout + result.stderr
-    assert "changed outside codling" in said and "README.md" in said, said
-    assert "Not rewound: 1 file(s)" in said, said
+    assert "Not rewound: 4 file(s) changed outside codling" in said, said
+    for name in ("README.md", "LICENSE", "notes.txt", "tools/run.sh"):
+        assert f"`{name}`" in said, said
     assert tree(project) == outside
     assert not [r for r in history(home, session_id)[records:] if r["kind"] == "rewind"]
-    assert (project / "src" / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+
+    # Once the files are as codling last saw them, the same /undo goes through.
+    (project / "README.md").write_text("# demo\n")
+    (project / "LICENSE").write_text("MIT\n")
+    (project / "notes.txt").unlink()
+    (project / "tools" / "run.sh").chmod(0o644)
+    assert tree(project) == edited
+    result = run(env, project, "--resume", session_id, "/undo")
+    assert "Rewound the code and conversation to before turn 1" in result.stdout, result.stdout + result.stderr
+    assert tree(project) == before
 
 
 def user_texts(body: dict[str, Any]) -> str:
@@ -378,6 +396,7 @@ def timed_turns(env: dict[str, str], project: Path, server: OpenAIServer) -> tup
     return session_id, first, time.perf_counter() - started
 
 
+@pytest.mark.timeout(deadline(180))
 def test_ten_thousand_files_rewound_exactly(home: Path, tmp_path: Path, project: Path, server: OpenAIServer) -> None:
     prepare(project, with_git=False)
     big_tree(project)
