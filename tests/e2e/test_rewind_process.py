@@ -24,7 +24,7 @@ from tests.e2e.test_acp_process import spawned
 from tests.e2e.test_cli import codling, model_env
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.deadlines import deadline
-from tests.fakes.openai_server import OpenAIServer, Reply, ToolCall, running_server, text_of
+from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, running_server, text_of
 
 IGNORED = "build/"
 
@@ -582,3 +582,35 @@ def test_rewinding_a_gitignore_edit_keeps_the_files_it_had_ignored(
     assert tree(project) == before
     assert (project / "build" / "keep.o").exists(), result.stdout
     assert (project / "build" / "keep.o").read_bytes() == b"\x00ignored\n"
+
+
+def test_a_failed_and_a_stopped_turn_are_undone_and_a_bad_target_rewinds_nothing(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    prepare(project, with_git=True)
+    env = model_env(home, server)
+    server.enqueue(Reply("hello"))
+    session_id = first_run(env, project, "hi")
+    before = tree(project)
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a\n"}, id="w1")]),
+        ErrorReply(401, "Incorrect API key provided", code="invalid_api_key"),
+    )
+    failed = codling("run", "--mode", "yolo", "--resume", session_id, "fails", env=env, cwd=project)
+    assert failed.returncode == 1 and (project / "a.txt").exists(), failed.stderr
+    server.enqueue(Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "b\n"}, id="w2")]))
+    stopped = codling(
+        "run", "--mode", "yolo", "--max-requests", "1", "--resume", session_id, "stopped", env=env, cwd=project
+    )
+    assert stopped.returncode == 3 and (project / "b.txt").exists(), stopped.stderr
+    listing = run(env, project, "--resume", session_id, "/rewind").stdout
+    assert "2. fails — changed `a.txt`" in listing and "3. stopped — changed `b.txt`" in listing, listing
+
+    for bad, says in (("/rewind 9", "There is no turn 9"), ("/rewind 2.1 both", "A step can only be rewound")):
+        assert says in run(env, project, "--resume", session_id, bad).stdout
+    assert not [r for r in history(home, session_id) if r["kind"] == "rewind"]
+
+    assert "before turn 3" in run(env, project, "--resume", session_id, "/undo").stdout
+    assert not (project / "b.txt").exists() and (project / "a.txt").exists()
+    assert "before turn 2" in run(env, project, "--resume", session_id, "/undo").stdout
+    assert tree(project) == before
