@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import json
 import os
+import signal
 import stat
 import subprocess
 import time
@@ -22,6 +23,7 @@ from acp import PROTOCOL_VERSION, helpers
 
 from tests.e2e.test_acp_process import spawned
 from tests.e2e.test_cli import codling, model_env
+from tests.fakes import warm
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.deadlines import deadline
 from tests.fakes.openai_server import ErrorReply, OpenAIServer, Reply, ToolCall, running_server, text_of
@@ -613,4 +615,57 @@ def test_a_failed_and_a_stopped_turn_are_undone_and_a_bad_target_rewinds_nothing
     assert "before turn 3" in run(env, project, "--resume", session_id, "/undo").stdout
     assert not (project / "b.txt").exists() and (project / "a.txt").exists()
     assert "before turn 2" in run(env, project, "--resume", session_id, "/undo").stdout
+    assert tree(project) == before
+
+
+@pytest.mark.parametrize(
+    "sig",
+    [
+        signal.SIGTERM,
+        pytest.param(
+            signal.SIGKILL,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="product issue: after a codling killed mid-turn, what its own write_file wrote after the "
+                "step's checkpoint is taken as 'changed outside codling' (though tool_result records it), so "
+                "`codling run --resume ID /undo` refuses to undo the killed turn",
+            ),
+        ),
+    ],
+    ids=["SIGTERM", "SIGKILL"],
+)
+def test_a_turn_ended_by_a_signal_is_undone_by_the_next_process(
+    home: Path, project: Path, server: OpenAIServer, sig: signal.Signals
+) -> None:
+    prepare(project, with_git=True)
+    env = model_env(home, server)
+    server.enqueue(Reply("hello"))
+    session_id = first_run(env, project, "hi")
+    before = tree(project)
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a\n"}, id="w1")]),
+        Reply(text=["never ", "ends"], stall_after=1),  # the turn waits on the model after its write
+    )
+    process = subprocess.Popen(
+        [*warm.codling(), "run", "--mode", "yolo", "--resume", session_id, "write then wait"],
+        env=env,
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        server.wait_for_requests(3, timeout=30)  # hi, the write, the request after it (stalled)
+        assert (project / "a.txt").read_text() == "a\n"
+        os.kill(warm.behind(process.pid), sig)
+        process.wait(timeout=deadline(30))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    [result_record] = [r for r in history(home, session_id) if r["kind"] == "tool_result"]
+    assert isinstance(result_record.get("checkpoint"), int)  # the write's step is recorded, whatever came after
+
+    result = run(env, project, "--resume", session_id, "/undo")
+    assert "Rewound the code and conversation to before turn 2" in result.stdout, result.stdout + result.stderr
     assert tree(project) == before
