@@ -669,3 +669,65 @@ def test_a_turn_ended_by_a_signal_is_undone_by_the_next_process(
     result = run(env, project, "--resume", session_id, "/undo")
     assert "Rewound the code and conversation to before turn 2" in result.stdout, result.stdout + result.stderr
     assert tree(project) == before
+
+
+def on_a_terminal(env: dict[str, str], project: Path, answer: bytes, *args: str) -> str:
+    """``codling *args`` on a pseudo-terminal, answering its first "Allow?" with ``answer``; all it showed."""
+    import pty
+    import select
+
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen(
+        [*warm.codling(), *args],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        env={**env, "NO_COLOR": "1", "TERM": "dumb"},
+        cwd=project,
+    )
+    os.close(secondary)
+    seen = b""
+    answered = False
+    try:
+        while process.poll() is None or select.select([primary], [], [], 0)[0]:
+            ready, _, _ = select.select([primary], [], [], deadline(30))
+            assert ready, f"no output from codling; got so far: {seen!r}"
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if not answered and b"Allow?" in seen:
+                os.write(primary, answer)
+                answered = True
+        assert process.wait(timeout=deadline(30)) == 0, seen
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(primary)
+    assert answered, seen
+    return seen.decode(errors="replace")
+
+
+def test_on_a_terminal_undo_asks_naming_the_outside_change_and_overwrites_it_once_allowed(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    prepare(project, with_git=True)
+    env = model_env(home, server)
+    before = tree(project)
+    enqueue_turn(server, turn_calls()[0][1], 1)
+    session_id = first_run(env, project, "edit app")
+    (project / "README.md").write_text("# mine\n")
+    outside = tree(project)
+
+    shown = on_a_terminal(env, project, b"n\n", "run", "--resume", session_id, "/undo")
+    assert "overwriting 1 file(s) changed outside codling" in shown, shown
+    assert "Nothing was rewound." in shown, shown
+    assert tree(project) == outside
+
+    shown = on_a_terminal(env, project, b"y\n", "run", "--resume", session_id, "/undo")
+    assert "Rewound the code and conversation to before turn 1" in shown, shown
+    assert tree(project) == before
+    assert [r["scope"] for r in history(home, session_id) if r["kind"] == "rewind"] == ["both"]
