@@ -731,3 +731,49 @@ def test_on_a_terminal_undo_asks_naming_the_outside_change_and_overwrites_it_onc
     assert "Rewound the code and conversation to before turn 1" in shown, shown
     assert tree(project) == before
     assert [r["scope"] for r in history(home, session_id) if r["kind"] == "rewind"] == ["both"]
+
+
+def swap_src_for_a_link(home: Path, project: Path, server: OpenAIServer, elsewhere: Path) -> tuple[str, str]:
+    """A session whose second turn replaces the directory src/ by a link to ``elsewhere`` (outside the
+    workspace, holding an app.py of its own); the session's id and the outside file's content."""
+    elsewhere.mkdir()
+    secret = "outside the workspace\n"
+    (elsewhere / "app.py").write_text(secret)
+    env = model_env(home, server)
+    server.enqueue(Reply("hello"))
+    session_id = first_run(env, project, "hi")
+    command = f"rm -r src && ln -s {elsewhere} src"
+    server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": command}, id="c1")]), Reply("done"))
+    run(env, project, "--resume", session_id, "swap src for a link")
+    return session_id, secret
+
+
+@pytest.mark.parametrize("with_git", [True, False], ids=["git", "no-git"])
+def test_a_rewind_through_a_link_leading_outside_is_refused_and_writes_nothing_there(
+    home: Path, tmp_path: Path, project: Path, server: OpenAIServer, with_git: bool
+) -> None:
+    prepare(project, with_git=with_git)
+    elsewhere = tmp_path / "elsewhere"
+    session_id, secret = swap_src_for_a_link(home, project, server, elsewhere)
+    swapped = tree(project)
+    result = run(model_env(home, server), project, "--resume", session_id, "/rewind 2 code")
+    assert "symbolic link leading outside the workspace" in result.stdout, result.stdout + result.stderr
+    assert (elsewhere / "app.py").read_text() == secret and sorted(os.listdir(elsewhere)) == ["app.py"]
+    assert tree(project) == swapped
+    assert not [r for r in history(home, session_id) if r["kind"] == "rewind"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug: in a git work tree a checkpoint lstat()s each path git lists, and a tracked src/app.py "
+    "whose directory src/ became a link to a directory outside the workspace is read through that link: the outside "
+    "file's content is stored in the session's checkpoints (without git the walk does not follow the link)",
+)
+def test_in_git_a_checkpoint_does_not_read_through_a_linked_directory(
+    home: Path, tmp_path: Path, project: Path, server: OpenAIServer
+) -> None:
+    prepare(project, with_git=True)
+    session_id, secret = swap_src_for_a_link(home, project, server, tmp_path / "elsewhere")
+    log = (home / "sessions" / session_id / "checkpoints" / "log.jsonl").read_text()
+    assert '"src":["link"' in log  # the link itself is checkpointed
+    assert hashlib.sha256(secret.encode()).hexdigest() not in log
