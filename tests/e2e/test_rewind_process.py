@@ -777,3 +777,25 @@ def test_in_git_a_checkpoint_does_not_read_through_a_linked_directory(
     log = (home / "sessions" / session_id / "checkpoints" / "log.jsonl").read_text()
     assert '"src":["link"' in log  # the link itself is checkpointed
     assert hashlib.sha256(secret.encode()).hexdigest() not in log
+
+
+def test_a_file_grown_past_the_checkpoint_limit_outside_is_not_overwritten(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    """Past 10 MiB a file is not covered: one the user grows past it is named as changed outside, not silently
+    put back to its covered size."""
+    (project / "data.bin").write_bytes(b"b" * (5 * 1024 * 1024))
+    prepare(project, with_git=True)
+    env = model_env(home, server)
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("write_file", {"path": "x.txt", "content": "x\n"}, id="w1")]), Reply("ok")
+    )
+    session_id = first_run(env, project, "make x")
+    with (project / "data.bin").open("ab") as data:
+        data.write(b"user data " * 700_000)
+    grown = hashlib.sha256((project / "data.bin").read_bytes()).hexdigest()
+
+    result = run(env, project, "--resume", session_id, "/undo")
+    assert "Not rewound: 1 file(s) changed outside codling" in result.stdout and "`data.bin`" in result.stdout
+    assert hashlib.sha256((project / "data.bin").read_bytes()).hexdigest() == grown
+    assert (project / "x.txt").exists()
