@@ -803,3 +803,22 @@ def test_a_file_grown_past_the_checkpoint_limit_outside_is_not_overwritten(
     assert "Not rewound: 1 file(s) changed outside codling" in result.stdout and "`data.bin`" in result.stdout
     assert hashlib.sha256((project / "data.bin").read_bytes()).hexdigest() == grown
     assert (project / "x.txt").exists()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug: the /rewind listing's 'changed …' comes from the calls' diffs (brain/branches.py "
+    "live_turns), so what run_command (or a delegate's command) changed is never named: a turn that edited, "
+    "deleted and made files by a command is listed as if it changed nothing",
+)
+def test_the_rewind_listing_names_what_a_command_changed(home: Path, project: Path, server: OpenAIServer) -> None:
+    prepare(project, with_git=True)
+    env = model_env(home, server)
+    command = "sed -i s/demo/DEMO/ README.md && rm LICENSE && printf 'n\\n' > new.txt"
+    server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": command}, id="r1")]), Reply("ok"))
+    session_id = first_run(env, project, "by a command")
+    listing = run(env, project, "--resume", session_id, "/rewind").stdout
+    assert "1.1 Run sed" in listing, listing  # the step is listed
+    [turn] = [line for line in listing.splitlines() if line.startswith("1. by a command")]
+    for name in ("README.md", "LICENSE", "new.txt"):
+        assert f"`{name}`" in turn, listing
