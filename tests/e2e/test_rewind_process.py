@@ -822,3 +822,34 @@ def test_the_rewind_listing_names_what_a_command_changed(home: Path, project: Pa
     [turn] = [line for line in listing.splitlines() if line.startswith("1. by a command")]
     for name in ("README.md", "LICENSE", "new.txt"):
         assert f"`{name}`" in turn, listing
+
+
+def test_a_delegate_is_a_step_whose_sub_agent_changes_are_rewound_together(
+    home: Path, project: Path, server: OpenAIServer
+) -> None:
+    prepare(project, with_git=True)
+    env = model_env(home, server)
+    server.enqueue(Reply("hello"))
+    session_id = first_run(env, project, "hi")
+    before = tree(project)
+    server.enqueue(
+        Reply(tool_calls=[ToolCall("write_file", {"path": "mine.txt", "content": "m\n"}, id="w0")]),
+        Reply(tool_calls=[ToolCall("delegate", {"agent": "coder", "task": "write sub.txt"}, id="d1")]),
+        Reply(tool_calls=[ToolCall("write_file", {"path": "sub.txt", "content": "s\n"}, id="w1")]),  # the coder's
+        Reply(tool_calls=[ToolCall("run_command", {"command": "echo more >> sub.txt && rm LICENSE"}, id="r1")]),
+        Reply("sub done"),
+        Reply("main done"),
+    )
+    run(env, project, "--resume", session_id, "delegate it")
+    after = tree(project)
+    assert "mine.txt" in after and "sub.txt" in after and "LICENSE" not in after
+    listing = run(env, project, "--resume", session_id, "/rewind").stdout
+    assert "2.1 Write mine.txt" in listing and "2.2 Delegate to the coder" in listing, listing
+
+    result = run(env, project, "--resume", session_id, "/rewind 2.2 code")
+    assert "2 file(s) put back: `LICENSE`, `sub.txt`" in result.stdout, result.stdout + result.stderr
+    expected = dict(before)
+    expected["mine.txt"] = after["mine.txt"]
+    assert tree(project) == expected
+    run(env, project, "--resume", session_id, "/undo")
+    assert tree(project) == before
