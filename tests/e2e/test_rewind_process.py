@@ -381,10 +381,16 @@ FIVE_CHANGES = (
 
 
 def big_tree(root: Path, files: int = 10_000) -> None:
+    """``files`` small files, dated an hour back: a workspace written just now would be "racy" for git and for
+    the checkpoints' scan alike (each reads again a file modified within seconds of its last look), which no
+    real workspace is at every turn."""
+    then = time.time() - 3600
     for i in range(files):
         directory = root / f"d{i // 100:02d}"
         directory.mkdir(exist_ok=True)
-        (directory / f"f{i:04d}.txt").write_text(f"file {i}\n")
+        path = directory / f"f{i:04d}.txt"
+        path.write_text(f"file {i}\n")
+        os.utime(path, (then, then))
 
 
 SECOND_CHANGES = "sed -i 's/$/ again/' d01/f0100.txt d02/f0200.txt d03/f0300.txt d04/f0400.txt d05/f0500.txt"
@@ -393,6 +399,7 @@ SECOND_CHANGES = "sed -i 's/$/ again/' d01/f0100.txt d02/f0200.txt d03/f0300.txt
 def timed_turns(env: dict[str, str], project: Path, server: OpenAIServer) -> tuple[str, float, float]:
     """A new session of two turns, each changing five files by a command; its id and each process's wall time."""
     server.enqueue(Reply(tool_calls=[ToolCall("run_command", {"command": FIVE_CHANGES}, id="c1")]), Reply("changed"))
+    warm.codling()  # this worker's warm server started before the clock (its first use waits for its imports)
     started = time.perf_counter()
     session_id = first_run(env, project, "change five files")
     first = time.perf_counter() - started
