@@ -372,13 +372,13 @@ async def test_undo_over_acp_asks_the_client_then_puts_the_file_back(
         assert client.problems == []
 
         # The same live session (no restart) sends the model the conversation as it was before the edit turn.
-        asked = len(server.requests)
+        requests_before = len(server.requests)
         server.enqueue(Reply(text=["Fresh start."]))
         again = await asyncio.wait_for(
             conn.prompt(session_id=session.session_id, prompt=[helpers.text_block("what now")]), deadline(30)
         )
         assert again.stop_reason == "end_turn"
-        [sent] = server.requests[asked:]
+        [sent] = server.requests[requests_before:]
         assert "what now" in user_texts(sent) and "edit app" not in user_texts(sent), user_texts(sent)
         assert "Edited." not in json.dumps(sent)
     [rewind] = [r for r in history(home, session.session_id) if r["kind"] == "rewind"]
