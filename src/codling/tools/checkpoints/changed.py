@@ -29,7 +29,8 @@ _FIND = shutil.which("find")
 async def changed_since(
     root: Path, since_ns: int, marker: Path, pruned: Iterable[str], timeout: float
 ) -> frozenset[str] | None:
-    """The paths under ``root`` (relative, with ``/``; directories too) whose ctime is later than ``since_ns``,
+    """The paths under ``root`` (relative, with ``/``; directories too, ``.`` for ``root`` itself: an entry made or
+    removed changes its directory) whose ctime is later than ``since_ns``,
     leaving out ``.git`` and the directories ``pruned`` (relative, without a trailing ``/``); ``marker`` is a
     file this may set the time of. None when it cannot tell (no ``find``, too many directories to leave out,
     an error, or ``timeout`` seconds passed)."""
@@ -68,4 +69,4 @@ async def changed_since(
     if proc.returncode != 0:
         return None
     names = os.fsdecode(out).split("\0")
-    return frozenset(name[2:] for name in names if name.startswith("./"))
+    return frozenset(name[2:] if name.startswith("./") else name for name in names if name)

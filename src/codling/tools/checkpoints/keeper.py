@@ -204,8 +204,8 @@ class CheckpointKeeper:
     async def _scan(self) -> Scan:
         """The workspace now. In a git work tree whose index has not changed since this keeper's last scan (git
         tracks the same files) and whose ignore files did not change, only the files that may have changed are
-        looked at: those whose ctime moved since that scan began (``changed.py``), those git lists as deleted or
-        untracked now, and those it listed then. A keeper started afresh (or where ``find`` cannot tell) looks
+        looked at: those whose ctime moved since that scan began (``changed.py``), those git listed as untracked
+        or deleted then, and, when an entry was made or removed somewhere, those it lists so now. A keeper started afresh (or where ``find`` cannot tell) looks
         at every file of the last scan by its ``lstat`` instead, and lists what is new. Otherwise the workspace
         is listed afresh and every covered file looked at. Either way a file whose ``lstat`` is as when it was
         last read is not read again (the scanner's memory, kept across processes in ``scan-cache.json``).
@@ -231,7 +231,7 @@ class CheckpointKeeper:
         if looked is None:
             return await self._full_scan(repository, started)
         scan, dirty = looked
-        if _ignore_files(scan) != _ignore_files(before):  # what is covered may have changed: list it all
+        if _ignore_files_changed(before, scan):  # what is covered may have changed: list it all
             return await self._full_scan(repository, started)
         if not baseline.logged:  # what it looked at is relative to a scan the log does not have
             scan = replace(scan, looked_at=None)
@@ -245,22 +245,27 @@ class CheckpointKeeper:
             return None
         before = baseline.scan
         pruned = [u.path.rstrip("/") for u in before.uncovered if u.path.endswith("/")]
-        found, listed = await asyncio.gather(
-            changed_since(self.root, baseline.since, self._marker, pruned, LIST_TIMEOUT),
-            self._git_listing("-d", "-o"),
-        )
-        if found is None or listed is None:
+        found = await changed_since(self.root, baseline.since, self._marker, pruned, LIST_TIMEOUT)
+        if found is None:
             return None
-        # A directory that changed may have become a link, or a file: what was under it is looked at too.
-        others = found - known - baseline.dirty
-        under = {name for name in known if _within(name, others)} if others else set()
+        dirty = baseline.dirty
+        others = found - known - dirty
+        under: set[str] = set()
+        if others:
+            # Something was made, removed or replaced (its directory changed too): git tells what is new and not
+            # ignored, and what is gone; a directory may have become a link, or a file: what was under it too.
+            listed = await self._git_listing("-d", "-o")
+            if listed is None:
+                return None
+            dirty = frozenset(listed)
+            under = {name for name in known if _within(name, others)}
         candidates = {
             name
-            for name in (found & (known | baseline.dirty)) | under | listed.keys() | baseline.dirty
+            for name in (found & (known | baseline.dirty)) | under | dirty | baseline.dirty
             if not name.endswith("/") and not self._excludes(name)
         }
         scan = await asyncio.to_thread(self._scanner.rescan, before, candidates)
-        return scan, frozenset(listed)
+        return scan, dirty
 
     async def _swept(self, before: Scan, known: frozenset[str]) -> tuple[Scan, frozenset[str]] | None:
         """The last scan with each of its files looked at again by its ``lstat``, and what git lists that it did
@@ -367,13 +372,15 @@ class CheckpointKeeper:
         return sorted(os.fsdecode(name) for name in (out or b"").split(b"\0") if name)
 
 
-def _ignore_files(scan: Scan) -> dict[str, FileState]:
-    """The ignore files a scan holds: when one changes, what is covered may change, and git must list it all."""
-    return {
-        path: state
-        for path, state in scan.files.items()
+def _ignore_files_changed(before: Scan, after: Scan) -> bool:
+    """Whether an ignore file differs between the scans (then what is covered may change, and git must list it
+    all); only what ``after`` looked at is compared, when it says."""
+    paths = after.looked_at if after.looked_at is not None else before.files.keys() | after.files.keys()
+    return any(
+        before.files.get(path) != after.files.get(path)
+        for path in paths
         if path.endswith(GIT_IGNORE_NAMES) and path.rsplit("/", 1)[-1] in GIT_IGNORE_NAMES
-    }
+    )
 
 
 def _index_key(repository: Path) -> tuple[int, ...]:
