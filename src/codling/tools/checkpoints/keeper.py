@@ -205,10 +205,11 @@ class CheckpointKeeper:
         """The workspace now. In a git work tree whose index has not changed since this keeper's last scan (git
         tracks the same files) and whose ignore files did not change, only the files that may have changed are
         looked at: those whose ctime moved since that scan began (``changed.py``), those git listed as untracked
-        or deleted then, and, when an entry was made or removed somewhere, those it lists so now. A keeper started afresh (or where ``find`` cannot tell) looks
-        at every file of the last scan by its ``lstat`` instead, and lists what is new. Otherwise the workspace
-        is listed afresh and every covered file looked at. Either way a file whose ``lstat`` is as when it was
-        last read is not read again (the scanner's memory, kept across processes in ``scan-cache.json``).
+        or deleted then, and, when an entry was made or removed somewhere, those it lists so now. A keeper
+        started afresh (or where ``find`` cannot tell) looks at every file of the last scan by its ``lstat``
+        instead, and lists what is new. Otherwise the workspace is listed afresh and every covered file looked at.
+        Either way a file whose ``lstat`` is as when it was last read is not read again (the scanner's memory,
+        kept across processes in ``scan-cache.json``).
 
         Not ``git ls-files -m``: git does not call a file modified for permission bits it does not track, for a
         mode change under ``core.fileMode=false``, or at all when it is marked assume-unchanged or skip-worktree."""
