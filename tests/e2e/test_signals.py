@@ -234,3 +234,49 @@ async def test_a_client_gone_mid_turn_ends_the_turn_as_cancelled_and_recorded(
                 os.killpg(pgid, signal.SIGKILL)
     record = last_record(home)
     assert (record["kind"], record["stop_reason"]) == ("turn_end", "cancelled")
+
+
+async def test_codling_killed_outright_mid_command_leaves_nothing_it_started(home: Path, project: Path) -> None:
+    """Issue 35: SIGKILL gives codling no chance to stop anything; the command's subreaper sees codling's pipe
+    close and stops everything below it, a `setsid` daemon (out of the command's group) included."""
+    # A double fork: the daemon's parent (a subshell) is gone, so no walk of the command's tree finds it; it
+    # writes its pid once in its own session, which the shell waits for before it says it runs.
+    command = (
+        "(setsid sh -c 'echo $$ > child.pid.new && mv child.pid.new child.pid; exec sleep 300' &); "
+        "while [ ! -e child.pid ]; do :; done; echo $$ > cmd.pid; exec sleep 300"
+    )
+    with running_server() as server:
+        server.enqueue(
+            Reply(tool_calls=[ToolCall("run_command", {"command": command}, id="call_1")]),
+            Reply(text=["never reached"]),
+        )
+        pids = Fifo(project / "cmd.pid")
+        process = await asyncio.create_subprocess_exec(
+            *warm.codling(),
+            "run",
+            "--mode",
+            "yolo",
+            "run it",
+            cwd=project,
+            env=agent_env(home, server),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        pgid = child = 0
+        try:
+            pgid, child = await command_started(pids, process)
+            assert os.getsid(child) == child != os.getsid(pgid)  # the daemon left the command's session
+            os.kill(warm.behind(process.pid), signal.SIGKILL)
+            await asyncio.wait_for(process.wait(), DEADLINE)
+            await group_gone(pgid, child)
+            assert not alive(child)
+        finally:
+            pids.close()
+            for pid in (child, pgid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    if pid:
+                        os.kill(pid, signal.SIGKILL)
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
