@@ -110,6 +110,8 @@ def _type(annotation: Any) -> str:
         return f"list of {_type(args[0])}"
     if origin is dict:
         return "object"
+    if origin is tuple:
+        return f"[{', '.join(_type(arg) for arg in args)}]"
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type(arg) for arg in args)
     raise ValueError(

@@ -159,7 +159,7 @@ async def test_allow_always_for_a_compound_command_remembers_only_that_command()
     await permissions.check(run("rm -rf src"))
     assert [(r.subject, r.always) for r in approver.asked] == [
         ("rm -rf build && make", "this exact command"),
-        ("rm -rf src", "every `rm` command"),
+        ("rm -rf src", "this exact command"),  # rm is destructive: "always" never covers more than the command
     ]
 
 
@@ -241,4 +241,35 @@ async def test_a_second_line_or_a_substitution_never_rides_on_always_for_the_pro
     assert [(r.subject, r.always) for r in approver.asked] == [
         ("pytest -q", "every `pytest` command"),
         (command, "this exact command"),
+    ]
+
+
+async def test_always_for_a_destructive_program_covers_that_exact_command_only() -> None:
+    always: list[Decision] = ["allow_always"] * 6
+    once: list[Decision] = ["allow_once"] * 6
+    approver = ScriptedApprover(*always, *once)
+    permissions = Permissions("ask", approver)
+    given = ["rm -rf NOTES.md", "git push --force origin main", "dd if=/dev/zero of=x bs=1 count=1", "git status"]
+    given += ["find . -name '*.pyc' -delete", "sudo ls"]
+    for command in given:
+        await permissions.check(run(command))
+    for command in given:  # the same commands: remembered
+        await permissions.check(run(command))
+    later = ["rm -rf src", "git push origin main", "dd if=x of=/dev/sda", "git status --short", "git diff"]
+    later += ["find . -delete", "sudo rm -rf /"]
+    for command in later:
+        await permissions.check(run(command))
+    assert [(r.subject, r.always) for r in approver.asked] == [
+        ("rm -rf NOTES.md", "this exact command"),
+        ("git push --force origin main", "this exact command"),
+        ("dd if=/dev/zero of=x bs=1 count=1", "this exact command"),
+        ("git status", "every `git status` command"),
+        ("find . -name '*.pyc' -delete", "this exact command"),
+        ("sudo ls", "this exact command"),
+        ("rm -rf src", "this exact command"),
+        ("git push origin main", "this exact command"),
+        ("dd if=x of=/dev/sda", "this exact command"),
+        ("git diff", "every `git diff` command"),  # git status --short rode on "always git status"
+        ("find . -delete", "this exact command"),
+        ("sudo rm -rf /", "this exact command"),
     ]

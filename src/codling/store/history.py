@@ -81,6 +81,8 @@ class SessionLog:
     """The thinking choice as last recorded."""
     updated_at: str = ""
     turns: int = 0
+    approvals: list[tuple[str, str]] = field(default_factory=list)
+    """The "always" answers given in the session, oldest first."""
     skipped_lines: int = 0
     """Lines in the middle that were not valid records (corrupt, invalid, or of a kind this version does not
     know), skipped with a warning. A torn last line is not counted."""
@@ -148,6 +150,8 @@ def _fold(records: list[Record], skipped: int) -> SessionLog:
                 result.thinking = replace(result.thinking, on=record.thinking)
             if record.thought_level is not None:
                 result.thinking = replace(result.thinking, level=record.thought_level)
+            if record.always is not None:
+                result.approvals.append(record.always)
             continue
         events = record.events()
         result.events.extend(events)
@@ -375,6 +379,6 @@ class HistoryRecorder:
         self._pending.clear()
         self._pending_kind = None
 
-    def settings(self, **changes: str | bool) -> None:
-        """Record a change of mode, model, thinking choice or title."""
+    def settings(self, **changes: str | bool | tuple[str, str]) -> None:
+        """Record a change of mode, model, thinking choice or title, or an "always" answer."""
         self.file.write(SettingsRecord.model_validate({"session_id": self.file.session_id, **changes}))

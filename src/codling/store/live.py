@@ -105,8 +105,10 @@ def start_session(
     if stored is not None:
         brain.set_thinking(stored.thinking)
         brain.restore(stored.events)
+        brain.deps.permissions.remember(stored.approvals)
     recorder = store.recorder(header, file, title=stored.title if stored else None, on_title=on_title)
     brain.subscribe(recorder)
+    brain.deps.permissions.listen(lambda key: recorder.settings(always=key))
 
     async def recorded() -> list[Event]:
         return (await asyncio.to_thread(store.read, header.session_id)).events

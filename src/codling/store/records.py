@@ -134,6 +134,10 @@ class SettingsRecord(_Record):
     """How hard it thinks."""
     title: str | None = Field(default=None, exclude_if=omit_none)
     """The session's title."""
+    always: tuple[str, str] | None = Field(default=None, exclude_if=omit_none)
+    """An "always" answer the user gave: what it allows, as ``[kind, what]`` (``["execute", "pytest"]``: every
+    ``pytest`` command; ``["execute-exact", "rm -rf build"]``: that command; ``["edit", "*"]``: every edit;
+    ``["mcp", "server.tool"]``). A restored or forked session starts with every one in force."""
 
 
 class TurnStartRecord(_TurnRecord):

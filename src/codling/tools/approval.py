@@ -23,15 +23,19 @@ counts as "once". The question's title says that the path is protected and why.
 An "allow always" answer is remembered for the session: for edits the whole kind is allowed from then on;
 for an MCP tool that tool of that server is; for a simple command its program (the first shell word) is,
 so "always" on ``pytest -q`` also allows
-``pytest tests/unit``. A command with shell syntax that can chain or redirect (``;``, ``&&``, ``|``, ``>``,
-``$(...)``...) is remembered only as that exact command line, so ``pytest; rm -rf x`` never rides on an
-earlier "always allow pytest", and "always" on ``rm -rf build && make`` does not allow every ``rm``.
+``pytest tests/unit``; for git, its subcommand (``git status``). A command with shell syntax that can chain or
+redirect (``;``, ``&&``, ``|``, ``>``, ``$(...)``, a second line...) is remembered only as that exact command
+line, so ``pytest; rm -rf x`` never rides on an earlier "always allow pytest", and so is a command running a
+destructive program (:data:`DESTRUCTIVE_PROGRAMS`, :data:`DESTRUCTIVE_GIT`): "always" on ``rm -rf NOTES.md``
+does not allow every ``rm``. The answers are the session's: its store records each (``listen``) and a restored
+or forked session starts with them (``remember``).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from codling.errors import PermissionDenied, RejectedError
@@ -55,6 +59,7 @@ class Permissions:
         self._protection = protection or Protection()
         """What is protected besides the paths protected in any directory (default: nothing more)."""
         self._always: set[tuple[str, str]] = set()
+        self._listener: Callable[[tuple[str, str]], None] | None = None
         self._of: Permissions | None = None
         """The permissions these are a view of (their mode is read and set live, their answers shared)."""
 
@@ -114,8 +119,24 @@ class Permissions:
                 f"The user rejected {request.title}. Do not retry it; ask the user what to do instead "
                 "or continue with something else."
             )
-        if decision == "allow_always" and key is not None:
+        if decision == "allow_always" and key is not None and key not in self._always:
             self._always.add(key)
+            base = self._of or self
+            if base._listener is not None:
+                base._listener(key)
+
+    def remember(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Take "always" answers given before (a restored session's), as if given now (no listener is told)."""
+        self._always.update(keys)
+
+    def listen(self, listener: Callable[[tuple[str, str]], None] | None) -> None:
+        """Tell ``listener`` each new "always" answer (the session records it, so it outlives the process)."""
+        (self._of or self)._listener = listener
+
+    @property
+    def remembered(self) -> frozenset[tuple[str, str]]:
+        """The "always" answers in force: (kind, what) pairs, as ``always_covers`` describes them."""
+        return frozenset(self._always)
 
     def view(self, approver: Approver | None) -> Permissions:
         """A view with the same mode (read live: a change applies at once) and remembered answers, asking
@@ -161,6 +182,28 @@ def always_covers(key: tuple[str, str] | None) -> str | None:
     return "every edit" if kind == "edit" else f"every {kind} of a file"
 
 
+DESTRUCTIVE_PROGRAMS = frozenset(
+    {
+        *("rm", "rmdir", "unlink", "shred", "truncate", "dd", "mkfs", "wipefs", "fdisk", "sfdisk", "parted"),
+        *("chmod", "chown", "chgrp", "kill", "killall", "pkill", "reboot", "shutdown", "halt", "poweroff"),
+        *("sudo", "su", "doas", "xargs"),
+    }
+)
+"""Programs an "always" answer never covers beyond the exact command it was given for: ``rm -rf NOTES.md``
+allowed always does not allow ``rm -rf src``."""
+
+DESTRUCTIVE_GIT = frozenset(
+    {
+        *("push", "reset", "clean", "checkout", "restore", "switch", "rm", "rebase", "branch", "tag", "stash"),
+        *("filter-branch", "filter-repo", "update-ref", "reflog", "gc", "prune", "worktree", "config", "remote"),
+    }
+)
+"""git commands that can lose work or reach another machine: "always" covers the exact command only. Other git
+commands are remembered by their subcommand (``git status``, ``git diff``), never as ``git``."""
+
+_FIND_ACTIONS = re.compile(r"(^|\s)-(delete|exec|execdir|ok|okdir|fprint|fprintf|fls)\b")
+
+
 def _remember_key(request: PermissionRequest) -> tuple[str, str] | None:
     if request.mcp_tool is not None:
         return ("mcp", request.mcp_tool)
@@ -170,4 +213,32 @@ def _remember_key(request: PermissionRequest) -> tuple[str, str] | None:
     if _SHELL_SYNTAX.search(command):
         return ("execute-exact", command)
     program = command_program(command)
-    return None if program is None else ("execute", program)
+    if program is None:
+        return None
+    name = program.rsplit("/", 1)[-1]
+    if name in DESTRUCTIVE_PROGRAMS or name.startswith("mkfs.") or (name == "find" and _FIND_ACTIONS.search(command)):
+        return ("execute-exact", command)
+    if name == "git":
+        subcommand = _git_subcommand(command)
+        if subcommand is None or subcommand in DESTRUCTIVE_GIT:
+            return ("execute-exact", command)
+        return ("execute", f"{program} {subcommand}")
+    return ("execute", program)
+
+
+def _git_subcommand(command: str) -> str | None:
+    """The subcommand of a git command line (``status`` for ``git -C x status``); None when options before it
+    make it unclear."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        return None
+    words = [w for w in words if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w, flags=re.DOTALL)][1:]
+    while words and words[0].startswith("-"):
+        if words[0] in ("-C", "-c") and len(words) > 1:
+            words = words[2:]
+        elif words[0] in ("--no-pager", "--paginate", "-p", "--no-optional-locks"):
+            words = words[1:]
+        else:
+            return None
+    return words[0] if words else None

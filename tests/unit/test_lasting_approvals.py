@@ -1,0 +1,60 @@
+""" "Always" answers outlive the process (issue 35 item 3): recorded in the session, in force again after a
+restore and in a fork; a destructive program's "always" stays the exact command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from codling.config import Settings
+from codling.llm.catalog import ModelInfo
+from codling.store.header import SessionHeader
+from codling.store.ids import new_session_id
+from codling.store.index import SessionStore
+from codling.store.live import start_session
+from tests.fakes.approver import ScriptedApprover
+from tests.fakes.scenarios import Call, Say, Script
+
+MODEL = ModelInfo("test:model", context_limit=100_000, max_output_tokens=1_000)
+
+
+def commands(*lines: str) -> Script:
+    responses: list[list[object]] = []
+    for index, line in enumerate(lines):
+        responses += [[Call("run_command", {"command": line}, f"c{index}")], [Say("ran")]]
+    return Script(responses)  # type: ignore[arg-type]
+
+
+async def test_always_answers_are_in_force_after_a_restore_and_in_a_fork(project: Path, settings: Settings) -> None:
+    store = SessionStore(settings.home)
+    header = SessionHeader(new_session_id(), project, MODEL.id, "ask")
+    first = ScriptedApprover("allow_always", "allow_always")
+    live = start_session(
+        store, settings, MODEL, header, approver=first, model_factory=commands("echo one", "rm -f x.txt").factory()
+    )
+    await live.brain.run("echo")
+    await live.brain.run("remove")
+    await live.close()
+    assert [r.always for r in first.asked] == ["every `echo` command", "this exact command"]
+    assert store.read(header.session_id).approvals == [("execute", "echo"), ("execute-exact", "rm -f x.txt")]
+
+    # Restored in a new process: `echo` anything and that exact rm run without a question; another rm asks.
+    later = ScriptedApprover("allow_once")
+    script = commands("echo two", "rm -f x.txt", "rm -f y.txt")
+    restored = start_session(
+        store, settings, MODEL, header, store.read(header.session_id), approver=later, model_factory=script.factory()
+    )
+    for prompt in ("echo again", "remove again", "remove another"):
+        await restored.brain.run(prompt)
+    await restored.close()
+    assert [r.subject for r in later.asked] == ["rm -f y.txt"]
+
+    # A fork inherits them.
+    fork_id = new_session_id()
+    forked = store.fork(header.session_id, fork_id)
+    asked = ScriptedApprover()
+    fork = start_session(
+        store, settings, MODEL, forked.header, forked, approver=asked, model_factory=commands("echo three").factory()
+    )
+    await fork.brain.run("echo in the fork")
+    await fork.close()
+    assert asked.asked == []
