@@ -70,6 +70,7 @@ SAMPLES: tuple[Event, ...] = (
         changed=(Path("/w/c.py"),),
         ended_by="rejected",
         checkpoint=3,
+        approved_by="every `pytest` command",
     ),
     PlanUpdated(TURN, (PlanStep("read", "completed", "high"), PlanStep("edit", "in_progress", "low"))),
     ContextCompacted(

@@ -3,8 +3,13 @@ restore and in a fork; a destructive program's "always" stays the exact command.
 
 from __future__ import annotations
 
+import io
+from datetime import UTC, datetime
 from pathlib import Path
 
+from codling.acp.translate import translate
+from codling.brain.events import ToolCallFinished, ToolCallStarted, TurnStarted
+from codling.cli.render import TerminalRenderer
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.header import SessionHeader
@@ -43,10 +48,14 @@ async def test_always_answers_are_in_force_after_a_restore_and_in_a_fork(project
     restored = start_session(
         store, settings, MODEL, header, store.read(header.session_id), approver=later, model_factory=script.factory()
     )
-    for prompt in ("echo again", "remove again", "remove another"):
-        await restored.brain.run(prompt)
+    results = [await restored.brain.run(prompt) for prompt in ("echo again", "remove again", "remove another")]
     await restored.close()
     assert [r.subject for r in later.asked] == ["rm -f y.txt"]
+    # Each call says which "always" let it through (its card, its terminal line, its record); the asked one none.
+    approved = [call.finished.approved_by for result in results for call in result.tool_calls if call.finished]
+    assert approved == ["every `echo` command", "this exact command", None]
+    records = [r for r in store.read(header.session_id).records if getattr(r, "kind", "") == "tool_result"]
+    assert [getattr(r, "approved_by", None) for r in records][-3:] == approved
 
     # A fork inherits them.
     fork_id = new_session_id()
@@ -58,3 +67,18 @@ async def test_always_answers_are_in_force_after_a_restore_and_in_a_fork(project
     await fork.brain.run("echo in the fork")
     await fork.close()
     assert asked.asked == []
+
+
+async def test_the_always_that_let_a_call_through_is_on_its_card_and_its_terminal_line() -> None:
+    started = ToolCallStarted("t", "c1", "run_command", "Run `pytest -q`", "execute", {"command": "pytest -q"})
+    finished = ToolCallFinished(
+        "t", "c1", "run_command", "completed", "exit 0\n\nok", approved_by="every `pytest` command"
+    )
+    note = "Allowed without asking: your “always” for every `pytest` command"
+    (update,) = translate(finished)
+    assert note in str(update.model_dump())
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, color=False, interactive=False)
+    for event in (TurnStarted("t", "test", False, datetime(2026, 11, 27, tzinfo=UTC)), started, finished):
+        await renderer(event)
+    assert f"  {note}\n" in out.getvalue()

@@ -588,6 +588,7 @@ async def test_json_lines_one_object_per_event_with_every_field() -> None:
             "ended_by": None,
             "shown": None,
             "checkpoint": None,
+            "approved_by": None,
         },
         {
             "type": "turn_ended",

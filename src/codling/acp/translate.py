@@ -53,6 +53,7 @@ from codling.brain.events import (
     Usage,
     UsageUpdated,
 )
+from codling.tools.approval import approved_note
 from codling.tools.base import PLAN_TOOL, ShownResult, command_result
 from codling.tools.ports import COMMAND_TOOL
 from codling.vocabulary import Location
@@ -123,6 +124,8 @@ def _finished(event: ToolCallFinished, paths: Paths, replaying: bool) -> ToolCal
             )
             for link in shown.links
         )
+    if event.approved_by is not None:
+        content.append(_text(approved_note(event.approved_by)))
     return helpers.update_tool_call(
         event.call_id,
         title=shown.title or None,

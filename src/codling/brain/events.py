@@ -129,6 +129,8 @@ class ToolCallFinished:
     checkpoint: int | None = None
     """The workspace's checkpoint taken just before the call ran (a call that may change files: None for
     the others, or when none was taken)."""
+    approved_by: str | None = None
+    """What the user's "always" answer that let the call run without a question covers (None: none did)."""
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 

@@ -200,6 +200,7 @@ def tool_finished(turn_id: str, part: ToolReturnPart) -> ToolCallFinished:
             ended_by="rejected" if report.rejected else None,
             shown=output.shown if output and not report.failed else None,
             checkpoint=report.checkpoint,
+            approved_by=report.approved_by,
         )
     content = part.content if isinstance(part.content, str) else part.model_response_str()
     failed = part.outcome != "success"

@@ -59,6 +59,7 @@ from codling.cli.draw import (
 )
 from codling.cli.markdown import MarkdownBlocks
 from codling.cli.spinner import WORKING, Spinner
+from codling.tools.approval import approved_note
 
 # -- live rendering ----------------------------------------------------------------------------------------------
 
@@ -438,6 +439,8 @@ class TerminalRenderer:
             write_tool_title(self._out, title)
         write_tool_status(self._out, event)
         self._out.write("\n")
+        if event.approved_by is not None:
+            self._out.line(f"  {approved_note(event.approved_by)}", "dim")
         self._open_tool = None
         write_tool_result(self._out, event, verbose=self._verbose)
         if event.call_id in self._shown_diffs:

@@ -235,6 +235,8 @@ class ToolResultRecord(_TurnRecord):
     """The user ended the call: rejected it when asked, or cancelled the turn; only when so."""
     checkpoint: int | None = Field(default=None, ge=1, exclude_if=omit_none)
     """The workspace's checkpoint just before a call that may change files ran (absent: other calls)."""
+    approved_by: str | None = Field(default=None, exclude_if=omit_none)
+    """What the user's "always" answer that let the call run without a question covers (absent: none did)."""
 
 
 class PlanRecord(_TurnRecord):

@@ -60,6 +60,8 @@ class Permissions:
         """What is protected besides the paths protected in any directory (default: nothing more)."""
         self._always: set[tuple[str, str]] = set()
         self._listener: Callable[[tuple[str, str]], None] | None = None
+        self._approved: dict[str, str] = {}
+        """The calls an "always" answer let through without a question, with what it covers (until taken)."""
         self._of: Permissions | None = None
         """The permissions these are a view of (their mode is read and set live, their answers shared)."""
 
@@ -102,6 +104,7 @@ class Permissions:
                 return
             key = _remember_key(request)
             if key is not None and key in self._always:
+                (self._of or self)._approved[request.tool_call_id] = always_covers(key) or ""
                 return
         if self._approver is None:
             raise PermissionDenied(
@@ -124,6 +127,11 @@ class Permissions:
             base = self._of or self
             if base._listener is not None:
                 base._listener(key)
+
+    def approved_by(self, tool_call_id: str) -> str | None:
+        """What "always" answer let the call through without a question (its words, as ``always_covers`` says
+        them), taken once; None when it was not let through so."""
+        return (self._of or self)._approved.pop(tool_call_id, None)
 
     def remember(self, keys: Iterable[tuple[str, str]]) -> None:
         """Take "always" answers given before (a restored session's), as if given now (no listener is told)."""
@@ -166,6 +174,11 @@ def command_program(command: str) -> str | None:
             continue
         return word
     return None
+
+
+def approved_note(covers: str) -> str:
+    """What a card or a terminal line says of a call an "always" answer let through without a question."""
+    return f"Allowed without asking: your “always” for {covers}"
 
 
 def always_covers(key: tuple[str, str] | None) -> str | None:

@@ -88,6 +88,8 @@ class ToolReport:
     """The user rejected the call when asked (the editor already shows it so)."""
     checkpoint: int | None = None
     """The workspace's checkpoint taken just before the call ran (a call that may change files)."""
+    approved_by: str | None = None
+    """What the user's "always" answer that let the call run without a question covers (None: none did)."""
 
     @property
     def failed(self) -> bool:

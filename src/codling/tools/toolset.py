@@ -54,18 +54,21 @@ class ReportingToolset(WrapperToolset[ToolDeps]):
         try:
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
         except ToolError as e:
+            ctx.deps.permissions.approved_by(ctx.tool_call_id or "")
             message = valid_text(str(e))
             text = await _off_the_loop(capped_error, f"Error: {message}", ctx.deps.output_tokens)
             report = ToolReport(None, error=message, rejected=isinstance(e, RejectedError), checkpoint=checkpoint)
             return ToolReturn(return_value=text, metadata=report)
+        approved = ctx.deps.permissions.approved_by(ctx.tool_call_id or "")
         if isinstance(result, ToolOutput):
             text = await _off_the_loop(capped, valid_text(result.text), ctx.deps.output_tokens)
             output = replace(result, text=text, summary=valid_text(result.summary))
             if output.images:  # sent in the tool's result, after the text that names them
                 images = [BinaryContent(image.data, media_type=image.mime_type) for image in output.images]
-                report = ToolReport(replace(output, images=()), checkpoint=checkpoint)
+                report = ToolReport(replace(output, images=()), checkpoint=checkpoint, approved_by=approved)
                 return ToolReturn(return_value=[output.text, *images], metadata=report)
-            return ToolReturn(return_value=output.text, metadata=ToolReport(output, checkpoint=checkpoint))
+            report = ToolReport(output, checkpoint=checkpoint, approved_by=approved)
+            return ToolReturn(return_value=output.text, metadata=report)
         return result
 
 
