@@ -15,13 +15,13 @@ one file outside any repository); a caller told of a problem does without git.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import stat
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+
+from codling.tools.processes import captured
 
 SAFE_CONFIG: tuple[str, ...] = (
     "core.fsmonitor=false",  # no file-system monitor program (nor the builtin daemon)
@@ -63,26 +63,7 @@ async def git_output(
 ) -> bytes | None:
     """What ``git args`` prints (under ``settings``, in :func:`git_env`), or ``None`` when it fails, cannot
     start or does not finish within ``timeout`` seconds (it is killed then, never left behind)."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *git_command(git, *args, settings=settings),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            env=git_env(),
-        )
-    except OSError:
-        return None
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        return None
-    finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await asyncio.shield(proc.wait())
-    return out if proc.returncode == 0 else None
+    return await captured(git_command(git, *args, settings=settings), timeout=timeout, env=git_env())
 
 
 # --- configuration files git would read ------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 COMMAND_ID_VARIABLE = "CODLING_COMMAND_ID"
@@ -132,3 +132,31 @@ def _group_alive(pgid: int | None) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+async def captured(
+    args: list[str], *, timeout: float, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> bytes | None:
+    """What the program ``args`` prints on stdout (stdin empty, stderr dropped), or None when it cannot start,
+    exits with an error, or does not finish within ``timeout`` seconds (it is killed then, never left behind)."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *args,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        return None
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await asyncio.shield(proc.wait())
+    return out if proc.returncode == 0 else None

@@ -10,13 +10,13 @@ keeps only the paths it covers.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+
+from codling.tools.processes import captured
 
 MAX_PRUNED = 2_000
 """More directories to leave out than this make too long a command line: the caller looks at every file."""
@@ -47,26 +47,8 @@ async def changed_since(
     for path in pruned:
         leave_out += [*(["-o"] if leave_out else []), "-path", "./" + _GLOB.sub(r"\\\1", path)]
     args = [_FIND, ".", "(", *leave_out, ")", "-prune", "-o", "-cnewer", str(marker), "-print0"]
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *args,
-            cwd=root,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-    except OSError:
-        return None
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        return None
-    finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await asyncio.shield(proc.wait())
-    if proc.returncode != 0:
+    out = await captured(args, timeout=timeout, cwd=root)
+    if out is None:
         return None
     names = os.fsdecode(out).split("\0")
     return frozenset(name[2:] if name.startswith("./") else name for name in names if name)
