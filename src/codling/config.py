@@ -13,6 +13,11 @@ config.toml keys (all optional)::
     greeting = false                        # greet new editor sessions (one short model-made message)
     delegates = true                        # let the model hand tasks to planner, reviewer and coder sub-agents
     checkpoints = true                      # checkpoint the workspace around turns and edits, for /undo and /rewind
+
+    [permissions]                           # your rules for commands: deny wins, then ask, then allow
+    allow = ["pytest", "git status"]        # run without asking (a simple command starting with these words)
+    ask = ["git push"]                      # always asked, in every mode
+    deny = ["curl", "rm -rf /"]             # never run, in every mode, anywhere in a chain
     stream_idle_timeout = 120               # seconds without data from the model provider before a reply is stopped
     cache = "5m"                            # prompt caching where codling places it (Anthropic): 5m | 1h | off
     command_env_allow = ["GITHUB_TOKEN"]    # secret variables commands may still see (default: none)
@@ -42,6 +47,7 @@ from typing import Literal, cast
 from codling.errors import ConfigError
 from codling.mcp_servers import McpServerSpec, parse_servers
 from codling.paths import codling_home, config_file
+from codling.permission_rules import Rules
 from codling.text import did_you_mean
 from codling.vocabulary import PermissionMode
 
@@ -95,6 +101,9 @@ class Settings:
     """Greet the user of a new editor session with the greeting special turn."""
     delegates: bool = True
     """Offer the model the delegate tool (planner, reviewer and coder sub-agents)."""
+    permissions: Rules = field(default_factory=Rules)
+    """The user's rules for commands (``[permissions]``: allow, ask, deny); a project's own
+    ``.codling/permissions.toml`` adds to them (see ``codling/permission_rules.py``)."""
     checkpoints: bool = True
     """Checkpoint the workspace before each turn, each call that may change files and each turn's end, in the
     session's folder (``tools/checkpoints/``), so ``/undo`` and ``/rewind`` can put the code back."""
@@ -219,6 +228,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         greeting=_flag(data, "greeting", False, path),
         delegates=_flag(data, "delegates", True, path),
         checkpoints=_flag(data, "checkpoints", True, path),
+        permissions=Rules.parse(data.get("permissions"), "config.toml", path),
         stream_idle_timeout=_positive(data, "stream_idle_timeout", 120.0, path),
         cache=cache,
         command_env_allow=_names(data, "command_env_allow", path),

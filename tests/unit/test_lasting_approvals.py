@@ -53,7 +53,7 @@ async def test_always_answers_are_in_force_after_a_restore_and_in_a_fork(project
     assert [r.subject for r in later.asked] == ["rm -f y.txt"]
     # Each call says which "always" let it through (its card, its terminal line, its record); the asked one none.
     approved = [call.finished.approved_by for result in results for call in result.tool_calls if call.finished]
-    assert approved == ["every `echo` command", "this exact command", None]
+    assert approved == ["your “always” for every `echo` command", "your “always” for this exact command", None]
     records = [r for r in store.read(header.session_id).records if getattr(r, "kind", "") == "tool_result"]
     assert [getattr(r, "approved_by", None) for r in records][-3:] == approved
 
@@ -72,7 +72,7 @@ async def test_always_answers_are_in_force_after_a_restore_and_in_a_fork(project
 async def test_the_always_that_let_a_call_through_is_on_its_card_and_its_terminal_line() -> None:
     started = ToolCallStarted("t", "c1", "run_command", "Run `pytest -q`", "execute", {"command": "pytest -q"})
     finished = ToolCallFinished(
-        "t", "c1", "run_command", "completed", "exit 0\n\nok", approved_by="every `pytest` command"
+        "t", "c1", "run_command", "completed", "exit 0\n\nok", approved_by="your “always” for every `pytest` command"
     )
     note = "Allowed without asking: your “always” for every `pytest` command"
     (update,) = translate(finished)

@@ -20,6 +20,7 @@ LAYERS = {
     "seal": 0,
     "startup": 0,
     "mcp_servers": 0,
+    "permission_rules": 0,
     "vocabulary": 0,
     "shutdown": 0,
     "__init__": 0,

@@ -221,7 +221,8 @@ def test_a_mistyped_setting_is_named_with_a_suggestion(tmp_path: Path, toml: str
 
 def test_every_documented_setting_is_known() -> None:
     documented = re.findall(r"^    (\w+) = ", config.__doc__ or "", re.MULTILINE)
-    assert set(documented) - {"command", "args"} == set(KNOWN_KEYS) - {"mcp_servers"}
+    tables = {"command", "args", "allow", "ask", "deny"}  # keys of [mcp_servers.NAME] and [permissions]
+    assert set(documented) - tables == set(KNOWN_KEYS) - {"mcp_servers", "permissions"}
 
 
 def test_a_config_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:

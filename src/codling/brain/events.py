@@ -130,7 +130,8 @@ class ToolCallFinished:
     """The workspace's checkpoint taken just before the call ran (a call that may change files: None for
     the others, or when none was taken)."""
     approved_by: str | None = None
-    """What the user's "always" answer that let the call run without a question covers (None: none did)."""
+    """What let the call run without a question: the user's rule or "always" answer, in words (None: nothing
+    did: it was asked, or the mode allows it)."""
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 

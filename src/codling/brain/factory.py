@@ -16,6 +16,7 @@ from codling.llm.catalog import Catalog, ModelInfo
 from codling.llm.providers import ModelMenu
 from codling.mcp_servers import McpServerSpec, merged
 from codling.paths import user_home
+from codling.permission_rules import project_rules
 from codling.tools.approval import Permissions
 from codling.tools.deps import ToolDeps
 from codling.tools.local import LocalFileSystem, LocalTerminal
@@ -81,6 +82,7 @@ def open_session(
                 git=shutil.which("git"),
                 roots=(cwd, *additional_dirs),
             ),
+            settings.permissions + project_rules(cwd),
         ),
         command_timeout=settings.command_timeout,
         mcp=mcp,

@@ -236,7 +236,8 @@ class ToolResultRecord(_TurnRecord):
     checkpoint: int | None = Field(default=None, ge=1, exclude_if=omit_none)
     """The workspace's checkpoint just before a call that may change files ran (absent: other calls)."""
     approved_by: str | None = Field(default=None, exclude_if=omit_none)
-    """What the user's "always" answer that let the call run without a question covers (absent: none did)."""
+    """What let the call run without a question: the user's rule or "always" answer, in words (absent: it was
+    asked, or the mode allows it)."""
 
 
 class PlanRecord(_TurnRecord):

@@ -37,8 +37,10 @@ import re
 import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 
 from codling.errors import PermissionDenied, RejectedError
+from codling.permission_rules import PROJECT_RULES, Rules, is_rules_file
 from codling.tools.ports import Approver, PermissionRequest, Rejection
 from codling.tools.protected import Protection
 from codling.vocabulary import PermissionMode, ToolKind
@@ -53,15 +55,23 @@ _SHELL_SYNTAX = re.compile(r"[;&|<>`\n\r]|\$\(")
 class Permissions:
     """Decides, per tool call, whether it may run: by mode, by remembered answers, or by asking."""
 
-    def __init__(self, mode: PermissionMode, approver: Approver | None, protection: Protection | None = None) -> None:
+    def __init__(
+        self,
+        mode: PermissionMode,
+        approver: Approver | None,
+        protection: Protection | None = None,
+        rules: Rules | None = None,
+    ) -> None:
         self._mode: PermissionMode = mode
         self._approver = approver
         self._protection = protection or Protection()
+        self._rules = rules or Rules()
+        """The user's rules for commands (``codling/permission_rules.py``)."""
         """What is protected besides the paths protected in any directory (default: nothing more)."""
         self._always: set[tuple[str, str]] = set()
         self._listener: Callable[[tuple[str, str]], None] | None = None
         self._approved: dict[str, str] = {}
-        """The calls an "always" answer let through without a question, with what it covers (until taken)."""
+        """The calls a rule or an "always" answer let through without a question, with which (until taken)."""
         self._of: Permissions | None = None
         """The permissions these are a view of (their mode is read and set live, their answers shared)."""
 
@@ -88,15 +98,34 @@ class Permissions:
         ``asyncio.CancelledError`` from the approver propagates.
         """
         is_command = request.kind == "execute" or request.mcp_tool is not None
-        if (request.kind not in GATED_KINDS and not is_command) or self.mode == "yolo":
+        rule = self._rules.verdict(request.subject) if request.kind == "execute" and request.mcp_tool is None else None
+        if rule is not None and rule.verdict == "deny":
+            raise PermissionDenied(
+                f"{request.title} was not run: {rule.describe()} denies it. Do it another way, or tell the user, "
+                "who owns the rule"
+            )
+        if not is_command and any(is_rules_file(Path(path)) for path in request.paths):
+            raise PermissionDenied(
+                f"{request.title} was not done: {PROJECT_RULES} holds the user's permission rules, which only the "
+                "user may change; tell the user what you would change"
+            )
+        if request.kind not in GATED_KINDS and not is_command:
+            return
+        if self.mode == "yolo" and (rule is None or rule.verdict != "ask"):
             return
         if self.mode == "read-only":
             raise PermissionDenied(
                 f"codling is in read-only mode, so {request.title} was not run; tell the user, who can "
                 "switch the mode to ask, accept-edits or yolo"
             )
+        if rule is not None and rule.verdict == "allow":
+            (self._of or self)._approved[request.tool_call_id] = rule.describe()
+            return
         guarded = None if is_command else await self._protection.find(request.paths)
-        if guarded is not None:
+        if rule is not None:  # an ask rule: asked every time, and an "always" answer is not remembered
+            request = replace(request, title=f"{request.title} ({rule.describe()} asks)")
+            key = None
+        elif guarded is not None:
             request = replace(request, title=f"{request.title} (protected path: {guarded.why})")
             key = None  # asked every time, and an "always" answer is not remembered
         else:
@@ -104,7 +133,7 @@ class Permissions:
                 return
             key = _remember_key(request)
             if key is not None and key in self._always:
-                (self._of or self)._approved[request.tool_call_id] = always_covers(key) or ""
+                (self._of or self)._approved[request.tool_call_id] = f"your “always” for {always_covers(key)}"
                 return
         if self._approver is None:
             raise PermissionDenied(
@@ -129,8 +158,8 @@ class Permissions:
                 base._listener(key)
 
     def approved_by(self, tool_call_id: str) -> str | None:
-        """What "always" answer let the call through without a question (its words, as ``always_covers`` says
-        them), taken once; None when it was not let through so."""
+        """What let the call through without a question, in words (the user's rule, or their "always" answer
+        and what it covers), taken once; None when nothing did (it was asked, or the mode allows it)."""
         return (self._of or self)._approved.pop(tool_call_id, None)
 
     def remember(self, keys: Iterable[tuple[str, str]]) -> None:
@@ -149,7 +178,7 @@ class Permissions:
     def view(self, approver: Approver | None) -> Permissions:
         """A view with the same mode (read live: a change applies at once) and remembered answers, asking
         ``approver`` (a delegate's session wraps its own approver without touching these)."""
-        permissions = Permissions(self.mode, approver, self._protection)
+        permissions = Permissions(self.mode, approver, self._protection, self._rules)
         permissions._of = self
         permissions._always = self._always
         return permissions
@@ -176,9 +205,10 @@ def command_program(command: str) -> str | None:
     return None
 
 
-def approved_note(covers: str) -> str:
-    """What a card or a terminal line says of a call an "always" answer let through without a question."""
-    return f"Allowed without asking: your “always” for {covers}"
+def approved_note(approved_by: str) -> str:
+    """What a card or a terminal line says of a call a rule or an "always" answer let through without a
+    question (``approved_by``: which, in words)."""
+    return f"Allowed without asking: {approved_by}"
 
 
 def always_covers(key: tuple[str, str] | None) -> str | None:

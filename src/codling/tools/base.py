@@ -89,7 +89,8 @@ class ToolReport:
     checkpoint: int | None = None
     """The workspace's checkpoint taken just before the call ran (a call that may change files)."""
     approved_by: str | None = None
-    """What the user's "always" answer that let the call run without a question covers (None: none did)."""
+    """What let the call run without a question: the user's rule or "always" answer, in words (None: nothing
+    did: it was asked, or the mode allows it)."""
 
     @property
     def failed(self) -> bool:
