@@ -262,7 +262,8 @@ def _preview(
 
 
 def _stat(change: FileChange) -> str:
-    counts = f" (+{change.added} −{change.removed})" if change.added is not None and change.removed is not None else ""
+    counted = change.added is not None and change.removed is not None and (change.added or change.removed)
+    counts = f" (+{change.added} −{change.removed})" if counted else ""
     match change.action:
         case "restore":
             return f"restored{counts}"
