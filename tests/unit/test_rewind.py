@@ -6,8 +6,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from codling.brain.branches import live_turns
+from codling.brain.branches import StepMark, TurnMark, live_turns
 from codling.brain.events import Rewound, TurnStarted
+from codling.brain.rewinding import Target, parse_target
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.header import SessionHeader
@@ -243,3 +244,18 @@ def test_abandoned_ranges_nest_and_a_rewind_outside_a_turn_ends_its_own_range() 
     ]
     assert abandoned(events) == set(range(3, 15))
     assert [mark.prompt for mark in live_turns(events, Path("/p"))] == ["one", "five"]
+
+
+def test_a_step_alone_rewinds_the_code_and_a_bad_target_says_why() -> None:
+    turns = [TurnMark("t1", 1, "one", 1, (StepMark("c1", "Edit a.py", 2),)), TurnMark("t2", 2, "two", 3)]
+    assert parse_target("rewind", "1.1", turns) == Target(turns[0], "code", 1)
+    assert parse_target("rewind", "2", turns) == Target(turns[1], "both")
+    assert parse_target("rewind", "2 chat", turns) == Target(turns[1], "conversation")
+    assert parse_target("undo", "", turns) == Target(turns[1], "both")
+    assert parse_target("rewind", "1.1 both", turns) == (
+        "A step can only be rewound in the code (the conversation goes back by whole turns): add `code`."
+    )
+    assert str(parse_target("rewind", "3", turns)).startswith("There is no turn 3 to rewind to (turns 1 to 2).")
+    assert parse_target("rewind", "2.1", turns) == "Turn 2 has no step 1 (no step that could change files)."
+    assert str(parse_target("rewind", "x", turns)).startswith("Say which turn to rewind to")
+    assert parse_target("undo", "", []) == "There is nothing to rewind: no turn of this conversation is left to undo."

@@ -2,11 +2,12 @@
 (or, for the code, before one of its steps).
 
 ``/undo`` rewinds both to before the last turn; ``/rewind`` lists the turns (what each asked and changed);
-``/rewind N [code|conversation|both]`` rewinds to before turn N, ``/rewind N.S [code]`` the code to before step
-S of turn N (its S-th call that could change files). The command's turn shows a preview (each file that will
-change, with lines added and removed) and asks the user to confirm, as a tool call asks; the question names
-the files changed outside codling since its last checkpoint, which the rewind would overwrite. With no one to
-ask, a rewind is done unless it would overwrite such files (then it is refused, naming them).
+``/rewind N [code|conversation|both]`` rewinds to before turn N (both, unless it says), ``/rewind N.S`` the code
+to before step S of turn N (its S-th call that could change files). The command's turn shows a preview (each
+file that will change, with lines added and removed) and asks the user to confirm, as a tool call asks; the
+question names the files changed outside codling since its last checkpoint, which the rewind would
+overwrite. With no one to ask, a rewind is done unless it would overwrite such files (then it is refused,
+naming them).
 
 The code side is the session's checkpoint keeper (``tools/checkpoints/``); the conversation side is a
 ``Rewound`` event, recorded like any other, after which the session's conversation is rebuilt from its
@@ -78,7 +79,8 @@ def parse_target(name: str, argument: str, turns: Sequence[TurnMark]) -> Target 
         return Target(turns[-1], "both")
     words = argument.split()
     match = _TARGET.match(words[0]) if words else None
-    scope = SCOPE_WORDS.get(words[1].lower()) if len(words) == 2 else ("both" if len(words) == 1 else None)
+    alone: RewindScope = "code" if match is not None and match["step"] is not None else "both"  # a step: the code
+    scope = SCOPE_WORDS.get(words[1].lower()) if len(words) == 2 else (alone if len(words) == 1 else None)
     if match is None or scope is None:
         return f"Say which turn to rewind to: /rewind N [code|conversation|both] (or N.S for a step).\n\n{menu(turns)}"
     number = int(match["turn"])
