@@ -47,7 +47,7 @@ from typing import Literal, cast
 from codling.errors import ConfigError
 from codling.mcp_servers import McpServerSpec, parse_servers
 from codling.paths import codling_home, config_file
-from codling.permission_rules import Rules
+from codling.permission_rules import Rules, user_rules
 from codling.text import did_you_mean
 from codling.vocabulary import PermissionMode
 
@@ -228,7 +228,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         greeting=_flag(data, "greeting", False, path),
         delegates=_flag(data, "delegates", True, path),
         checkpoints=_flag(data, "checkpoints", True, path),
-        permissions=Rules.parse(data.get("permissions"), "config.toml", path),
+        permissions=Rules.parse(data.get("permissions"), "config.toml", path) + user_rules(home),
         stream_idle_timeout=_positive(data, "stream_idle_timeout", 120.0, path),
         cache=cache,
         command_env_allow=_names(data, "command_env_allow", path),

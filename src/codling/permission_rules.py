@@ -17,10 +17,12 @@ without a question in ask and accept-edits (read-only still refuses it).
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -105,20 +107,58 @@ class Rules:
         return Rules(tuple(rules))
 
 
+USER_RULES = "permissions.toml"
+"""The user's own rules file in ``$CODLING_HOME`` (beside config.toml), which ``/permissions save`` adds to."""
+
+
 def project_rules(cwd: Path) -> Rules:
     """The rules in ``cwd``'s ``.codling/permissions.toml`` (top-level allow, ask and deny lists), if it is a
     plain file there (a link is not followed: a cloned repository must not point it elsewhere);
     ``ConfigError`` when it is malformed (a session does not start on rules it cannot read)."""
     path = cwd / PROJECT_RULES
+    if path.is_symlink() or path.parent.is_symlink():
+        return Rules()
+    return _read(path, str(PROJECT_RULES))
+
+
+def user_rules(home: Path) -> Rules:
+    """The rules in ``$CODLING_HOME/permissions.toml`` (top-level lists, as a project's), if there are any."""
+    return _read(home / USER_RULES, f"$CODLING_HOME/{USER_RULES}")
+
+
+def save_allowed(home: Path, commands: Sequence[str]) -> Path:
+    """Add ``commands`` to the allow list of ``$CODLING_HOME/permissions.toml`` (the file is rewritten with its
+    three lists; what it held stays); the file's path."""
+    path = home / USER_RULES
+    held = _read(path, USER_RULES)  # a malformed file is an error, not overwritten
+    lists = {verdict: [shlex.join(r.words) for r in held.rules if r.verdict == verdict] for verdict in VERDICTS}
+    lists["allow"] += [command for command in commands if command not in lists["allow"]]
+    lines = ['# Your permission rules for commands, in every session (see codling\'s README, "Your rules").']
+    lines += [f"{verdict} = [{', '.join(json.dumps(item) for item in lists[verdict])}]" for verdict in VERDICTS]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{USER_RULES}.{os.getpid()}.tmp")
     try:
-        if not path.is_file() or path.is_symlink() or path.parent.is_symlink():
-            return Rules()
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.replace(temporary, path)  # whole or not at all: a half-written rules file would stop every session
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _read(path: Path, source: str) -> Rules:
+    if not path.is_file():
+        return Rules()
+    return Rules.parse(_table(path), source, path)
+
+
+def _table(path: Path) -> dict[str, object]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot be read ({e})") from e
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from e
-    return Rules.parse(data, str(PROJECT_RULES), path)
 
 
 def is_rules_file(path: Path) -> bool:

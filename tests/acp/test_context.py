@@ -61,6 +61,7 @@ async def test_usage_commands_and_compaction_are_visible_and_survive_load(home: 
             ("unpin", True),
             ("undo", False),
             ("rewind", True),
+            ("permissions", True),
             ("help", False),
         ]
         await conn.prompt(session_id=sid, prompt=[helpers.text_block("My lucky number is 42.")])

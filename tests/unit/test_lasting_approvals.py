@@ -10,7 +10,7 @@ from pathlib import Path
 from codling.acp.translate import translate
 from codling.brain.events import ToolCallFinished, ToolCallStarted, TurnStarted
 from codling.cli.render import TerminalRenderer
-from codling.config import Settings
+from codling.config import Settings, load_settings
 from codling.llm.catalog import ModelInfo
 from codling.store.header import SessionHeader
 from codling.store.ids import new_session_id
@@ -82,3 +82,35 @@ async def test_the_always_that_let_a_call_through_is_on_its_card_and_its_termina
     for event in (TurnStarted("t", "test", False, datetime(2026, 11, 27, tzinfo=UTC)), started, finished):
         await renderer(event)
     assert f"  {note}\n" in out.getvalue()
+
+
+async def test_permissions_save_makes_the_sessions_always_for_programs_rules_everywhere(
+    project: Path, settings: Settings
+) -> None:
+    store = SessionStore(settings.home)
+    header = SessionHeader(new_session_id(), project, MODEL.id, "ask")
+    asked = ScriptedApprover("allow_always", "allow_always")
+    live = start_session(
+        store, settings, MODEL, header, approver=asked, model_factory=commands("echo one", "rm -f x.txt").factory()
+    )
+    await live.brain.run("echo")
+    await live.brain.run("remove")
+    shown = await live.brain.run("/permissions")
+    assert "- every `echo` command\n- this exact command: `rm -f x.txt`" in shown.text
+    saved = await live.brain.run("/permissions save")
+    await live.close()
+    rules_file = settings.home / "permissions.toml"
+    assert saved.text == f"Saved as rules in every session ({rules_file}): allow `echo`."
+    assert rules_file.read_text().splitlines()[1:] == ["deny = []", "ask = []", 'allow = ["echo"]']
+
+    # A new session (of any project) runs `echo` without asking: the rule is the user's now.
+    fresh = load_settings({"CODLING_HOME": str(settings.home)})
+    other = SessionHeader(new_session_id(), project, MODEL.id, "ask")
+    nobody = ScriptedApprover()
+    new = start_session(store, fresh, MODEL, other, approver=nobody, model_factory=commands("echo two").factory())
+    result = await new.brain.run("echo again")
+    await new.close()
+    assert nobody.asked == []
+    (call,) = result.tool_calls
+    assert call.finished is not None
+    assert call.finished.approved_by == 'your rule "allow echo" ($CODLING_HOME/permissions.toml)'

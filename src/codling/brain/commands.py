@@ -17,6 +17,7 @@ from codling.brain.events import Event, SettingsChanged, TextDelta
 from codling.brain.slash import COMMAND_HINTS, COMMANDS
 from codling.config import MODE_DESCRIPTIONS, PERMISSION_MODES, parse_mode
 from codling.errors import ConfigError
+from codling.tools.approval import always_covers
 
 if TYPE_CHECKING:
     from codling.brain.host import SessionHost
@@ -48,6 +49,8 @@ async def run_slash_command(turn: TurnContext, name: str, argument: str) -> None
             say(describe_usage(session))
         case "context":
             say(describe_context(session))
+        case "permissions":
+            say(_permissions(session, argument))
         case "init":
             say(
                 f"{AGENTS_FILE} already exists in {session.state.cwd}, so /init leaves it alone. Ask me to "
@@ -99,6 +102,31 @@ def _model(session: SessionHost, turn_id: str, send: Callable[[Event], None], ar
     send(SettingsChanged(turn_id, model=model.id))
     known = "" if model.known else f" (not in the catalog: assuming a {model.context_limit:,}-token context)"
     return f"Model: {model.id}{known}. The conversation so far goes with it."
+
+
+def _permissions(session: SessionHost, argument: str) -> str:
+    """/permissions: the rules in force and this session's "always" answers; ``save`` makes the answers for
+    whole programs rules in every session."""
+    permissions = session.deps.permissions
+    if argument.strip() == "save":
+        saved = permissions.save_always()
+        if saved is None:
+            return "This session has nowhere to save rules."
+        commands, path = saved
+        if not commands:
+            return 'This session has no "always" answer for a whole program to save (exact commands stay its own).'
+        listed = ", ".join(f"`{command}`" for command in commands)
+        return f"Saved as rules in every session ({path}): allow {listed}."
+    lines = ["Your rules in force (deny wins, then ask, then allow):", ""]
+    rules = permissions.rules.rules
+    lines += [f"- {rule.verdict} `{' '.join(rule.words)}` ({rule.source})" for rule in rules] or ["- none"]
+    answers = sorted(permissions.remembered)
+    lines += ["", 'This session\'s "always" answers:', ""]
+    lines += [f"- {always_covers(key)}" + (f": `{key[1]}`" if key[0] == "execute-exact" else "") for key in answers]
+    if not answers:
+        lines.append("- none")
+    lines += ["", '`/permissions save` makes the "always" answers for whole programs rules in every session.']
+    return "\n".join(lines)
 
 
 def describe_usage(session: SessionHost) -> str:

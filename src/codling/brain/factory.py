@@ -83,6 +83,7 @@ def open_session(
                 roots=(cwd, *additional_dirs),
             ),
             settings.permissions + project_rules(cwd),
+            settings.home,
         ),
         command_timeout=settings.command_timeout,
         mcp=mcp,

@@ -28,6 +28,7 @@ COMMANDS = {
     "unpin": "Drop a pinned instruction by its number in /pins.",
     "undo": "Undo the last turn: put the files and the conversation back as they were before it.",
     "rewind": "List the turns, or put the files, the conversation or both back as before turn N.",
+    "permissions": 'Show your rules and this session\'s "always" answers; `save` makes them rules everywhere.',
     "help": "List these commands.",
 }
 """Slash commands a prompt may consist of, with their descriptions (run by ``brain/commands.py``)."""
@@ -39,6 +40,7 @@ COMMAND_HINTS = {
     "pin": "the instruction to pin",
     "unpin": "its number",
     "rewind": "N [code|conversation|both]",
+    "permissions": "save",
 }
 """What each command takes after its name (a command not named here takes nothing)."""
 

@@ -40,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from codling.errors import PermissionDenied, RejectedError
-from codling.permission_rules import PROJECT_RULES, Rules, is_rules_file
+from codling.permission_rules import PROJECT_RULES, USER_RULES, Rules, is_rules_file, save_allowed
 from codling.tools.ports import Approver, PermissionRequest, Rejection
 from codling.tools.protected import Protection
 from codling.vocabulary import PermissionMode, ToolKind
@@ -61,12 +61,15 @@ class Permissions:
         approver: Approver | None,
         protection: Protection | None = None,
         rules: Rules | None = None,
+        rules_home: Path | None = None,
     ) -> None:
         self._mode: PermissionMode = mode
         self._approver = approver
         self._protection = protection or Protection()
         self._rules = rules or Rules()
         """The user's rules for commands (``codling/permission_rules.py``)."""
+        self._rules_home = rules_home
+        """Where ``save_always`` writes (``$CODLING_HOME``; None: nowhere)."""
         """What is protected besides the paths protected in any directory (default: nothing more)."""
         self._always: set[tuple[str, str]] = set()
         self._listener: Callable[[tuple[str, str]], None] | None = None
@@ -98,7 +101,7 @@ class Permissions:
         ``asyncio.CancelledError`` from the approver propagates.
         """
         is_command = request.kind == "execute" or request.mcp_tool is not None
-        rule = self._rules.verdict(request.subject) if request.kind == "execute" and request.mcp_tool is None else None
+        rule = self.rules.verdict(request.subject) if request.kind == "execute" and request.mcp_tool is None else None
         if rule is not None and rule.verdict == "deny":
             raise PermissionDenied(
                 f"{request.title} was not run: {rule.describe()} denies it. Do it another way, or tell the user, "
@@ -171,6 +174,23 @@ class Permissions:
         (self._of or self)._listener = listener
 
     @property
+    def rules(self) -> Rules:
+        """The user's rules in force."""
+        return (self._of or self)._rules
+
+    def save_always(self) -> tuple[list[str], Path] | None:
+        """Make this session's "always" answers for whole programs (``pytest``, ``git status``) allow rules in
+        every session: added to ``$CODLING_HOME/permissions.toml`` and in force here at once; what was added and
+        where (None: this session has nowhere to save them). Exact commands stay the session's."""
+        base = self._of or self
+        if base._rules_home is None:
+            return None
+        commands = sorted(value for kind, value in base._always if kind == "execute")
+        path = save_allowed(base._rules_home, commands)
+        base._rules = base._rules + Rules.parse({"allow": commands}, f"$CODLING_HOME/{USER_RULES}", path)
+        return commands, path
+
+    @property
     def remembered(self) -> frozenset[tuple[str, str]]:
         """The "always" answers in force: (kind, what) pairs, as ``always_covers`` describes them."""
         return frozenset(self._always)
@@ -178,7 +198,7 @@ class Permissions:
     def view(self, approver: Approver | None) -> Permissions:
         """A view with the same mode (read live: a change applies at once) and remembered answers, asking
         ``approver`` (a delegate's session wraps its own approver without touching these)."""
-        permissions = Permissions(self.mode, approver, self._protection, self._rules)
+        permissions = Permissions(self.mode, approver, self._protection, self._rules, self._rules_home)
         permissions._of = self
         permissions._always = self._always
         return permissions
