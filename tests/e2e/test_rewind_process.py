@@ -445,7 +445,7 @@ def test_ten_thousand_files_rewound_exactly(home: Path, tmp_path: Path, project:
     started = time.perf_counter()
     result = run(env, project, "--resume", session_id, "/rewind 1 code")
     rewind_seconds = time.perf_counter() - started
-    assert "10 file(s) put back" in result.stdout, result.stdout + result.stderr
+    assert "10 file(s) changed back" in result.stdout, result.stdout + result.stderr
     assert tree(project) == before
     assert ignored(project) == {"build/keep.o": b"\x00ignored\n"}
     stored = sum(p.stat().st_size for p in (home / "sessions" / session_id / "checkpoints").rglob("*") if p.is_file())
@@ -551,7 +551,7 @@ def test_without_git_the_same_changes_are_rewound(home: Path, project: Path, ser
     run(env, project, "--resume", session_id, "change it")
     assert tree(project) != before
     result = run(env, project, "--resume", session_id, "/rewind 2 code")
-    assert "3 file(s) put back" in result.stdout, result.stdout + result.stderr
+    assert "3 file(s) changed back" in result.stdout, result.stdout + result.stderr
     assert tree(project) == before
 
 
@@ -566,7 +566,7 @@ def test_an_ignored_file_changed_outside_neither_blocks_nor_is_touched_and_a_con
     session_id = first_run(env, project, "make x")
     (project / "build" / "keep.o").write_text("rebuilt\n")  # ignored: not codling's business
     result = run(env, project, "--resume", session_id, "/rewind 1 code")
-    assert "1 file(s) put back: `x.txt`" in result.stdout, result.stdout + result.stderr
+    assert "1 file(s) changed back: `x.txt`" in result.stdout, result.stdout + result.stderr
     assert not (project / "x.txt").exists()
     assert (project / "build" / "keep.o").read_text() == "rebuilt\n"
 
@@ -847,7 +847,7 @@ def test_a_delegate_is_a_step_whose_sub_agent_changes_are_rewound_together(
     assert "2.1 Write mine.txt" in listing and "2.2 Delegate to the coder" in listing, listing
 
     result = run(env, project, "--resume", session_id, "/rewind 2.2 code")
-    assert "2 file(s) put back: `LICENSE`, `sub.txt`" in result.stdout, result.stdout + result.stderr
+    assert "2 file(s) changed back: `LICENSE`, `sub.txt`" in result.stdout, result.stdout + result.stderr
     expected = dict(before)
     expected["mine.txt"] = after["mine.txt"]
     assert tree(project) == expected

@@ -96,6 +96,6 @@ SAMPLES: tuple[Event, ...] = (
         2,
         "special-1",
     ),
-    Rewound("turn-2", TURN, 3, "code", 2, 5, ("app.py", "src/b.py")),
+    Rewound("turn-2", TURN, 3, "code", 2, 5, ("app.py", "src/b.py"), 2),
 )
 """What event_record gets (the turn's error, for ``TurnEnded``, is the ``error`` argument)."""

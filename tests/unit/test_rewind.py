@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from codling.brain.branches import StepMark, TurnMark, live_turns
+from codling.brain.branches import StepMark, TurnMark, live_turns, rewind_note
 from codling.brain.events import Rewound, TurnStarted
 from codling.brain.rewinding import Target, parse_target
 from codling.config import Settings
@@ -259,3 +259,31 @@ def test_a_step_alone_rewinds_the_code_and_a_bad_target_says_why() -> None:
     assert parse_target("rewind", "2.1", turns) == "Turn 2 has no step 1 (no step that could change files)."
     assert str(parse_target("rewind", "x", turns)).startswith("Say which turn to rewind to")
     assert parse_target("undo", "", []) == "There is nothing to rewind: no turn of this conversation is left to undo."
+
+
+def test_the_models_note_after_a_one_sided_rewind_says_what_it_must_know() -> None:
+    step = rewind_note(Rewound("u", "t1", 1, "code", 2, 5, ("calc/format.py",), 2))
+    assert step is not None and step.startswith(
+        "The user put files back as they were before step 2 of turn 1 (calc/format.py)"
+    )
+    kept = rewind_note(Rewound("u", "t1", 2, "conversation", files=("CHANGELOG.md", "calc/__init__.py")))
+    assert kept is not None and "kept the files as they are: CHANGELOG.md, calc/__init__.py may hold" in kept
+    assert rewind_note(Rewound("u", "t1", 2, "conversation")) is None  # the files are as they were then too
+    assert rewind_note(Rewound("u", "t1", 2, "both", files=("a.py",))) is None
+
+
+async def test_read_only_changes_no_file_and_undo_takes_nothing_after_it(project: Path, settings: Settings) -> None:
+    store = SessionStore(settings.home)
+    header = SessionHeader(new_session_id(), project, MODEL.id, "yolo")
+    live = open_live(store, settings, header, Script(turns_script()[0]))  # type: ignore[arg-type]
+    await live.brain.run("rename greet's word")
+    edited = tree(project)
+    assert "/undo takes nothing after it" in (await live.brain.run("/undo please")).text
+    live.set_mode("read-only")
+    refused = await live.brain.run("/undo")
+    assert refused.text.startswith("codling is in read-only mode, so no file is changed")
+    assert tree(project) == edited and live.brain.state.turn_count == 1
+    talk = await live.brain.run("/rewind 1 conversation")  # the conversation alone may go back
+    assert "The files stay as they are: `src/app.py` keep what the abandoned turns changed." in talk.text
+    assert tree(project) == edited and live.brain.state.turn_count == 0
+    await live.close()

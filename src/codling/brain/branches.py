@@ -59,20 +59,27 @@ def rewind_note(rewound: Rewound) -> str | None:
         case "code":
             if not rewound.files:
                 return None
-            names = ", ".join(rewound.files[:NOTED_FILES])
-            more = f" and {len(rewound.files) - NOTED_FILES} more" if len(rewound.files) > NOTED_FILES else ""
+            when = f"step {rewound.step} of turn" if rewound.step is not None else "turn"
             return (
-                f"The user put files back as they were before turn {rewound.turn_number} ({names}{more}): what the "
-                "conversation says was changed in them since is undone. Read a file again before relying on it."
+                f"The user put files back as they were before {when} {rewound.turn_number} ({_noted(rewound.files)}):"
+                " what the conversation says was changed in them since is undone. Read a file again before relying"
+                " on it."
             )
         case "conversation":
+            if not rewound.files:
+                return None  # the files are as they were then too
             return (
                 f"The user took the conversation back to before turn {rewound.turn_number} but kept the files as "
-                "they are: they may hold changes this conversation does not mention. Read a file again before "
-                "relying on it."
+                f"they are: {_noted(rewound.files)} may hold changes this conversation does not mention. Read a "
+                "file again before relying on it."
             )
         case _:
             assert_never(rewound.scope)
+
+
+def _noted(files: Sequence[str]) -> str:
+    more = f" and {len(files) - NOTED_FILES} more" if len(files) > NOTED_FILES else ""
+    return ", ".join(files[:NOTED_FILES]) + more
 
 
 def abandoned(events: Sequence[Event]) -> set[int]:

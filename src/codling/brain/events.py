@@ -355,8 +355,8 @@ class Rewound:
     (its number then: ``turn_number``). The conversation side (scope ``both`` or ``conversation``) abandons that
     turn and every later one: from here on the model is sent the conversation as it stood before it (they stay
     in the history, shown as abandoned). The code side put the workspace back as checkpoint ``checkpoint`` holds
-    it, changing ``files``; ``saved`` is the checkpoint of the workspace as it was just before (None: no code
-    side)."""
+    it, changing ``files`` (a conversation rewind: the files that keep what the abandoned turns changed);
+    ``saved`` is the checkpoint of the workspace as it was just before (None: no code side)."""
 
     turn_id: str
     target_turn_id: str
@@ -365,6 +365,8 @@ class Rewound:
     checkpoint: int | None = None
     saved: int | None = None
     files: tuple[str, ...] = ()
+    step: int | None = None
+    """The step of the turn the code went back to before (None: the whole turn)."""
     kind: Literal["rewound"] = "rewound"
 
 

@@ -123,13 +123,17 @@ async def run_rewind(turn: TurnContext, name: str, argument: str) -> None:
     if recorded is None:
         say("This session is not recorded, so it cannot be rewound.")
         return
+    if name == "undo" and argument.strip():
+        say("/undo takes nothing after it: it undoes the last turn. `/rewind` lists the turns to go back to.")
+        return
+    await turn.delivered_so_far()  # this turn's start is in the file before the file is read
     events = await recorded()
     turns = live_turns(events, session.state.cwd)
     keeper = session.deps.checkpoints
     if keeper is not None:  # what each turn changed, commands' changes too, as its checkpoints tell
         turns = await _with_checkpointed_files(turns, keeper)
     if name == "rewind" and not argument.strip():
-        say(menu(turns) if turns else "There is nothing to rewind to yet.")
+        say(menu(turns) if turns else "There is nothing to rewind to: no turn of this conversation is left.")
         return
     target = parse_target(name, argument, turns)
     if isinstance(target, str):
@@ -138,33 +142,39 @@ async def run_rewind(turn: TurnContext, name: str, argument: str) -> None:
     changes: tuple[FileChange, ...] = ()
     outside: tuple[str, ...] = ()
     uncovered: tuple[Uncovered, ...] = ()
-    if target.scope != "conversation":
-        if keeper is None or target.checkpoint is None:
-            why = (
-                "checkpoints are off in this session"
-                if keeper is None
-                else f"no checkpoint was taken before {target.label}"
-            )
-            alone = f"`/rewind {target.turn.number} conversation` rewinds the conversation alone"
-            say(f"The code cannot be rewound: {why}. {alone}.")
-            return
+    if target.scope != "conversation" and session.state.mode == "read-only":
+        say(
+            "codling is in read-only mode, so no file is changed: switch the mode (/mode), or "
+            f"`/rewind {target.turn.number} conversation` rewinds the conversation alone."
+        )
+        return
+    if target.scope != "conversation" and (keeper is None or target.checkpoint is None):
+        why = "checkpoints are off" if keeper is None else f"no checkpoint was taken before {target.label}"
+        alone = f"`/rewind {target.turn.number} conversation` rewinds the conversation alone"
+        say(f"The code cannot be rewound: {why}. {alone}.")
+        return
+    if keeper is not None and target.checkpoint is not None:
         try:
             preview = await keeper.preview(target.checkpoint)
         except CheckpointError as e:
             say(f"The code cannot be rewound: {e}.")
             return
         changes, outside, uncovered = preview.changes, preview.outside, preview.uncovered
+    kept = tuple(change.path for change in changes) if target.scope == "conversation" else ()
+    if target.scope == "conversation":  # the files stay: what differs from then is what they keep
+        changes, outside, uncovered = (), (), ()
     what = _what(target.scope)
     title = f"Rewind the {what} to before {target.label}"
-    say(_preview(target, changes, outside, uncovered))
+    say(_preview(target, changes, outside, uncovered, kept))
     call_id = f"rewind-{uuid.uuid4().hex[:12]}"
     raw_input = {"turn": target.turn.number, "step": target.step, "scope": target.scope, "outside": list(outside)}
     send(ToolCallStarted(turn.id, call_id, REWIND_TOOL, title, "edit", raw_input))
     approver = session.deps.permissions.approver
     if approver is not None:
         question = title + (f" (overwriting {len(outside)} file(s) changed outside codling)" if outside else "")
+        subject = _what_changes(changes, kept)  # what the user decides on, under the question
         answer = await approver.ask(
-            PermissionRequest(call_id, REWIND_TOOL, "edit", question, str(session.state.cwd), raw_input=raw_input)
+            PermissionRequest(call_id, REWIND_TOOL, "edit", question, subject, raw_input=raw_input)
         )
         if isinstance(answer, Rejection) or answer == "reject":
             send(ToolCallFinished(turn.id, call_id, REWIND_TOOL, "failed", "Not rewound.", ended_by="rejected"))
@@ -195,7 +205,8 @@ async def run_rewind(turn: TurnContext, name: str, argument: str) -> None:
         target.scope,
         target.checkpoint if target.scope != "conversation" else None,
         saved,
-        tuple(change.path for change in changes),
+        kept or tuple(change.path for change in changes),
+        target.step,
     )
     send(rewound)
     if target.scope != "code":
@@ -233,8 +244,25 @@ def _what(scope: RewindScope) -> str:
             assert_never(scope)
 
 
+def _what_changes(changes: Sequence[FileChange], kept: Sequence[str]) -> str:
+    """The files a rewind changes, one per line with what happens to each (or, for the conversation alone, the
+    files that keep what the abandoned turns changed)."""
+    if kept:
+        return (
+            "The files stay as they are: " + ", ".join(kept[:LISTED_FILES]) + (" …" if len(kept) > LISTED_FILES else "")
+        )
+    if not changes:
+        return "No file changes."
+    lines = [f"{change.path} {_stat(change)}" for change in changes[:LISTED_FILES]]
+    return "\n".join(lines + ([f"… and {len(changes) - LISTED_FILES} more"] if len(changes) > LISTED_FILES else []))
+
+
 def _preview(
-    target: Target, changes: Sequence[FileChange], outside: Sequence[str], uncovered: Sequence[Uncovered]
+    target: Target,
+    changes: Sequence[FileChange],
+    outside: Sequence[str],
+    uncovered: Sequence[Uncovered],
+    kept: Sequence[str] = (),
 ) -> str:
     """What the rewind will do (markdown)."""
     prompt = " ".join(target.turn.prompt.split())
@@ -260,6 +288,8 @@ def _preview(
     if target.scope != "code":
         back = f"The conversation goes back to before turn {target.turn.number}"
         lines += ["", f"{back}; later turns stay in the history, abandoned."]
+    if kept:
+        lines += ["", f"The files stay as they are: {_names(kept)} keep what the abandoned turns changed."]
     return "\n".join(lines)
 
 
@@ -282,7 +312,11 @@ def _stat(change: FileChange) -> str:
 def _result(target: Target, changes: Sequence[FileChange]) -> str:
     code = ""
     if target.scope != "conversation":
-        code = f" {len(changes)} file(s) put back" + (f": {_names([c.path for c in changes])}" if changes else "") + "."
+        code = (
+            f" {len(changes)} file(s) changed back: {_names([c.path for c in changes])}."
+            if changes
+            else " No file changed."
+        )
     talk = " The conversation continues from before that turn." if target.scope != "code" else ""
     return f"Rewound the {_what(target.scope)} to before {target.label}.{code}{talk}"
 

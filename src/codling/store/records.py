@@ -365,7 +365,10 @@ class RewindRecord(_TurnRecord):
     saved: int | None = Field(default=None, ge=1, exclude_if=omit_none)
     """The checkpoint of the workspace just before the rewind (absent: the code was not put back)."""
     files: list[str] = Field(default_factory=list, exclude_if=omit_empty)
-    """The files the rewind changed, relative to the working directory."""
+    """The files the rewind changed, relative to the working directory (a conversation rewind: those that keep
+    what the abandoned turns changed)."""
+    step: int | None = Field(default=None, ge=1, exclude_if=omit_none)
+    """The step of the turn the code went back to before (absent: the whole turn)."""
 
 
 Record = Annotated[
