@@ -8,7 +8,7 @@ from pathlib import Path
 
 from codling.brain.branches import StepMark, TurnMark, live_turns, rewind_note
 from codling.brain.events import Rewound, TurnStarted
-from codling.brain.rewinding import Target, parse_target
+from codling.brain.rewinding import Target, describe_preview, parse_target
 from codling.config import Settings
 from codling.llm.catalog import ModelInfo
 from codling.store.header import SessionHeader
@@ -16,6 +16,7 @@ from codling.store.history import SessionLog
 from codling.store.ids import new_session_id
 from codling.store.index import SessionStore
 from codling.store.live import LiveSession, start_session
+from codling.tools.checkpoints.scan import Uncovered
 from codling.tools.ports import Approver
 from tests.fakes.approver import ScriptedApprover
 from tests.fakes.cli_runner import codling
@@ -287,3 +288,12 @@ async def test_read_only_changes_no_file_and_undo_takes_nothing_after_it(project
     assert "The files stay as they are: `src/app.py` keep what the abandoned turns changed." in talk.text
     assert tree(project) == edited and live.brain.state.turn_count == 0
     await live.close()
+
+
+def test_the_preview_names_an_uncovered_directory_not_its_entries() -> None:
+
+    target = Target(TurnMark("t1", 1, "one", 1), "code")
+    uncovered = [Uncovered(".pytest_cache/", "ignored"), Uncovered(".pytest_cache/v/", "ignored")]
+    uncovered += [Uncovered("big.bin", "larger than 10 MiB")]
+    text = describe_preview(target, [], [], uncovered)
+    assert "left as they are: `.pytest_cache/` (ignored), `big.bin` (larger than 10 MiB)." in text

@@ -165,7 +165,7 @@ async def run_rewind(turn: TurnContext, name: str, argument: str) -> None:
         changes, outside, uncovered = (), (), ()
     what = _what(target.scope)
     title = f"Rewind the {what} to before {target.label}"
-    say(_preview(target, changes, outside, uncovered, kept))
+    say(describe_preview(target, changes, outside, uncovered, kept))
     call_id = f"rewind-{uuid.uuid4().hex[:12]}"
     raw_input = {"turn": target.turn.number, "step": target.step, "scope": target.scope, "outside": list(outside)}
     send(ToolCallStarted(turn.id, call_id, REWIND_TOOL, title, "edit", raw_input))
@@ -257,14 +257,15 @@ def _what_changes(changes: Sequence[FileChange], kept: Sequence[str]) -> str:
     return "\n".join(lines + ([f"… and {len(changes) - LISTED_FILES} more"] if len(changes) > LISTED_FILES else []))
 
 
-def _preview(
+def describe_preview(
     target: Target,
     changes: Sequence[FileChange],
     outside: Sequence[str],
     uncovered: Sequence[Uncovered],
     kept: Sequence[str] = (),
 ) -> str:
-    """What the rewind will do (markdown)."""
+    """What a rewind to ``target`` will do (markdown): the files changing and how, what checkpoints do not cover
+    (a directory once, not its entries), the files changed outside codling, the conversation's side."""
     prompt = " ".join(target.turn.prompt.split())
     lines = [f"Rewinding the {_what(target.scope)} to before {target.label} (“{prompt[:80]}”)."]
     if target.scope != "conversation":
@@ -275,6 +276,9 @@ def _preview(
                 lines.append(f"- … and {len(changes) - LISTED_FILES} more")
         else:
             lines += ["", "No file will change: the code is as it was then."]
+        # A directory not covered covers what is in it: its entries are not named again.
+        directories = tuple(u.path for u in uncovered if u.path.endswith("/"))
+        uncovered = [u for u in uncovered if not any(u.path.startswith(d) and u.path != d for d in directories)]
         if uncovered:
             listed = ", ".join(f"`{u.path}` ({u.why})" for u in uncovered[:LISTED_UNCOVERED])
             more = f" and {len(uncovered) - LISTED_UNCOVERED} more" if len(uncovered) > LISTED_UNCOVERED else ""
