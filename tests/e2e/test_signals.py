@@ -103,6 +103,22 @@ def _pid(path: Path) -> int | None:
     return int(text) if text else None
 
 
+async def run_it(home: Path, project: Path, server: OpenAIServer) -> asyncio.subprocess.Process:
+    """`codling run --mode yolo "run it"` in ``project``, its output dropped."""
+    return await asyncio.create_subprocess_exec(
+        *warm.codling(),
+        "run",
+        "--mode",
+        "yolo",
+        "run it",
+        cwd=project,
+        env=agent_env(home, server),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+
+
 def last_record(home: Path) -> dict[str, object]:
     (history,) = (home / "sessions").glob("*/history.jsonl")
     return json.loads(history.read_text().splitlines()[-1])
@@ -150,18 +166,7 @@ async def test_a_signal_to_codling_run_stops_commands_and_records_the_turn(
     home: Path, project: Path, server: OpenAIServer, sig: signal.Signals
 ) -> None:
     pids = Fifo(project / "cmd.pid")
-    process = await asyncio.create_subprocess_exec(
-        *warm.codling(),
-        "run",
-        "--mode",
-        "yolo",
-        "run it",
-        cwd=project,
-        env=agent_env(home, server),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    process = await run_it(home, project, server)
     try:
         await check_shutdown(process, pids, home, sig)
     finally:
@@ -251,18 +256,7 @@ async def test_codling_killed_outright_mid_command_leaves_nothing_it_started(hom
             Reply(text=["never reached"]),
         )
         pids = Fifo(project / "cmd.pid")
-        process = await asyncio.create_subprocess_exec(
-            *warm.codling(),
-            "run",
-            "--mode",
-            "yolo",
-            "run it",
-            cwd=project,
-            env=agent_env(home, server),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        process = await run_it(home, project, server)
         pgid = child = 0
         try:
             pgid, child = await command_started(pids, process)
