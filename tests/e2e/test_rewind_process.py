@@ -101,6 +101,18 @@ def run(env: dict[str, str], project: Path, *args: str) -> subprocess.CompletedP
     return result
 
 
+def said_hello(
+    home: Path, project: Path, server: OpenAIServer
+) -> tuple[dict[str, str], str, dict[str, tuple[str, str]]]:
+    """A git project and a session of one turn that changed nothing: the environment, the session's id and the
+    tree."""
+    prepare(project, with_git=True)
+    env = model_env(home, server)
+    server.enqueue(Reply("hello"))
+    session_id = first_run(env, project, "hi")
+    return env, session_id, tree(project)
+
+
 def first_run(env: dict[str, str], project: Path, prompt: str) -> str:
     """A new session's first turn; its id."""
     result = run(env, project, "--json", prompt)
@@ -603,11 +615,7 @@ def test_rewinding_a_gitignore_edit_keeps_the_files_it_had_ignored(
 def test_a_failed_and_a_stopped_turn_are_undone_and_a_bad_target_rewinds_nothing(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:
-    prepare(project, with_git=True)
-    env = model_env(home, server)
-    server.enqueue(Reply("hello"))
-    session_id = first_run(env, project, "hi")
-    before = tree(project)
+    env, session_id, before = said_hello(home, project, server)
     server.enqueue(
         Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a\n"}, id="w1")]),
         ErrorReply(401, "Incorrect API key provided", code="invalid_api_key"),
@@ -636,11 +644,7 @@ def test_a_failed_and_a_stopped_turn_are_undone_and_a_bad_target_rewinds_nothing
 def test_a_turn_ended_by_a_signal_is_undone_by_the_next_process(
     home: Path, project: Path, server: OpenAIServer, sig: signal.Signals
 ) -> None:
-    prepare(project, with_git=True)
-    env = model_env(home, server)
-    server.enqueue(Reply("hello"))
-    session_id = first_run(env, project, "hi")
-    before = tree(project)
+    env, session_id, before = said_hello(home, project, server)
     server.enqueue(
         Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a\n"}, id="w1")]),
         Reply(text=["never ", "ends"], stall_after=1),  # the turn waits on the model after its write
@@ -827,11 +831,7 @@ def test_the_rewind_listing_names_what_a_command_changed(home: Path, project: Pa
 def test_a_delegate_is_a_step_whose_sub_agent_changes_are_rewound_together(
     home: Path, project: Path, server: OpenAIServer
 ) -> None:
-    prepare(project, with_git=True)
-    env = model_env(home, server)
-    server.enqueue(Reply("hello"))
-    session_id = first_run(env, project, "hi")
-    before = tree(project)
+    env, session_id, before = said_hello(home, project, server)
     server.enqueue(
         Reply(tool_calls=[ToolCall("write_file", {"path": "mine.txt", "content": "m\n"}, id="w0")]),
         Reply(tool_calls=[ToolCall("delegate", {"agent": "coder", "task": "write sub.txt"}, id="d1")]),
