@@ -3,7 +3,7 @@
 config.toml keys (all optional)::
 
     model = "anthropic:claude-sonnet-5-5"   # default model (CODLING_MODEL and --model win)
-    mode = "ask"                            # read-only | ask | accept-edits | yolo
+    mode = "ask"                            # read-only | ask | accept-edits | auto | yolo
     max_requests_per_turn = 50              # model requests one turn may make
     command_timeout = 120                   # seconds before run_command kills a command
     compact_threshold = 0.7                 # compact once the context passes this share of the limit
@@ -13,6 +13,8 @@ config.toml keys (all optional)::
     greeting = false                        # greet new editor sessions (one short model-made message)
     delegates = true                        # let the model hand tasks to planner, reviewer and coder sub-agents
     checkpoints = true                      # checkpoint the workspace around turns and edits, for /undo and /rewind
+    sandbox = "on"                          # confine commands (not in yolo): on | always (yolo too) | off
+    sandbox_writable = ["~/.cache"]         # more directories sandboxed commands may write (default: none)
 
     [permissions]                           # your rules for commands: deny wins, then ask, then allow
     allow = ["pytest", "git status"]        # run without asking (a simple command starting with these words)
@@ -49,7 +51,7 @@ from codling.mcp_servers import McpServerSpec, parse_servers
 from codling.paths import codling_home, config_file
 from codling.permission_rules import Rules, user_rules
 from codling.text import did_you_mean
-from codling.vocabulary import PermissionMode
+from codling.vocabulary import SANDBOX_SETTINGS, PermissionMode, SandboxSetting
 
 PromptCache = Literal["5m", "1h", "off"]
 """How long the provider keeps the prompt cached ("off": no cache breakpoints are sent)."""
@@ -59,13 +61,14 @@ NotifyStyle = Literal["bell", "osc", "off"]
 """How the chat tells a user in another window that it waits (``cli/notify.py``)."""
 NOTIFY_STYLES: tuple[NotifyStyle, ...] = ("bell", "osc", "off")
 
-PERMISSION_MODES: tuple[PermissionMode, ...] = ("read-only", "ask", "accept-edits", "yolo")
+PERMISSION_MODES: tuple[PermissionMode, ...] = ("read-only", "ask", "accept-edits", "auto", "yolo")
 
 MODE_DESCRIPTIONS: dict[PermissionMode, tuple[str, str]] = {
     "read-only": ("Read only", "Reads and searches; refuses edits and commands."),
     "ask": ("Ask", "Asks before every edit and command."),
     "accept-edits": ("Accept edits", "Edits files without asking; asks before commands."),
-    "yolo": ("Yolo", "Edits and runs commands without asking."),
+    "auto": ("Auto", "Edits files and runs commands in the sandbox without asking; asks to lift it."),
+    "yolo": ("Yolo", "Edits and runs commands without asking, outside the sandbox."),
 }
 """Each mode's name and what it allows, for pickers and /mode."""
 
@@ -107,6 +110,10 @@ class Settings:
     checkpoints: bool = True
     """Checkpoint the workspace before each turn, each call that may change files and each turn's end, in the
     session's folder (``tools/checkpoints/``), so ``/undo`` and ``/rewind`` can put the code back."""
+    sandbox: SandboxSetting = "on"
+    """Whether commands run confined (``tools/sandbox/``): in every mode but yolo, in yolo too, or never."""
+    sandbox_writable: tuple[Path, ...] = ()
+    """Directories, besides the workspace and temp, that sandboxed commands may write (``~`` expanded)."""
     stream_idle_timeout: float = 120.0
     """Seconds the model provider may send nothing (mid-reply, or before answering) before the turn fails."""
     cache: PromptCache = "5m"
@@ -214,6 +221,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     if not isinstance(mode, str):
         raise ConfigError(f"{path}: mode must be a string")
     notify, notify_command = _notify(data, path)
+    sandbox = data.get("sandbox", "on")
+    if sandbox not in SANDBOX_SETTINGS:
+        raise ConfigError(f"{path}: sandbox must be one of {', '.join(map(repr, SANDBOX_SETTINGS))}, not {sandbox!r}")
+    writable = data.get("sandbox_writable", [])
+    if not isinstance(writable, list) or not all(isinstance(v, str) and v for v in writable):
+        raise ConfigError(f'{path}: sandbox_writable must be a list of directories like ["~/.cache"], not {writable!r}')
     return Settings(
         home=home,
         model=model or None,
@@ -228,6 +241,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         greeting=_flag(data, "greeting", False, path),
         delegates=_flag(data, "delegates", True, path),
         checkpoints=_flag(data, "checkpoints", True, path),
+        sandbox=sandbox,
+        sandbox_writable=tuple(Path(v).expanduser() for v in writable),
         permissions=Rules.parse(data.get("permissions"), "config.toml", path) + user_rules(home),
         stream_idle_timeout=_positive(data, "stream_idle_timeout", 120.0, path),
         cache=cache,

@@ -16,6 +16,7 @@ they care about and let the rest propagate::
     │   ├── PermissionDenied   the user or the mode refused the action
     │   │   └── RejectedError  the user answered "reject" when asked
     │   └── CommandError       a command could not start or was stopped
+    │       └── SandboxUnavailable  the sandbox cannot be set up here, so the command was not run
     ├── ModelError             the model provider failed (HTTP error, bad response); the turn ends with an error reply
     └── SessionError           a session operation is invalid
         ├── InvalidSessionIdError  a session id that is not of codling's fixed form (never used as a path)
@@ -86,6 +87,17 @@ class RejectedError(PermissionDenied):
 
 class CommandError(ToolError):
     """A command could not be started, or was stopped."""
+
+
+class SandboxUnavailable(CommandError):
+    """The sandbox a command must run in cannot be set up on this machine; the command was not run (fail closed)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"the command was not run: the sandbox cannot run here ({reason}). `codling sandbox check` says what "
+            'this machine lacks; sandbox = "off" in config.toml runs commands unconfined (asked, as before)'
+        )
+        self.reason = reason
 
 
 class ModelError(CodlingError):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-PermissionMode = Literal["read-only", "ask", "accept-edits", "yolo"]
+PermissionMode = Literal["read-only", "ask", "accept-edits", "auto", "yolo"]
 """How much a session may do without asking (see ``tools/approval.py``)."""
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "max_cost", "refusal", "cancelled"]
@@ -51,3 +51,8 @@ class Location:
 
     path: Path
     line: int | None = None
+
+
+SandboxSetting = Literal["on", "always", "off"]
+"""config.toml's ``sandbox``: commands confined in every mode but yolo (default), in yolo too, or never."""
+SANDBOX_SETTINGS: tuple[SandboxSetting, ...] = ("on", "always", "off")

@@ -87,7 +87,7 @@ def test_a_model_id_completes_after_its_colon(home: Path) -> None:
     ]
     assert complete(home, "codling", "chat", "--model", "=", "anthropic", ":", "claude-h") == ["claude-haiku-4-5"]
     # The chat's options at the top level complete as the chat's, after a whole id too.
-    assert complete(home, "codling", "-m", "openai", ":", "gpt-5", "--mode", "a") == ["ask", "accept-edits"]
+    assert complete(home, "codling", "-m", "openai", ":", "gpt-5", "--mode", "a") == ["ask", "accept-edits", "auto"]
     assert complete(home, "codling", "--mode", "=", "y") == ["yolo"]
     assert complete(home, "codling", "--mo") == ["--model", "--mode"]
     assert complete(home, "codling", "s") == ["sessions"]  # the first word: codling's commands

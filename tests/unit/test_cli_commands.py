@@ -207,7 +207,7 @@ def test_completion_offers_sessions_and_models_and_nothing_when_the_setup_is_bro
     session_id = stored_session(home, project)
     assert complete.sessions(session_id[:4]) == [(session_id, "")]
     assert "anthropic:claude-sonnet-4-5" in complete.models("anthropic:")
-    assert complete.modes("a") == ["ask", "accept-edits"]
+    assert complete.modes("a") == ["ask", "accept-edits", "auto"]
     (home / "config.toml").write_text("colour = 'red'\n")
     assert (complete.sessions(""), complete.models("")) == ([], [])
 

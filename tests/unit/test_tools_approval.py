@@ -55,7 +55,7 @@ async def test_read_only_refuses_gated_kinds(kind: ToolKind) -> None:
     message = await denied(Permissions("read-only", approver), edit(kind=kind))
     assert message == (
         "codling is in read-only mode, so Edit /w/a.py was not run; tell the user, who can switch the mode "
-        "to ask, accept-edits or yolo"
+        "to ask, accept-edits, auto or yolo"
     )
     assert approver.asked == []
 

@@ -23,6 +23,7 @@ from codling.tools.local import LocalFileSystem, LocalTerminal
 from codling.tools.mcp.servers import McpServers
 from codling.tools.ports import Approver, FileSystem, Terminal
 from codling.tools.protected import Protection
+from codling.tools.sandbox.policy import build_sandbox
 from codling.tools.workspace import Workspace
 from codling.vocabulary import PermissionMode
 
@@ -88,6 +89,14 @@ def open_session(
         command_timeout=settings.command_timeout,
         mcp=mcp,
         checkpoints=_keeper(checkpoints_dir, cwd, settings) if checkpoints_dir and settings.checkpoints else None,
+        sandbox=build_sandbox(
+            (cwd, *additional_dirs),
+            home=user_home(settings.env),
+            codling_home=settings.home,
+            extra_writable=settings.sandbox_writable,
+            setting=settings.sandbox,
+            env=dict(settings.env) if settings.env else None,
+        ),
     )
     options = SessionOptions(
         max_requests_per_turn=settings.max_requests_per_turn,

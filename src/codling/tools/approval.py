@@ -9,8 +9,15 @@ mode           edit / delete / move  ... of a protected path     execute, and MC
 read-only      refused               refused                     refused
 ask (default)  ask the approver      ask, every time             ask the approver
 accept-edits   allowed               ask, every time             ask the approver
+auto           allowed               ask, every time             commands in the sandbox: allowed;
+                                                                 MCP tool calls: ask the approver
 yolo           allowed               allowed                     allowed
 =============  ====================  ==========================  ==============================
+
+Commands run in the sandbox (``tools/sandbox/``) in every mode but yolo. A call that asks to lift it
+(``PermissionRequest.lift``: the network, or all of it, with the model's reason) is asked about in every
+mode, yolo with ``sandbox = "always"`` included, whatever the rules allow; "always" then covers the network
+for that program, or the exact command run outside the sandbox.
 
 An MCP server's tool (``PermissionRequest.mcp_tool``) is gated like a command whatever it says of itself: a
 server's "read-only" hint is its author's claim, and the call runs code codling cannot see.
@@ -114,16 +121,27 @@ class Permissions:
             )
         if request.kind not in GATED_KINDS and not is_command:
             return
-        if self.mode == "yolo" and (rule is None or rule.verdict != "ask"):
+        if self.mode == "yolo" and request.lift is None and (rule is None or rule.verdict != "ask"):
             return
         if self.mode == "read-only":
             raise PermissionDenied(
                 f"codling is in read-only mode, so {request.title} was not run; tell the user, who can "
-                "switch the mode to ask, accept-edits or yolo"
+                "switch the mode to ask, accept-edits, auto or yolo"
             )
+        if request.lift is not None:  # no rule and no mode lifts the sandbox: only the user, asked
+            request = replace(request, title=f"{request.title} — {lift_words(request.lift, request.reason)}")
+            key: tuple[str, str] | None = _lift_key(request)
+            if rule is not None and rule.verdict == "ask":
+                key = None
+            elif key in self._always:
+                (self._of or self)._approved[request.tool_call_id] = f"your “always” for {always_covers(key)}"
+                return
+            return await self._ask(request, key)
         if rule is not None and rule.verdict == "allow":
             (self._of or self)._approved[request.tool_call_id] = rule.describe()
             return
+        if self.mode == "auto" and request.sandboxed and rule is None:
+            return  # confined: what it can touch is the workspace, and the network is off
         guarded = None if is_command else await self._protection.find(request.paths)
         if rule is not None:  # an ask rule: asked every time, and an "always" answer is not remembered
             request = replace(request, title=f"{request.title} ({rule.describe()} asks)")
@@ -132,12 +150,16 @@ class Permissions:
             request = replace(request, title=f"{request.title} (protected path: {guarded.why})")
             key = None  # asked every time, and an "always" answer is not remembered
         else:
-            if self.mode == "accept-edits" and not is_command:
+            if self.mode in ("accept-edits", "auto") and not is_command:
                 return
             key = _remember_key(request)
             if key is not None and key in self._always:
                 (self._of or self)._approved[request.tool_call_id] = f"your “always” for {always_covers(key)}"
                 return
+        await self._ask(request, key)
+
+    async def _ask(self, request: PermissionRequest, key: tuple[str, str] | None) -> None:
+        """Ask the approver about ``request`` (remembering an "always" answer under ``key``); raise if refused."""
         if self._approver is None:
             raise PermissionDenied(
                 f"{request.title} needs the user's permission in {self.mode} mode, but no one can be asked "
@@ -242,6 +264,10 @@ def always_covers(key: tuple[str, str] | None) -> str | None:
         return f"every `{value}` command"
     if kind == "execute-exact":
         return "this exact command"
+    if kind == "lift-network":
+        return f"every `{value}` command with the network on"
+    if kind == "lift-all":
+        return "this exact command, outside the sandbox"
     return "every edit" if kind == "edit" else f"every {kind} of a file"
 
 
@@ -265,6 +291,25 @@ DESTRUCTIVE_GIT = frozenset(
 commands are remembered by their subcommand (``git status``, ``git diff``), never as ``git``."""
 
 _FIND_ACTIONS = re.compile(r"(^|\s)-(delete|exec|execdir|ok|okdir|fprint|fprintf|fls)\b")
+
+
+def lift_words(lift: str, reason: str | None) -> str:
+    """What lifting ``lift`` of the sandbox allows, in words for the question, with the model's reason."""
+    what = (
+        "with the network on (writes stay in the workspace, secrets stay hidden)"
+        if lift == "network"
+        else "outside the sandbox: it may write anywhere, read your secrets and use the network"
+    )
+    return f"{what}; the model says: {reason or 'no reason given'}"
+
+
+def _lift_key(request: PermissionRequest) -> tuple[str, str]:
+    """What an "always" answer to a lift covers: the network for that program (an exact command if it is
+    more than one simple command, or a destructive one), the whole sandbox for that exact command only."""
+    if request.lift != "network":
+        return ("lift-all", request.subject.strip())
+    kind, value = _remember_key(replace(request, lift=None)) or ("execute-exact", request.subject.strip())
+    return ("lift-network", value) if kind == "execute" else ("lift-all", value)
 
 
 def _remember_key(request: PermissionRequest) -> tuple[str, str] | None:

@@ -17,6 +17,7 @@ from codling.tools.workspace import Workspace
 if TYPE_CHECKING:
     from codling.tools.checkpoints.keeper import CheckpointKeeper
     from codling.tools.mcp.servers import McpServers
+    from codling.tools.sandbox.policy import Sandbox
 
 
 @dataclass(frozen=True)
@@ -45,3 +46,6 @@ class ToolDeps:
     checkpoints: CheckpointKeeper | None = None
     """Checkpoints the workspace before each call that may change files, and around each turn (None: none
     are taken: ``checkpoints = false`` in config.toml, a delegate's calls, a session with no folder)."""
+    sandbox: Sandbox | None = None
+    """Where commands may write, what they may not read, whether they reach the network (``tools/sandbox/``);
+    None: commands run unconfined (no workspace to confine them to, as in some tests)."""

@@ -9,7 +9,7 @@ import os
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 
-from codling.errors import CommandError, MissingPathError, PathError
+from codling.errors import CommandError, MissingPathError, PathError, SandboxUnavailable
 from codling.secrecy import scrubbed
 from codling.text import TerminalText, counted_omission
 from codling.tools.atomic import replace_file
@@ -158,9 +158,13 @@ class LocalTerminal:
         timeout: float,
         output_limit: int,
         on_terminal: Callable[[str], Awaitable[None]] | None = None,
+        sandbox: str | None = None,
     ) -> CommandResult:
-        """Run ``command`` in ``cwd``; see the class docstring for how output and stopping work (a local
-        subprocess has no terminal to announce: ``on_terminal`` is never called)."""
+        """Run ``command`` in ``cwd``, confined to ``sandbox`` by the reaper; see the class docstring for how
+        output and stopping work (a local subprocess has no terminal to announce: ``on_terminal`` is never
+        called)."""
+        if sandbox is not None and not self.reaper:
+            raise SandboxUnavailable("the sandbox needs Linux, with /proc")
         loop = asyncio.get_running_loop()
         command_id = new_command_id()
         env = self.environment(command_id)
@@ -170,7 +174,7 @@ class LocalTerminal:
         if self.reaper:
             control_r, control_w = os.pipe()
             status_r, status_w = os.pipe()
-            argv = reaper_argv(status_w, self.kill_grace, env.get("LC_CTYPE"), argv)
+            argv = reaper_argv(status_w, self.kill_grace, env.get("LC_CTYPE"), argv, sandbox)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -278,6 +282,8 @@ class _Shell:
             self.pgid = int(line[1])
         elif line[:1] == [b"error"]:
             raise CommandError(f"could not start the command in {cwd}: {os.strerror(int(line[1]))}")
+        elif line[:1] == [b"unconfinable"]:
+            raise SandboxUnavailable(b" ".join(line[1:]).decode(errors="replace"))
 
     async def wait(self) -> int:
         """The shell's exit code, or minus the signal that killed it."""

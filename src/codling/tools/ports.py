@@ -62,6 +62,12 @@ class PermissionRequest:
     always: str | None = None
     """What an "always" answer allows for the rest of the session, in words (``every `pytest` command``); None
     when such an answer is not remembered (a protected path is asked about every time)."""
+    sandboxed: bool = False
+    """Whether the command runs confined by the sandbox (``tools/sandbox/``): auto mode runs it without asking."""
+    lift: str | None = None
+    """What of the sandbox the call asks to lift (``network``, ``all``), with ``reason``: always asked."""
+    reason: str | None = None
+    """Why, in the model's words, when ``lift`` is set."""
 
 
 @dataclass(frozen=True)
@@ -120,8 +126,10 @@ class Terminal(Protocol):
         timeout: float,
         output_limit: int,
         on_terminal: Callable[[str], Awaitable[None]] | None = None,
+        sandbox: str | None = None,
     ) -> CommandResult:
-        """Run ``command`` in a shell in ``cwd``.
+        """Run ``command`` in a shell in ``cwd``, confined to ``sandbox`` (a policy of
+        ``tools/sandbox/confine.py``; None: unconfined) or not at all (``SandboxUnavailable``).
 
         The whole process group is killed on timeout or when the awaiting task is cancelled. A terminal that
         the user can watch (the editor's) is announced through ``on_terminal`` with its id as soon as the

@@ -3,7 +3,7 @@
 A process that starts a daemon (``setsid … &``, a double fork) and clears its environment leaves the command's
 process group and loses ``CODLING_COMMAND_ID``; its parent exits and the kernel hands it to init, where
 nothing ties it to the command any more. On Linux ``LocalTerminal`` therefore runs each command under this
-small program, run by path as ``python -I -S reaper.py STATUS_FD GRACE LC_CTYPE SHELL ARG...`` (standard
+small program, run by path as ``python -I -S reaper.py STATUS_FD GRACE LC_CTYPE SANDBOX SHELL ARG...`` (standard
 library only, no ``site``: about 25 ms), in a session of its own, with stdout and stderr on the command's
 output pipe and stdin on a control pipe from codling. It makes itself a *child subreaper*
 (``prctl(PR_SET_CHILD_SUBREAPER)``), so orphans are handed to it instead of init, and starts ``SHELL ARG...``
@@ -20,9 +20,12 @@ reaper, found by a walk of ``/proc`` by parent pid, gets SIGTERM, ``GRACE`` seco
 none is left; then the reaper exits as the shell did (same code, or killed by the same signal). SIGTERM,
 SIGHUP and SIGINT to the reaper do the same. ``LC_CTYPE`` is ``-`` (unset) or ``=VALUE``: the variable as
 codling meant it, because Python's start-up sets it in a C locale (PEP 538), which the command must not see.
+``SANDBOX`` is ``-`` (unconfined) or ``=POLICY``: the reaper first confines itself, and so all it starts, to that
+policy (``sandbox/confine.py``); when it cannot, it writes ``unconfinable REASON`` and exits 126, having run
+nothing.
 
-An MCP stdio server runs under it too (``python -I -S reaper.py serve GRACE LC_CTYPE PATH ARGV0 ARG...``, spawned
-by the MCP SDK in a session of its own): the server, started at ``PATH`` in a session of its own, gets the
+An MCP stdio server runs under it too (``python -I -S reaper.py serve GRACE LC_CTYPE SANDBOX PATH ARGV0 ARG...``,
+spawned by the MCP SDK in a session of its own): the server, started at ``PATH`` in a session of its own, gets the
 reaper's stdin, stdout and stderr (the JSON-RPC pipes, the error log), which the reaper then lets go of, keeping
 only a watch on stdout. The server's end (the SDK closed its stdin, or it crashed), SIGTERM (the SDK's own kill,
 which reaches only the reaper's group), and codling going away (its end of stdout closed: the watch reports an
@@ -44,16 +47,40 @@ KILL_SECONDS = 5.0
 """How long SIGKILL sweeps go on after the grace: what is still there then is not ours to kill."""
 
 
-def reaper_argv(status_fd: int, grace: float, lc_ctype: str | None, argv: list[str]) -> list[str]:
-    """The argv that runs ``argv`` under the reaper, reporting on ``status_fd``."""
-    mark = "-" if lc_ctype is None else f"={lc_ctype}"
-    return [sys.executable, "-I", "-S", REAPER, str(status_fd), repr(grace), mark, *argv]
+def reaper_argv(
+    status_fd: int, grace: float, lc_ctype: str | None, argv: list[str], sandbox: str | None = None
+) -> list[str]:
+    """The argv that runs ``argv`` under the reaper, reporting on ``status_fd``, confined to ``sandbox`` (a
+    policy of ``sandbox/confine.py``; None: unconfined)."""
+    return [sys.executable, "-I", "-S", REAPER, str(status_fd), repr(grace), _mark(lc_ctype), _mark(sandbox), *argv]
 
 
-def server_argv(grace: float, lc_ctype: str | None, path: str, argv: list[str]) -> list[str]:
-    """The argv that runs an MCP stdio server (the program at ``path``, with ``argv``) under the reaper."""
-    mark = "-" if lc_ctype is None else f"={lc_ctype}"
-    return [sys.executable, "-I", "-S", REAPER, "serve", repr(grace), mark, path, *argv]
+def server_argv(
+    grace: float, lc_ctype: str | None, path: str, argv: list[str], sandbox: str | None = None
+) -> list[str]:
+    """The argv that runs an MCP stdio server (the program at ``path``, with ``argv``) under the reaper,
+    confined to ``sandbox`` (None: unconfined)."""
+    return [sys.executable, "-I", "-S", REAPER, "serve", repr(grace), _mark(lc_ctype), _mark(sandbox), path, *argv]
+
+
+def _mark(value: str | None) -> str:
+    """An optional argument: ``-`` for None, else ``=VALUE``."""
+    return "-" if value is None else f"={value}"
+
+
+def confine(mark: str) -> str | None:
+    """Confine this process to the policy of ``mark`` (``_mark``'s), if any; the reason it cannot be, or None.
+    ``sandbox/confine.py`` is loaded by path: this file runs with ``-I``, without the package on its path."""
+    if mark == "-":
+        return None
+    sys.path.insert(0, os.path.join(os.path.dirname(REAPER), "sandbox"))
+    import confine as sandbox
+
+    try:
+        sandbox.confine(mark[1:])
+    except sandbox.Unconfinable as e:
+        return str(e)
+    return None
 
 
 def can_reap() -> bool:
@@ -195,10 +222,13 @@ def _set_lc_ctype(mark: str) -> None:
         os.environ["LC_CTYPE"] = mark[1:]
 
 
-def serve(grace: float, path: str, argv: list[str]) -> int:
+def serve(grace: float, sandbox: str, path: str, argv: list[str]) -> int:
     """Run an MCP stdio server on the reaper's own stdio until it ends, SIGTERM comes or codling is gone; then
     stop everything below and return its exit code."""
     become_subreaper()
+    if (refused := confine(sandbox)) is not None:
+        os.write(2, f"the sandbox cannot run here: {refused}\n".encode())
+        return 126
     reaper = Reaper(None)
     try:
         reaper.shell = os.posix_spawn(path, argv, os.environ, setsid=True, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
@@ -221,12 +251,15 @@ def main(argv: list[str]) -> int:
     """Run the command of ``argv`` (see the module docstring); the shell's exit code."""
     if argv[1] == "serve":
         _set_lc_ctype(argv[3])
-        return serve(float(argv[2]), argv[4], argv[5:])
-    status_fd, grace, lc_ctype, shell = int(argv[1]), float(argv[2]), argv[3], argv[4:]
+        return serve(float(argv[2]), argv[4], argv[5], argv[6:])
+    status_fd, grace, lc_ctype, sandbox, shell = int(argv[1]), float(argv[2]), argv[3], argv[4], argv[5:]
     os.set_inheritable(status_fd, False)  # the command must not hold it
     _set_lc_ctype(lc_ctype)
     become_subreaper()  # if refused, orphans escape us; codling's scan by CODLING_COMMAND_ID still runs
     reaper = Reaper(status_fd)
+    if (refused := confine(sandbox)) is not None:
+        reaper.tell(f"unconfinable {refused}")
+        return 126
     null = os.open(os.devnull, os.O_RDWR)
     try:
         reaper.shell = os.posix_spawn(

@@ -7,11 +7,14 @@ import re
 from pydantic_ai import RunContext
 
 from codling.errors import ToolError
+from codling.paths import user_home
 from codling.text import original_lines
 from codling.tools.base import ShownResult, ToolOutput
 from codling.tools.deps import ToolDeps
 from codling.tools.ports import PermissionRequest
 from codling.tools.salient import salient_lines
+from codling.tools.sandbox.blocked import blocked_note
+from codling.tools.sandbox.policy import Lift
 from codling.tools.specs import describe_call
 
 MIN_TIMEOUT_SECONDS = 1.0
@@ -24,7 +27,13 @@ SUMMARY_KEY_CHARS = 600
 """Of those, most characters of the lines that matter (``salient_lines``); the rest is the output's end."""
 
 
-async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: float | None = None) -> ToolOutput:
+async def run_command(
+    ctx: RunContext[ToolDeps],
+    command: str,
+    timeout_seconds: float | None = None,
+    lift_sandbox: Lift | None = None,
+    reason: str | None = None,
+) -> ToolOutput:
     """Run a shell command (/bin/sh -c) in the working directory; returns its exit code and output.
 
     stdout and stderr come back together. There is no input: a command that waits for a keypress or a
@@ -35,10 +44,19 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
     environment variables (API keys, tokens, passwords) are not set. The user may be asked to approve the
     command first.
 
+    Unless the user turned it off (or chose yolo mode), commands run in a sandbox: they may change files only
+    in the workspace and temp directories (git hooks and config stay read-only), the network is off (servers a
+    command starts itself still answer on 127.0.0.1), and credentials (~/.ssh, ~/.aws…) read as empty. What it
+    blocked is named after the output. Only when a task truly needs more, run the command again with
+    lift_sandbox and a reason: the user is asked.
+
     Args:
         command: The command line, e.g. "pytest -q tests/unit" or "git status".
         timeout_seconds: Seconds to let the command run before it is stopped (1 to 600). Defaults to the
             session's limit, usually 120.
+        lift_sandbox: "network" to run it with the network on (e.g. installing packages), "all" to run it
+            outside the sandbox; only after the sandbox blocked it.
+        reason: With lift_sandbox: why the command needs it, in one sentence for the user.
     """
     deps = ctx.deps
     if not command.strip():
@@ -48,6 +66,10 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
     raw_input: dict[str, object] = {"command": command}
     if timeout_seconds is not None:
         raw_input["timeout_seconds"] = timeout_seconds
+    sandbox = deps.sandbox if deps.sandbox is not None and deps.sandbox.applies(deps.permissions.mode) else None
+    lift = lift_sandbox if sandbox is not None else None  # unconfined already: nothing to lift
+    if lift is not None:
+        raw_input |= {"lift_sandbox": lift, "reason": reason or ""}
     request = PermissionRequest(
         tool_call_id=ctx.tool_call_id or "",
         tool_name="run_command",
@@ -55,6 +77,9 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
         title=describe_call("run_command", raw_input, deps.workspace).title,
         subject=command,
         raw_input=raw_input,
+        sandboxed=sandbox is not None and lift != "all",
+        lift=lift,
+        reason=reason,
     )
     await deps.permissions.check(request)
     cwd = deps.workspace.cwd
@@ -66,6 +91,7 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
         # A token is at least one character and seldom more than four: the token cap of the result does the rest.
         output_limit=min(deps.output_limit, deps.output_tokens * 4),
         on_terminal=lambda terminal_id: deps.progress.terminal(call_id, terminal_id),
+        sandbox=sandbox.policy(lift) if sandbox is not None else None,
     )
     if result.timed_out:
         status = f"timed out after {timeout:g}s"
@@ -75,6 +101,9 @@ async def run_command(ctx: RunContext[ToolDeps], command: str, timeout_seconds: 
     else:
         status, detail = f"exit code {result.exit_code}", ""
     output = result.output if result.output.strip() else "(no output)"
+    if sandbox is not None and lift != "all":
+        note = blocked_note(result.output, sandbox, cwd=cwd, home=user_home(), network=lift == "network")
+        output = f"{output}\n{note}" if note else output
     if result.terminal_id is not None:  # the editor's terminal: its own limits, its own way of cutting
         if result.truncated:
             output = "[the editor kept only part of this command's output]\n" + output
