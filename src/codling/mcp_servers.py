@@ -35,6 +35,9 @@ McpTransport = Literal["stdio", "http", "sse"]
 McpSource = Literal["editor", "config"]
 """Who named the server: the ACP client, or config.toml."""
 
+McpSandbox = Literal["off", "on", "network"]
+"""Whether a stdio server runs confined: no, yes (network off), yes with the network on."""
+
 
 @dataclass(frozen=True)
 class McpServerSpec:
@@ -52,6 +55,9 @@ class McpServerSpec:
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """HTTP headers sent with every request (http, sse): often a token."""
     source: McpSource = "config"
+    sandbox: McpSandbox = "off"
+    """A stdio server confined as commands are (``tools/sandbox/``): not (default), with the network off
+    (``sandbox = true``), or with it on (``sandbox = "network"``)."""
 
     def describe(self) -> str:
         """What the server is, for the user and the logs: the command line, or the URL without its query
@@ -101,7 +107,7 @@ def parse_servers(data: object, path: Path) -> tuple[McpServerSpec, ...]:
     return tuple(specs)
 
 
-_KEYS = frozenset({"command", "args", "env", "url", "headers", "transport", "enabled"})
+_KEYS = frozenset({"command", "args", "env", "url", "headers", "transport", "enabled", "sandbox"})
 
 
 def _parse_one(name: str, table: dict[str, object], where: str) -> McpServerSpec | None:
@@ -122,8 +128,16 @@ def _parse_one(name: str, table: dict[str, object], where: str) -> McpServerSpec
             raise ConfigError(f'{where}: args must be a list of strings, like ["--port", "8080"]')
         if "headers" in table or "transport" in table:
             raise ConfigError(f"{where}: headers and transport are for a url, not a command")
+        sandbox = table.get("sandbox", False)
+        if sandbox not in (True, False, "network"):
+            raise ConfigError(f'{where}: sandbox must be true, false or "network", not {sandbox!r}')
         spec = McpServerSpec(
-            name, "stdio", command=command, args=tuple(cast(list[str], args)), env=_pairs(table, "env", where)
+            name,
+            "stdio",
+            command=command,
+            args=tuple(cast(list[str], args)),
+            env=_pairs(table, "env", where),
+            sandbox="network" if sandbox == "network" else "on" if sandbox else "off",
         )
     else:
         if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
@@ -131,8 +145,8 @@ def _parse_one(name: str, table: dict[str, object], where: str) -> McpServerSpec
         transport = table.get("transport", "http")
         if transport not in ("http", "sse"):
             raise ConfigError(f'{where}: transport must be "http" or "sse", not {transport!r}')
-        if "args" in table or "env" in table:
-            raise ConfigError(f"{where}: args and env are for a command, not a url")
+        if "args" in table or "env" in table or "sandbox" in table:
+            raise ConfigError(f"{where}: args, env and sandbox are for a command, not a url")
         spec = McpServerSpec(name, transport, url=url, headers=_pairs(table, "headers", where), source="config")
     return spec if enabled else None
 

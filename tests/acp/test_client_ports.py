@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from codling.brain.events import Event, ToolCallStarted
 from codling.config import Settings
 from codling.errors import PathError
 from codling.tools.local import LocalFileSystem
+from codling.tools.sandbox import confine
 from tests.fakes.acp_client import Arrivals, RecordingClient, connected
 from tests.fakes.deadlines import deadline
 from tests.fakes.editor import FakeEditor
@@ -326,7 +328,13 @@ async def test_a_delegate_asks_and_runs_its_commands_under_its_own_call(home: Pa
     updates = [u for u in h.client.of_kind("tool_call_update") if u.tool_call_id == "d1"]
     # Its command ran in an editor terminal, which is not embedded in the card: the next step would replace it
     # (a released terminal cannot be named again). Its steps accumulate, with the command's exit status.
-    assert h.editor.calls[0] == ("terminal/create", "/bin/sh -c echo hi")
+    # ... confined, as the session's own commands are: the sandbox's launcher wraps the command line.
+    kind, line = h.editor.calls[0]
+    assert (kind, line.split()[:4], line.endswith("/bin/sh -c echo hi")) == (
+        "terminal/create",
+        [sys.executable, "-I", "-S", str(Path(confine.__file__).resolve())],
+        True,
+    )
     assert all(getattr(c, "terminal_id", None) is None for u in updates for c in u.content or [])
     assert [c.content.text for c in updates[-1].content or []] == ["→ Run echo hi\n  exit code 0", "Said hi."]
     assert updates[-1].status == "completed"

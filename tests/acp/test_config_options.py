@@ -219,7 +219,7 @@ async def test_the_thinking_choice_outlives_load_resume_and_fork(home: Path, pro
         ("thinking", "maybe", 'thinking is true or false (or, as a select, "on" or "off")'),
         ("thought_level", True, "the thought level is one of default, low, medium, high"),
         ("thought_level", "extreme", "the thought level is one of default, low, medium, high"),
-        ("mode", True, "the mode is one of read-only, ask, accept-edits, yolo (a value id, not a boolean)"),
+        ("mode", True, "the mode is one of read-only, ask, accept-edits, auto, yolo (a value id, not a boolean)"),
         ("model", True, "not an available model: choose a value of the model picker"),
         ("model", "xai:grok-unknown", "not an available model: choose a value of the model picker"),
         ("colour", "red", "unknown config option: codling's are model, thinking, thought_level, mode"),

@@ -153,7 +153,7 @@ async def test_new_session_offers_modes_and_model_config(start: Start, project: 
         response = await h.conn.new_session(cwd=str(project))
     assert response.modes is not None
     assert response.modes.current_mode_id == "ask"
-    assert [m.id for m in response.modes.available_modes] == ["read-only", "ask", "accept-edits", "yolo"]
+    assert [m.id for m in response.modes.available_modes] == ["read-only", "ask", "accept-edits", "auto", "yolo"]
     options = {o.id: o for o in response.config_options or []}
     assert options["model"].category == "model"
     assert options["model"].current_value == MODEL_ID

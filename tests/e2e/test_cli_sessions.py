@@ -79,5 +79,5 @@ def test_shell_completion_offers_sessions_models_and_modes(home: Path, server: O
         "anthropic:claude-sonnet-5-5",
         "anthropic:claude-sonnet-4-5",
     ]
-    assert complete(env, "codling run --mode a") == ["ask", "accept-edits"]
+    assert complete(env, "codling run --mode a") == ["ask", "accept-edits", "auto"]
     assert "sessions" in complete(env, "codling s")

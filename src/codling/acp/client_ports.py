@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 
@@ -24,12 +25,13 @@ from acp.schema import (
 from codling.acp.client_paths import ClientPaths
 from codling.acp.rpc_errors import RESOURCE_NOT_FOUND, client_error
 from codling.acp.translate import locations
-from codling.errors import CommandError, PathError
+from codling.errors import CommandError, PathError, SandboxUnavailable
 from codling.secrecy import secret_names
 from codling.text import plain_terminal_text
 from codling.tools.paging import refuse_too_large, size_on_disk
 from codling.tools.ports import CommandResult, Decision, FileSystem, PermissionRequest
 from codling.tools.processes import COMMAND_ID_VARIABLE, PLAIN_OUTPUT_VARIABLES, new_command_id, stop_command
+from codling.tools.sandbox.confine import UNCONFINABLE, launcher_argv
 from codling.vocabulary import Location
 
 log = logging.getLogger(__name__)
@@ -177,11 +179,15 @@ class AcpTerminal:
         self._hidden = sorted(secret_names(env, credential_names()) - set(allow))
         self._kill_grace = kill_grace
 
-    def argv(self, command: str) -> list[str]:
-        """The program and arguments the editor is asked to run for ``command``."""
+    def argv(self, command: str, sandbox: str | None = None) -> list[str]:
+        """The program and arguments the editor is asked to run for ``command``, confined to ``sandbox`` by
+        ``tools/sandbox/confine.py`` as a launcher (None: unconfined)."""
+        argv = [self._shell, "-c", command]
+        if sandbox is not None:
+            argv = launcher_argv(sandbox, argv)
         if not self._hidden:
-            return [self._shell, "-c", command]
-        return ["env", *(arg for name in self._hidden for arg in ("-u", name)), self._shell, "-c", command]
+            return argv
+        return ["env", *(arg for name in self._hidden for arg in ("-u", name)), *argv]
 
     async def run(
         self,
@@ -191,20 +197,32 @@ class AcpTerminal:
         timeout: float,
         output_limit: int,
         on_terminal: Callable[[str], Awaitable[None]] | None = None,
+        sandbox: str | None = None,
     ) -> CommandResult:
-        """Run ``command`` in a new terminal of the editor and wait for it (at most ``timeout`` seconds)."""
+        """Run ``command`` in a new terminal of the editor and wait for it (at most ``timeout`` seconds),
+        confined to ``sandbox`` (a launcher wraps the command line; the card shows the command)."""
+        if sandbox is not None and not sys.platform.startswith("linux"):
+            raise SandboxUnavailable(f"the sandbox needs Linux; this is {sys.platform}")
         command_id = new_command_id()
         try:
-            return await self._run(
-                command, command_id, cwd=cwd, timeout=timeout, output_limit=output_limit, on_terminal=on_terminal
+            result = await self._run(
+                self.argv(command, sandbox),
+                command_id,
+                cwd=cwd,
+                timeout=timeout,
+                output_limit=output_limit,
+                on_terminal=on_terminal,
             )
+            if sandbox is not None and result.exit_code == 126 and result.output.startswith(UNCONFINABLE):
+                raise SandboxUnavailable(result.output.removeprefix(UNCONFINABLE).strip())
+            return result
         finally:
             # The editor killed (or saw the end of) the terminal's process group; setsid'd strays remain.
             await stop_command(command_id, None, self._kill_grace)
 
     async def _run(
         self,
-        command: str,
+        argv: list[str],
         command_id: str,
         *,
         cwd: Path,
@@ -212,7 +230,7 @@ class AcpTerminal:
         output_limit: int,
         on_terminal: Callable[[str], Awaitable[None]] | None,
     ) -> CommandResult:
-        terminal_id = await self._create(command, command_id, cwd, output_limit)
+        terminal_id = await self._create(argv, command_id, cwd, output_limit)
         client, session_id = self._client, self._session_id
         try:
             if on_terminal is not None:
@@ -241,14 +259,14 @@ class AcpTerminal:
             text += f"\n[stopped by signal {signal}]"
         return CommandResult(exit_code, text, output.truncated, timed_out, terminal_id)
 
-    async def _create(self, command: str, command_id: str, cwd: Path, output_limit: int) -> str:
+    async def _create(self, argv: list[str], command_id: str, cwd: Path, output_limit: int) -> str:
         """Start the terminal; a cancellation that arrives meanwhile still gets the terminal killed and
         released once the editor has answered (else the command would run on unseen)."""
         client, session_id = self._client, self._session_id
         creating = asyncio.ensure_future(
             client.create_terminal(
                 session_id=session_id,
-                command=(argv := self.argv(command))[0],
+                command=argv[0],
                 args=argv[1:],
                 cwd=str(cwd),
                 env=[

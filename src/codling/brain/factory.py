@@ -64,11 +64,23 @@ def open_session(
         additional_dirs=additional_dirs,
         prompts_dir=prompts_dir,
     )
+    sandbox = build_sandbox(
+        (cwd, *additional_dirs),
+        home=user_home(settings.env),
+        codling_home=settings.home,
+        extra_writable=settings.sandbox_writable,
+        setting=settings.sandbox,
+        env=dict(settings.env) if settings.env else None,
+    )
     servers = merged(mcp_servers, settings.mcp_servers)
     mcp = None
     if servers:
         mcp = McpServers(
-            servers, cwd, startup_timeout=settings.mcp_startup_timeout, tool_timeout=settings.mcp_tool_timeout
+            servers,
+            cwd,
+            startup_timeout=settings.mcp_startup_timeout,
+            tool_timeout=settings.mcp_tool_timeout,
+            sandbox=sandbox,
         )
     deps = ToolDeps(
         workspace=Workspace(cwd, (*additional_dirs, *((prompts_dir,) if prompts_dir else ()))),
@@ -89,14 +101,7 @@ def open_session(
         command_timeout=settings.command_timeout,
         mcp=mcp,
         checkpoints=_keeper(checkpoints_dir, cwd, settings) if checkpoints_dir and settings.checkpoints else None,
-        sandbox=build_sandbox(
-            (cwd, *additional_dirs),
-            home=user_home(settings.env),
-            codling_home=settings.home,
-            extra_writable=settings.sandbox_writable,
-            setting=settings.sandbox,
-            env=dict(settings.env) if settings.env else None,
-        ),
+        sandbox=sandbox,
     )
     options = SessionOptions(
         max_requests_per_turn=settings.max_requests_per_turn,

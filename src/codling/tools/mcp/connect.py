@@ -17,6 +17,7 @@ from fastmcp.exceptions import McpError
 from pydantic_ai.mcp import MCPToolset
 
 from codling import __version__
+from codling.errors import SandboxUnavailable
 from codling.mcp_servers import McpServerSpec
 from codling.tools.reaper import can_reap, server_argv
 
@@ -28,16 +29,21 @@ SERVER_KILL_GRACE = 1.0
 waits for the server to exit once its stdin is closed)."""
 
 
-def toolset_for(spec: McpServerSpec, cwd: Path, startup_timeout: float, errlog: IO[bytes] | None) -> MCPToolset[Any]:
-    """An ``MCPToolset`` that reaches ``spec``'s server (not yet connected)."""
+def toolset_for(
+    spec: McpServerSpec, cwd: Path, startup_timeout: float, errlog: IO[bytes] | None, policy: str | None = None
+) -> MCPToolset[Any]:
+    """An ``MCPToolset`` that reaches ``spec``'s server (not yet connected), a stdio one confined to ``policy``
+    (a policy of ``tools/sandbox/confine.py``; None: unconfined)."""
     transport: Any
     if spec.transport == "stdio":
         command, args = spec.command, list(spec.args)
+        if policy is not None and not can_reap():
+            raise SandboxUnavailable("the sandbox needs Linux, with /proc")
         if can_reap():
             # Under codling's reaper, so that what the server starts (setsid'd daemons included) ends with it.
             env = {**_default_environment(), **dict(spec.env)}
             args = server_argv(
-                SERVER_KILL_GRACE, env.get("LC_CTYPE"), program_path(command, env, cwd), [command, *args]
+                SERVER_KILL_GRACE, env.get("LC_CTYPE"), program_path(command, env, cwd), [command, *args], policy
             )
             command, args = args[0], args[1:]
         # keep_alive=False: leaving the toolset ends the process (fastmcp would otherwise keep it for reuse).

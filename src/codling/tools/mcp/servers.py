@@ -33,6 +33,7 @@ from codling.errors import ToolError
 from codling.mcp_servers import McpServerSpec
 from codling.tools.mcp.names import tool_name
 from codling.tools.mcp.results import McpResult, McpTool, describe_exception, result_of, result_text, tool_of
+from codling.tools.sandbox.policy import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,11 @@ Notify = Callable[[McpNotice], None]
 class McpServer:
     """One MCP server of a session, from its start to its stop."""
 
-    def __init__(self, spec: McpServerSpec, cwd: Path, startup_timeout: float, notify: Notify) -> None:
+    def __init__(
+        self, spec: McpServerSpec, cwd: Path, startup_timeout: float, notify: Notify, sandbox: Sandbox | None = None
+    ) -> None:
         self.spec = spec
+        self._sandbox = sandbox
         self.status: ServerStatus = "starting"
         self._cwd = cwd
         self._startup_timeout = startup_timeout
@@ -116,7 +120,12 @@ class McpServer:
             self._close_errlog()
 
     async def _connect(self) -> Any:
-        toolset = self._toolset = await build_toolset(self.spec, self._cwd, self._startup_timeout, self._stderr())
+        policy = None
+        if self.spec.sandbox != "off" and self._sandbox is not None:
+            policy = self._sandbox.policy("network" if self.spec.sandbox == "network" else None)
+        toolset = self._toolset = await build_toolset(
+            self.spec, self._cwd, self._startup_timeout, self._stderr(), policy
+        )
         try:
             async with asyncio.timeout(self._startup_timeout):
                 await toolset.__aenter__()
@@ -287,12 +296,13 @@ class McpServers:
         *,
         startup_timeout: float = 30.0,
         tool_timeout: float = 120.0,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.specs = specs
         self.tool_timeout = tool_timeout
         self._listener: Notify | None = None
         self._pending: list[McpNotice] = []
-        self._servers = [McpServer(spec, cwd, startup_timeout, self._notify) for spec in specs]
+        self._servers = [McpServer(spec, cwd, startup_timeout, self._notify, sandbox) for spec in specs]
         self._started = False
         self._tools: dict[str, tuple[McpServer, McpTool]] = {}
         self._named: set[int] = set()
@@ -359,10 +369,13 @@ class McpServers:
             self._pending.append(notice)
 
 
-async def build_toolset(spec: McpServerSpec, cwd: Path, startup_timeout: float, errlog: IO[bytes] | None) -> Any:
-    """pydantic-ai's ``MCPToolset`` for ``spec`` (its modules imported in a thread: they take seconds)."""
+async def build_toolset(
+    spec: McpServerSpec, cwd: Path, startup_timeout: float, errlog: IO[bytes] | None, policy: str | None = None
+) -> Any:
+    """pydantic-ai's ``MCPToolset`` for ``spec``, confined to ``policy`` if any (its modules imported in a
+    thread: they take seconds)."""
     module = await asyncio.to_thread(_import_mcp)
-    return module.toolset_for(spec, cwd, startup_timeout, errlog)
+    return module.toolset_for(spec, cwd, startup_timeout, errlog, policy)
 
 
 def _import_mcp() -> Any:

@@ -60,6 +60,15 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev
 DEVICE_DIRS = ("/dev/pts", "/dev/shm")
 
 
+UNCONFINABLE = "codling: the sandbox cannot run here: "
+"""How the launcher's message starts (exit code 126) when it cannot confine the command."""
+
+
+def launcher_argv(policy: str, argv: list[str]) -> list[str]:
+    """The argv that runs ``argv`` confined to ``policy`` (an editor's terminal runs it)."""
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), policy, *argv]
+
+
 class Unconfinable(Exception):
     """The sandbox cannot be set up here; the message says what is missing, in one line."""
 
@@ -268,7 +277,7 @@ def main(argv: list[str]) -> int:
     try:
         confine(argv[1])
     except Unconfinable as e:
-        os.write(2, f"codling: the sandbox cannot run here: {e}\n".encode())
+        os.write(2, f"{UNCONFINABLE}{e}\n".encode())
         return 126
     try:
         os.execvp(argv[2], argv[2:])
