@@ -29,6 +29,7 @@ from codling.cli.session_plan import (
     read_image,
     restored_mode_note,
 )
+from codling.cli.sandbox_command import sandbox_app
 from codling.cli.sessions import sessions_app
 from codling.cli.typer_app import CodlingTyper
 from codling.config import Settings
@@ -51,6 +52,7 @@ app = CodlingTyper(
 )
 
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(sandbox_app, name="sandbox")
 
 ModelOption = Annotated[
     str | None,

@@ -153,7 +153,10 @@ def confine(policy: str) -> str:
     paths, network = decode_policy(policy)
     uid, gid = os.geteuid(), os.getegid()
     if _c().unshare(CLONE_NEWUSER | CLONE_NEWNS | (0 if network else CLONE_NEWNET)) != 0:
-        raise _fail("user namespaces are not available to this user (needed to cover secrets and cut the network)")
+        why = _USERNS_REFUSED.get(ctypes.get_errno(), "the kernel refused them")
+        raise Unconfinable(
+            f"user namespaces are not available to this user ({why}); they hide secrets and cut the network"
+        )
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
@@ -166,6 +169,14 @@ def confine(policy: str) -> str:
     _landlock(paths["writable"], abi)
     net = "network: own loopback only" if not network else "network: on"
     return f"landlock ABI {abi}; {net}; {hidden} paths covered; {read_only} read-only"
+
+
+_USERNS_REFUSED = {
+    errno.ENOSPC: "the limit /proc/sys/user/max_user_namespaces is reached, or 0",
+    errno.EPERM: "not permitted: kernel.unprivileged_userns_clone, AppArmor or a seccomp filter forbids them",
+    errno.EINVAL: "this kernel was built without them",
+    errno.EUSERS: "too many nested user namespaces",
+}
 
 
 def _write(path: str, text: str) -> None:
