@@ -20,6 +20,7 @@ from codling.cli import complete
 from codling.cli.acp_main import run_acp, setup_logging
 from codling.cli.models_command import models
 from codling.cli.oneshot import Limits, Output, run_turn
+from codling.cli.sandbox_command import sandbox_app
 from codling.cli.session_args import EMPTY_FROM_STDIN, PICK, fail_config, prepare, read_prompt
 from codling.cli.session_plan import (
     EXIT_USAGE,
@@ -29,7 +30,6 @@ from codling.cli.session_plan import (
     read_image,
     restored_mode_note,
 )
-from codling.cli.sandbox_command import sandbox_app
 from codling.cli.sessions import sessions_app
 from codling.cli.typer_app import CodlingTyper
 from codling.config import Settings
