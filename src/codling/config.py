@@ -48,7 +48,7 @@ from typing import Literal, cast
 
 from codling.errors import ConfigError
 from codling.mcp_servers import McpServerSpec, parse_servers
-from codling.paths import codling_home, config_file
+from codling.paths import codling_home, config_file, user_home
 from codling.permission_rules import Rules, user_rules
 from codling.text import did_you_mean
 from codling.vocabulary import SANDBOX_SETTINGS, PermissionMode, SandboxSetting
@@ -163,6 +163,13 @@ def _names(data: dict[str, object], key: str, path: Path) -> tuple[str, ...]:
     return tuple(cast(list[str], value))
 
 
+def _home_path(value: str, env: Mapping[str, str]) -> Path:
+    """``value`` with a leading ``~`` read as the user's home (of ``env``)."""
+    if value == "~" or value.startswith("~/"):
+        return user_home(env) / value[2:]
+    return Path(value)
+
+
 def _notify(data: dict[str, object], path: Path) -> tuple[NotifyStyle, tuple[str, ...]]:
     """``notify`` and ``notify_command``, checked."""
     style = data.get("notify", "bell")
@@ -242,7 +249,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         delegates=_flag(data, "delegates", True, path),
         checkpoints=_flag(data, "checkpoints", True, path),
         sandbox=sandbox,
-        sandbox_writable=tuple(Path(v).expanduser() for v in writable),
+        sandbox_writable=tuple(_home_path(v, env) for v in writable),
         permissions=Rules.parse(data.get("permissions"), "config.toml", path) + user_rules(home),
         stream_idle_timeout=_positive(data, "stream_idle_timeout", 120.0, path),
         cache=cache,

@@ -179,7 +179,8 @@ def run(
         str | None,
         typer.Option(
             "--mode",
-            help="read-only | ask | accept-edits | yolo. Default: ask on a terminal, read-only when stdin is not one.",
+            help="read-only | ask | accept-edits | auto | yolo. Default: ask on a terminal, read-only when stdin is "
+            "not one.",
             autocompletion=complete.modes,
         ),
     ] = None,
@@ -283,7 +284,7 @@ def chat(
     mode: Annotated[
         str | None,
         typer.Option(
-            "--mode", help="read-only | ask | accept-edits | yolo (default: ask).", autocompletion=complete.modes
+            "--mode", help="read-only | ask | accept-edits | auto | yolo (default: ask).", autocompletion=complete.modes
         ),
     ] = None,
     resume: ResumeOption = None,

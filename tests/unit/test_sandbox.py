@@ -1,0 +1,324 @@
+"""The sandbox in-process (issue 35): its policy, what it blocks for real under the reaper, auto mode and lifts,
+the "blocked by the sandbox" note, and failing closed. The escape battery through real codling processes in
+every mode is tests/e2e/test_sandbox_escapes.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from codling.config import load_settings
+from codling.errors import ConfigError, PermissionDenied, SandboxUnavailable
+from codling.mcp_servers import parse_servers
+from codling.permission_rules import Rules
+from codling.tools.approval import Permissions
+from codling.tools.local import LocalTerminal
+from codling.tools.ports import PermissionRequest
+from codling.tools.sandbox.blocked import blocked_note
+from codling.tools.sandbox.confine import decode_policy, encode_policy
+from codling.tools.sandbox.policy import Sandbox, build_sandbox
+from codling.vocabulary import PermissionMode, SandboxSetting
+from tests.fakes.approver import ScriptedApprover
+
+SECRET = "sk-sandbox-test-0123456789"
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> dict[str, Path]:
+    """A git workspace, a home with an ssh key, codling's home, and a directory that is none of them (and not
+    temp: /tmp is writable by design, so the outside place is made where the sandbox does not allow writes)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text(SECRET)
+    codling_home = tmp_path / "codling-home"
+    codling_home.mkdir()
+    (codling_home / "config.toml").write_text(f'# {SECRET}\nmode = "auto"\n')
+    return {"ws": ws, "home": home, "codling_home": codling_home}
+
+
+def sandbox_of(places: dict[str, Path], setting: SandboxSetting = "on") -> Sandbox:
+    return build_sandbox(
+        (places["ws"],), home=places["home"], codling_home=places["codling_home"], env={}, setting=setting
+    )
+
+
+def without_temp(sandbox: Sandbox) -> Sandbox:
+    """``sandbox`` with the workspace its only writable place: the tests' other directories are in /tmp, which
+    commands may write by design, so this is how one of them stands for "outside"."""
+    return replace(sandbox, writable=sandbox.writable[:1])
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory outside the workspace (and, for ``without_temp``'s sandbox, outside every writable place)."""
+    place = tmp_path / "outside"
+    place.mkdir()
+    return place
+
+
+async def confined(sandbox: Sandbox, command: str, cwd: Path, lift: str | None = None) -> tuple[int | None, str]:
+    result = await LocalTerminal().run(
+        command,
+        cwd=cwd,
+        timeout=30,
+        output_limit=20_000,
+        sandbox=sandbox.policy(lift),  # type: ignore[arg-type]
+    )
+    return result.exit_code, result.output
+
+
+def test_a_policy_survives_its_encoding_and_refuses_a_path_it_cannot_carry() -> None:
+    text = encode_policy(("/w", "/tmp"), ("/w/.git/hooks",), ("/w/.git",), ("/h/.ssh",), network=True)
+    assert decode_policy(text) == (
+        {"writable": ["/w", "/tmp"], "read_only": ["/w/.git/hooks"], "pinned": ["/w/.git"], "hidden": ["/h/.ssh"]},
+        True,
+    )
+    with pytest.raises(ValueError, match="absolute and on one line"):
+        encode_policy(("/w\nw /",))
+    with pytest.raises(ValueError, match="absolute and on one line"):
+        encode_policy(("relative",))
+
+
+def test_the_policy_names_the_workspace_temp_git_and_secrets(places: dict[str, Path]) -> None:
+    sandbox = sandbox_of(places)
+    ws, home = places["ws"].resolve(), places["home"].resolve()
+    assert sandbox.writable[:2] == (ws, Path("/tmp"))
+    assert sandbox.pinned == (ws / ".git",)
+    assert {ws / ".git" / "hooks", ws / ".git" / "config", ws / ".codling", home / ".bashrc"} <= set(sandbox.read_only)
+    assert {home / ".ssh", home / ".aws", home / ".gnupg", places["codling_home"].resolve()} <= set(sandbox.hidden)
+    assert sandbox.hides(home / ".ssh" / "id_rsa") and not sandbox.hides(ws / "a.py")
+    assert sandbox.blocked_write(Path("/etc/passwd")) and sandbox.blocked_write(ws / ".git" / "hooks" / "x")
+    assert not sandbox.blocked_write(ws / "src" / "a.py") and not sandbox.blocked_write(Path("/tmp/x"))
+
+
+def test_a_covered_path_never_hides_the_workspace(tmp_path: Path) -> None:
+    codling_home = tmp_path / "codling-home"
+    ws = codling_home / "projects" / "ws"
+    ws.mkdir(parents=True)
+    sandbox = build_sandbox((ws,), home=tmp_path, codling_home=codling_home, env={})
+    assert codling_home.resolve() not in sandbox.hidden
+
+
+@pytest.mark.parametrize(
+    ("setting", "mode", "applies"),
+    [
+        ("on", "read-only", True),
+        ("on", "ask", True),
+        ("on", "accept-edits", True),
+        ("on", "auto", True),
+        ("on", "yolo", False),
+        ("always", "yolo", True),
+        ("off", "auto", False),
+        ("off", "ask", False),
+    ],
+)
+def test_where_the_sandbox_applies(
+    places: dict[str, Path], setting: SandboxSetting, mode: PermissionMode, applies: bool
+) -> None:
+    assert sandbox_of(places, setting=setting).applies(mode) is applies
+
+
+async def test_a_confined_command_changes_the_workspace_and_nothing_else(
+    places: dict[str, Path], outside: Path
+) -> None:
+    sandbox, ws = without_temp(sandbox_of(places)), places["ws"]
+    victim = places["home"] / "victim.txt"
+    victim.write_text("kept\n")
+    script = "; ".join(
+        [
+            "echo made > made.txt",
+            f"echo escaped > {outside}/f",
+            "echo escaped > .git/hooks/pre-commit",
+            "echo '[core] hooksPath = x' >> .git/config",
+            "mv .git .git-moved",
+            f"ln -s {outside} link; echo escaped > link/g",
+            f"ln {victim} hard; echo escaped >> hard",
+            f"cat {places['home']}/.ssh/id_rsa",
+            f"cat {places['codling_home']}/config.toml",
+            f"ln -s {places['home']}/.ssh/id_rsa key; cat key",
+            f"cat /proc/{os.getpid()}/environ",
+            f"kill -0 {os.getpid()} && echo signalled",
+            "echo done",
+        ]
+    )
+    code, output = await confined(sandbox, script, ws)
+    assert (code, (ws / "made.txt").read_text()) == (0, "made\n")
+    assert (list(outside.iterdir()), victim.read_text()) == ([], "kept\n")
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+    assert "hooksPath" not in (ws / ".git" / "config").read_text()
+    assert (ws / ".git").is_dir() and not (ws / ".git-moved").exists()
+    assert SECRET not in output and "signalled" not in output
+    assert "PATH=" not in output  # the environment of the process that started the command stays unread
+    assert output.rstrip().endswith("done")
+
+
+async def test_the_network_is_off_but_a_command_s_own_loopback_works(places: dict[str, Path], outside: Path) -> None:
+    sandbox, ws = without_temp(sandbox_of(places)), places["ws"]
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        own = (
+            "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+            "c = socket.create_connection(s.getsockname()); print('own loopback', s.accept()[0] is not None)"
+        )
+        reach = f"import socket; socket.create_connection(('127.0.0.1', {port}), 5)"
+        _, output = await confined(sandbox, f'{sys.executable} -c "{own}"; {sys.executable} -c "{reach}"', ws)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    assert "own loopback True" in output and "Connection refused" in output
+    # The network lifted: the host's listener is reached, while writes stay confined.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        reach = f"import socket; socket.create_connection(('127.0.0.1', {port}), 5); print('reached')"
+        _, output = await confined(sandbox, f'{sys.executable} -c "{reach}"; touch {outside}/x', ws, "network")
+        assert "reached" in output and list(outside.iterdir()) == []
+
+
+async def test_what_the_sandbox_blocked_is_named_with_how_to_ask(places: dict[str, Path], outside: Path) -> None:
+    sandbox, ws, home = without_temp(sandbox_of(places)), places["ws"], places["home"]
+    script = f"echo x > {outside}/f; cat {home}/.ssh/id_rsa; echo y > .git/hooks/h; curl -sS http://example.invalid"
+    _, output = await confined(
+        sandbox, script + " 2>&1 || getent hosts example.com || echo 'Could not resolve host'", ws
+    )
+    note = blocked_note(output, sandbox, cwd=ws, home=home, network=False)
+    assert note is not None
+    assert note.startswith("[blocked by the sandbox: writing ")
+    assert f"{outside}/f" in note and f"{ws.resolve()}/.git/hooks/h" in note
+    assert f"reading {home.resolve()}/.ssh/id_rsa" in note and 'lift_sandbox="network"' in note
+    assert note.endswith(
+        "— if the task needs it, ask to allow: run the command again with that lift_sandbox and "
+        "a reason; the user is asked]"
+    )
+
+
+def test_what_the_sandbox_did_not_block_gets_no_note(places: dict[str, Path]) -> None:
+    sandbox, ws, home = sandbox_of(places), places["ws"], places["home"]
+    outputs = [
+        "/bin/sh: 1: ./run.sh: Permission denied",  # a script without its execute bit, in the workspace
+        "cat: missing.txt: No such file or directory",
+        "ok",
+        "curl: (6) Could not resolve host: example.com",  # with the network on
+    ]
+    assert [blocked_note(o, sandbox, cwd=ws, home=home, network=True) for o in outputs] == [None] * 4
+
+
+def request(command: str, *, sandboxed: bool = True, lift: str | None = None) -> PermissionRequest:
+    return PermissionRequest(
+        tool_call_id="c1",
+        tool_name="run_command",
+        kind="execute",
+        title=f"Run {command}",
+        subject=command,
+        sandboxed=sandboxed,
+        lift=lift,
+        reason="pip must download the package" if lift else None,
+    )
+
+
+async def test_auto_runs_sandboxed_commands_and_edits_without_asking() -> None:
+    approver = ScriptedApprover()
+    permissions = Permissions("auto", approver)
+    await permissions.check(request("pytest -q; rm -rf build"))
+    await permissions.check(
+        PermissionRequest(tool_call_id="e", tool_name="edit_file", kind="edit", title="Edit a", subject="/w/a")
+    )
+    assert approver.asked == []
+    # Unconfined (sandbox = "off"), a command is asked about as in ask mode.
+    approver.answers = ["allow_once"]
+    await permissions.check(request("pytest", sandboxed=False))
+    assert [r.subject for r in approver.asked] == ["pytest"]
+
+
+async def test_auto_still_honours_deny_and_ask_rules() -> None:
+    rules = Rules.parse({"deny": ["curl"], "ask": ["git push"]}, "config.toml", Path("config.toml"))
+    approver = ScriptedApprover("allow_once")
+    permissions = Permissions("auto", approver, rules=rules)
+    with pytest.raises(PermissionDenied, match="denies it"):
+        await permissions.check(request("curl http://x"))
+    await permissions.check(request("git push"))
+    assert [r.title for r in approver.asked] == ['Run git push (your rule "ask git push" (config.toml) asks)']
+
+
+@pytest.mark.parametrize("mode", ["ask", "accept-edits", "auto", "yolo"])
+async def test_a_lift_is_asked_in_every_mode_saying_what_and_why(mode: PermissionMode) -> None:
+    rules = Rules.parse({"allow": ["pip"]}, "config.toml", Path("config.toml"))
+    approver = ScriptedApprover("allow_once")
+    await Permissions(mode, approver, rules=rules).check(request("pip install x", lift="network"))
+    (asked,) = approver.asked
+    assert asked.title == (
+        "Run pip install x — with the network on (writes stay in the workspace, secrets stay hidden); "
+        "the model says: pip must download the package"
+    )
+    assert asked.always == "every `pip` command with the network on"
+
+
+async def test_always_for_a_lift_covers_the_program_s_network_or_the_exact_command() -> None:
+    approver = ScriptedApprover("allow_always", "allow_always", "allow_once")
+    permissions = Permissions("auto", approver)
+    await permissions.check(request("pip install x", lift="network"))
+    await permissions.check(request("pip install y", lift="network"))  # remembered: not asked
+    await permissions.check(request("make deploy", lift="all"))
+    await permissions.check(request("make deploy", lift="all"))  # the exact command: remembered
+    await permissions.check(request("make deploy2", lift="all"))
+    assert [r.subject for r in approver.asked] == ["pip install x", "make deploy", "make deploy2"]
+    assert permissions.approved_by("c1") == "your “always” for this exact command, outside the sandbox"
+    assert permissions.remembered == {("lift-network", "pip"), ("lift-all", "make deploy")}
+
+
+async def test_a_lift_without_anyone_to_ask_is_refused() -> None:
+    with pytest.raises(PermissionDenied, match="no one can be asked"):
+        await Permissions("auto", None).check(request("pip install x", lift="all"))
+
+
+async def test_a_machine_without_the_sandbox_refuses_the_command_rather_than_run_it(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    terminal = LocalTerminal(reaper=False)  # as where there is no /proc or no Linux
+    with pytest.raises(SandboxUnavailable, match="the command was not run: the sandbox cannot run here"):
+        await terminal.run(f"touch {marker}", cwd=tmp_path, timeout=10, output_limit=100, sandbox="net off")
+    assert not marker.exists()
+
+
+def test_config_takes_the_sandbox_settings(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('sandbox = "always"\nsandbox_writable = ["~/.cache", "/opt/x"]\n')
+    settings = load_settings({"CODLING_HOME": str(home), "HOME": str(tmp_path)})
+    assert (settings.sandbox, settings.sandbox_writable) == ("always", (tmp_path / ".cache", Path("/opt/x")))
+    (home / "config.toml").write_text('sandbox = "sometimes"\n')
+    with pytest.raises(ConfigError, match="sandbox must be one of 'on', 'always', 'off', not 'sometimes'"):
+        load_settings({"CODLING_HOME": str(home)})
+
+
+def test_an_mcp_server_opts_in_to_the_sandbox(tmp_path: Path) -> None:
+    where = tmp_path / "config.toml"
+    servers = parse_servers(
+        {
+            "a": {"command": "srv"},
+            "b": {"command": "srv", "sandbox": True},
+            "c": {"command": "srv", "sandbox": "network"},
+        },
+        where,
+    )
+    assert [s.sandbox for s in servers] == ["off", "on", "network"]
+    with pytest.raises(ConfigError, match='sandbox must be true, false or "network"'):
+        parse_servers({"d": {"command": "srv", "sandbox": "yes"}}, where)
+    with pytest.raises(ConfigError, match="args, env and sandbox are for a command"):
+        parse_servers({"e": {"url": "http://127.0.0.1:1/mcp", "sandbox": True}}, where)
+
+
+def test_replace_keeps_a_sandbox_frozen(places: dict[str, Path]) -> None:
+    sandbox = sandbox_of(places)
+    assert replace(sandbox, setting="off").applies("auto") is False and sandbox.applies("auto")
