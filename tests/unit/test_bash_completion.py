@@ -90,5 +90,5 @@ def test_a_model_id_completes_after_its_colon(home: Path) -> None:
     assert complete(home, "codling", "-m", "openai", ":", "gpt-5", "--mode", "a") == ["ask", "accept-edits", "auto"]
     assert complete(home, "codling", "--mode", "=", "y") == ["yolo"]
     assert complete(home, "codling", "--mo") == ["--model", "--mode"]
-    assert complete(home, "codling", "s") == ["sessions"]  # the first word: codling's commands
+    assert complete(home, "codling", "s") == ["sessions", "sandbox"]  # the first word: codling's commands
     assert complete(home, "codling", "--v") == ["--version"]  # and options
