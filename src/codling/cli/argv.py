@@ -42,8 +42,8 @@ LIGHT_COMMANDS = frozenset({"login", "logout", "models", "sessions"})
 (``codling.seal``), so they skip the restart that costs a Python start-up. A test holds every command of the
 app to be one of these or of ``TOOL_COMMANDS``."""
 
-TOOL_COMMANDS = frozenset({"acp", "chat", "run"})
-"""The commands that run tools (and a prompt, routed to ``chat`` or ``run``)."""
+TOOL_COMMANDS = frozenset({"acp", "chat", "run", "sandbox"})
+"""The commands that run tools (and a prompt, routed to ``chat`` or ``run``; ``sandbox check`` runs commands)."""
 
 _WORD = re.compile(r"[a-z][a-z-]*")
 

@@ -10,11 +10,14 @@ from typing import Annotated
 import typer
 
 from codling.cli.session_args import fail_config
+from codling.cli.typer_app import CodlingTyper
 from codling.config import load_settings
 from codling.errors import ConfigError
 from codling.paths import user_home
 
-sandbox_app = typer.Typer(help="The sandbox commands run in: `codling sandbox check` says what it enforces here.")
+sandbox_app = CodlingTyper(
+    help="The sandbox commands run in: `codling sandbox check` says what it enforces here.", no_args_is_help=True
+)
 
 _WHERE = {
     "on": "in read-only, ask, accept-edits and auto mode; yolo runs commands unconfined",
