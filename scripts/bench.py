@@ -2163,16 +2163,25 @@ def sandbox_workspace(root: Path) -> None:
 @dataclass
 class AlwaysUser(RecordingClient):
     """An editor's user who answers "always allow" when it covers a whole program (``pytest``, ``git status``)
-    and "allow" (once) otherwise (an exact command line, a lifted sandbox)."""
+    and "allow" (once) otherwise (an exact command line, a lifted sandbox); ``kinds`` counts the questions by
+    what they were about: ``program``, ``exact`` (a command line with pipes or ``&&``) or ``lift``."""
+
+    kinds: dict[str, int] = field(default_factory=dict)
 
     async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
-        from acp.schema import AllowedOutcome, PermissionOption, RequestPermissionResponse
+        from acp.schema import AllowedOutcome, RequestPermissionResponse
 
         from tests.fakes.acp_client import PermissionCall
 
         self.permissions.append(PermissionCall(session_id, tool_call, options, len(self.updates)))
-        chosen: list[PermissionOption] = [o for o in options if o.option_id == "allow_always" and "every `" in o.name]
-        answer = "allow_always" if chosen else "allow_once"
+        if "network on" in (tool_call.title or "") or "outside the sandbox" in (tool_call.title or ""):
+            kind = "lift"
+        elif any(o.option_id == "allow_always" and "every `" in o.name for o in options):
+            kind = "program"
+        else:
+            kind = "exact"
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        answer = "allow_always" if kind == "program" else "allow_once"
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=answer))
 
 
@@ -2249,9 +2258,9 @@ def command_results(script: Any) -> dict[str, str]:
     return results
 
 
-async def sandbox_session(mode: str, url: str) -> tuple[int, dict[str, str], float]:
-    """The scripted session in ``mode`` through an in-process agent: the questions asked, what each command
-    returned, and the seconds it took."""
+async def sandbox_session(mode: str, url: str) -> tuple[dict[str, int], dict[str, str], float]:
+    """The scripted session in ``mode`` through an in-process agent: the questions asked (by kind, see
+    ``AlwaysUser``), what each command returned, and the seconds it took."""
     from tests.fakes.acp_client import connected
 
     script = sandbox_script(url)
@@ -2269,17 +2278,19 @@ async def sandbox_session(mode: str, url: str) -> tuple[int, dict[str, str], flo
             for turn in range(len(SANDBOX_TURNS)):
                 await prompt(conn, session.session_id, f"step {turn}")
             elapsed = time.perf_counter() - started
-    return len(client.permissions), command_results(script), elapsed
+    return client.kinds, command_results(script), elapsed
 
 
 async def bench_sandbox(config: Config) -> list[Row]:
     """Permission prompts of a scripted session in ask and in auto mode, and the sandbox's cost per command."""
     calls = sum(len(commands) for commands in SANDBOX_TURNS)
     asked: dict[str, int] = {}
+    kinds: dict[str, dict[str, int]] = {}
     took: dict[str, float] = {}
     with venv_on_path(), loopback_http() as url:
         for mode in ("ask", "auto"):
-            asked[mode], results, took[mode] = await sandbox_session(mode, url)
+            kinds[mode], results, took[mode] = await sandbox_session(mode, url)
+            asked[mode] = sum(kinds[mode].values())
             ran = [r for r in results.values() if r.startswith(("exit code", "timed out"))]
             if len(ran) != calls:
                 raise RuntimeError(f"{mode}: {len(ran)} of {calls} commands ran: {sorted(results.items())[:3]}")
@@ -2291,11 +2302,20 @@ async def bench_sandbox(config: Config) -> list[Row]:
     reduction = 1 - asked["auto"] / asked["ask"] if asked["ask"] else 0.0
     rows = [
         Row(f'permission prompts, {len(SANDBOX_TURNS)} turns, {calls} commands ("always" for whole programs)', ""),
-        Row("  ask mode: questions", f"{asked['ask']} ({took['ask']:.1f} s)"),
-        Row("  auto mode: questions", f"{asked['auto']} ({took['auto']:.1f} s)"),
+        *(Row(f"  {mode} mode: questions", f"{asked[mode]} ({said(kinds[mode])})") for mode in ("ask", "auto")),
+        Row(
+            "  the session's time, ask / auto (scripted model, commands run)",
+            f"{took['ask']:.1f} s / {took['auto']:.1f} s",
+        ),
         Row("  auto: fewer prompts than ask", f"{reduction:.0%}", "≥ 80% fewer", reduction >= 0.8),
     ]
     return rows + await bench_sandbox_overhead(config)
+
+
+def said(kinds: dict[str, int]) -> str:
+    """What the questions were about, in words."""
+    words = {"program": "a program", "exact": "an exact command line", "lift": "lifting the sandbox"}
+    return ", ".join(f"{kinds[k]} {w}" for k, w in words.items() if kinds.get(k)) or "none"
 
 
 def sandbox_command(n: int) -> str:
