@@ -70,6 +70,13 @@ What it measures (see DESIGN.md §13):
    (≤ 1.01×), the first checkpoint of the workspace, and a rewind 5 turns back; then whole turns of a recorded
    session (a command rewriting 5 files) with checkpoints and without, side by side (the three checkpoints of a
    turn: ≤ 150 ms), and ``/undo`` of the last one.
+15. sandbox: a scripted 30-turn session of 40 run_command calls (pytest, git, ls, cat, grep, python -c, make,
+   a few with pipes or ``&&``, a fetch from a dev server on the host's loopback that the sandbox blocks and that
+   is run again with the network lifted) in a small git project, through an in-process agent and real
+   LocalTerminal commands, in ``ask`` and in ``auto`` mode, with a user who answers "always" when it covers a
+   whole program and "once" otherwise: the questions asked in each (auto: ≥ 80% fewer); then ``true`` and
+   ``git status`` through ``LocalTerminal.run`` unconfined and confined, interleaved (the reaper runs in both):
+   median, p95 and the ratio of the medians (``true``: ≤ 1.2×).
 Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this. ``--only NAME``
 runs the sections whose name contains NAME (e.g. ``--only memory``).
 """
