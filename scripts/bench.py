@@ -70,6 +70,13 @@ What it measures (see DESIGN.md §13):
    (≤ 1.01×), the first checkpoint of the workspace, and a rewind 5 turns back; then whole turns of a recorded
    session (a command rewriting 5 files) with checkpoints and without, side by side (the three checkpoints of a
    turn: ≤ 150 ms), and ``/undo`` of the last one.
+15. sandbox: a scripted 30-turn session of 40 run_command calls (pytest, git, ls, cat, grep, python -c, make,
+   a few with pipes or ``&&``, a fetch from a dev server on the host's loopback that the sandbox blocks and that
+   is run again with the network lifted) in a small git project, through an in-process agent and real
+   LocalTerminal commands, in ``ask`` and in ``auto`` mode, with a user who answers "always" when it covers a
+   whole program and "once" otherwise: the questions asked in each (auto: ≥ 80% fewer); then ``true`` and
+   ``git status`` through ``LocalTerminal.run`` unconfined and confined, interleaved (the reaper runs in both):
+   median, p95 and the ratio of the medians (``true``: ≤ 1.2×).
 Progress goes to stderr, the table to stdout. Only 127.0.0.1 is ever contacted. Tests never run this. ``--only NAME``
 runs the sections whose name contains NAME (e.g. ``--only memory``).
 """
@@ -2094,6 +2101,281 @@ async def bench_checkpointed_turns(config: Config, git: str | None) -> list[Row]
     ]
 
 
+# --- 15: sandbox -------------------------------------------------------------------------------------------
+
+
+SANDBOX_TURNS: tuple[tuple[str, ...], ...] = (
+    ("git status", "ls"),
+    ("cat README.md",),
+    ("ls src tests", "cat src/calc.py"),
+    ("pytest -q",),
+    ("grep -rn 'def ' src", "cat src/calc.py | grep -c def"),
+    ("python -c \"import sys; sys.path.insert(0, 'src'); import calc; print(calc.add(2, 3))\"",),
+    ("git diff",),
+    ("pytest -q tests/test_calc.py", "git diff --stat"),
+    ("make test",),
+    ("grep -rn TODO src tests | head -20",),
+    ("cat tests/test_calc.py", "pytest -q tests/test_calc.py::test_add"),
+    ("python -m pytest -q -x",),
+    ("git log --oneline -5", "git status --short"),
+    ("wc -l src/calc.py tests/test_calc.py",),
+    ("make lint",),
+    ("pytest -q -k add",),
+    ("sed -i 's/# TODO: negative numbers/# negative numbers work/' src/calc.py",),
+    ("head -20 src/calc.py",),
+    ("find . -name '*.py' -not -path './.git/*'",),
+    ("pytest -q 2>&1 | tail -5",),
+    ("git add -A && git status --short",),
+    ("grep -rn import src tests",),
+    ("{fetch}", "{fetch}"),  # the dev server on the host's loopback: blocked, then again with the network lifted
+    ("make test", "git diff --cached --stat"),
+    ("cat Makefile",),
+    ("pytest -q", "git status"),
+    ("sed -n 1,10p src/calc.py",),
+    ("git diff --cached",),
+    ("make check && echo ok",),
+    ("pytest -q", "git status --short"),
+)
+"""The scripted session's commands, turn by turn (30 turns, 40 run_command calls)."""
+
+SANDBOX_FILES = {
+    "README.md": "# calc\n\nA tiny calculator. `make test` runs the tests.\n",
+    "src/calc.py": (
+        "def add(a, b):\n    # TODO: negative numbers\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+    ),
+    "tests/test_calc.py": (
+        "import sys\nfrom pathlib import Path\n\nsys.path.insert(0, str(Path(__file__).parent.parent / 'src'))\n\n"
+        "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n\n\n"
+        "def test_mul():\n    assert calc.mul(2, 3) == 6\n"
+    ),
+    "pyproject.toml": '[tool.pytest.ini_options]\nasyncio_default_fixture_loop_scope = "function"\n',
+    ".gitignore": "__pycache__/\n.pytest_cache/\n",
+    "Makefile": (
+        "test:\n\tpytest -q\n\nlint:\n\tpython -m compileall -q src tests\n\n"
+        "check: lint test\n\n.PHONY: test lint check\n"
+    ),
+}
+
+
+def sandbox_workspace(root: Path) -> None:
+    """A small git project (a module, its tests, a Makefile), committed."""
+    for name, text in SANDBOX_FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    commit = ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "start"]
+    for args in (["init", "-q"], ["add", "-A"], commit):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+@dataclass
+class AlwaysUser(RecordingClient):
+    """An editor's user who answers "always allow" when it covers a whole program (``pytest``, ``git status``)
+    and "allow" (once) otherwise (an exact command line, a lifted sandbox); ``kinds`` counts the questions by
+    what they were about: ``program``, ``exact`` (a command line with pipes or ``&&``) or ``lift``."""
+
+    kinds: dict[str, int] = field(default_factory=dict)
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
+        from acp.schema import AllowedOutcome, RequestPermissionResponse
+
+        from tests.fakes.acp_client import PermissionCall
+
+        self.permissions.append(PermissionCall(session_id, tool_call, options, len(self.updates)))
+        if "network on" in (tool_call.title or "") or "outside the sandbox" in (tool_call.title or ""):
+            kind = "lift"
+        elif any(o.option_id == "allow_always" and "every `" in o.name for o in options):
+            kind = "program"
+        else:
+            kind = "exact"
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        answer = "allow_always" if kind == "program" else "allow_once"
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=answer))
+
+
+@contextmanager
+def loopback_http() -> Iterator[str]:
+    """A tiny HTTP server on the host's 127.0.0.1 (a developer's dev server); its URL."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def venv_on_path() -> Iterator[None]:
+    """This interpreter's bin directory first on PATH (``python``, ``pytest`` and ``make test`` find the
+    bench's venv), restored after."""
+    old = os.environ.get("PATH", "")
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{old}"
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = old
+
+
+def sandbox_script(url: str) -> Any:
+    """The scripted session: each turn's commands one request at a time, then a reply."""
+    from tests.fakes.scenarios import Call, Say, Script
+
+    fetch = f"python -c \"import urllib.request as u; print(u.urlopen('{url}', timeout=5).status)\""
+    responses: list[list[Any]] = []
+    n = 0
+    for turn, commands in enumerate(SANDBOX_TURNS):
+        fetched = False
+        for command in commands:
+            args: dict[str, Any] = {"command": command.replace("{fetch}", fetch)}
+            if command == "{fetch}":
+                if fetched:
+                    args |= {"lift_sandbox": "network", "reason": "the dev server runs on the host's loopback"}
+                fetched = True
+            responses.append([Call("run_command", args, f"c{n}")])
+            n += 1
+        responses.append([Say(f"turn {turn} done")])
+    return Script(responses)  # type: ignore[arg-type]
+
+
+def command_results(script: Any) -> dict[str, str]:
+    """What each run_command call returned to the model, by call id (as the request right after it sent it)."""
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
+    results: dict[str, str] = {}
+    for request in script.requests:
+        for message in request:
+            if isinstance(message, ModelRequest):
+                for part in message.parts:
+                    if isinstance(part, ToolReturnPart) and part.tool_name == "run_command":
+                        results.setdefault(part.tool_call_id, str(part.content))
+    return results
+
+
+async def sandbox_session(mode: str, url: str) -> tuple[dict[str, int], dict[str, str], float]:
+    """The scripted session in ``mode`` through an in-process agent: the questions asked (by kind, see
+    ``AlwaysUser``), what each command returned, and the seconds it took."""
+    from tests.fakes.acp_client import connected
+
+    script = sandbox_script(url)
+    client = AlwaysUser()
+    with tempfile.TemporaryDirectory(prefix="codling-bench-") as tmp:
+        home, project = Path(tmp) / "home", Path(tmp) / "project"
+        home.mkdir()
+        project.mkdir()
+        sandbox_workspace(project)
+        async with connected(inproc_agent(script, home), client) as conn:
+            await rpc(conn.initialize(protocol_version=PROTOCOL_VERSION), "initialize")
+            session = await rpc(conn.new_session(cwd=str(project)), "session/new")
+            await rpc(conn.set_session_mode(session_id=session.session_id, mode_id=mode), "set_mode")
+            started = time.perf_counter()
+            for turn in range(len(SANDBOX_TURNS)):
+                await prompt(conn, session.session_id, f"step {turn}")
+            elapsed = time.perf_counter() - started
+    return client.kinds, command_results(script), elapsed
+
+
+async def bench_sandbox(config: Config) -> list[Row]:
+    """Permission prompts of a scripted session in ask and in auto mode, and the sandbox's cost per command."""
+    calls = sum(len(commands) for commands in SANDBOX_TURNS)
+    asked: dict[str, int] = {}
+    kinds: dict[str, dict[str, int]] = {}
+    took: dict[str, float] = {}
+    with venv_on_path(), loopback_http() as url:
+        for mode in ("ask", "auto"):
+            kinds[mode], results, took[mode] = await sandbox_session(mode, url)
+            asked[mode] = sum(kinds[mode].values())
+            ran = [r for r in results.values() if r.startswith(("exit code", "timed out"))]
+            if len(ran) != calls:
+                raise RuntimeError(f"{mode}: {len(ran)} of {calls} commands ran: {sorted(results.items())[:3]}")
+            fetches = [results[f"c{n}"] for n in range(calls) if "urlopen" in sandbox_command(n)]
+            if not (fetches[0].startswith("exit code 1") and fetches[1].startswith("exit code 0\n200")):
+                raise RuntimeError(f"{mode}: the sandbox did not cut the network, or lifting it failed: {fetches}")
+            failed = sum(not r.startswith("exit code 0") for r in ran)
+            progress(f"{mode}: {asked[mode]} questions, {calls - failed} of {calls} commands exited 0")
+    reduction = 1 - asked["auto"] / asked["ask"] if asked["ask"] else 0.0
+    rows = [
+        Row(f'permission prompts, {len(SANDBOX_TURNS)} turns, {calls} commands ("always" for whole programs)', ""),
+        *(Row(f"  {mode} mode: questions", f"{asked[mode]} ({said(kinds[mode])})") for mode in ("ask", "auto")),
+        Row(
+            "  the session's time, ask / auto (scripted model, commands run)",
+            f"{took['ask']:.1f} s / {took['auto']:.1f} s",
+        ),
+        Row("  auto: fewer prompts than ask", f"{reduction:.0%}", "≥ 80% fewer", reduction >= 0.8),
+    ]
+    return rows + await bench_sandbox_overhead(config)
+
+
+def said(kinds: dict[str, int]) -> str:
+    """What the questions were about, in words."""
+    words = {"program": "a program", "exact": "an exact command line", "lift": "lifting the sandbox"}
+    return ", ".join(f"{kinds[k]} {w}" for k, w in words.items() if kinds.get(k)) or "none"
+
+
+def sandbox_command(n: int) -> str:
+    """The ``n``-th command of ``SANDBOX_TURNS`` (``{fetch}`` as written there, not filled in)."""
+    return [c for commands in SANDBOX_TURNS for c in commands][n].replace("{fetch}", "urlopen")
+
+
+async def bench_sandbox_overhead(config: Config) -> list[Row]:
+    """``true`` and ``git status`` through ``LocalTerminal.run``, unconfined and confined, interleaved; the
+    reaper runs in both, so the difference is the confinement alone."""
+    from codling.tools.local import LocalTerminal
+    from codling.tools.sandbox.policy import build_sandbox
+
+    runs = 15 if config.quick else 40
+    terminal = LocalTerminal()
+    if not terminal.reaper:
+        raise RuntimeError("commands cannot run under the reaper here (Linux with /proc is needed)")
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="codling-bench-") as tmp:
+        root = Path(tmp) / "project"
+        root.mkdir()
+        sandbox_workspace(root)
+        policy = build_sandbox([root], home=Path.home(), codling_home=Path(tmp) / "home").policy()
+        for command, n in (("true", runs), ("git status", max(runs // 2, 8))):
+            times: dict[bool, list[float]] = {False: [], True: []}
+            for i in range(n + 1):  # the first pair warms the caches: not counted
+                for confined in (False, True) if i % 2 == 0 else (True, False):
+                    started = time.perf_counter()
+                    result = await terminal.run(
+                        command, cwd=root, timeout=30, output_limit=10_000, sandbox=policy if confined else None
+                    )
+                    if i:
+                        times[confined].append(time.perf_counter() - started)
+                    if result.exit_code != 0:
+                        raise RuntimeError(f"{command!r} (confined: {confined}) exited {result.exit_code}")
+            off, on = median(times[False]), median(times[True])
+            ratio = on / off
+            rows += [
+                Row(f"`{command}` through LocalTerminal.run, unconfined (reaper alone), median of {n}", ms(off)),
+                Row("  p95", ms(p95(times[False]))),
+                Row("  confined (namespaces, covers, read-only binds, Landlock)", ms(on)),
+                Row("  p95", ms(p95(times[True]))),
+                Row(
+                    "  ratio of medians",
+                    f"{ratio:.2f}×",
+                    "≤ 1.2×" if command == "true" else "",
+                    ratio <= 1.2 if command == "true" else None,
+                ),
+                Row("  cost per command", ms(on - off)),
+            ]
+    return rows
+
+
 # --- driver ------------------------------------------------------------------------------------------------
 
 
@@ -2146,6 +2428,7 @@ async def run(config: Config) -> list[Row]:
         rows += await guarded("hostile repositories", lambda: bench_hostile_repos(config))
         rows += await guarded("anthropic prompt cache", lambda: bench_anthropic_cache(config))
         rows += await guarded("checkpoints", lambda: bench_checkpoints(config))
+        rows += await guarded("sandbox", lambda: bench_sandbox(config))
     return rows
 
 
