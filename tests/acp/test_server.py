@@ -502,6 +502,15 @@ def test_always_is_not_offered_to_the_editor_where_it_would_not_be_remembered() 
 
     protected = PermissionRequest("e1", "edit_file", "edit", "Edit .git/config", "/p/.git/config", always=None)
     assert [o.option_id for o in options_for(protected)] == ["allow_once", "reject"]
+    program = PermissionRequest(
+        "c1", "run_command", "execute", "Run pytest", "pytest", always="every `pytest` command", everywhere="rule"
+    )
+    assert [(o.option_id, o.kind, o.name) for o in options_for(program)] == [
+        ("allow_once", "allow_once", "Allow"),
+        ("allow_always", "allow_always", "Always allow (every `pytest` command, for this session)"),
+        ("allow_everywhere", "allow_always", "Always allow, everywhere (rule)"),
+        ("reject", "reject_once", "Reject"),
+    ]
 
 
 async def test_attachments_that_cannot_pass_as_they_are_are_named_with_the_reason(

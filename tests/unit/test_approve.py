@@ -309,3 +309,14 @@ async def test_a_terminal_the_loop_cannot_watch_is_read_all_the_same(tmp_path: P
 async def test_a_terminal_without_a_descriptor_is_read_all_the_same() -> None:
     approver = TerminalApprover(input=TerminalWithoutDescriptor("n use make\n"), output=io.StringIO(), color=False)
     assert await asyncio.wait_for(approver.ask(RUN), 5) == Rejection("use make")
+
+
+@pytest.mark.parametrize(("script", "expected"), [("e\n", "allow_everywhere"), ("everywhere\n", "allow_everywhere")])
+async def test_always_everywhere_is_a_choice_where_it_is_offered(script: str, expected: Answer) -> None:
+    request = replace(RUN, everywhere="every `pytest` command, in every session")
+    decision, shown = await ask(script, request)
+    assert decision == expected
+    assert "[e]verywhere (every `pytest` command, in every session), [n]o" in shown
+    # Not offered (a chain, a protected path): "e" is no answer.
+    decision, shown = await ask("e\nn\n")
+    assert (decision, "Please answer y, a or n." in shown) == ("reject", True)

@@ -114,3 +114,29 @@ async def test_permissions_save_makes_the_sessions_always_for_programs_rules_eve
     (call,) = result.tool_calls
     assert call.finished is not None
     assert call.finished.approved_by == 'your rule "allow echo" ($CODLING_HOME/permissions.toml)'
+
+
+async def test_always_everywhere_in_the_question_makes_the_program_a_rule_at_once(
+    project: Path, settings: Settings
+) -> None:
+    store = SessionStore(settings.home)
+    header = SessionHeader(new_session_id(), project, MODEL.id, "ask")
+    asked = ScriptedApprover("allow_everywhere", "allow_once")
+    script = commands("echo one", "echo two", "echo a; echo b")
+    live = start_session(store, settings, MODEL, header, approver=asked, model_factory=script.factory())
+    for prompt in ("echo", "echo again", "chained"):
+        await live.brain.run(prompt)
+    await live.close()
+    first, chained = asked.asked
+    assert first.everywhere == "every `echo` command, in every session: an allow rule in $CODLING_HOME/permissions.toml"
+    # A chain is never a program's: neither "always" nor "everywhere" can cover more than that line.
+    assert (chained.subject, chained.always, chained.everywhere) == ("echo a; echo b", "this exact command", None)
+    rules_file = settings.home / "permissions.toml"
+    assert rules_file.read_text().splitlines()[1:] == ["deny = []", "ask = []", 'allow = ["echo"]']
+    fresh = load_settings({"CODLING_HOME": str(settings.home)})
+    nobody = ScriptedApprover()
+    other = SessionHeader(new_session_id(), project, MODEL.id, "ask")
+    new = start_session(store, fresh, MODEL, other, approver=nobody, model_factory=commands("echo three").factory())
+    await new.brain.run("echo in a new session")
+    await new.close()
+    assert nobody.asked == []

@@ -39,13 +39,25 @@ log = logging.getLogger(__name__)
 
 def options_for(request: PermissionRequest) -> list[PermissionOption]:
     """The choices offered for ``request``: allow, "always allow" naming what it covers (only when it would be
-    remembered: never for a protected path), reject."""
+    remembered: never for a protected path), "always, everywhere" for a whole program (a rule the user owns),
+    reject."""
     options = [PermissionOption(option_id="allow_once", name="Allow", kind="allow_once")]
     if request.always is not None:
         name = f"Always allow ({request.always}, for this session)"
         options.append(PermissionOption(option_id="allow_always", name=name, kind="allow_always"))
+    if request.everywhere is not None:
+        name = f"Always allow, everywhere ({request.everywhere})"
+        options.append(PermissionOption(option_id="allow_everywhere", name=name, kind="allow_always"))
     options.append(PermissionOption(option_id="reject", name="Reject", kind="reject_once"))
     return options
+
+
+_ALLOWING: dict[str, Decision] = {
+    "allow_once": "allow_once",
+    "allow_always": "allow_always",
+    "allow_everywhere": "allow_everywhere",
+}
+"""The options that allow, by id, and what each decides."""
 
 
 class AcpApprover:
@@ -81,10 +93,10 @@ class AcpApprover:
             session_id=self._session_id, tool_call=tool_call, options=options_for(request)
         )
         outcome = response.outcome
-        if outcome.outcome == "selected" and outcome.option_id in ("allow_once", "allow_always"):
+        if outcome.outcome == "selected" and outcome.option_id in _ALLOWING:
             running = helpers.update_tool_call(tool_call.tool_call_id, status="in_progress")
             await self._client.session_update(session_id=self._session_id, update=running)
-            return "allow_always" if outcome.option_id == "allow_always" else "allow_once"
+            return _ALLOWING[outcome.option_id]
         return "reject"
 
 

@@ -26,6 +26,8 @@ def prompt_for(request: PermissionRequest, cut: int) -> str:
     choices = ["[y]es"]
     if request.always is not None:
         choices.append(f"[a]lways ({request.always}, for this session)")
+    if request.everywhere is not None:
+        choices.append(f"[e]verywhere ({request.everywhere})")
     choices.append("[n]o (or: n <reason>)")
     if cut:
         choices.append(f"[v]iew all {cut:,} more diff lines")
@@ -37,6 +39,8 @@ _ANSWERS: dict[str, Decision] = {
     "yes": "allow_once",
     "a": "allow_always",
     "always": "allow_always",
+    "e": "allow_everywhere",
+    "everywhere": "allow_everywhere",
     "n": "reject",
     "no": "reject",
     "": "reject",
@@ -86,7 +90,7 @@ class TerminalApprover:
                 except asyncio.CancelledError:
                     self._out.end_line()  # leave the prompt line, so what follows is not glued to it
                     raise
-        if request.diff is not None and answer in ("allow_once", "allow_always"):
+        if request.diff is not None and answer in ("allow_once", "allow_always", "allow_everywhere"):
             self._shown_diffs.add(request.tool_call_id)
         return answer
 
@@ -138,12 +142,15 @@ class TerminalApprover:
             decision = _ANSWERS.get(answer.lower())
             if decision == "allow_always" and request.always is None:
                 decision = None  # not offered: it would not be remembered
+            if decision == "allow_everywhere" and request.everywhere is None:
+                decision = None
             if decision is not None:
                 return decision
             if reason := _REASON.fullmatch(answer):
                 return Rejection(reason["reason"].strip())
             attempts += 1
-            self._out.line(f"Please answer {'y, a or n' if request.always else 'y or n'}.", "yellow")
+            offered = ["y", *(["a"] if request.always else []), *(["e"] if request.everywhere else [])]
+            self._out.line(f"Please answer {', '.join(offered)} or n.", "yellow")
         self._out.line("No clear answer: not allowed.", "yellow")
         return "reject"
 

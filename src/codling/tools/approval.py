@@ -165,7 +165,11 @@ class Permissions:
                 f"{request.title} needs the user's permission in {self.mode} mode, but no one can be asked "
                 "in this session; tell the user, who can switch the mode to allow it"
             )
-        decision = await self._approver.ask(replace(request, always=always_covers(key)))
+        base = self._of or self
+        everywhere = None
+        if key is not None and key[0] == "execute" and base._rules_home is not None:
+            everywhere = f"every `{key[1]}` command, in every session: an allow rule in $CODLING_HOME/{USER_RULES}"
+        decision = await self._approver.ask(replace(request, always=always_covers(key), everywhere=everywhere))
         if isinstance(decision, Rejection):
             raise RejectedError(
                 f"The user rejected {request.title}, saying: {decision.reason}\nDo not retry it as it was; "
@@ -176,9 +180,10 @@ class Permissions:
                 f"The user rejected {request.title}. Do not retry it; ask the user what to do instead "
                 "or continue with something else."
             )
-        if decision == "allow_always" and key is not None and key not in self._always:
+        if decision == "allow_everywhere" and everywhere is not None and key is not None:
+            self._promote([key[1]])
+        elif decision in ("allow_always", "allow_everywhere") and key is not None and key not in self._always:
             self._always.add(key)
-            base = self._of or self
             if base._listener is not None:
                 base._listener(key)
 
@@ -204,13 +209,19 @@ class Permissions:
         """Make this session's "always" answers for whole programs (``pytest``, ``git status``) allow rules in
         every session: added to ``$CODLING_HOME/permissions.toml`` and in force here at once; what was added and
         where (None: this session has nowhere to save them). Exact commands stay the session's."""
+        commands = sorted(value for kind, value in (self._of or self)._always if kind == "execute")
+        path = self._promote(commands)
+        return None if path is None else (commands, path)
+
+    def _promote(self, commands: list[str]) -> Path | None:
+        """Save ``commands`` as allow rules in ``$CODLING_HOME/permissions.toml``, in force here at once; the
+        file (None: this session has nowhere to save them)."""
         base = self._of or self
         if base._rules_home is None:
             return None
-        commands = sorted(value for kind, value in base._always if kind == "execute")
         path = save_allowed(base._rules_home, commands)
         base._rules = base._rules + Rules.parse({"allow": commands}, f"$CODLING_HOME/{USER_RULES}", path)
-        return commands, path
+        return path
 
     @property
     def remembered(self) -> frozenset[tuple[str, str]]:

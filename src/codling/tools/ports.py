@@ -14,8 +14,9 @@ from typing import Any, Literal, Protocol
 
 from codling.vocabulary import FileDiff, PlanStep, StopReason, ToolKind
 
-Decision = Literal["allow_once", "allow_always", "reject"]
-"""The user's answer to a permission request."""
+Decision = Literal["allow_once", "allow_always", "allow_everywhere", "reject"]
+"""The user's answer to a permission request ("allow_everywhere": always, in every session: a rule the user
+owns, offered only where ``PermissionRequest.everywhere`` says what it covers)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class PermissionRequest:
     always: str | None = None
     """What an "always" answer allows for the rest of the session, in words (``every `pytest` command``); None
     when such an answer is not remembered (a protected path is asked about every time)."""
+    everywhere: str | None = None
+    """What an "always, in every session" answer allows, in words: an allow rule saved in the user's
+    ``$CODLING_HOME/permissions.toml``; offered for a whole program only (None: not offered)."""
     sandboxed: bool = False
     """Whether the command runs confined by the sandbox (``tools/sandbox/``): auto mode runs it without asking."""
     lift: str | None = None
