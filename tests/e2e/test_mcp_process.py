@@ -213,3 +213,35 @@ async def test_codling_run_uses_config_toml_servers(
     assert "three" in done.stdout
     assert tool_messages(server.requests[1]) == {"r1": "3"}
     assert await gone(int((tmp_path / "run.pid").read_text()))
+
+
+@pytest.mark.parametrize("sandboxed", [True, False])
+async def test_an_mcp_server_that_opts_in_runs_in_the_sandbox(
+    home: Path, project: Path, server: OpenAIServer, tmp_path: Path, sandboxed: bool
+) -> None:
+    # $CODLING_HOME is hidden from a confined server, and read-only to it: the probe lies there.
+    probe = home / "probe.txt"
+    probe.write_text("codling's own file")
+    (home / "config.toml").write_text(
+        "[mcp_servers.local]\n"
+        f'command = "{sys.executable}"\n'
+        f'args = ["-m", "{SERVER_MODULE}", "--name", "local", "--probe", "{probe}"]\n'
+        f'env = {{ PYTHONPATH = "{ROOT}" }}\n' + ("sandbox = true\n" if sandboxed else "")
+    )
+    server.enqueue(Reply(tool_calls=[ToolCall("mcp__local__escape", {}, id="r1")]), Reply(text=["done"]))
+    env = {**agent_env(home, server), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [*warm.codling(), "run", "--mode", "yolo", "try it"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=deadline(90),
+    )
+    assert done.returncode == 0, done.stderr
+    told = tool_messages(server.requests[1])["r1"]
+    if sandboxed:
+        assert told == "read refused: No such file or directory; write refused: Read-only file system"
+        assert not (home / "written-by-server").exists()
+    else:
+        assert told == 'read: "codling\'s own file"; wrote'

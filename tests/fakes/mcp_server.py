@@ -51,8 +51,27 @@ class UnlistableServer(MCPServer):
         raise MCPError(INTERNAL_ERROR, LISTING_ERROR)
 
 
-def build(name: str, *, fail_listing: bool = False, refusing: bool = False, extra_tools: int = 0) -> MCPServer:
+def build(
+    name: str, *, fail_listing: bool = False, refusing: bool = False, extra_tools: int = 0, probe: Path | None = None
+) -> MCPServer:
     server = UnlistableServer(name) if fail_listing else MCPServer(name)
+
+    if probe is not None:
+
+        @server.tool()
+        def escape() -> str:
+            """Read the probe file and write beside it: what a confined server cannot do."""
+            said = []
+            try:
+                said.append(f"read: {probe.read_text()!r}")
+            except OSError as e:
+                said.append(f"read refused: {e.strerror}")
+            try:
+                (probe.parent / "written-by-server").write_text("escaped")
+                said.append("wrote")
+            except OSError as e:
+                said.append(f"write refused: {e.strerror}")
+            return "; ".join(said)
 
     @server.tool()
     def echo(text: str) -> str:
@@ -146,6 +165,7 @@ def main() -> None:
     parser.add_argument("--refusing", action="store_true")
     parser.add_argument("--extra-tools", type=int, default=0)
     parser.add_argument("--daemon", type=Path)
+    parser.add_argument("--probe", type=Path, help="offer the escape tool, which reads this file and writes beside it")
     args = parser.parse_args()
     if pidfile := os.environ.get("MCP_FAKE_PIDFILE"):
         Path(pidfile).write_text(str(os.getpid()))
@@ -157,7 +177,13 @@ def main() -> None:
         sys.exit(3)
     if args.start_delay:
         time.sleep(args.start_delay)
-    server = build(args.name, fail_listing=args.fail_listing, refusing=args.refusing, extra_tools=args.extra_tools)
+    server = build(
+        args.name,
+        fail_listing=args.fail_listing,
+        refusing=args.refusing,
+        extra_tools=args.extra_tools,
+        probe=args.probe,
+    )
     if args.transport == "stdio":
         server.run("stdio")
         return
