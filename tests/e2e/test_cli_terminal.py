@@ -35,7 +35,10 @@ def test_a_rejection_with_a_reason_reaches_the_model(home: Path, project: Path, 
     (home / "config.toml").write_text('notify = "osc"\n')
     codling = on_terminal(home, project, server, "find the TODOs")
     try:
-        codling.expect("Allow? [y]es, [a]lways (every `grep` command, for this session), [n]o (or: n <reason>): ")
+        codling.expect(
+            "Allow? [y]es, [a]lways (every `grep` command, for this session), [e]verywhere (every `grep` command, "
+            "in every session: an allow rule in $CODLING_HOME/permissions.toml), [n]o (or: n <reason>): "
+        )
         # The question was announced first, as a desktop notification (issue 32 item 7).
         announced = codling.raw.find(b"\x1b]9;codling: Permission needed: Run grep -r TODO .\x07")
         assert 0 <= announced < codling.raw.find(b"Permission needed: Run grep")
