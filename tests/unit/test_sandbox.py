@@ -322,3 +322,11 @@ def test_an_mcp_server_opts_in_to_the_sandbox(tmp_path: Path) -> None:
 def test_replace_keeps_a_sandbox_frozen(places: dict[str, Path]) -> None:
     sandbox = sandbox_of(places)
     assert replace(sandbox, setting="off").applies("auto") is False and sandbox.applies("auto")
+
+
+async def test_a_workspace_the_policy_cannot_carry_runs_nothing(tmp_path: Path) -> None:
+    ws = tmp_path / "two\nlines"
+    ws.mkdir()
+    sandbox = build_sandbox((ws,), home=tmp_path, codling_home=tmp_path / "codling-home", env={})
+    with pytest.raises(SandboxUnavailable, match="a sandbox path must be absolute and on one line"):
+        sandbox.policy()

@@ -13,6 +13,7 @@ When it applies: in read-only, ask, accept-edits and auto; in yolo only with ``s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from codling.errors import SandboxUnavailable
 from codling.permission_rules import PROJECT_RULES
 from codling.tools.protected import HOME_PLACES, PROTECTED_PATHS
 from codling.tools.sandbox.confine import encode_policy
@@ -75,13 +77,16 @@ class Sandbox:
         """The policy for the reaper (``confine.encode_policy``), with ``lift`` lifted; None: unconfined."""
         if lift == "all":
             return None
-        return encode_policy(
-            tuple(map(str, self.writable)),
-            tuple(map(str, self.read_only)),
-            tuple(map(str, self.pinned)),
-            tuple(map(str, self.hidden)),
-            network=lift == "network",
-        )
+        try:
+            return encode_policy(
+                tuple(map(str, self.writable)),
+                tuple(map(str, self.read_only)),
+                tuple(map(str, self.pinned)),
+                tuple(map(str, self.hidden)),
+                network=lift == "network",
+            )
+        except ValueError as e:  # a path with a line break: it cannot be confined, so nothing runs
+            raise SandboxUnavailable(str(e)) from e
 
     def blocked_write(self, path: Path) -> bool:
         """Whether the sandbox (rather than the file's owner) keeps a confined command from changing ``path``."""
@@ -120,7 +125,8 @@ def build_sandbox(
     for root in (_real(r) for r in roots):
         git = root / ".git"
         if git.is_dir():
-            (git / "hooks").mkdir(exist_ok=True)  # as git init makes it: an empty one is covered, not created
+            with contextlib.suppress(OSError):  # as git init makes it: an empty one is covered, not created
+                (git / "hooks").mkdir(exist_ok=True)
             pinned.append(git)
             read_only += [git / "hooks", git / "config"]
         read_only.append(root / PROJECT_RULES.parent)  # .codling: its permissions.toml cannot be made either
