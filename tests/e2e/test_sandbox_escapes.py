@@ -1,20 +1,27 @@
 """The sandbox's escape battery, through real codling processes and the loopback model server.
 
-One scripted ``run_command`` per run carries every probe (:data:`PROBES`, a ``/bin/sh`` script): writing
-outside the workspace (directly, through a symbolic link, from a ``setsid`` daemon now and after the command
-ended), git's hooks and config (a hook file, ``git config core.hooksPath``, ``mv .git`` then a new one,
-``rm -rf .git/hooks``, a hard link to ``.git/config``), reading ``~/.ssh/id_rsa`` (directly and through a
-link) and ``$CODLING_HOME``, the environment of every process in ``/proc`` (the launcher that started codling
-holds ``OPENAI_API_KEY``), signalling codling (``kill -0``, ``-STOP``, ``-TERM``), a TCP connection and a UDP
-datagram to sockets this test holds on the host's 127.0.0.1. The script prints ``PROBE name: blocked|ESCAPED``
-per probe, but the verdict is the world's state (:func:`assert_contained`): the files outside, ``.git``, the
-listener's backlog, the datagram queue, codling alive, the secrets absent from what the model was sent.
+One scripted ``run_command`` per run carries every probe (:data:`PROBES`, a ``/bin/sh`` script):
 
-It runs where the sandbox applies, each path a command can take: ``codling run`` (auto; yolo with
+* writing outside the workspace: directly, through a symbolic link, from a ``setsid`` daemon at once and
+  after the command has ended;
+* git: a hook file, ``git config core.hooksPath``, ``mv .git`` and a new one, ``rm -rf .git/hooks``, a hard
+  link to ``.git/config`` appended to, a hard link to ``/etc/hostname``;
+* secrets: ``~/.ssh/id_rsa`` directly, through a link and through a process outside's ``/proc/PID/root`` (its
+  mount namespace has no covers), ``$CODLING_HOME/config.toml``, and ``OPENAI_API_KEY`` in the environment of
+  every process in ``/proc`` (a bystander holds it, as an editor would, and so does codling's launcher);
+* codling itself: ``kill -0``, ``-STOP``, ``-TERM``;
+* the network: a TCP connection and a UDP datagram to sockets this test holds on the host's 127.0.0.1, and a
+  connection to its abstract unix socket.
+
+The script prints ``PROBE name: blocked|ESCAPED`` per probe, but the world's state is checked first
+(:func:`assert_contained`): the files outside, ``.git``, the sockets' backlogs and queue, codling alive, the
+secrets absent from what the model was sent; then each probe's line, and the blocked-by-the-sandbox note.
+
+It runs wherever the sandbox applies, on each path a command can take: ``codling run`` (auto; yolo with
 ``sandbox = "always"``), ``codling acp`` with commands in the editor's terminals (through the confine
 launcher; ask, answered "allow", and auto) and in codling's own (accept-edits), and ``codling chat`` on a
 pseudo-terminal (ask, answered "y"). Plain yolo runs the same script unconfined and must see the escapes
-(:func:`assert_escaped`): the battery can tell an escape when there is one.
+(:func:`assert_escaped`): the battery tells an escape when there is one.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import uuid
@@ -52,7 +60,7 @@ SSH_SECRET = "ssh-escape-battery-5f2c9a31"
 CONFIG_SECRET = "config-escape-battery-81d7e6"
 BLOCKED_NOTE = "[blocked by the sandbox: "
 
-PROBES = r"""O='@OUTSIDE@'; H='@HOME@'; C='@CODLING_HOME@'; P=@PID@
+PROBES = r"""O='@OUTSIDE@'; H='@HOME@'; C='@CODLING_HOME@'; P=@PID@; B=@BYSTANDER@
 r() { if [ "$1" = 0 ]; then echo "PROBE $2: ESCAPED"; else echo "PROBE $2: blocked"; fi; }
 echo x > "$O/direct"; r $? write-outside
 ln -s "$O" link && echo x > link/via-link; r $? symlink-write
@@ -70,12 +78,15 @@ mv .git .git2 && mkdir -p .git/hooks && echo 'touch pwned' > .git/hooks/pre-comm
 cat "$H/.ssh/id_rsa"; grep -q PRIVATE "$H/.ssh/id_rsa"; r $? read-ssh
 ln -s "$H/.ssh/id_rsa" k; cat k; grep -q PRIVATE k; r $? symlink-read
 cat "$C/config.toml"; grep -q marker "$C/config.toml"; r $? read-codling-home
+cat "/proc/$B/root$H/.ssh/id_rsa"; grep -q PRIVATE "/proc/$B/root$H/.ssh/id_rsa"; r $? proc-root-ssh
 for f in /proc/[0-9]*/environ; do (tr '\0' '\n' < "$f") 2>/dev/null; done | grep '^OPENAI_API_KEY=.'; r $? environ
 kill -0 "$P"; r $? signal-codling
 kill -STOP "$P" && kill -CONT "$P"; r $? stop-codling
 @TERM@
 curl -sS -m 1 -o /dev/null "http://127.0.0.1:@TCP@/"; r $? tcp-loopback
 bash -c 'echo datagram > /dev/udp/127.0.0.1/@UDP@'
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(b"\0" + sys.argv[1].encode())' @ABSTRACT@
+r $? abstract-socket
 echo "PROBES done"
 """
 """Every escape, one line each; ``@TERM@`` becomes ``kill -TERM "$P"`` where the sandbox is meant to apply."""
@@ -93,10 +104,12 @@ NAMES = (
     "read-ssh",
     "symlink-read",
     "read-codling-home",
+    "proc-root-ssh",
     "environ",
     "signal-codling",
     "stop-codling",
     "tcp-loopback",
+    "abstract-socket",
 )
 
 
@@ -121,6 +134,9 @@ class World:
     outside: Path
     tcp: socket.socket
     udp: socket.socket
+    abstract: socket.socket
+    bystander: subprocess.Popen[bytes]
+    """A process outside, as an editor would be: ``OPENAI_API_KEY`` in its environment, the host's mounts."""
     hooks: list[str]
 
     def config(self, lines: str) -> None:
@@ -141,8 +157,10 @@ class World:
             "@HOME@": str(self.home),
             "@CODLING_HOME@": str(self.codling_home),
             "@PID@": str(codling_pid),
+            "@BYSTANDER@": str(self.bystander.pid),
             "@TCP@": str(self.tcp.getsockname()[1]),
             "@UDP@": str(self.udp.getsockname()[1]),
+            "@ABSTRACT@": self.abstract.getsockname()[1:].decode(),
             "@TERM@": 'kill -TERM "$P"; r $? term-codling' if sandboxed else "",
         }
         text = PROBES
@@ -169,17 +187,30 @@ def world(tmp_path: Path) -> Iterator[World]:
     outside.mkdir()
     tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bystander = subprocess.Popen(  # ends when its stdin closes
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OPENAI_API_KEY": API_KEY},
+    )
     try:
         tcp.bind(("127.0.0.1", 0))
         tcp.listen(8)  # never accepted: a connection that got through waits in the backlog
         tcp.setblocking(False)
         udp.bind(("127.0.0.1", 0))
         udp.setblocking(False)
+        abstract.bind(f"\0codling-escape-{uuid.uuid4().hex}".encode())
+        abstract.listen(8)
+        abstract.setblocking(False)
         hooks = sorted(p.name for p in (project / ".git" / "hooks").iterdir())
-        yield World(home, codling_home, project, outside, tcp, udp, hooks)
+        yield World(home, codling_home, project, outside, tcp, udp, abstract, bystander, hooks)
     finally:
         tcp.close()
         udp.close()
+        abstract.close()
+        assert bystander.stdin is not None
+        bystander.stdin.close()
+        bystander.wait(timeout=deadline(10))
         shutil.rmtree(outside, ignore_errors=True)
 
 
@@ -247,6 +278,8 @@ def assert_contained(world: World, output: str, codling_pid: int | None) -> None
         world.tcp.accept()  # no connection reached the host's listener
     with pytest.raises(BlockingIOError):
         world.udp.recvfrom(64)  # no datagram reached the host's socket
+    with pytest.raises(BlockingIOError):
+        world.abstract.accept()  # nor a connection the abstract unix socket this test holds
     assert codling_pid is None or alive(codling_pid)
     for secret in (SSH_SECRET, CONFIG_SECRET, API_KEY):
         assert secret not in output
@@ -271,11 +304,14 @@ def assert_escaped(world: World, output: str) -> None:
     connection, _ = world.tcp.accept()
     connection.close()
     assert world.udp.recvfrom(64)[0] == b"datagram\n"
+    world.abstract.accept()[0].close()
     assert SSH_SECRET in output and CONFIG_SECRET in output
     seen = verdicts(output)
     escaped = {"write-outside", "symlink-write", "daemon-write", "hook", "hooks-path", "hardlink-config"}
-    escaped |= {"rm-hooks", "mv-git", "read-ssh", "symlink-read", "read-codling-home", "environ"}
-    escaped |= {"signal-codling", "stop-codling"}
+    escaped |= {"rm-hooks", "mv-git", "read-ssh", "symlink-read", "read-codling-home", "proc-root-ssh", "environ"}
+    escaped |= {"signal-codling", "stop-codling", "abstract-socket"}
+    # Not among them: tcp-loopback (curl connects, then times out waiting for an answer: the backlog above tells)
+    # and hardlink-etc (/etc may be another file system, where no hard link can be made, sandbox or not).
     assert {name: seen.get(name) for name in escaped} == dict.fromkeys(escaped, "ESCAPED"), output
     assert BLOCKED_NOTE not in output
 
