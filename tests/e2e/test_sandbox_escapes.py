@@ -59,6 +59,8 @@ API_KEY = "sk-escape-battery-0c4e1b77d2"
 SSH_SECRET = "ssh-escape-battery-5f2c9a31"
 CONFIG_SECRET = "config-escape-battery-81d7e6"
 BLOCKED_NOTE = "[blocked by the sandbox: "
+LAST_WORD = "The battery is over."
+"""The model's answer once it has the probes' result."""
 
 PROBES = r"""O='@OUTSIDE@'; H='@HOME@'; C='@CODLING_HOME@'; P=@PID@; B=@BYSTANDER@
 r() { if [ "$1" = 0 ]; then echo "PROBE $2: ESCAPED"; else echo "PROBE $2: blocked"; fi; }
@@ -221,14 +223,14 @@ def server() -> Iterator[OpenAIServer]:
 
 
 def script_the_model(server: OpenAIServer, world: World, *, sandboxed: bool) -> Callable[[int], None]:
-    """Answer the first request with the probes (run_command) and the next with "done"; the probes need
+    """Answer the first request with the probes (run_command) and the next with :data:`LAST_WORD`; the probes need
     codling's pid, so they are written when the request comes (``started`` gives the launcher's pid first)."""
     launcher: list[int] = []
     known = threading.Event()
 
     def respond(body: dict[str, Any]) -> ScriptedReply:
         if any(m.get("role") == "tool" for m in body["messages"]):
-            return Reply(text=["done"])
+            return Reply(text=[LAST_WORD])
         assert known.wait(deadline(30)), "codling's launcher pid was never given"
         script = world.script(warm.behind(launcher[0]), sandboxed=sandboxed)
         return Reply(tool_calls=[ToolCall("run_command", {"command": script}, id="probes")])
@@ -340,7 +342,7 @@ def run_codling(world: World, server: OpenAIServer, *args: str, sandboxed: bool)
             process.kill()
             process.wait()
     assert process.returncode == 0, stderr
-    assert stdout.strip() == "done", stderr
+    assert stdout.strip() == LAST_WORD, stderr
     return tool_result(server), codling_pid
 
 
@@ -353,7 +355,7 @@ async def test_codling_run_keeps_every_probe_in(world: World, server: OpenAIServ
     world.config(config)
     output, _ = run_codling(world, server, "--mode", mode, sandboxed=True)
     await daemon_gone(world)
-    assert_contained(world, output, None)  # codling lived to end the turn: run_codling checks it said "done"
+    assert_contained(world, output, None)  # codling lived to end the turn: run_codling checks its last word
 
 
 async def test_plain_yolo_lets_the_same_probes_out(world: World, server: OpenAIServer) -> None:
@@ -421,7 +423,7 @@ async def test_codling_chat_on_a_terminal_keeps_every_probe_in(world: World, ser
         chat.send("try to get out\r")
         at = chat.expect("Allow? [y]es", after=at)
         chat.send("y\r")
-        at = chat.expect("done", after=at)
+        at = chat.expect(LAST_WORD, after=at)
         chat.expect("›", after=at)
         await daemon_gone(world)
         assert_contained(world, tool_result(server), codling_pid)
