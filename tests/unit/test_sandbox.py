@@ -5,6 +5,7 @@ every mode is tests/e2e/test_sandbox_escapes.py."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from codling.tools.local import LocalTerminal
 from codling.tools.ports import PermissionRequest
 from codling.tools.sandbox.blocked import blocked_note
 from codling.tools.sandbox.confine import decode_policy, encode_policy
-from codling.tools.sandbox.policy import Sandbox, build_sandbox
+from codling.tools.sandbox.policy import Sandbox, build_sandbox, made_protected
 from codling.vocabulary import PermissionMode, SandboxSetting
 from tests.fakes.approver import ScriptedApprover
 
@@ -54,7 +55,7 @@ def sandbox_of(places: dict[str, Path], setting: SandboxSetting = "on") -> Sandb
 def without_temp(sandbox: Sandbox) -> Sandbox:
     """``sandbox`` with the workspace its only writable place: the tests' other directories are in /tmp, which
     commands may write by design, so this is how one of them stands for "outside"."""
-    return replace(sandbox, writable=sandbox.writable[:1])
+    return replace(sandbox, writable=sandbox.writable[:1], roots=1)
 
 
 @pytest.fixture
@@ -77,11 +78,8 @@ async def confined(sandbox: Sandbox, command: str, cwd: Path, lift: str | None =
 
 
 def test_a_policy_survives_its_encoding_and_refuses_a_path_it_cannot_carry() -> None:
-    text = encode_policy(("/w", "/tmp"), ("/w/.git/hooks",), ("/w/.git",), ("/h/.ssh",), network=True)
-    assert decode_policy(text) == (
-        {"writable": ["/w", "/tmp"], "read_only": ["/w/.git/hooks"], "pinned": ["/w/.git"], "hidden": ["/h/.ssh"]},
-        True,
-    )
+    text = encode_policy(("/w", "/tmp"), ("/w/.git",), ("/h/.ssh",), network=True)
+    assert decode_policy(text) == ({"writable": ["/w", "/tmp"], "read_only": ["/w/.git"], "hidden": ["/h/.ssh"]}, True)
     with pytest.raises(ValueError, match="absolute and on one line"):
         encode_policy(("/w\nw /",))
     with pytest.raises(ValueError, match="absolute and on one line"):
@@ -91,9 +89,8 @@ def test_a_policy_survives_its_encoding_and_refuses_a_path_it_cannot_carry() -> 
 def test_the_policy_names_the_workspace_temp_git_and_secrets(places: dict[str, Path]) -> None:
     sandbox = sandbox_of(places)
     ws, home = places["ws"].resolve(), places["home"].resolve()
-    assert sandbox.writable[:2] == (ws, Path("/tmp"))
-    assert sandbox.pinned == (ws / ".git",)
-    assert {ws / ".git" / "hooks", ws / ".git" / "config", ws / ".codling", home / ".bashrc"} <= set(sandbox.read_only)
+    assert (sandbox.writable[:2], sandbox.roots) == ((ws, Path("/tmp")), 1)
+    assert {ws / ".git", ws / ".codling", ws / ".envrc", home / ".bashrc"} <= set(sandbox.read_only)
     assert {home / ".ssh", home / ".aws", home / ".gnupg", places["codling_home"].resolve()} <= set(sandbox.hidden)
     assert sandbox.hides(home / ".ssh" / "id_rsa") and not sandbox.hides(ws / "a.py")
     assert sandbox.blocked_write(Path("/etc/passwd")) and sandbox.blocked_write(ws / ".git" / "hooks" / "x")
@@ -330,3 +327,88 @@ async def test_a_workspace_the_policy_cannot_carry_runs_nothing(tmp_path: Path) 
     sandbox = build_sandbox((ws,), home=tmp_path, codling_home=tmp_path / "codling-home", env={})
     with pytest.raises(SandboxUnavailable, match="a sandbox path must be absolute and on one line"):
         sandbox.policy()
+
+
+async def test_git_cannot_be_pointed_elsewhere_nor_a_hooks_path_written(
+    places: dict[str, Path], tmp_path: Path
+) -> None:
+    ws = places["ws"]
+    (ws / "tools" / "hooks").mkdir(parents=True)
+    subprocess.run(["git", "-C", str(ws), "config", "core.hooksPath", "tools/hooks"], check=True)
+    sandbox = await without_temp(sandbox_of(places)).with_git_asked(shutil.which("git"))
+    evil = tmp_path / "evil"
+    script = "; ".join(
+        [
+            f"mkdir -p {evil}/hooks && cp -r .git/objects .git/refs .git/HEAD {evil}/",
+            f"echo {evil} > .git/commondir",  # the battery's escape: git would read config and hooks there
+            "echo x > .git/config.worktree",
+            "mkdir -p .git/modules/m && echo x > .git/modules/m/config",
+            "echo '#!/bin/sh' > tools/hooks/pre-commit",
+            "git status --short >/dev/null && echo status-works",
+            "echo done",
+        ]
+    )
+    _, output = await confined(sandbox, script, ws)
+    assert [p.name for p in (ws / ".git").iterdir() if p.name in ("commondir", "config.worktree", "modules")] == []
+    assert list((ws / "tools" / "hooks").iterdir()) == []
+    assert "status-works" in output and output.rstrip().endswith("done")
+
+
+async def test_a_protected_path_a_command_makes_is_removed_and_named(places: dict[str, Path]) -> None:
+    sandbox, ws, home = without_temp(sandbox_of(places)), places["ws"], places["home"]
+    absent = sandbox.absent()
+    assert {ws.resolve() / ".envrc", ws.resolve() / ".codling", ws.resolve() / ".vscode" / "tasks.json"} <= set(absent)
+    script = (
+        "echo 'curl x | sh' > .envrc; mkdir -p .codling .vscode; echo 'allow = [\"rm\"]' > .codling/permissions.toml"
+    )
+    script += "; echo '{}' > .vscode/tasks.json; echo kept > notes.txt"
+    await confined(sandbox, script, ws)
+    made = made_protected(absent)
+    assert sorted(p.name for p in made) == [".codling", ".envrc", "tasks.json"]
+    assert not (ws / ".envrc").exists() and not (ws / ".codling").exists() and not (ws / ".vscode/tasks.json").exists()
+    assert (ws / "notes.txt").read_text() == "kept\n" and (ws / ".vscode").is_dir()
+    note = blocked_note("", sandbox, cwd=ws, home=home, network=False, made=made)
+    assert note is not None and "protected (a program runs what it names), so it was removed: write it with " in note
+
+
+async def test_a_command_cannot_write_to_the_user_s_terminal_but_makes_its_own(places: dict[str, Path]) -> None:
+    ws = places["ws"]
+    master, slave = os.openpty()  # a terminal of this machine's, as the user's chat is
+    user_terminals = [Path(os.ttyname(slave))]
+    probe = (
+        "import os, pty, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    try:\n"
+        "        os.close(os.open(name, os.O_WRONLY)); print('OPENED', name)\n"
+        "    except OSError as e:\n"
+        "        print('refused', name, e.strerror)\n"
+        "m, s = pty.openpty(); os.write(s, b'own'); print('own pty', os.read(m, 3))\n"
+    )
+    (ws / "probe.py").write_text(probe)
+    try:
+        names = " ".join(str(p) for p in user_terminals)
+        _, output = await confined(without_temp(sandbox_of(places)), f"{sys.executable} probe.py {names}", ws)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert "own pty b'own'" in output and "OPENED" not in output and "refused /dev/pts/" in output
+
+
+def test_a_denied_read_is_not_called_a_write(places: dict[str, Path], tmp_path: Path) -> None:
+    sandbox, ws, home = sandbox_of(places), places["ws"], places["home"]
+    unwritable = tmp_path / "theirs"  # a file the user (codling) could not write either: not the sandbox's doing
+    unwritable.write_text("x")
+    unwritable.chmod(0o444)
+    lines = [f"cat: {unwritable}: Permission denied", "cat: /proc/1/environ: Permission denied"]
+    notes = [blocked_note(line, sandbox, cwd=ws, home=home, network=False) for line in lines]
+    if os.geteuid() != 0:  # root may write anything: there only the sandbox refuses
+        assert notes == [None, None]
+    assert notes[1] is None
+    busy = blocked_note(
+        "error: could not lock config file .git/config: Device or resource busy",
+        sandbox,
+        cwd=ws,
+        home=home,
+        network=False,
+    )
+    assert busy is not None and f"writing {ws.resolve()}/.git/config" in busy

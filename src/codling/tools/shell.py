@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 from pydantic_ai import RunContext
 
@@ -14,7 +15,7 @@ from codling.tools.deps import ToolDeps
 from codling.tools.ports import PermissionRequest
 from codling.tools.salient import salient_lines
 from codling.tools.sandbox.blocked import blocked_note
-from codling.tools.sandbox.policy import Lift
+from codling.tools.sandbox.policy import Lift, made_protected
 from codling.tools.specs import describe_call
 
 MIN_TIMEOUT_SECONDS = 1.0
@@ -68,6 +69,8 @@ async def run_command(
         raw_input["timeout_seconds"] = timeout_seconds
     sandbox = deps.sandbox if deps.sandbox is not None and deps.sandbox.applies(deps.permissions.mode) else None
     lift = lift_sandbox if sandbox is not None else None  # unconfined already: nothing to lift
+    if sandbox is not None:
+        sandbox = await sandbox.with_git_asked(shutil.which("git"))
     if lift is not None:
         raw_input |= {"lift_sandbox": lift, "reason": reason or ""}
     request = PermissionRequest(
@@ -84,6 +87,7 @@ async def run_command(
     await deps.permissions.check(request)
     cwd = deps.workspace.cwd
     call_id = ctx.tool_call_id or ""
+    absent = sandbox.absent() if sandbox is not None and lift != "all" else []
     result = await deps.terminal.run(
         command,
         cwd=cwd,
@@ -102,7 +106,8 @@ async def run_command(
         status, detail = f"exit code {result.exit_code}", ""
     output = result.output if result.output.strip() else "(no output)"
     if sandbox is not None and lift != "all":
-        note = blocked_note(result.output, sandbox, cwd=cwd, home=user_home(), network=lift == "network")
+        made = made_protected(absent)  # after the command: everything it started has ended
+        note = blocked_note(result.output, sandbox, cwd=cwd, home=user_home(), network=lift == "network", made=made)
         output = f"{output}\n{note}" if note else output
     if result.terminal_id is not None:  # the editor's terminal: its own limits, its own way of cutting
         if result.truncated:

@@ -10,12 +10,17 @@ not the sandbox's doing).
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from codling.tools.sandbox.policy import Sandbox
 
-_DENIED = re.compile(r"permission denied|read-only file system|operation not permitted", re.IGNORECASE)
+_DENIED = re.compile(r"permission denied|operation not permitted", re.IGNORECASE)
+"""EACCES and EPERM: the sandbox's doing only where codling itself could write the path."""
+_READ_ONLY = re.compile(r"read-only file system|device or resource busy|invalid cross-device link", re.IGNORECASE)
+"""EROFS (a read-only bind), EBUSY (moving or removing one), EXDEV (a hard link across): writes the sandbox refused."""
 _MISSING = re.compile(r"no such file or directory", re.IGNORECASE)
 _OFFLINE = re.compile(
     r"network is unreachable|temporary failure in name resolution|name or service not known|could not resolve"
@@ -30,24 +35,34 @@ _MAX_LINES = 400
 """Lines looked at, from the end: the last ones say what failed."""
 
 
-def blocked_note(output: str, sandbox: Sandbox, *, cwd: Path, home: Path, network: bool) -> str | None:
-    """A note saying what the sandbox blocked in ``output`` and how to ask for it; None when nothing was."""
+def blocked_note(
+    output: str, sandbox: Sandbox, *, cwd: Path, home: Path, network: bool, made: Sequence[Path] = ()
+) -> str | None:
+    """A note saying what the sandbox blocked in ``output`` (and the protected paths the command ``made``,
+    which were removed) and how to ask for it; None when nothing was."""
     writes: list[str] = []
     hidden: list[str] = []
     offline = False
     for line in output.splitlines()[-_MAX_LINES:]:
         if not network and _OFFLINE.search(line):
             offline = True
-        denied, missing = _DENIED.search(line), _MISSING.search(line)
-        if not (denied or missing):
+        denied, read_only, missing = _DENIED.search(line), _READ_ONLY.search(line), _MISSING.search(line)
+        if not (denied or read_only or missing):
             continue
         for word in _PATH.findall(_PROGRAM.sub("", line, count=1)):
             path = _absolute(word, cwd, home)
+            if path.is_relative_to("/proc") or path.is_relative_to("/sys"):
+                continue  # the kernel's files: another process's are the sandbox's to keep, nothing to lift
             if sandbox.hides(path):
                 hidden.append(str(path))
-            elif denied and sandbox.blocked_write(path):
+            elif (read_only or (denied and _could_write(path))) and sandbox.blocked_write(path):
                 writes.append(str(path))
     parts = []
+    if made:
+        parts.append(
+            f"making {_listed([str(p) for p in made])}, protected (a program runs what it names), so it was "
+            "removed: write it with write_file, which asks the user"
+        )
     if writes:
         parts.append(
             f"writing {_listed(writes)} (commands may change only the workspace, its additional directories and "
@@ -73,6 +88,15 @@ def _absolute(word: str, cwd: Path, home: Path) -> Path:
     if word.startswith("~/"):
         return home / word[2:]
     return Path(word) if word.startswith("/") else cwd / word
+
+
+def _could_write(path: Path) -> bool:
+    """Whether codling, unconfined, could change ``path`` (or make it in its nearest existing directory): if
+    not, a "permission denied" is the file's owner's doing, and lifting the sandbox would not help."""
+    for place in (path, *path.parents):
+        if os.path.lexists(place):
+            return os.access(place, os.W_OK)
+    return False
 
 
 def _listed(paths: list[str]) -> str:

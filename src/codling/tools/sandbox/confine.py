@@ -9,9 +9,10 @@ editor's terminal (``python -I -S confine.py POLICY COMMAND ARG...``: confine, t
    own test servers work, nothing outside this process tree is reachable (TCP, UDP, the host's 127.0.0.1).
 2. In the new mount namespace, nobody else's: every ``hidden`` path that exists is covered by an empty
    read-only tmpfs (a directory) or ``/dev/null`` (a file) — ``~/.ssh``, ``$CODLING_HOME`` and the like read as
-   empty; every ``read_only`` path (``.git/hooks``, ``.git/config``, the project's permission rules…) is bound
-   onto itself read-only (writes fail with EROFS), and every ``pinned`` one onto itself (a mount point cannot be
-   renamed or removed: ``mv .git`` cannot swap in a copy with writable hooks).
+   empty; every ``read_only`` path (``.git``, the project's permission rules…) is bound onto itself read-only
+   (writes fail with EROFS; a mount point cannot be renamed or removed either: ``mv .git`` cannot swap in a
+   copy with writable hooks); and ``/dev/pts`` is a new instance of its own, so a command can open the
+   terminals it makes (``/dev/ptmx``) but not the user's (escape sequences written to codling's terminal).
 3. ``PR_SET_NO_NEW_PRIVS``, then a Landlock domain: writing, making, removing, linking across directories and
    truncating are allowed only beneath ``writable`` paths (and on a few device files); reading is not limited
    (the hidden paths are covered instead, so ``ls ~`` still works). Landlock also forbids the confined processes
@@ -73,14 +74,13 @@ class Unconfinable(Exception):
     """The sandbox cannot be set up here; the message says what is missing, in one line."""
 
 
-KINDS = {"w": "writable", "r": "read_only", "p": "pinned", "h": "hidden"}
+KINDS = {"w": "writable", "r": "read_only", "h": "hidden"}
 """A policy's path kinds, each one letter in its encoding (see :func:`encode_policy`)."""
 
 
 def encode_policy(
     writable: tuple[str, ...],
     read_only: tuple[str, ...] = (),
-    pinned: tuple[str, ...] = (),
     hidden: tuple[str, ...] = (),
     *,
     network: bool = False,
@@ -88,13 +88,13 @@ def encode_policy(
     """A policy as one argument: a line per path (its kind's letter, a space, the path), then ``net on|off``.
 
     ``writable``: directories (and what is beneath) commands may change; ``read_only``: paths beneath those
-    they may read but not change; ``pinned``: paths beneath those that must stay where they are (not renamed,
-    not removed); ``hidden``: paths they see as empty; ``network``: whether they may reach the network
-    (otherwise: a loopback of their own). Every path absolute and resolved; one with a line break is refused.
+    they may read but not change (a mount point: not renamed or removed either); ``hidden``: paths they see as
+    empty; ``network``: whether they may reach the network (otherwise: a loopback of their own). Every path
+    absolute and resolved; one with a line break is refused.
     (Lines, not JSON: the reaper decodes this before every command, and ``json`` costs it 7 ms to import.)
     """
     lines = []
-    for letter, paths in zip("wrph", (writable, read_only, pinned, hidden), strict=True):
+    for letter, paths in zip("wrh", (writable, read_only, hidden), strict=True):
         for path in paths:
             if "\n" in path or not path.startswith("/"):
                 raise ValueError(f"a sandbox path must be absolute and on one line: {path!r}")
@@ -163,9 +163,8 @@ def confine(policy: str) -> str:
     if not network:
         _loopback_up()
     hidden = sum(_cover(path) for path in paths["hidden"])
-    for path in paths["pinned"]:
-        _bind(path, read_only=False)
-    read_only = sum(_bind(path, read_only=True) for path in paths["read_only"])
+    _own_terminals()
+    read_only = sum(_read_only(path) for path in paths["read_only"])
     _landlock(paths["writable"], abi)
     net = "network: own loopback only" if not network else "network: on"
     return f"landlock ABI {abi}; {net}; {hidden} paths covered; {read_only} read-only"
@@ -222,23 +221,31 @@ def _cover(path: str) -> bool:
     return True
 
 
-def _bind(path: str, *, read_only: bool) -> bool:
-    """Bind ``path`` onto itself (read-only if asked); whether it existed."""
+def _own_terminals() -> None:
+    """A devpts instance of the namespace's own on ``/dev/pts``, its ``ptmx`` on ``/dev/ptmx``."""
+    if not os.path.isdir("/dev/pts"):
+        return
+    _mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+    if os.path.exists("/dev/ptmx"):
+        _mount("/dev/pts/ptmx", "/dev/ptmx", None, MS_BIND)
+
+
+def _read_only(path: str) -> bool:
+    """Bind ``path`` onto itself read-only; whether it existed."""
     try:
         vfs = os.statvfs(path)
     except OSError:
         return False
     _mount(path, path, None, MS_BIND | MS_REC)
-    if read_only:
-        # A remount must keep the flags the mount was locked with, or the kernel refuses it.
-        kept = 0
-        for st_flag, ms_flag in ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME)):
-            if vfs.f_flag & st_flag:
-                kept |= ms_flag
-        for st_flag, ms_flag in ((2048, MS_NODIRATIME), (4096, MS_RELATIME)):
-            if vfs.f_flag & st_flag:
-                kept |= ms_flag
-        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
+    # A remount must keep the flags the mount was locked with, or the kernel refuses it.
+    kept = 0
+    for st_flag, ms_flag in ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME)):
+        if vfs.f_flag & st_flag:
+            kept |= ms_flag
+    for st_flag, ms_flag in ((2048, MS_NODIRATIME), (4096, MS_RELATIME)):
+        if vfs.f_flag & st_flag:
+            kept |= ms_flag
+    _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
     return True
 
 

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from codling.errors import SandboxUnavailable
 from codling.permission_rules import PROJECT_RULES
+from codling.tools.git_places import git_view, nested_repositories
 from codling.tools.protected import HOME_PLACES, PROTECTED_PATHS
 from codling.tools.sandbox.confine import encode_policy
 from codling.vocabulary import PermissionMode, SandboxSetting
@@ -31,30 +33,30 @@ Lift = Literal["network", "all"]
 """What a call may ask to lift: the network only (writes and secrets stay confined), or the whole sandbox."""
 
 HIDDEN_IN_HOME = (
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".azure",
-    ".kube",
-    ".docker",
-    ".config/gcloud",
-    ".config/gh",
-    ".config/hub",
-    ".password-store",
-    ".local/share/keyrings",
-    ".netrc",
-    ".git-credentials",
-    ".pypirc",
-    ".npmrc",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".gem/credentials",
-    ".terraform.d/credentials.tfrc.json",
-    ".config/codling",
+    *(".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker", ".oci", ".password-store", ".vault-token"),
+    *(".config/gcloud", ".config/gh", ".config/hub", ".config/op", ".config/rclone", ".config/codling"),
+    *(".local/share/keyrings", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass", ".my.cnf"),
+    *(".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials", ".terraform.d/credentials.tfrc.json"),
+    *(".kaggle", ".cache/huggingface/token", ".config/huggingface", ".m2/settings.xml", ".gradle/gradle.properties"),
+    *(".codex/auth.json", ".claude/.credentials.json", ".config/github-copilot"),
+    *(".mozilla", ".config/google-chrome", ".config/chromium", ".config/BraveSoftware", ".thunderbird"),
+    *(".bash_history", ".zsh_history", ".python_history", ".psql_history", ".mysql_history", ".node_repl_history"),
+    ".local/share/fish/fish_history",
 )
-"""Paths in the home directory a sandboxed command sees empty: keys, tokens and the agents that hold them."""
-HIDDEN_ELSEWHERE = ("/var/run/docker.sock", "/run/docker.sock")
-"""Outside the home: the docker socket (whoever reaches it is root)."""
+"""Paths in the home directory a sandboxed command sees empty: keys, tokens, the agents and browsers that hold
+them, and shell histories (a secret typed once stays there)."""
+
+
+def hidden_elsewhere(uid: int, env: dict[str, str]) -> list[Path]:
+    """Outside the home: sockets that hand out more than the sandbox allows — docker's (root), the session
+    bus and the user's runtime directory (``systemd-run --user``, gpg-agent, keyrings), X11 and tmux (keys
+    typed into your windows), the ssh agent's."""
+    paths = ["/var/run/docker.sock", "/run/docker.sock", f"/run/user/{uid}", "/tmp/.X11-unix", f"/tmp/tmux-{uid}"]
+    paths += ["/run/screen", "/run/dbus/system_bus_socket"]
+    paths += [
+        value for name in ("SSH_AUTH_SOCK", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS") if (value := env.get(name))
+    ]
+    return [Path(p.removeprefix("unix:path=").split(",")[0]) for p in paths if p.startswith(("/", "unix:path=/"))]
 
 
 @dataclass(frozen=True)
@@ -62,10 +64,15 @@ class Sandbox:
     """A session's sandbox: which paths a confined command may change, may not change, may not read."""
 
     writable: tuple[Path, ...]
+    """The workspace's roots first (``roots`` of them), then temp and what config.toml adds."""
+    roots: int
     read_only: tuple[Path, ...]
-    pinned: tuple[Path, ...]
+    """Beneath ``writable``: paths a command may not change, nor make where they do not exist (those it makes
+    anyway are removed after it: ``made_protected``)."""
     hidden: tuple[Path, ...]
     setting: SandboxSetting = "on"
+    _with_git: list[Sandbox] = field(default_factory=list, compare=False, repr=False)
+    """This sandbox with git's own places, once asked (``with_git_asked``)."""
 
     def applies(self, mode: PermissionMode) -> bool:
         """Whether commands run confined in ``mode``."""
@@ -81,7 +88,6 @@ class Sandbox:
             return encode_policy(
                 tuple(map(str, self.writable)),
                 tuple(map(str, self.read_only)),
-                tuple(map(str, self.pinned)),
                 tuple(map(str, self.hidden)),
                 network=lift == "network",
             )
@@ -100,6 +106,40 @@ class Sandbox:
         path = _real(path)
         return any(_within(path, p) for p in self.hidden)
 
+    def absent(self) -> list[Path]:
+        """The read-only paths that do not exist now (a confined command may not make them)."""
+        return [p for p in self.read_only if not os.path.lexists(p)]
+
+    async def with_git_asked(self, git: str | None) -> Sandbox:
+        """This sandbox with the places git runs programs from in each root, asked of git once a session:
+        a confined command cannot change git's configuration (read-only), so what git said holds."""
+        if not self._with_git:
+            places: list[Path] = []
+            if git is not None:
+                for root in self.writable[: self.roots]:
+                    places += [place.path for place in (await git_view(git, root)).places]
+            self._with_git.append(self.with_git(places))
+        return self._with_git[0]
+
+    def with_git(self, places: Iterable[Path]) -> Sandbox:
+        """This sandbox with the places git runs programs from (hooks directories ``core.hooksPath`` names,
+        configuration files: ``tools/git_places.py``) read-only too, where they lie beneath ``writable``."""
+        more = [p for p in map(_real, places) if any(_within(p, root) for root in self.writable)]
+        return replace(self, read_only=tuple(_unique([*self.read_only, *more])), _with_git=[])
+
+
+def made_protected(absent: list[Path]) -> list[Path]:
+    """Of ``absent`` (``Sandbox.absent`` before a command), those the command made: each is removed (a
+    directory with what is in it), so what it names never runs; the paths removed."""
+    made = [p for p in absent if os.path.lexists(p)]
+    for path in made:
+        with contextlib.suppress(OSError):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    return made
+
 
 def build_sandbox(
     roots: Sequence[Path],
@@ -115,25 +155,20 @@ def build_sandbox(
     temps = ["/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir(), env.get("TMPDIR", "")]
     writable = _unique(_real(p) for p in (*roots, *extra_writable, *(Path(t) for t in temps if t)))
     hidden_candidates = [home / name for name in HIDDEN_IN_HOME]
-    hidden_candidates += [codling_home, *map(Path, HIDDEN_ELSEWHERE)]
-    if sock := env.get("SSH_AUTH_SOCK"):
-        hidden_candidates.append(Path(sock))
+    hidden_candidates += [codling_home, *hidden_elsewhere(os.getuid(), env)]
     # A covered path must not hide the workspace itself (a workspace in $CODLING_HOME, say).
     hidden = [p for p in _unique(map(_real, hidden_candidates)) if not any(_within(root, p) for root in writable)]
-    pinned: list[Path] = []
     read_only: list[Path] = []
     for root in (_real(r) for r in roots):
-        git = root / ".git"
-        if git.is_dir():
-            with contextlib.suppress(OSError):  # as git init makes it: an empty one is covered, not created
-                (git / "hooks").mkdir(exist_ok=True)
-            pinned.append(git)
-            read_only += [git / "hooks", git / "config"]
+        # All of .git: its hooks and config, and what redirects git elsewhere (commondir, config.worktree,
+        # modules/…); being a mount point, it cannot be moved or replaced either. git status, diff and log work.
+        read_only.append(root / ".git")
+        read_only += [repository / ".git" for repository in nested_repositories(root)]
         read_only.append(root / PROJECT_RULES.parent)  # .codling: its permissions.toml cannot be made either
         read_only += [root / p.pattern.rstrip("/") for p in PROTECTED_PATHS if p.pattern != ".git/"]
     read_only += [home / name.rstrip("/") for name, _ in HOME_PLACES]
     kept = [p for p in _unique(map(_real, read_only)) if any(_within(p, root) for root in writable)]
-    return Sandbox(tuple(writable), tuple(kept), tuple(_unique(pinned)), tuple(hidden), setting)
+    return Sandbox(tuple(writable), len(_unique(map(_real, roots))), tuple(kept), tuple(hidden), setting)
 
 
 def _real(path: Path) -> Path:
