@@ -20,7 +20,7 @@ from codling.mcp_servers import parse_servers
 from codling.permission_rules import Rules
 from codling.tools.approval import Permissions
 from codling.tools.local import LocalTerminal
-from codling.tools.ports import PermissionRequest
+from codling.tools.ports import PermissionRequest, Rejection
 from codling.tools.sandbox.blocked import blocked_note
 from codling.tools.sandbox.confine import decode_policy, encode_policy
 from codling.tools.sandbox.policy import Sandbox, build_sandbox, made_protected
@@ -272,7 +272,21 @@ async def test_always_for_a_lift_covers_the_program_s_network_or_the_exact_comma
     await permissions.check(request("make deploy2", lift="all"))
     assert [r.subject for r in approver.asked] == ["pip install x", "make deploy", "make deploy2"]
     assert permissions.approved_by("c1") == "your “always” for this exact command, outside the sandbox"
-    assert permissions.remembered == {("lift-network", "pip"), ("lift-all", "make deploy")}
+    assert permissions.remembered == {("lift-network", "pip"), ("lift-all-exact", "make deploy")}
+
+
+async def test_always_for_the_network_never_covers_a_whole_lift_and_git_commits_are_remembered() -> None:
+    approver = ScriptedApprover("allow_always", "allow_once", "allow_always")
+    permissions = Permissions("auto", approver)
+    await permissions.check(request("make fetch && make", lift="network"))
+    await permissions.check(request("make fetch && make", lift="all"))  # asked: the answer was for the network
+    await permissions.check(request("git commit -m one", lift="all"))
+    await permissions.check(request("git commit -m two", lift="all"))  # git commit writes .git: remembered
+    assert [(r.subject, r.always) for r in approver.asked] == [
+        ("make fetch && make", "this exact command with the network on"),
+        ("make fetch && make", "this exact command, outside the sandbox"),
+        ("git commit -m one", "every `git commit` command outside the sandbox"),
+    ]
 
 
 async def test_a_lift_without_anyone_to_ask_is_refused() -> None:
@@ -412,3 +426,19 @@ def test_a_denied_read_is_not_called_a_write(places: dict[str, Path], tmp_path: 
         network=False,
     )
     assert busy is not None and f"writing {ws.resolve()}/.git/config" in busy
+
+
+async def test_a_refused_lift_says_what_was_refused_plainly() -> None:
+    with pytest.raises(PermissionDenied) as nobody:
+        await Permissions("auto", None).check(request("pip install x", lift="network"))
+    assert str(nobody.value) == (
+        "Not run: running `pip install x` with the network on needs the user's approval, and no one can be asked "
+        "in this session. Do without it, or say in your answer what you needed and why"
+    )
+    with pytest.raises(PermissionDenied) as rejected:
+        await Permissions("auto", ScriptedApprover(Rejection("use the vendored copy"))).check(
+            request("pip install x", lift="all")
+        )
+    assert str(rejected.value).startswith(
+        "The user rejected running `pip install x` outside the sandbox, saying: use the vendored copy\n"
+    )

@@ -129,6 +129,8 @@ class Permissions:
                 "switch the mode to ask, accept-edits, auto or yolo"
             )
         if request.lift is not None:  # no rule and no mode lifts the sandbox: only the user, asked
+            where = "with the network on" if request.lift == "network" else "outside the sandbox"
+            what = f"running `{request.subject}` {where}"
             request = replace(request, title=f"{request.title} — {lift_words(request.lift, request.reason)}")
             key: tuple[str, str] | None = _lift_key(request)
             if rule is not None and rule.verdict == "ask":
@@ -136,7 +138,7 @@ class Permissions:
             elif key in self._always:
                 (self._of or self)._approved[request.tool_call_id] = f"your “always” for {always_covers(key)}"
                 return
-            return await self._ask(request, key)
+            return await self._ask(request, key, what)
         if rule is not None and rule.verdict == "allow":
             (self._of or self)._approved[request.tool_call_id] = rule.describe()
             return
@@ -158,9 +160,15 @@ class Permissions:
                 return
         await self._ask(request, key)
 
-    async def _ask(self, request: PermissionRequest, key: tuple[str, str] | None) -> None:
-        """Ask the approver about ``request`` (remembering an "always" answer under ``key``); raise if refused."""
+    async def _ask(self, request: PermissionRequest, key: tuple[str, str] | None, lifting: str | None = None) -> None:
+        """Ask the approver about ``request`` (remembering an "always" answer under ``key``); raise if refused.
+        ``lifting`` names a lift of the sandbox in words (``running `pip install x` with the network on``)."""
         if self._approver is None:
+            if lifting is not None:
+                raise PermissionDenied(
+                    f"Not run: {lifting} needs the user's approval, and no one can be asked in this session. Do "
+                    "without it, or say in your answer what you needed and why"
+                )
             raise PermissionDenied(
                 f"{request.title} needs the user's permission in {self.mode} mode, but no one can be asked "
                 "in this session; tell the user, who can switch the mode to allow it"
@@ -170,14 +178,15 @@ class Permissions:
         if key is not None and key[0] == "execute" and base._rules_home is not None:
             everywhere = f"every `{key[1]}` command, in every session: an allow rule in $CODLING_HOME/{USER_RULES}"
         decision = await self._approver.ask(replace(request, always=always_covers(key), everywhere=everywhere))
+        rejected = lifting or request.title
         if isinstance(decision, Rejection):
             raise RejectedError(
-                f"The user rejected {request.title}, saying: {decision.reason}\nDo not retry it as it was; "
+                f"The user rejected {rejected}, saying: {decision.reason}\nDo not retry it as it was; "
                 "do what they said instead, or ask them."
             )
         if decision == "reject":
             raise RejectedError(
-                f"The user rejected {request.title}. Do not retry it; ask the user what to do instead "
+                f"The user rejected {rejected}. Do not retry it; ask the user what to do instead "
                 "or continue with something else."
             )
         if decision == "allow_everywhere" and everywhere is not None and key is not None:
@@ -277,7 +286,11 @@ def always_covers(key: tuple[str, str] | None) -> str | None:
         return "this exact command"
     if kind == "lift-network":
         return f"every `{value}` command with the network on"
+    if kind == "lift-network-exact":
+        return "this exact command with the network on"
     if kind == "lift-all":
+        return f"every `{value}` command outside the sandbox"
+    if kind == "lift-all-exact":
         return "this exact command, outside the sandbox"
     return "every edit" if kind == "edit" else f"every {kind} of a file"
 
@@ -315,12 +328,16 @@ def lift_words(lift: str, reason: str | None) -> str:
 
 
 def _lift_key(request: PermissionRequest) -> tuple[str, str]:
-    """What an "always" answer to a lift covers: the network for that program (an exact command if it is
-    more than one simple command, or a destructive one), the whole sandbox for that exact command only."""
-    if request.lift != "network":
-        return ("lift-all", request.subject.strip())
+    """What an "always" answer to a lift covers: the network for that program (the exact command if it is
+    more than one simple command, or a destructive one); the whole sandbox for a git command that only
+    writes the repository (``git commit``, ``git add``: ``.git`` is read-only in the sandbox), else for that
+    exact command only. An answer for the network never covers a whole lift."""
     kind, value = _remember_key(replace(request, lift=None)) or ("execute-exact", request.subject.strip())
-    return ("lift-network", value) if kind == "execute" else ("lift-all", value)
+    if request.lift == "network":
+        return ("lift-network", value) if kind == "execute" else ("lift-network-exact", value)
+    if kind == "execute" and value.startswith("git "):
+        return ("lift-all", value)
+    return ("lift-all-exact", request.subject.strip())
 
 
 def _remember_key(request: PermissionRequest) -> tuple[str, str] | None:
