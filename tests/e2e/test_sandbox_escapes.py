@@ -294,7 +294,8 @@ def assert_contained(world: World, output: str, codling_pid: int | None) -> None
     assert BLOCKED_NOTE in output, output
     note = output[output.index(BLOCKED_NOTE) :]
     assert f"writing {world.outside}/direct" in note and 'lift_sandbox="all"' in note, note
-    assert "the network (it is off" in note and 'lift_sandbox="network"' in note, note
+    assert "the network (off: only servers the command starts itself answer on 127.0.0.1)" in note, note
+    assert 'run the command again with lift_sandbox="all" or "network" and a reason' in note, note
 
 
 def assert_escaped(world: World, output: str) -> None:

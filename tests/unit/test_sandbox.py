@@ -191,13 +191,13 @@ async def test_what_the_sandbox_blocked_is_named_with_how_to_ask(places: dict[st
         sandbox, script + " 2>&1 || getent hosts example.com || echo 'Could not resolve host'", ws
     )
     note = blocked_note(output, sandbox, cwd=ws, home=home, network=False)
-    assert note is not None
-    assert note.startswith("[blocked by the sandbox: writing ")
-    assert f"{outside}/f" in note and f"{ws.resolve()}/.git/hooks/h" in note
-    assert f"reading {home.resolve()}/.ssh/id_rsa" in note and 'lift_sandbox="network"' in note
-    assert note.endswith(
-        "— if the task needs it, ask to allow: run the command again with that lift_sandbox and "
-        "a reason; the user is asked]"
+    assert note == (
+        f"[blocked by the sandbox: writing {outside}/f (outside the workspace and temp); "
+        f"reading {home.resolve()}/.ssh/id_rsa (hidden: credentials and private sockets); "
+        f"writing {ws.resolve()}/.git/hooks/h (git's own files are read-only); "
+        "the network (off: only servers the command starts itself answer on 127.0.0.1). "
+        'If the task needs it, run the command again with lift_sandbox="all" or "network" and a reason: '
+        "the user is asked.]"
     )
 
 
@@ -382,7 +382,7 @@ async def test_a_protected_path_a_command_makes_is_removed_and_named(places: dic
     assert not (ws / ".envrc").exists() and not (ws / ".codling").exists() and not (ws / ".vscode/tasks.json").exists()
     assert (ws / "notes.txt").read_text() == "kept\n" and (ws / ".vscode").is_dir()
     note = blocked_note("", sandbox, cwd=ws, home=home, network=False, made=made)
-    assert note is not None and "protected (a program runs what it names), so it was removed: write it with " in note
+    assert note is not None and ".envrc: protected, so it was removed (write it with write_file, which asks " in note
 
 
 async def test_a_command_cannot_write_to_the_user_s_terminal_but_makes_its_own(places: dict[str, Path]) -> None:
@@ -418,6 +418,12 @@ def test_a_denied_read_is_not_called_a_write(places: dict[str, Path], tmp_path: 
     if os.geteuid() != 0:  # root may write anything: there only the sandbox refuses
         assert notes == [None, None]
     assert notes[1] is None
+    quoted = "src/net.py:12:    socket.getaddrinfo(host, 80)  # Could not resolve host"
+    retried = "WARNING: Retrying (Retry(total=4)) after connection broken by 'Temporary failure in name resolution'"
+    offline = [
+        blocked_note(line, sandbox, cwd=ws, home=home, network=False, failed=False) for line in (quoted, retried)
+    ]
+    assert offline == [None, None]
     busy = blocked_note(
         "error: could not lock config file .git/config: Device or resource busy",
         sandbox,

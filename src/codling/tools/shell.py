@@ -107,7 +107,15 @@ async def run_command(
     output = result.output if result.output.strip() else "(no output)"
     if sandbox is not None and lift != "all":
         made = made_protected(absent)  # after the command: everything it started has ended
-        note = blocked_note(result.output, sandbox, cwd=cwd, home=user_home(), network=lift == "network", made=made)
+        note = blocked_note(
+            result.output,
+            sandbox,
+            cwd=cwd,
+            home=user_home(),
+            network=lift == "network",
+            failed=result.exit_code != 0,
+            made=made,
+        )
         output = f"{output}\n{note}" if note else output
     if result.terminal_id is not None:  # the editor's terminal: its own limits, its own way of cutting
         if result.truncated:

@@ -31,21 +31,35 @@ _OFFLINE = re.compile(
 _PATH = re.compile(r"""(?:^|[\s'"`‘’“”(=:])((?:~|\.{0,2})/[^\s'"`‘’“”:,;)]*|[\w.-]+/[^\s'"`‘’“”:,;)]*)""")
 _PROGRAM = re.compile(r"^\S+:\s(\d+:\s)?")
 """The program a message starts with (``/bin/sh: 1: ``, ``cat: ``): the path it names is not what failed."""
+_QUOTED = re.compile(r"^[^\s:]+:\d+[:-]")
+"""A line a search printed (``src/net.py:12: getaddrinfo(...)``): code quoted, not a failure."""
+_MAX_NAMED = 6
+"""Paths a note names; the rest are counted."""
 _MAX_LINES = 400
 """Lines looked at, from the end: the last ones say what failed."""
 
 
 def blocked_note(
-    output: str, sandbox: Sandbox, *, cwd: Path, home: Path, network: bool, made: Sequence[Path] = ()
+    output: str,
+    sandbox: Sandbox,
+    *,
+    cwd: Path,
+    home: Path,
+    network: bool,
+    failed: bool = True,
+    made: Sequence[Path] = (),
 ) -> str | None:
     """A note saying what the sandbox blocked in ``output`` (and the protected paths the command ``made``,
-    which were removed) and how to ask for it; None when nothing was."""
-    writes: list[str] = []
-    hidden: list[str] = []
-    offline = False
+    which were removed) and how to ask for it; None when nothing was. A command that retried offline and
+    then worked (it did not fail) did not need the network."""
+    blocked: dict[str, str] = {}  # what, in words → why
+    offline = retried = False
     for line in output.splitlines()[-_MAX_LINES:]:
+        if _QUOTED.match(line) or "/.pyenv/shims" in line:
+            continue  # a search's hit quotes code; pyenv's failed rehash does not fail the install
         if not network and _OFFLINE.search(line):
             offline = True
+            retried = retried or "retry" in line.lower()
         denied, read_only, missing = _DENIED.search(line), _READ_ONLY.search(line), _MISSING.search(line)
         if not (denied or read_only or missing):
             continue
@@ -54,33 +68,38 @@ def blocked_note(
             if path.is_relative_to("/proc") or path.is_relative_to("/sys"):
                 continue  # the kernel's files: another process's are the sandbox's to keep, nothing to lift
             if sandbox.hides(path):
-                hidden.append(str(path))
+                blocked.setdefault(f"reading {path}", "hidden: credentials and private sockets")
             elif (read_only or (denied and _could_write(path))) and sandbox.blocked_write(path):
-                writes.append(str(path))
-    parts = []
-    if made:
-        parts.append(
-            f"making {_listed([str(p) for p in made])}, protected (a program runs what it names), so it was "
-            "removed: write it with write_file, which asks the user"
-        )
-    if writes:
-        parts.append(
-            f"writing {_listed(writes)} (commands may change only the workspace, its additional directories and "
-            'temp; git hooks and config and the protected paths are read-only): lift_sandbox="all"'
-        )
-    if hidden:
-        parts.append(f'reading {_listed(hidden)} (credentials are hidden from commands): lift_sandbox="all"')
+                blocked.setdefault(f"writing {path}", _why_not_writable(sandbox, path, home))
+    parts = [f"making {p}: protected, so it was removed (write it with write_file, which asks the user)" for p in made]
+    parts += [f"{what} ({why})" for what, why in list(blocked.items())[:_MAX_NAMED]]
+    if len(blocked) > _MAX_NAMED:
+        parts.append(f"{len(blocked) - _MAX_NAMED} more paths")
+    offline = offline and (failed or not retried)  # pip retried offline, then found what it needed: not needed
     if offline:
-        parts.append(
-            "the network (it is off; only servers the command starts itself answer on 127.0.0.1): "
-            'lift_sandbox="network"'
-        )
+        parts.append("the network (off: only servers the command starts itself answer on 127.0.0.1)")
     if not parts:
         return None
-    return (
-        f"[blocked by the sandbox: {'; '.join(parts)} — if the task needs it, ask to allow: run the command "
-        "again with that lift_sandbox and a reason; the user is asked]"
+    lifts = ([] if not blocked else ['lift_sandbox="all"']) + (['"network"'] if offline else [])
+    ask = (
+        f" If the task needs it, run the command again with {' or '.join(lifts)} and a reason: the user is asked."
+        if lifts
+        else ""
     )
+    return f"[blocked by the sandbox: {'; '.join(parts)}.{ask}]"
+
+
+def _why_not_writable(sandbox: Sandbox, path: Path, home: Path) -> str:
+    """Why a confined command may not change ``path``, in a few words (and what helps, where something does)."""
+    real = Path(os.path.realpath(path))
+    if any(part == ".git" for part in real.parts):
+        hint = "; `git -c key=value …` sets a setting for one command" if real.name == "config" else ""
+        return f"git's own files are read-only{hint}"
+    if any(real == p or real.is_relative_to(p) for p in sandbox.read_only):
+        return "protected: a program runs what it names"
+    if real.is_relative_to(home):
+        return "outside the workspace and temp; the user can add a directory to sandbox_writable in config.toml"
+    return "outside the workspace and temp"
 
 
 def _absolute(word: str, cwd: Path, home: Path) -> Path:
@@ -97,9 +116,3 @@ def _could_write(path: Path) -> bool:
         if os.path.lexists(place):
             return os.access(place, os.W_OK)
     return False
-
-
-def _listed(paths: list[str]) -> str:
-    unique = list(dict.fromkeys(paths))
-    shown = ", ".join(unique[:3])
-    return shown if len(unique) <= 3 else f"{shown} and {len(unique) - 3} more"
