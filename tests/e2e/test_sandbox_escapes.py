@@ -294,7 +294,7 @@ def assert_contained(world: World, output: str, codling_pid: int | None) -> None
     assert BLOCKED_NOTE in output, output
     note = output[output.index(BLOCKED_NOTE) :]
     assert f"writing {world.outside}/direct" in note and 'lift_sandbox="all"' in note, note
-    assert "the network (off: only servers the command starts itself answer on 127.0.0.1)" in note, note
+    assert "the network (off: 127.0.0.1 is the command's own, where only servers it starts answer)" in note, note
     assert 'run the command again with lift_sandbox="all" or "network" and a reason' in note, note
 
 

@@ -9,15 +9,22 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pydantic_ai.messages import ToolReturnPart
 
-from codling.config import load_settings
+from codling.config import Settings, load_settings
 from codling.errors import ConfigError, PermissionDenied, SandboxUnavailable
+from codling.llm.catalog import ModelInfo
 from codling.mcp_servers import parse_servers
 from codling.permission_rules import Rules
+from codling.store.header import SessionHeader
+from codling.store.ids import new_session_id
+from codling.store.index import SessionStore
+from codling.store.live import start_session
 from codling.tools.approval import Permissions
 from codling.tools.local import LocalTerminal
 from codling.tools.ports import PermissionRequest, Rejection
@@ -26,8 +33,10 @@ from codling.tools.sandbox.confine import decode_policy, encode_policy
 from codling.tools.sandbox.policy import Sandbox, build_sandbox, made_protected
 from codling.vocabulary import PermissionMode, SandboxSetting
 from tests.fakes.approver import ScriptedApprover
+from tests.fakes.scenarios import Call, Say, Script
 
 SECRET = "sk-sandbox-test-0123456789"
+MODEL = ModelInfo("test:model", context_limit=100_000, max_output_tokens=1_000)
 
 
 @pytest.fixture
@@ -78,8 +87,16 @@ async def confined(sandbox: Sandbox, command: str, cwd: Path, lift: str | None =
 
 
 def test_a_policy_survives_its_encoding_and_refuses_a_path_it_cannot_carry() -> None:
-    text = encode_policy(("/w", "/tmp"), ("/w/.git",), ("/h/.ssh",), network=True)
-    assert decode_policy(text) == ({"writable": ["/w", "/tmp"], "read_only": ["/w/.git"], "hidden": ["/h/.ssh"]}, True)
+    text = encode_policy(("/w", "/tmp"), ("/w/.git",), ("/h/.ssh",), ("XDG_CACHE_HOME=/tmp/c",), network=True)
+    assert decode_policy(text) == (
+        {
+            "writable": ["/w", "/tmp"],
+            "read_only": ["/w/.git"],
+            "hidden": ["/h/.ssh"],
+            "directories": ["XDG_CACHE_HOME=/tmp/c"],
+        },
+        True,
+    )
     with pytest.raises(ValueError, match="absolute and on one line"):
         encode_policy(("/w\nw /",))
     with pytest.raises(ValueError, match="absolute and on one line"):
@@ -195,7 +212,7 @@ async def test_what_the_sandbox_blocked_is_named_with_how_to_ask(places: dict[st
         f"[blocked by the sandbox: writing {outside}/f (outside the workspace and temp); "
         f"reading {home.resolve()}/.ssh/id_rsa (hidden: credentials and private sockets); "
         f"writing {ws.resolve()}/.git/hooks/h (git's own files are read-only); "
-        "the network (off: only servers the command starts itself answer on 127.0.0.1). "
+        "the network (off: 127.0.0.1 is the command's own, where only servers it starts answer). "
         'If the task needs it, run the command again with lift_sandbox="all" or "network" and a reason: '
         "the user is asked.]"
     )
@@ -448,3 +465,65 @@ async def test_a_refused_lift_says_what_was_refused_plainly() -> None:
     assert str(rejected.value).startswith(
         "The user rejected running `pip install x` outside the sandbox, saying: use the vendored copy\n"
     )
+
+
+async def test_caches_go_to_temp_where_the_home_s_cache_is_not_writable(places: dict[str, Path]) -> None:
+    ws = places["ws"]
+    home = Path("/nonexistent-codling-home")  # a home outside temp, as users' are: its ~/.cache is not writable
+    sandbox = build_sandbox((ws,), home=home, codling_home=places["codling_home"], env={})
+    names = [variable.partition("=")[0] for variable in sandbox.caches]
+    assert names == ["XDG_CACHE_HOME", "npm_config_cache", "GOMODCACHE"]
+    code, output = await confined(sandbox, 'mkdir -p "$XDG_CACHE_HOME/pip" && echo cached > "$npm_config_cache/x"', ws)
+    assert code == 0, output
+    cache = Path(sandbox.caches[0].partition("=")[2])
+    assert (cache / "npm" / "x").read_text() == "cached\n" and cache.is_relative_to(tempfile.gettempdir())
+    shutil.rmtree(cache)
+    # Where the user made ~/.cache writable (sandbox_writable), it stays the tools' cache.
+    roomy = build_sandbox(
+        (ws,),
+        home=places["home"],
+        codling_home=places["codling_home"],
+        extra_writable=(places["home"] / ".cache",),
+        env={},
+    )
+    assert roomy.caches == ()
+
+
+async def test_a_session_in_auto_runs_confined_says_what_was_blocked_and_lifts_only_when_allowed(
+    project: Path, settings: Settings
+) -> None:
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        fetch = (
+            f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 5); print('ok')\""
+        )
+        script = Script(
+            [
+                [Call("run_command", {"command": f"{fetch}"}, "c1")],
+                [Call("run_command", {"command": fetch, "lift_sandbox": "network", "reason": "the dev server"}, "c2")],
+                [Call("run_command", {"command": "git commit --allow-empty -qm x", "lift_sandbox": "all"}, "c3")],
+                [Say("done")],
+            ]
+        )
+        header = SessionHeader(new_session_id(), project, MODEL.id, "auto")
+        approver = ScriptedApprover("allow_once", Rejection("no commits yet"))
+        live = start_session(
+            SessionStore(settings.home), settings, MODEL, header, approver=approver, model_factory=script.factory()
+        )
+        await live.brain.run("fetch it")
+        await live.close()
+    told = [
+        str(part.content)
+        for request in script.requests
+        for part in request[-1].parts
+        if isinstance(part, ToolReturnPart)
+    ]
+    assert told[0].startswith("exit code 1\n") and "[blocked by the sandbox: the network (off: " in told[0]
+    assert told[1].startswith("exit code 0\n(ran with the network on, as the user allowed)\nok")
+    assert told[2].startswith(
+        "Error: The user rejected running `git commit --allow-empty -qm x` outside the sandbox, saying"
+    )
+    assert [r.subject for r in approver.asked] == [fetch, "git commit --allow-empty -qm x"]

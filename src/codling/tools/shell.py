@@ -46,17 +46,18 @@ async def run_command(
     command first.
 
     Unless the user turned it off (or chose yolo mode), commands run in a sandbox: they may change files only
-    in the workspace and temp directories (git hooks and config stay read-only), the network is off (servers a
-    command starts itself still answer on 127.0.0.1), and credentials (~/.ssh, ~/.aws…) read as empty. What it
-    blocked is named after the output. Only when a task truly needs more, run the command again with
-    lift_sandbox and a reason: the user is asked.
+    in the workspace and temp directories, .git is read-only (git status, diff and log work; add and commit
+    do not), the network is off (servers a command starts itself still answer on 127.0.0.1), and credentials
+    (~/.ssh, ~/.aws…) read as empty. What it blocked is named after the output. When a task needs more, run
+    the command with lift_sandbox and a reason: the user is asked.
 
     Args:
         command: The command line, e.g. "pytest -q tests/unit" or "git status".
         timeout_seconds: Seconds to let the command run before it is stopped (1 to 600). Defaults to the
             session's limit, usually 120.
-        lift_sandbox: "network" to run it with the network on (e.g. installing packages), "all" to run it
-            outside the sandbox; only after the sandbox blocked it.
+        lift_sandbox: "network" to run it with the network on (installing packages, fetching), "all" to run it
+            outside the sandbox (a git commit); when the sandbox blocked it or the command plainly needs it.
+            Give it on each such call: the user's "always" answer spares the question, not the argument.
         reason: With lift_sandbox: why the command needs it, in one sentence for the user.
     """
     deps = ctx.deps
@@ -117,6 +118,9 @@ async def run_command(
             made=made,
         )
         output = f"{output}\n{note}" if note else output
+    if lift is not None:
+        lifted = "with the network on" if lift == "network" else "outside the sandbox"
+        output = f"(ran {lifted}, as the user allowed)\n{output}"
     if result.terminal_id is not None:  # the editor's terminal: its own limits, its own way of cutting
         if result.truncated:
             output = "[the editor kept only part of this command's output]\n" + output

@@ -25,7 +25,7 @@ _MISSING = re.compile(r"no such file or directory", re.IGNORECASE)
 _OFFLINE = re.compile(
     r"network is unreachable|temporary failure in name resolution|name or service not known|could not resolve"
     r"|no address associated with hostname|nodename nor servname|failed to resolve|getaddrinfo"
-    r"|(connection refused|failed to connect|cannot connect).*(127\.0\.0\.1|localhost|::1)",
+    r"|connection refused|(failed to connect|cannot connect).*(127\.0\.0\.1|localhost|::1)",
     re.IGNORECASE,
 )
 _PATH = re.compile(r"""(?:^|[\s'"`‘’“”(=:])((?:~|\.{0,2})/[^\s'"`‘’“”:,;)]*|[\w.-]+/[^\s'"`‘’“”:,;)]*)""")
@@ -77,7 +77,7 @@ def blocked_note(
         parts.append(f"{len(blocked) - _MAX_NAMED} more paths")
     offline = offline and (failed or not retried)  # pip retried offline, then found what it needed: not needed
     if offline:
-        parts.append("the network (off: only servers the command starts itself answer on 127.0.0.1)")
+        parts.append("the network (off: 127.0.0.1 is the command's own, where only servers it starts answer)")
     if not parts:
         return None
     lifts = ([] if not blocked else ['lift_sandbox="all"']) + (['"network"'] if offline else [])

@@ -14,6 +14,7 @@ When it applies: in read-only, ask, accept-edits and auto; in yolo only with ``s
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -71,6 +72,8 @@ class Sandbox:
     anyway are removed after it: ``made_protected``)."""
     hidden: tuple[Path, ...]
     setting: SandboxSetting = "on"
+    caches: tuple[str, ...] = ()
+    """``NAME=/path`` variables that move tools' caches into temp, where ``~/.cache`` is not writable."""
     _with_git: list[Sandbox] = field(default_factory=list, compare=False, repr=False)
     """This sandbox with git's own places, once asked (``with_git_asked``)."""
 
@@ -89,6 +92,7 @@ class Sandbox:
                 tuple(map(str, self.writable)),
                 tuple(map(str, self.read_only)),
                 tuple(map(str, self.hidden)),
+                self.caches,
                 network=lift == "network",
             )
         except ValueError as e:  # a path with a line break: it cannot be confined, so nothing runs
@@ -168,7 +172,15 @@ def build_sandbox(
         read_only += [root / p.pattern.rstrip("/") for p in PROTECTED_PATHS if p.pattern != ".git/"]
     read_only += [home / name.rstrip("/") for name, _ in HOME_PLACES]
     kept = [p for p in _unique(map(_real, read_only)) if any(_within(p, root) for root in writable)]
-    return Sandbox(tuple(writable), len(_unique(map(_real, roots))), tuple(kept), tuple(hidden), setting)
+    sandbox = Sandbox(tuple(writable), len(_unique(map(_real, roots))), tuple(kept), tuple(hidden), setting)
+    if not sandbox.blocked_write(home / ".cache" / "x"):
+        return sandbox
+    # Caches go to temp, one per workspace (pip, uv, go, pre-commit follow XDG; npm and go's modules do not):
+    # ~/.cache itself is not writable (a command could leave programs there that the user's tools run later).
+    tag = hashlib.sha256(str(_real(roots[0])).encode()).hexdigest()[:12] if roots else "none"
+    cache = Path(tempfile.gettempdir()) / f"codling-cache-{os.getuid()}-{tag}"
+    variables = {"XDG_CACHE_HOME": cache, "npm_config_cache": cache / "npm", "GOMODCACHE": cache / "go-mod"}
+    return replace(sandbox, caches=tuple(f"{name}={path}" for name, path in variables.items()))
 
 
 def _real(path: Path) -> Path:
