@@ -72,7 +72,7 @@ def test_sandbox_check_tries_each_rule_and_says_it_holds(home: Path, project: Pa
     assert tried == [
         "✓ commands can change files in the workspace",
         "✓ writes outside the workspace, its additional directories and temp are refused",
-        "✓ git's hooks and config are read-only",
+        "✓ git's own files (hooks, config) are read-only",
         "✓ credentials (~/.ssh, ~/.aws, ~/.gnupg…) and $CODLING_HOME read as empty",
         "✓ the network is off (not even the host's 127.0.0.1)",
         "✓ codling's own environment (/proc/PID/environ, which holds its keys) cannot be read",

@@ -108,15 +108,21 @@ async def _outside_write(run: Runner, sandbox: Sandbox, home: Path) -> Probe:
 
 
 async def _git_hooks(run: Runner, cwd: Path) -> Probe:
-    what = "git's hooks and config are read-only"
-    hooks = cwd / ".git" / "hooks"
-    if not hooks.is_dir():
+    what = "git's own files (hooks, config) are read-only"
+    git = cwd / ".git"
+    if git.is_file():  # a worktree: its git directory is named in the file
+        line = git.read_text(errors="replace").strip()
+        git = (cwd / line.removeprefix("gitdir:").strip()).resolve()
+        common = git / "commondir"
+        git = (git / common.read_text().strip()).resolve() if common.is_file() else git
+    if not (git / "config").is_file():
         return Probe(what, None, "not a git repository here")
-    probe = hooks / "codling-sandbox-check"
+    probe = git / "hooks" / "codling-sandbox-check"
+    config = git / "config"
     try:
-        await run(f"echo escaped > .git/hooks/{probe.name}; echo '#' >> .git/config")
-        config_kept = not (cwd / ".git" / "config").read_text(errors="replace").endswith("#\n")
-        return Probe(what, not probe.exists() and config_kept)
+        await run(f"echo escaped > {shlex.quote(str(probe))}; echo '#' >> {shlex.quote(str(config))}")
+        config_kept = not config.read_text(errors="replace").endswith("#\n")
+        return Probe(what, not probe.exists() and config_kept, f"tried {git}")
     finally:
         probe.unlink(missing_ok=True)
 

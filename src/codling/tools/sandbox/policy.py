@@ -166,7 +166,7 @@ def build_sandbox(
     for root in (_real(r) for r in roots):
         # All of .git: its hooks and config, and what redirects git elsewhere (commondir, config.worktree,
         # modules/…); being a mount point, it cannot be moved or replaced either. git status, diff and log work.
-        read_only.append(root / ".git")
+        read_only += [root / ".git", *_linked_git_directories(root / ".git")]
         read_only += [repository / ".git" for repository in nested_repositories(root)]
         read_only.append(root / PROJECT_RULES.parent)  # .codling: its permissions.toml cannot be made either
         read_only += [root / p.pattern.rstrip("/") for p in PROTECTED_PATHS if p.pattern != ".git/"]
@@ -181,6 +181,22 @@ def build_sandbox(
     cache = Path(tempfile.gettempdir()) / f"codling-cache-{os.getuid()}-{tag}"
     variables = {"XDG_CACHE_HOME": cache, "npm_config_cache": cache / "npm", "GOMODCACHE": cache / "go-mod"}
     return replace(sandbox, caches=tuple(f"{name}={path}" for name, path in variables.items()))
+
+
+def _linked_git_directories(git: Path) -> list[Path]:
+    """Where a worktree's ``.git`` file leads: its git directory and the repository's common one."""
+    try:
+        line = git.read_text(errors="replace").strip() if git.is_file() else ""
+    except OSError:
+        return []
+    if not line.startswith("gitdir:"):
+        return []
+    directory = git.parent / line.removeprefix("gitdir:").strip()
+    try:
+        common = (directory / "commondir").read_text(errors="replace").strip()
+    except OSError:
+        return [directory]
+    return [directory, directory / common]
 
 
 def _real(path: Path) -> Path:
