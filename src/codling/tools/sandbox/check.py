@@ -117,14 +117,14 @@ async def _git_hooks(run: Runner, cwd: Path) -> Probe:
         git = (git / common.read_text().strip()).resolve() if common.is_file() else git
     if not (git / "config").is_file():
         return Probe(what, None, "not a git repository here")
-    probe = git / "hooks" / "codling-sandbox-check"
-    config = git / "config"
+    # New files only (beside the config, in the hooks): a sandbox that fails this leaves nothing changed.
+    probes = [git / "hooks" / "codling-sandbox-check", git / "codling-sandbox-check"]
     try:
-        await run(f"echo escaped > {shlex.quote(str(probe))}; echo '#' >> {shlex.quote(str(config))}")
-        config_kept = not config.read_text(errors="replace").endswith("#\n")
-        return Probe(what, not probe.exists() and config_kept, f"tried {git}")
+        await run("; ".join(f"echo escaped > {shlex.quote(str(probe))}" for probe in probes))
+        return Probe(what, not any(probe.exists() for probe in probes), f"tried {git}")
     finally:
-        probe.unlink(missing_ok=True)
+        for probe in probes:
+            probe.unlink(missing_ok=True)
 
 
 async def _hidden(run: Runner, codling_home: Path) -> Probe:
