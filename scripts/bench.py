@@ -2107,7 +2107,7 @@ async def bench_checkpointed_turns(config: Config, git: str | None) -> list[Row]
 SANDBOX_TURNS: tuple[tuple[str, ...], ...] = (
     ("git status", "ls"),
     ("cat README.md",),
-    ("ls src tests", "cat src/calc.py"),
+    ("cat src/calc.py",),
     ("pytest -q",),
     ("grep -rn 'def ' src", "cat src/calc.py | grep -c def"),
     ("python -c \"import sys; sys.path.insert(0, 'src'); import calc; print(calc.add(2, 3))\"",),
@@ -2125,7 +2125,7 @@ SANDBOX_TURNS: tuple[tuple[str, ...], ...] = (
     ("head -20 src/calc.py",),
     ("find . -name '*.py' -not -path './.git/*'",),
     ("pytest -q 2>&1 | tail -5",),
-    ("git add -A && git status --short",),
+    ("git add -A", "git add -A"),  # .git is read-only in the sandbox: blocked, then again outside it
     ("grep -rn import src tests",),
     ("{fetch}", "{fetch}"),  # the dev server on the host's loopback: blocked, then again with the network lifted
     ("make test", "git diff --cached --stat"),
@@ -2241,9 +2241,10 @@ def sandbox_script(url: str) -> Any:
         fetched = False
         for command in commands:
             args: dict[str, Any] = {"command": command.replace("{fetch}", fetch)}
-            if command == "{fetch}":
+            if command in ("{fetch}", "git add -A"):
                 if fetched:
-                    args |= {"lift_sandbox": "network", "reason": "the dev server runs on the host's loopback"}
+                    lift = "network" if command == "{fetch}" else "all"
+                    args |= {"lift_sandbox": lift, "reason": "the sandbox blocked it and the task needs it"}
                 fetched = True
             responses.append([Call("run_command", args, f"c{n}")])
             n += 1
@@ -2302,7 +2303,10 @@ async def bench_sandbox(config: Config) -> list[Row]:
             if len(ran) != calls:
                 raise RuntimeError(f"{mode}: {len(ran)} of {calls} commands ran: {sorted(results.items())[:3]}")
             fetches = [results[f"c{n}"] for n in range(calls) if "urlopen" in sandbox_command(n)]
-            if not (fetches[0].startswith("exit code 1") and fetches[1].startswith("exit code 0\n200")):
+            if not (
+                fetches[0].startswith("exit code 1")
+                and fetches[1].startswith("exit code 0\n(ran with the network on, as the user allowed)\n200")
+            ):
                 raise RuntimeError(f"{mode}: the sandbox did not cut the network, or lifting it failed: {fetches}")
             failed = sum(not r.startswith("exit code 0") for r in ran)
             progress(f"{mode}: {asked[mode]} questions, {calls - failed} of {calls} commands exited 0")

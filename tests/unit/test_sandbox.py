@@ -527,3 +527,11 @@ async def test_a_session_in_auto_runs_confined_says_what_was_blocked_and_lifts_o
         "Error: The user rejected running `git commit --allow-empty -qm x` outside the sandbox, saying"
     )
     assert [r.subject for r in approver.asked] == [fetch, "git commit --allow-empty -qm x"]
+
+
+def test_a_note_for_the_network_alone_names_its_lift(places: dict[str, Path]) -> None:
+    sandbox, ws, home = sandbox_of(places), places["ws"], places["home"]
+    note = blocked_note("curl: (6) Could not resolve host: example.com", sandbox, cwd=ws, home=home, network=False)
+    assert note is not None and note.endswith(
+        'run the command again with lift_sandbox="network" and a reason: the user is asked.]'
+    )

@@ -80,7 +80,8 @@ def blocked_note(
         parts.append("the network (off: 127.0.0.1 is the command's own, where only servers it starts answer)")
     if not parts:
         return None
-    lifts = ([] if not blocked else ['lift_sandbox="all"']) + (['"network"'] if offline else [])
+    lifts = [value for value, needed in (('"all"', bool(blocked)), ('"network"', offline)) if needed]
+    lifts[:1] = [f"lift_sandbox={lifts[0]}"] if lifts else []
     ask = (
         f" If the task needs it, run the command again with {' or '.join(lifts)} and a reason: the user is asked."
         if lifts
