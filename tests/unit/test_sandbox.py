@@ -209,10 +209,11 @@ async def test_what_the_sandbox_blocked_is_named_with_how_to_ask(places: dict[st
     )
     note = blocked_note(output, sandbox, cwd=ws, home=home, network=False)
     assert note == (
-        f"[blocked by the sandbox: writing {outside}/f (outside the workspace and temp); "
-        f"reading {home.resolve()}/.ssh/id_rsa (hidden: credentials and private sockets); "
-        f"writing {ws.resolve()}/.git/hooks/h (git's own files are read-only); "
-        "the network (off: 127.0.0.1 is the command's own, where only servers it starts answer). "
+        "[blocked by the sandbox:\n"
+        f"- writing {outside}/f (outside the workspace and temp)\n"
+        f"- reading {home.resolve()}/.ssh/id_rsa (hidden: credentials and private sockets)\n"
+        f"- writing {ws.resolve()}/.git/hooks/h (git's own files are read-only)\n"
+        "- the network (off: 127.0.0.1 is the command's own, where only servers it starts answer)\n"
         'If the task needs it, run the command again with lift_sandbox="all" or "network" and a reason: '
         "the user is asked.]"
     )
@@ -521,7 +522,7 @@ async def test_a_session_in_auto_runs_confined_says_what_was_blocked_and_lifts_o
         for part in request[-1].parts
         if isinstance(part, ToolReturnPart)
     ]
-    assert told[0].startswith("exit code 1\n") and "[blocked by the sandbox: the network (off: " in told[0]
+    assert told[0].startswith("exit code 1\n") and "[blocked by the sandbox:\n- the network (off: " in told[0]
     assert told[1].startswith("exit code 0\n(ran with the network on, as the user allowed)\nok")
     assert told[2].startswith(
         "Error: The user rejected running `git commit --allow-empty -qm x` outside the sandbox, saying"

@@ -82,12 +82,9 @@ def blocked_note(
         return None
     lifts = [value for value, needed in (('"all"', bool(blocked)), ('"network"', offline)) if needed]
     lifts[:1] = [f"lift_sandbox={lifts[0]}"] if lifts else []
-    ask = (
-        f" If the task needs it, run the command again with {' or '.join(lifts)} and a reason: the user is asked."
-        if lifts
-        else ""
-    )
-    return f"[blocked by the sandbox: {'; '.join(parts)}.{ask}]"
+    ask = f"\nIf the task needs it, run the command again with {' or '.join(lifts)} and a reason: the user is asked."
+    # A line each: a terminal shows the output's last lines, each cut to its width.
+    return "\n".join(["[blocked by the sandbox:", *(f"- {part}" for part in parts)]) + (ask if lifts else "") + "]"
 
 
 def _why_not_writable(sandbox: Sandbox, path: Path, home: Path) -> str:
