@@ -190,6 +190,20 @@ async def test_a_third_party_npm_server_from_config_toml_works_and_sees_no_secre
     assert "PATH" in environment and API_KEY not in results["e2"] and "OPENAI_API_KEY" not in environment
 
 
+def run_in_yolo(home: Path, project: Path, server: OpenAIServer, prompt: str) -> subprocess.CompletedProcess[str]:
+    """``codling run --mode yolo PROMPT`` in ``project``, to its end (exit 0, else the test fails)."""
+    done = subprocess.run(
+        [*warm.codling(), "run", "--mode", "yolo", prompt],
+        cwd=project,
+        env={**agent_env(home, server), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=deadline(90),
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 async def test_codling_run_uses_config_toml_servers(
     home: Path, project: Path, server: OpenAIServer, tmp_path: Path
 ) -> None:
@@ -200,16 +214,7 @@ async def test_codling_run_uses_config_toml_servers(
         f'env = {{ PYTHONPATH = "{ROOT}", MCP_FAKE_PIDFILE = "{tmp_path / "run.pid"}" }}\n'
     )
     server.enqueue(Reply(tool_calls=[ToolCall("mcp__local__add", {"a": 1, "b": 2}, id="r1")]), Reply(text=["three"]))
-    env = {**agent_env(home, server), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(
-        [*warm.codling(), "run", "--mode", "yolo", "add them"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=deadline(90),
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_in_yolo(home, project, server, "add them")
     assert "three" in done.stdout
     assert tool_messages(server.requests[1]) == {"r1": "3"}
     assert await gone(int((tmp_path / "run.pid").read_text()))
@@ -229,16 +234,7 @@ async def test_an_mcp_server_that_opts_in_runs_in_the_sandbox(
         f'env = {{ PYTHONPATH = "{ROOT}" }}\n' + ("sandbox = true\n" if sandboxed else "")
     )
     server.enqueue(Reply(tool_calls=[ToolCall("mcp__local__escape", {}, id="r1")]), Reply(text=["done"]))
-    env = {**agent_env(home, server), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(
-        [*warm.codling(), "run", "--mode", "yolo", "try it"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=deadline(90),
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_in_yolo(home, project, server, "try it")
     told = tool_messages(server.requests[1])["r1"]
     if sandboxed:
         assert told == "read refused: No such file or directory; write refused: Read-only file system"
