@@ -234,7 +234,7 @@ async def test_an_mcp_server_that_opts_in_runs_in_the_sandbox(
         f'env = {{ PYTHONPATH = "{ROOT}" }}\n' + ("sandbox = true\n" if sandboxed else "")
     )
     server.enqueue(Reply(tool_calls=[ToolCall("mcp__local__escape", {}, id="r1")]), Reply(text=["done"]))
-    done = run_in_yolo(home, project, server, "try it")
+    run_in_yolo(home, project, server, "try it")
     told = tool_messages(server.requests[1])["r1"]
     if sandboxed:
         assert told == "read refused: No such file or directory; write refused: Read-only file system"
