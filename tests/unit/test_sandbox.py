@@ -536,3 +536,44 @@ def test_a_note_for_the_network_alone_names_its_lift(places: dict[str, Path]) ->
     assert note is not None and note.endswith(
         'run the command again with lift_sandbox="network" and a reason: the user is asked.]'
     )
+
+
+async def test_a_reviewer_delegate_cannot_change_the_workspace_through_a_command(
+    project: Path, settings: Settings
+) -> None:
+    script = Script(
+        [
+            [Call("delegate", {"agent": "reviewer", "task": "Review it"}, "d1")],
+            [
+                Call(
+                    "run_command",
+                    {"command": "touch reviewer-was-here; touch /tmp/reviewer-scratch-$$ && echo scratch"},
+                    "c1",
+                )
+            ],
+            [Say("Reviewed.")],
+            [Call("delegate", {"agent": "coder", "task": "Mark it"}, "d2")],
+            [Call("run_command", {"command": "touch coder-was-here"}, "c2")],
+            [Say("Marked.")],
+            [Say("Done.")],
+        ]
+    )
+    header = SessionHeader(new_session_id(), project, MODEL.id, "auto")
+    live = start_session(
+        SessionStore(settings.home),
+        settings,
+        MODEL,
+        header,
+        approver=ScriptedApprover(),
+        model_factory=script.factory(),
+    )
+    await live.brain.run("review, then mark")
+    await live.close()
+    assert not (project / "reviewer-was-here").exists() and (project / "coder-was-here").exists()
+    told = [
+        str(part.content)
+        for request in script.requests
+        for part in request[-1].parts
+        if isinstance(part, ToolReturnPart) and part.tool_call_id == "c1"
+    ]
+    assert "scratch" in told[0] and "Read-only file system" in told[0]

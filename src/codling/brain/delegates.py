@@ -59,7 +59,8 @@ from codling.tools.ports import (
     ShownCall,
     ToolProgress,
 )
-from codling.tools.specs import describe_call, role_tools
+from codling.tools.sandbox.policy import Sandbox
+from codling.tools.specs import describe_call, editing_tools, role_tools
 from codling.vocabulary import FileDiff
 
 if TYPE_CHECKING:
@@ -102,6 +103,7 @@ class SessionDelegator:
             delegator=None,
             mcp=None,  # the session's servers stay the session's: a role names its own tools
             checkpoints=None,  # the delegate call is checkpointed before it runs, as a whole
+            sandbox=_sandbox_for(role, parent.deps.sandbox),
         )
         options = replace(
             parent.options,
@@ -235,3 +237,11 @@ def remember(state: SessionState, started: ToolCallStarted, finished: ToolCallFi
     if started.tool_name == DELEGATE_TOOL and finished.status == "completed":
         role = str(started.raw_input.get("agent", ""))
         state.delegate_notes = {**state.delegate_notes, role: finished.text[:CARRYOVER_CHARS]}
+
+
+def _sandbox_for(role: DelegateRole, sandbox: Sandbox | None) -> Sandbox | None:
+    """The sandbox a delegate's commands run in: a role that edits no file (the reviewer) may not change the
+    workspace through a command either; only temp stays writable."""
+    if sandbox is None or role_tools(role) & editing_tools():
+        return sandbox
+    return sandbox.reading_workspace()

@@ -159,6 +159,11 @@ TOOL_NAMES: tuple[ToolName, ...] = tuple(spec.name for spec in TOOLS)
 """Every tool the toolset offers, in order."""
 
 
+def editing_tools() -> frozenset[ToolName]:
+    """The tools that change files (edit, delete or move them)."""
+    return frozenset(spec.name for spec in TOOLS if spec.kind in ("edit", "delete", "move"))
+
+
 def role_tools(role: DelegateRole) -> frozenset[ToolName]:
     """The tools a delegate of ``role`` may use."""
     return frozenset(spec.name for spec in TOOLS if role in spec.roles)

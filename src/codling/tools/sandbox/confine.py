@@ -167,6 +167,12 @@ def confine(policy: str) -> str:
     hidden = sum(_cover(path) for path in paths["hidden"])
     _own_terminals()
     read_only = sum(_read_only(path) for path in paths["read_only"])
+    # The working directory still points into the mounts beneath the new ones: walk to it again, or a
+    # read-only bind over the workspace itself would not hold for relative paths.
+    try:
+        os.chdir(os.getcwd())
+    except OSError as e:  # the directory is gone: nothing is written through it
+        raise Unconfinable(f"the working directory cannot be entered again: {e.strerror}") from e
     for variable in paths["directories"]:
         name, _, directory = variable.partition("=")
         try:

@@ -125,6 +125,14 @@ class Sandbox:
             self._with_git.append(self.with_git(places))
         return self._with_git[0]
 
+    def reading_workspace(self) -> Sandbox:
+        """This sandbox with the workspace read-only (a reviewer's): only temp and ``sandbox_writable`` stay
+        writable."""
+        roots = self.writable[: self.roots]
+        return replace(
+            self, writable=self.writable[self.roots :], roots=0, read_only=(*roots, *self.read_only), _with_git=[]
+        )
+
     def with_git(self, places: Iterable[Path]) -> Sandbox:
         """This sandbox with the places git runs programs from (hooks directories ``core.hooksPath`` names,
         configuration files: ``tools/git_places.py``) read-only too, where they lie beneath ``writable``."""
