@@ -577,3 +577,18 @@ async def test_a_reviewer_delegate_cannot_change_the_workspace_through_a_command
         if isinstance(part, ToolReturnPart) and part.tool_call_id == "c1"
     ]
     assert "scratch" in told[0] and "Read-only file system" in told[0]
+
+
+async def test_removing_a_made_protected_path_never_goes_through_a_link(
+    places: dict[str, Path], tmp_path: Path
+) -> None:
+    sandbox, ws = without_temp(sandbox_of(places)), places["ws"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "tasks.json").write_text("the user's own\n")
+    absent = sandbox.absent()
+    # The command makes .vscode a link to a directory holding a tasks.json: the protected path now exists.
+    await confined(sandbox, f"ln -s {elsewhere} .vscode", ws)
+    made = made_protected(absent)
+    assert made == [ws.resolve() / ".vscode"]
+    assert not (ws / ".vscode").is_symlink() and (elsewhere / "tasks.json").read_text() == "the user's own\n"

@@ -142,15 +142,26 @@ class Sandbox:
 
 def made_protected(absent: list[Path]) -> list[Path]:
     """Of ``absent`` (``Sandbox.absent`` before a command), those the command made: each is removed (a
-    directory with what is in it), so what it names never runs; the paths removed."""
-    made = [p for p in absent if os.path.lexists(p)]
-    for path in made:
+    directory with what is in it), so what it names never runs; the paths removed.
+
+    This runs unconfined, on paths a command could shape: nothing is removed through a symbolic link. The
+    paths were resolved when the session began, so a link now on the way to one (``.vscode`` made a link to
+    a directory elsewhere holding a ``tasks.json``) is the command's: the link itself is what is removed."""
+    made: list[Path] = []
+    for path in absent:
+        link = next((p for p in (*reversed(path.parents), path) if p.is_symlink()), None)
+        if link is None and not os.path.lexists(path):
+            continue
+        if link is not None and not os.path.exists(path):
+            continue  # a link to where the protected file is not: it names nothing yet
+        target = link or path
         with contextlib.suppress(OSError):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
             else:
-                path.unlink()
-    return made
+                target.unlink()
+        made.append(target)
+    return list(dict.fromkeys(made))
 
 
 def build_sandbox(
