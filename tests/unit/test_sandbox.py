@@ -87,12 +87,15 @@ async def confined(sandbox: Sandbox, command: str, cwd: Path, lift: str | None =
 
 
 def test_a_policy_survives_its_encoding_and_refuses_a_path_it_cannot_carry() -> None:
-    text = encode_policy(("/w", "/tmp"), ("/w/.git",), ("/h/.ssh",), ("XDG_CACHE_HOME=/tmp/c",), network=True)
+    text = encode_policy(
+        ("/w", "/tmp"), ("/w/.git",), ("/h/.ssh",), ("XDG_CACHE_HOME=/tmp/c",), ("/w/sub",), network=True
+    )
     assert decode_policy(text) == (
         {
             "writable": ["/w", "/tmp"],
             "read_only": ["/w/.git"],
             "hidden": ["/h/.ssh"],
+            "pinned": ["/w/sub"],
             "directories": ["XDG_CACHE_HOME=/tmp/c"],
         },
         True,
@@ -592,3 +595,13 @@ async def test_removing_a_made_protected_path_never_goes_through_a_link(
     made = made_protected(absent)
     assert made == [ws.resolve() / ".vscode"]
     assert not (ws / ".vscode").is_symlink() and (elsewhere / "tasks.json").read_text() == "the user's own\n"
+
+
+async def test_a_protected_path_made_too_deep_to_walk_is_still_taken_away(places: dict[str, Path]) -> None:
+    sandbox, ws = without_temp(sandbox_of(places)), places["ws"]
+    absent = sandbox.absent()
+    deep = "/".join(["x"] * 1500)
+    await confined(sandbox, f"mkdir -p .codling/{deep} && echo 'allow = [\"rm\"]' > .codling/permissions.toml", ws)
+    made = made_protected(absent)
+    assert made == [ws.resolve() / ".codling"]
+    assert [p.name for p in ws.iterdir() if "codling" in p.name] == []

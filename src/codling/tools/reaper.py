@@ -20,9 +20,9 @@ reaper, found by a walk of ``/proc`` by parent pid, gets SIGTERM, ``GRACE`` seco
 none is left; then the reaper exits as the shell did (same code, or killed by the same signal). SIGTERM,
 SIGHUP and SIGINT to the reaper do the same. ``LC_CTYPE`` is ``-`` (unset) or ``=VALUE``: the variable as
 codling meant it, because Python's start-up sets it in a C locale (PEP 538), which the command must not see.
-``SANDBOX`` is ``-`` (unconfined) or ``=POLICY``: the reaper first confines itself, and so all it starts, to that
-policy (``sandbox/confine.py``); when it cannot, it writes ``unconfinable REASON`` and exits 126, having run
-nothing.
+``SANDBOX`` is ``-`` (unconfined) or ``=POLICY``: the shell is then forked and confines itself to that policy
+(``sandbox/confine.py``) before it execs, so the reaper stays outside the sandbox, out of the command's reach
+(``start``); when it cannot be confined, the reaper writes ``unconfinable REASON`` and exits 126, nothing run.
 
 An MCP stdio server runs under it too (``python -I -S reaper.py serve GRACE LC_CTYPE SANDBOX PATH ARGV0 ARG...``,
 spawned by the MCP SDK in a session of its own): the server, started at ``PATH`` in a session of its own, gets the
@@ -68,19 +68,65 @@ def _mark(value: str | None) -> str:
     return "-" if value is None else f"={value}"
 
 
-def confine(mark: str) -> str | None:
-    """Confine this process to the policy of ``mark`` (``_mark``'s), if any; the reason it cannot be, or None.
-    ``sandbox/confine.py`` is loaded by path: this file runs with ``-I``, without the package on its path."""
-    if mark == "-":
-        return None
-    sys.path.insert(0, os.path.join(os.path.dirname(REAPER), "sandbox"))
-    import confine as sandbox
+class NotStarted(Exception):
+    """The program did not start: ``line`` says why, as the status pipe does (``error ERRNO``,
+    ``unconfinable REASON``)."""
 
-    try:
-        sandbox.confine(mark[1:])
-    except sandbox.Unconfinable as e:
-        return str(e)
-    return None
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+def start(path: str, argv: list[str], sandbox: str, stdin: int | None = None) -> int:
+    """Start the program at ``path`` in a session of its own (SIGPIPE and SIGXFSZ at their defaults, ``stdin``
+    as its stdin if given), confined to the policy of ``sandbox`` (``_mark``'s); its pid, or ``NotStarted``.
+
+    A confined program is forked and confines itself before it execs, so the reaper stays outside its sandbox:
+    a command may not signal it, trace it or read its memory (Landlock's scopes), so it cannot end the reaper
+    and leave its own processes running past the command. A pipe closed on exec tells the reaper whether the
+    exec happened, or why not."""
+    if sandbox == "-":
+        actions = [] if stdin is None else [(os.POSIX_SPAWN_DUP2, stdin, 0)]
+        try:
+            return os.posix_spawn(
+                path, argv, os.environ, file_actions=actions, setsid=True, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ)
+            )
+        except OSError as e:
+            raise NotStarted(f"error {e.errno or 0}") from e
+    sys.path.insert(0, os.path.join(os.path.dirname(REAPER), "sandbox"))
+    import confine  # loaded by path: this file runs with -I, without the package on its path
+
+    told, tell = os.pipe()  # both close on exec
+    pid = os.fork()
+    if pid == 0:  # the child: nothing here may return into the reaper's code
+        try:
+            os.close(told)
+            signal.set_wakeup_fd(-1)
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
+                signal.signal(sig, signal.SIG_DFL)
+            os.setsid()
+            if stdin is not None:
+                os.dup2(stdin, 0)
+            try:
+                confine.confine(sandbox[1:])
+            except confine.Unconfinable as e:
+                os.write(tell, f"unconfinable {e}".encode())
+                os._exit(126)
+            os.execve(path, argv, os.environ)
+        except OSError as e:
+            os.write(tell, f"error {e.errno or 0}".encode())
+        except BaseException:
+            os.write(tell, b"error 0")
+        os._exit(127)
+    os.close(tell)
+    said = b""
+    while chunk := os.read(told, 4096):
+        said += chunk
+    os.close(told)
+    if said:
+        os.waitpid(pid, 0)
+        raise NotStarted(said.decode(errors="replace"))
+    return pid
 
 
 def can_reap() -> bool:
@@ -226,14 +272,15 @@ def serve(grace: float, sandbox: str, path: str, argv: list[str]) -> int:
     """Run an MCP stdio server on the reaper's own stdio until it ends, SIGTERM comes or codling is gone; then
     stop everything below and return its exit code."""
     become_subreaper()
-    if (refused := confine(sandbox)) is not None:
-        os.write(2, f"the sandbox cannot run here: {refused}\n".encode())
-        return 126
     reaper = Reaper(None)
     try:
-        reaper.shell = os.posix_spawn(path, argv, os.environ, setsid=True, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
-    except OSError as e:
-        os.write(2, f"cannot start {path}: {os.strerror(e.errno or 0)}\n".encode())
+        reaper.shell = start(path, argv, sandbox)
+    except NotStarted as e:
+        kind, _, detail = e.line.partition(" ")
+        if kind == "unconfinable":
+            os.write(2, f"the sandbox cannot run here: {detail}\n".encode())
+            return 126
+        os.write(2, f"cannot start {path}: {os.strerror(int(detail or 0))}\n".encode())
         return 127
     watched = os.dup(1)  # not inheritable: only the server may hold the pipes
     null = os.open(os.devnull, os.O_RDWR)
@@ -257,22 +304,12 @@ def main(argv: list[str]) -> int:
     _set_lc_ctype(lc_ctype)
     become_subreaper()  # if refused, orphans escape us; codling's scan by CODLING_COMMAND_ID still runs
     reaper = Reaper(status_fd)
-    if (refused := confine(sandbox)) is not None:
-        reaper.tell(f"unconfinable {refused}")
-        return 126
     null = os.open(os.devnull, os.O_RDWR)
     try:
-        reaper.shell = os.posix_spawn(
-            shell[0],
-            shell,
-            os.environ,
-            file_actions=[(os.POSIX_SPAWN_DUP2, null, 0)],
-            setsid=True,
-            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),  # as subprocess's restore_signals does
-        )
-    except OSError as e:
-        reaper.tell(f"error {e.errno or 0}")
-        return 127
+        reaper.shell = start(shell[0], shell, sandbox, stdin=null)
+    except NotStarted as e:
+        reaper.tell(e.line)
+        return 126 if e.line.startswith("unconfinable") else 127
     reaper.tell(f"pid {reaper.shell}")
     os.dup2(null, 1)  # only the command's processes may hold the output pipe
     os.dup2(null, 2)

@@ -74,7 +74,7 @@ class Unconfinable(Exception):
     """The sandbox cannot be set up here; the message says what is missing, in one line."""
 
 
-KINDS = {"w": "writable", "r": "read_only", "h": "hidden", "e": "directories"}
+KINDS = {"w": "writable", "r": "read_only", "h": "hidden", "p": "pinned", "e": "directories"}
 """A policy's path kinds, each one letter in its encoding (see :func:`encode_policy`)."""
 
 
@@ -83,6 +83,7 @@ def encode_policy(
     read_only: tuple[str, ...] = (),
     hidden: tuple[str, ...] = (),
     directories: tuple[str, ...] = (),
+    pinned: tuple[str, ...] = (),
     *,
     network: bool = False,
 ) -> str:
@@ -90,13 +91,16 @@ def encode_policy(
 
     ``writable``: directories (and what is beneath) commands may change; ``read_only``: paths beneath those
     they may read but not change (a mount point: not renamed or removed either); ``hidden``: paths they see as
-    empty; ``directories``: ``NAME=/path`` variables set for the command, each directory made (caches moved
-    into temp: ``~/.cache`` is not writable); ``network``: whether they may reach the network (otherwise: a
-    loopback of their own). Every path absolute and resolved; one with a line break is refused.
+    empty; ``pinned``: directories within writable places that must stay where they are (each a mount point,
+    which cannot be renamed: a protected or hidden path deeper down cannot be moved out from under its
+    cover, nor a writable root swapped for a link); ``directories``: ``NAME=/path`` variables set for the
+    command, each directory made (caches moved into temp: ``~/.cache`` is not writable); ``network``: whether
+    they may reach the network (otherwise: a loopback of their own). Every path absolute and resolved; one
+    with a line break is refused.
     (Lines, not JSON: the reaper decodes this before every command, and ``json`` costs it 7 ms to import.)
     """
     lines = []
-    for letter, paths in zip("wrhe", (writable, read_only, hidden, directories), strict=True):
+    for letter, paths in zip("wrhep", (writable, read_only, hidden, directories, pinned), strict=True):
         for path in paths:
             if "\n" in path or not path.partition("=")[2 if letter == "e" else 0].startswith("/"):
                 raise ValueError(f"a sandbox path must be absolute and on one line: {path!r}")
@@ -164,6 +168,8 @@ def confine(policy: str) -> str:
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     if not network:
         _loopback_up()
+    for path in paths["pinned"]:  # first: the covers and binds below go on top of them
+        _pin(path)
     hidden = sum(_cover(path) for path in paths["hidden"])
     _own_terminals()
     read_only = sum(_read_only(path) for path in paths["read_only"])
@@ -177,9 +183,12 @@ def confine(policy: str) -> str:
         name, _, directory = variable.partition("=")
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
+            held = os.lstat(directory)
         except OSError:
             continue  # the program's own default then, which the sandbox may refuse: it says so
-        os.environ[name] = directory
+        if stat.S_ISDIR(held.st_mode) and held.st_uid == uid and not held.st_mode & 0o022:
+            os.environ[name] = directory  # (not one another user made first, to fill with what we would run)
+    _own_keyring()
     _landlock(paths["writable"], abi)
     net = "network: own loopback only" if not network else "network: on"
     return f"landlock ABI {abi}; {net}; {hidden} paths covered; {read_only} read-only"
@@ -243,6 +252,28 @@ def _own_terminals() -> None:
     _mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
     if os.path.exists("/dev/ptmx"):
         _mount("/dev/pts/ptmx", "/dev/ptmx", None, MS_BIND)
+
+
+def _pin(path: str) -> None:
+    """Bind ``path`` (a directory, if it is one) onto itself: a mount point cannot be renamed or removed."""
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            return
+    except OSError:
+        return
+    _mount(path, path, None, MS_BIND | MS_REC)
+
+
+_KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219}
+KEYCTL_JOIN_SESSION_KEYRING = 1
+
+
+def _own_keyring() -> None:
+    """A new, empty session keyring: the caller's (Kerberos tickets, tools' keys) is not readable from here.
+    Where keyctl is refused (no keyrings in this kernel, a seccomp filter), the caller's is out of reach too."""
+    number = _KEYCTL.get(os.uname().machine)
+    if number is not None:
+        _c().syscall(number, KEYCTL_JOIN_SESSION_KEYRING, None)
 
 
 def _read_only(path: str) -> bool:

@@ -17,6 +17,8 @@ import contextlib
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,7 +41,9 @@ HIDDEN_IN_HOME = (
     *(".local/share/keyrings", ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".pgpass", ".my.cnf"),
     *(".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials", ".terraform.d/credentials.tfrc.json"),
     *(".kaggle", ".cache/huggingface/token", ".config/huggingface", ".m2/settings.xml", ".gradle/gradle.properties"),
-    *(".codex/auth.json", ".claude/.credentials.json", ".config/github-copilot"),
+    *(".codex/auth.json", ".claude/.credentials.json", ".claude.json", ".gemini", ".config/github-copilot"),
+    *(".local/share/opencode/auth.json", ".config/containers/auth.json", ".config/pip", ".yarnrc.yml"),
+    *(".config/composer/auth.json", ".composer/auth.json", ".s3cfg", ".boto", ".databrickscfg", ".terraformrc"),
     *(".mozilla", ".config/google-chrome", ".config/chromium", ".config/BraveSoftware", ".thunderbird"),
     *(".bash_history", ".zsh_history", ".python_history", ".psql_history", ".mysql_history", ".node_repl_history"),
     ".local/share/fish/fish_history",
@@ -93,10 +97,22 @@ class Sandbox:
                 tuple(map(str, self.read_only)),
                 tuple(map(str, self.hidden)),
                 self.caches,
+                tuple(map(str, self.pins())),
                 network=lift == "network",
             )
         except ValueError as e:  # a path with a line break: it cannot be confined, so nothing runs
             raise SandboxUnavailable(str(e)) from e
+
+    def pins(self) -> list[Path]:
+        """The directories to pin (``confine.encode_policy``): every directory within a writable place on the
+        way to a read-only or hidden path, and a writable root that lies within another (a workspace in
+        /tmp), shallowest first — so none of them can be renamed away from its cover, or swapped for a link."""
+        pinned: set[Path] = set()
+        for path in (*self.read_only, *self.hidden, *self.writable):
+            for place in (path, *path.parents) if path in self.writable else path.parents:
+                if any(place != root and place.is_relative_to(root) for root in self.writable):
+                    pinned.add(place)
+        return sorted(pinned, key=lambda p: (len(p.parts), p))
 
     def blocked_write(self, path: Path) -> bool:
         """Whether the sandbox (rather than the file's owner) keeps a confined command from changing ``path``."""
@@ -155,13 +171,29 @@ def made_protected(absent: list[Path]) -> list[Path]:
         if link is not None and not os.path.exists(path):
             continue  # a link to where the protected file is not: it names nothing yet
         target = link or path
-        with contextlib.suppress(OSError):
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-            else:
-                target.unlink()
+        _remove(target)
         made.append(target)
     return list(dict.fromkeys(made))
+
+
+def _remove(path: Path) -> None:
+    """Remove ``path`` whatever the command made of it: first renamed aside in one step (so its protected name
+    is gone even if what is inside cannot all be removed), then removed without following links."""
+    aside = path.with_name(f".{path.name}.made-by-a-command-{os.getpid()}")
+    try:
+        os.rename(path, aside)
+    except OSError:
+        aside = path
+    if aside.is_dir() and not aside.is_symlink():
+        rm = shutil.which("rm")
+        if rm is not None:  # iterative, unlike shutil.rmtree, which a tree 3,000 deep ends in RecursionError
+            subprocess.run([rm, "-rf", "--", str(aside)], check=False, capture_output=True)
+        else:
+            with contextlib.suppress(Exception):
+                shutil.rmtree(aside)
+    else:
+        with contextlib.suppress(OSError):
+            aside.unlink()
 
 
 def build_sandbox(
@@ -190,6 +222,9 @@ def build_sandbox(
         read_only.append(root / PROJECT_RULES.parent)  # .codling: its permissions.toml cannot be made either
         read_only += [root / p.pattern.rstrip("/") for p in PROTECTED_PATHS if p.pattern != ".git/"]
     read_only += [home / name.rstrip("/") for name, _ in HOME_PLACES]
+    # codling itself, where a workspace holds it (its own checkout, a project's virtualenv): the reaper and
+    # the launcher run from these files unconfined, and codling imports some modules late.
+    read_only += [Path(__file__).resolve().parents[2], Path(sys.prefix)]
     kept = [p for p in _unique(map(_real, read_only)) if any(_within(p, root) for root in writable)]
     sandbox = Sandbox(tuple(writable), len(_unique(map(_real, roots))), tuple(kept), tuple(hidden), setting)
     if not sandbox.blocked_write(home / ".cache" / "x"):
