@@ -605,3 +605,41 @@ async def test_a_protected_path_made_too_deep_to_walk_is_still_taken_away(places
     made = made_protected(absent)
     assert made == [ws.resolve() / ".codling"]
     assert [p.name for p in ws.iterdir() if "codling" in p.name] == []
+
+
+async def test_the_reaper_and_the_covers_stay_out_of_the_command_s_reach(places: dict[str, Path]) -> None:
+    sandbox, ws = sandbox_of(places), places["ws"]  # the workspace lies in /tmp, a writable place itself
+    (ws / ".vscode").mkdir()
+    (ws / ".vscode" / "tasks.json").write_text("{}\n")
+    script = "; ".join(
+        [
+            "kill -9 $PPID; echo killed=$?",  # the reaper: outside the sandbox
+            "mv .vscode .vscode-old; echo moved=$?",  # from under the read-only tasks.json
+            f"mv {ws} {ws}-old; echo root-moved=$?",  # a writable root within another, swapped for a link next
+            "echo done",
+        ]
+    )
+    code, output = await confined(sandbox, script, ws)
+    assert (code, output.splitlines()[-1]) == (0, "done")
+    assert "killed=1" in output and "moved=1" in output and "root-moved=1" in output
+    assert (ws / ".vscode" / "tasks.json").read_text() == "{}\n" and not Path(f"{ws}-old").exists()
+
+
+_KEY_CALLS = {"x86_64": (248, 250), "aarch64": (217, 219)}
+
+
+async def test_the_caller_s_session_keyring_is_out_of_reach(places: dict[str, Path]) -> None:
+    import ctypes
+
+    add_key, keyctl = _KEY_CALLS[os.uname().machine]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.syscall(keyctl, 1, None)  # a session keyring of this test's own, not the machine's
+    serial = libc.syscall(add_key, b"user", b"codling-test", SECRET.encode(), len(SECRET), -3)  # @s
+    assert serial > 0
+    reader = (
+        "import ctypes; c = ctypes.CDLL(None); c.syscall.restype = ctypes.c_long; b = ctypes.create_string_buffer(64)"
+        f"; n = c.syscall({keyctl}, 11, {serial}, b, 64); print('read', n, b.value)"
+    )
+    _, output = await confined(sandbox_of(places), f'{sys.executable} -c "{reader}"', places["ws"])
+    assert "read -1" in output and SECRET not in output
