@@ -643,3 +643,22 @@ async def test_the_caller_s_session_keyring_is_out_of_reach(places: dict[str, Pa
     )
     _, output = await confined(sandbox_of(places), f'{sys.executable} -c "{reader}"', places["ws"])
     assert "read -1" in output and SECRET not in output
+
+
+async def test_submodules_and_repositories_deep_inside_keep_their_git(places: dict[str, Path], tmp_path: Path) -> None:
+    ws = places["ws"]
+    (ws / "deep" / "proj").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(ws / "deep" / "proj")], check=True)
+    library = tmp_path / "library"
+    subprocess.run(["git", "init", "-q", str(library)], check=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "protocol.file.allow=always"]
+    subprocess.run([*git, "-C", str(library), "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    subprocess.run([*git, "-C", str(ws), "submodule", "add", "-q", str(library), "vendor/lib"], check=True)
+    gitfile = (ws / "vendor" / "lib" / ".git").read_text()
+    sandbox = await without_temp(sandbox_of(places)).with_git_asked(shutil.which("git"))
+    script = "echo 'gitdir: /tmp/evil' > vendor/lib/.git; echo '[core] fsmonitor = x' >> deep/proj/.git/config"
+    script += "; mv deep deep-old; echo done"
+    _, output = await confined(sandbox, script, ws)
+    assert output.rstrip().endswith("done")
+    assert (ws / "vendor" / "lib" / ".git").read_text() == gitfile
+    assert "fsmonitor" not in (ws / "deep" / "proj" / ".git" / "config").read_text()

@@ -27,6 +27,7 @@ from typing import Literal
 
 from codling.errors import SandboxUnavailable
 from codling.permission_rules import PROJECT_RULES
+from codling.tools.git import git_output
 from codling.tools.git_places import git_view, nested_repositories
 from codling.tools.protected import HOME_PLACES, PROTECTED_PATHS
 from codling.tools.sandbox.confine import encode_policy
@@ -138,6 +139,7 @@ class Sandbox:
             if git is not None:
                 for root in self.writable[: self.roots]:
                     places += [place.path for place in (await git_view(git, root)).places]
+                    places += await _repositories_within(git, root)
             self._with_git.append(self.with_git(places))
         return self._with_git[0]
 
@@ -235,6 +237,22 @@ def build_sandbox(
     cache = Path(tempfile.gettempdir()) / f"codling-cache-{os.getuid()}-{tag}"
     variables = {"XDG_CACHE_HOME": cache, "npm_config_cache": cache / "npm", "GOMODCACHE": cache / "go-mod"}
     return replace(sandbox, caches=tuple(f"{name}={path}" for name, path in variables.items()))
+
+
+async def _repositories_within(git: str, root: Path) -> list[Path]:
+    """The ``.git`` of every repository within ``root`` git knows of: submodules (their ``.git`` file names
+    the git directory to use) and repositories in untracked directories, however deep."""
+    found: list[Path] = []
+    staged = await git_output(git, "-C", str(root), "ls-files", "--stage", "-z", timeout=30)
+    for entry in (staged or b"").split(b"\0"):
+        if entry.startswith(b"160000 "):  # a gitlink: a submodule's path
+            found.append(root / os.fsdecode(entry.split(b"\t", 1)[1]) / ".git")
+    # (Without --directory, git names a repository in an untracked directory on its own line, "deep/proj/".)
+    others = await git_output(git, "-C", str(root), "ls-files", "--others", "--exclude-standard", "-z", timeout=30)
+    for entry in (others or b"").split(b"\0"):
+        if entry.endswith(b"/") and os.path.lexists(root / os.fsdecode(entry) / ".git"):
+            found.append(root / os.fsdecode(entry) / ".git")
+    return found
 
 
 def _linked_git_directories(git: Path) -> list[Path]:
