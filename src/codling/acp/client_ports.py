@@ -154,6 +154,9 @@ class AcpFileSystem:
             raise PathError(f"the editor could not write {path}: {client_error(e)}") from e
 
 
+_ENV = next((path for path in ("/usr/bin/env", "/bin/env") if os.path.exists(path)), "env")
+"""env by its path: found on the editor's PATH, a workspace's .venv/bin could hold another, run unconfined."""
+
 OUTPUT_BYTES_PER_CHAR = 4
 """The byte limit a terminal is asked for, per character of the output limit (UTF-8 needs at most four)."""
 
@@ -199,7 +202,7 @@ class AcpTerminal:
             argv = launcher_argv(sandbox, argv)
         if not self._hidden:
             return argv
-        return ["env", *(arg for name in self._hidden for arg in ("-u", name)), *argv]
+        return [_ENV, *(arg for name in self._hidden for arg in ("-u", name)), *argv]
 
     async def run(
         self,
