@@ -293,9 +293,15 @@ def assert_contained(world: World, output: str, codling_pid: int | None) -> None
     # The model is told what the sandbox blocked, and how to ask.
     assert BLOCKED_NOTE in output, output
     note = output[output.index(BLOCKED_NOTE) :]
-    assert f"writing {world.outside}/direct" in note and 'lift_sandbox="all"' in note, note
+    assert f"writing {world.outside}/direct (outside the workspace and temp)" in note, note
     assert "the network (off: 127.0.0.1 is the command's own, where only servers it starts answer)" in note, note
-    assert 'run the command again with lift_sandbox="all" or "network" and a reason' in note, note
+    # With someone to ask (an editor, a terminal) the model may ask to lift it; in `codling run`, not.
+    assert note.endswith(
+        "No one can be asked to lift it in this session: if the task needs it, say in your answer what to run "
+        "outside the sandbox.]"
+        if codling_pid is None
+        else 'run the command again with lift_sandbox="all" (the network too) and a reason: the user is asked.]'
+    ), note
 
 
 def assert_escaped(world: World, output: str) -> None:

@@ -216,8 +216,8 @@ async def test_what_the_sandbox_blocked_is_named_with_how_to_ask(places: dict[st
         f"- writing {outside}/f (outside the workspace and temp)\n"
         f"- reading {home.resolve()}/.ssh/id_rsa (hidden: credentials and private sockets)\n"
         f"- writing {ws.resolve()}/.git/hooks/h (git's own files are read-only)\n"
-        "- the network (off: 127.0.0.1 is the command's own, where only servers it starts answer)\n"
-        'If the task needs it, run the command again with lift_sandbox="all" or "network" and a reason: '
+        "- the network (off)\n"
+        'If the task needs it, run the command again with lift_sandbox="all" (the network too) and a reason: '
         "the user is asked.]"
     )
 
@@ -662,3 +662,30 @@ async def test_submodules_and_repositories_deep_inside_keep_their_git(places: di
     assert output.rstrip().endswith("done")
     assert (ws / "vendor" / "lib" / ".git").read_text() == gitfile
     assert "fsmonitor" not in (ws / "deep" / "proj" / ".git" / "config").read_text()
+
+
+def test_quoted_errors_viewers_and_what_is_missing_anyway_get_no_note(places: dict[str, Path]) -> None:
+    sandbox, ws, home = sandbox_of(places), places["ws"], places["home"]
+    document = (
+        "- `PermissionError: [Errno 13] Permission denied: '/var/lib/app/db.sqlite'`\n> curl: (6) Could not resolve"
+    )
+
+    def note(output: str, command: str = "make", failed: bool = True) -> str | None:
+        return blocked_note(output, sandbox, cwd=ws, home=home, network=False, failed=failed, command=command)
+
+    assert note(document) is None
+    assert note("cat: /var/lib/app/db.sqlite: Permission denied", "cat TROUBLESHOOTING.md", failed=False) is None
+    assert note(f"ls: cannot access '{home}/.aws': No such file or directory") is None  # not there outside either
+    # git writing .git says nothing of why it failed: the note does.
+    assert note("", "git stash && git stash pop") == (
+        "[blocked by the sandbox:\n- git stash writing .git (git's own files are read-only)\n"
+        'If the task needs it, run the command again with lift_sandbox="all" (the network too) and a reason: '
+        "the user is asked.]"
+    )
+    offline = blocked_note(
+        "curl: (6) Could not resolve host: x", sandbox, cwd=ws, home=home, network=False, askable=False
+    )
+    assert offline == (
+        "[blocked by the sandbox:\n- the network (off)\nNo one can be asked to lift it in this session: if the task "
+        "needs it, say in your answer what to run outside the sandbox.]"
+    )

@@ -116,8 +116,10 @@ async def run_command(
             network=lift == "network",
             failed=result.exit_code != 0,
             made=made,
+            command=command,
+            askable=deps.permissions.approver is not None,
         )
-        output = f"{output}\n{note}" if note else output
+        output = f"{output.rstrip()}\n{note}" if note else output
     if lift is not None:
         lifted = "with the network on" if lift == "network" else "outside the sandbox"
         output = f"(ran {lifted}, as the user allowed)\n{output}"

@@ -35,6 +35,17 @@ _QUOTED = re.compile(r"^[^\s:]+:\d+[:-]")
 """A line a search printed (``src/net.py:12: getaddrinfo(...)``): code quoted, not a failure."""
 _MAX_NAMED = 6
 """Paths a note names; the rest are counted."""
+_MARKDOWN = re.compile(r"^\s*(?:[-*+>|#]\s|\d+\.\s)")
+"""A line of a document (a list item, a quote, a table row, a heading): text that may quote an error."""
+_VIEWER = re.compile(r"^(?:cat|head|tail|less|more|bat|grep|rg|sed\s+-n|git\s+(?:show|log|diff|grep|blame))\b")
+"""Programs whose output is what they read: a viewer's output quotes, it does not report."""
+_SHELL_SYNTAX = re.compile(r"[;&|<>`\n]|\$\(")
+_LOCAL = re.compile(r"127\.0\.0\.1|localhost|::1|\[Errno 111\]|connection refused", re.IGNORECASE)
+_GIT_WRITER = re.compile(
+    r"\bgit\s+(?:-C\s+\S+\s+)?(stash|add|commit|checkout|switch|branch|tag|reset|restore|merge|rebase|"
+    r"cherry-pick|am|pull|fetch|rm|mv|gc|worktree|notes|config)\b"
+)
+"""A git command that writes ``.git``: when it fails with nothing the sandbox can be seen in, it is why."""
 _MAX_LINES = 400
 """Lines looked at, from the end: the last ones say what failed."""
 
@@ -48,18 +59,33 @@ def blocked_note(
     network: bool,
     failed: bool = True,
     made: Sequence[Path] = (),
+    command: str = "",
+    askable: bool = True,
 ) -> str | None:
     """A note saying what the sandbox blocked in ``output`` (and the protected paths the command ``made``,
-    which were removed) and how to ask for it; None when nothing was. A command that retried offline and
-    then worked (it did not fail) did not need the network."""
+    which were removed) and how to ask for it; None when nothing was.
+
+    Only what the command's programs said counts: a line that quotes (a search's hit, Markdown, text in
+    backticks) does not, nor anything a viewer (``cat``, ``head``, ``git show``…) printed and exited 0 with. A
+    command that retried offline and then worked did not need the network. ``askable``: whether anyone can
+    answer a lift here (else the model is told to say what it needed instead)."""
+    if not failed and _VIEWER.match(command.strip()) and not _SHELL_SYNTAX.search(command):
+        lines: list[str] = []
+    else:
+        lines = output.splitlines()[-_MAX_LINES:]
     blocked: dict[str, str] = {}  # what, in words → why
-    offline = retried = False
-    for line in output.splitlines()[-_MAX_LINES:]:
-        if _QUOTED.match(line) or "/.pyenv/shims" in line:
-            continue  # a search's hit quotes code; pyenv's failed rehash does not fail the install
+    offline = retried = local = rehash = False
+    for line in lines:
+        if _QUOTED.match(line) or "`" in line or _MARKDOWN.match(line):
+            continue
+        if "pyenv: cannot rehash" in line:
+            rehash = True
+        if "/.pyenv/shims" in line:
+            continue
         if not network and _OFFLINE.search(line):
             offline = True
             retried = retried or "retry" in line.lower()
+            local = local or bool(_LOCAL.search(line))
         denied, read_only, missing = _DENIED.search(line), _READ_ONLY.search(line), _MISSING.search(line)
         if not (denied or read_only or missing):
             continue
@@ -68,23 +94,42 @@ def blocked_note(
             if path.is_relative_to("/proc") or path.is_relative_to("/sys"):
                 continue  # the kernel's files: another process's are the sandbox's to keep, nothing to lift
             if sandbox.hides(path):
-                blocked.setdefault(f"reading {path}", "hidden: credentials and private sockets")
+                if os.path.lexists(path):  # (what is not there outside the sandbox either is just missing)
+                    blocked.setdefault(f"reading {path}", "hidden: credentials and private sockets")
             elif (read_only or (denied and _could_write(path))) and sandbox.blocked_write(path):
                 blocked.setdefault(f"writing {path}", _why_not_writable(sandbox, path, home))
-    parts = [f"making {p}: protected, so it was removed (write it with write_file, which asks the user)" for p in made]
+    if failed and not blocked and (writer := _GIT_WRITER.search(command)):
+        blocked[f"git {writer[1]} writing .git"] = "git's own files are read-only"  # git said nothing of why
+    make = "write it with write_file, which asks the user" if askable else "only the user can make it: say so"
+    parts = [f"making {p}: protected, so it was removed ({make})" for p in made]
     parts += [f"{what} ({why})" for what, why in list(blocked.items())[:_MAX_NAMED]]
     if len(blocked) > _MAX_NAMED:
         parts.append(f"{len(blocked) - _MAX_NAMED} more paths")
+    if rehash and failed:
+        parts.append(
+            "pyenv's rehash (its shims are outside the workspace): what ran before it finished; "
+            "the exit code is pyenv's"
+        )
     offline = offline and (failed or not retried)  # pip retried offline, then found what it needed: not needed
     if offline:
-        parts.append("the network (off: 127.0.0.1 is the command's own, where only servers it starts answer)")
+        own = ": 127.0.0.1 is the command's own, where only servers it starts answer" if local else ""
+        parts.append(f"the network (off{own})")
     if not parts:
         return None
-    lifts = [value for value, needed in (('"all"', bool(blocked)), ('"network"', offline)) if needed]
-    lifts[:1] = [f"lift_sandbox={lifts[0]}"] if lifts else []
-    ask = f"\nIf the task needs it, run the command again with {' or '.join(lifts)} and a reason: the user is asked."
     # A line each: a terminal shows the output's last lines, each cut to its width.
-    return "\n".join(["[blocked by the sandbox:", *(f"- {part}" for part in parts)]) + (ask if lifts else "") + "]"
+    note = "\n".join(["[blocked by the sandbox:", *(f"- {part}" for part in parts)])
+    lift = '"all" (the network too)' if blocked else '"network"' if offline else None
+    if lift is None:
+        return note + "]"
+    if not askable:
+        return (
+            note + "\nNo one can be asked to lift it in this session: if the task needs it, say in your answer what "
+            "to run outside the sandbox.]"
+        )
+    return (
+        note
+        + f"\nIf the task needs it, run the command again with lift_sandbox={lift} and a reason: the user is asked.]"
+    )
 
 
 def _why_not_writable(sandbox: Sandbox, path: Path, home: Path) -> str:
@@ -95,6 +140,10 @@ def _why_not_writable(sandbox: Sandbox, path: Path, home: Path) -> str:
         return f"git's own files are read-only{hint}"
     if any(real == p or real.is_relative_to(p) for p in sandbox.read_only):
         return "protected: a program runs what it names"
+    if any(part in ("site-packages", "dist-packages") for part in real.parts) or real.is_relative_to(home / ".local"):
+        return (
+            "outside the workspace and temp; install into a virtual environment in the workspace: python -m venv .venv"
+        )
     if real.is_relative_to(home):
         return "outside the workspace and temp; the user can add a directory to sandbox_writable in config.toml"
     return "outside the workspace and temp"

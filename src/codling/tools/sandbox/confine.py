@@ -168,6 +168,9 @@ def confine(policy: str) -> str:
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     if not network:
         _loopback_up()
+        os.environ.setdefault(
+            "PIP_RETRIES", "0"
+        )  # pip would spend seconds a package retrying a network that is not there
     for path in paths["pinned"]:  # first: the covers and binds below go on top of them
         _pin(path)
     hidden = sum(_cover(path) for path in paths["hidden"])
