@@ -615,14 +615,21 @@ async def test_the_reaper_and_the_covers_stay_out_of_the_command_s_reach(places:
         [
             "kill -9 $PPID; echo killed=$?",  # the reaper: outside the sandbox
             "mv .vscode .vscode-old; echo moved=$?",  # from under the read-only tasks.json
-            f"mv {ws} {ws}-old; echo root-moved=$?",  # a writable root within another, swapped for a link next
             "echo done",
         ]
     )
     code, output = await confined(sandbox, script, ws)
     assert (code, output.splitlines()[-1]) == (0, "done")
-    assert "killed=1" in output and "moved=1" in output and "root-moved=1" in output
-    assert (ws / ".vscode" / "tasks.json").read_text() == "{}\n" and not Path(f"{ws}-old").exists()
+    assert "killed=1" in output and "moved=1" in output
+    assert (ws / ".vscode" / "tasks.json").read_text() == "{}\n"
+    # A writable root within another (a workspace in /tmp) moved away and replaced by a link to elsewhere: the
+    # next command would be given write access wherever the link leads, so none runs.
+    elsewhere = places["home"] / "elsewhere"
+    elsewhere.mkdir()
+    await confined(sandbox, f"mv {ws} {ws}-old && ln -s {elsewhere} {ws}", Path("/tmp"))
+    with pytest.raises(SandboxUnavailable, match="was moved, or replaced by a link, since the session began"):
+        await confined(sandbox, "echo escaped > x", Path("/tmp"))
+    assert list(elsewhere.iterdir()) == []
 
 
 _KEY_CALLS = {"x86_64": (248, 250), "aarch64": (217, 219)}

@@ -20,9 +20,10 @@ reaper, found by a walk of ``/proc`` by parent pid, gets SIGTERM, ``GRACE`` seco
 none is left; then the reaper exits as the shell did (same code, or killed by the same signal). SIGTERM,
 SIGHUP and SIGINT to the reaper do the same. ``LC_CTYPE`` is ``-`` (unset) or ``=VALUE``: the variable as
 codling meant it, because Python's start-up sets it in a C locale (PEP 538), which the command must not see.
-``SANDBOX`` is ``-`` (unconfined) or ``=POLICY``: the shell is then forked and confines itself to that policy
-(``sandbox/confine.py``) before it execs, so the reaper stays outside the sandbox, out of the command's reach
-(``start``); when it cannot be confined, the reaper writes ``unconfinable REASON`` and exits 126, nothing run.
+``SANDBOX`` is ``-`` (unconfined) or ``=POLICY``: the reaper makes the sandbox's namespaces and mounts, and the
+shell it forks restricts itself with Landlock before it execs, so the reaper stays outside the command's reach
+(``start``, ``sandbox/confine.py``); when it cannot be confined, the reaper writes ``unconfinable REASON`` and
+exits 126, nothing run.
 
 An MCP stdio server runs under it too (``python -I -S reaper.py serve GRACE LC_CTYPE SANDBOX PATH ARGV0 ARG...``,
 spawned by the MCP SDK in a session of its own): the server, started at ``PATH`` in a session of its own, gets the
@@ -81,9 +82,11 @@ def start(path: str, argv: list[str], sandbox: str, stdin: int | None = None) ->
     """Start the program at ``path`` in a session of its own (SIGPIPE and SIGXFSZ at their defaults, ``stdin``
     as its stdin if given), confined to the policy of ``sandbox`` (``_mark``'s); its pid, or ``NotStarted``.
 
-    A confined program is forked and confines itself before it execs, so the reaper stays outside its sandbox:
-    a command may not signal it, trace it or read its memory (Landlock's scopes), so it cannot end the reaper
-    and leave its own processes running past the command. A pipe closed on exec tells the reaper whether the
+    For a confined program the reaper makes the namespaces, covers and binds itself (``confine.prepare``: they
+    then last until it exits, after it told codling the status, rather than hold up the command's end), then
+    forks the program, which restricts itself with Landlock (``confine.restrict``) before it execs: the reaper
+    stays outside that domain, so a command may not signal it, trace it or read its memory, and cannot end it
+    to leave its own processes running past the command. A pipe closed on exec tells the reaper whether the
     exec happened, or why not."""
     if sandbox == "-":
         actions = [] if stdin is None else [(os.POSIX_SPAWN_DUP2, stdin, 0)]
@@ -96,6 +99,10 @@ def start(path: str, argv: list[str], sandbox: str, stdin: int | None = None) ->
     sys.path.insert(0, os.path.join(os.path.dirname(REAPER), "sandbox"))
     import confine  # loaded by path: this file runs with -I, without the package on its path
 
+    try:
+        _, ruleset = confine.prepare(sandbox[1:])
+    except confine.Unconfinable as e:
+        raise NotStarted(f"unconfinable {e}") from e
     told, tell = os.pipe()  # both close on exec
     pid = os.fork()
     if pid == 0:  # the child: nothing here may return into the reaper's code
@@ -108,7 +115,7 @@ def start(path: str, argv: list[str], sandbox: str, stdin: int | None = None) ->
             if stdin is not None:
                 os.dup2(stdin, 0)
             try:
-                confine.confine(sandbox[1:])
+                confine.restrict(ruleset)
             except confine.Unconfinable as e:
                 os.write(tell, f"unconfinable {e}".encode())
                 os._exit(126)
@@ -119,6 +126,7 @@ def start(path: str, argv: list[str], sandbox: str, stdin: int | None = None) ->
             os.write(tell, b"error 0")
         os._exit(127)
     os.close(tell)
+    os.close(ruleset)
     said = b""
     while chunk := os.read(told, 4096):
         said += chunk

@@ -148,9 +148,19 @@ def landlock_abi() -> int:
 
 
 def confine(policy: str) -> str:
-    """Confine this process (single-threaded: the reaper, or the launcher) to ``policy`` (:func:`encode_policy`);
-    see the module docstring. Returns what was set up, in one line; raises :class:`Unconfinable` when a step
-    the policy needs is refused (this process must then not run the command)."""
+    """Confine this process (single-threaded: the launcher) to ``policy`` (:func:`encode_policy`); see the
+    module docstring. Returns what was set up, in one line; raises :class:`Unconfinable` when a step the policy
+    needs is refused (this process must then not run the command)."""
+    said, ruleset = prepare(policy)
+    restrict(ruleset)
+    return said
+
+
+def prepare(policy: str) -> tuple[str, int]:
+    """Steps 1 and 2 of the module docstring, in this process (the reaper, which stays out of step 3: the
+    namespaces then last until it exits, after it told codling the command's status), and step 3's Landlock
+    ruleset, built but not enforced; what was set up, and the ruleset's fd for :func:`restrict`.
+    ``Unconfinable`` when a step is refused."""
     if not sys.platform.startswith("linux"):
         raise Unconfinable(f"the sandbox needs Linux (Landlock and user namespaces); this is {sys.platform}")
     abi = landlock_abi()
@@ -168,9 +178,7 @@ def confine(policy: str) -> str:
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     if not network:
         _loopback_up()
-        os.environ.setdefault(
-            "PIP_RETRIES", "0"
-        )  # pip would spend seconds a package retrying a network that is not there
+        os.environ.setdefault("PIP_RETRIES", "0")  # pip would retry a network that is not there for seconds
     for path in paths["pinned"]:  # first: the covers and binds below go on top of them
         _pin(path)
     hidden = sum(_cover(path) for path in paths["hidden"])
@@ -192,9 +200,19 @@ def confine(policy: str) -> str:
         if stat.S_ISDIR(held.st_mode) and held.st_uid == uid and not held.st_mode & 0o022:
             os.environ[name] = directory  # (not one another user made first, to fill with what we would run)
     _own_keyring()
-    _landlock(paths["writable"], abi)
     net = "network: own loopback only" if not network else "network: on"
-    return f"landlock ABI {abi}; {net}; {hidden} paths covered; {read_only} read-only"
+    ruleset = _ruleset(paths["writable"], abi)
+    return f"landlock ABI {abi}; {net}; {hidden} paths covered; {read_only} read-only", ruleset
+
+
+def restrict(ruleset: int) -> None:
+    """Step 3 of the module docstring: this process (the command about to be exec'd) and all it starts are
+    held to ``ruleset`` (:func:`prepare`'s); ``Unconfinable`` when the kernel refuses."""
+    libc = _c()
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise _fail("cannot set no_new_privs")
+    if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+        raise _fail("cannot enforce the Landlock ruleset")
 
 
 _USERNS_REFUSED = {
@@ -298,13 +316,14 @@ def _read_only(path: str) -> bool:
     return True
 
 
-def _landlock(writable: list[str], abi: int) -> None:
+def _ruleset(writable: list[str], abi: int) -> int:
+    """A Landlock ruleset (its fd, closed on exec) granting writes beneath ``writable`` only; not enforced."""
     handled = WRITE_RIGHTS | (REFER if abi >= 2 else 0) | (TRUNCATE if abi >= 3 else 0)
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
     attr = struct.pack("QQQ", handled, 0, scoped)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     libc = _c()
-    ruleset = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr[:size], ctypes.c_size_t(size), 0)
+    ruleset = int(libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr[:size], ctypes.c_size_t(size), 0))
     if ruleset < 0:
         raise _fail("cannot create a Landlock ruleset")
     try:
@@ -314,12 +333,11 @@ def _landlock(writable: list[str], abi: int) -> None:
             _allow(ruleset, path, FILE_RIGHTS & handled)
         for path in DEVICE_DIRS:
             _allow(ruleset, path, handled)
-        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise _fail("cannot set no_new_privs")
-        if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
-            raise _fail("cannot enforce the Landlock ruleset")
-    finally:
+    except BaseException:
         os.close(ruleset)
+        raise
+    os.set_inheritable(ruleset, False)
+    return ruleset
 
 
 def _allow(ruleset: int, path: str, rights: int) -> None:

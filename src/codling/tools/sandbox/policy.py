@@ -92,6 +92,12 @@ class Sandbox:
         """The policy for the reaper (``confine.encode_policy``), with ``lift`` lifted; None: unconfined."""
         if lift == "all":
             return None
+        for root in self.writable:
+            if os.path.lexists(root) and Path(os.path.realpath(root)) != root:
+                raise SandboxUnavailable(
+                    f"{root} was moved, or replaced by a link, since the session began; a confined command would "
+                    "write wherever it leads now, so none runs until a new session starts there"
+                )
         try:
             return encode_policy(
                 tuple(map(str, self.writable)),
@@ -105,14 +111,16 @@ class Sandbox:
             raise SandboxUnavailable(str(e)) from e
 
     def pins(self) -> list[Path]:
-        """The directories to pin (``confine.encode_policy``): every directory within a writable place on the
-        way to a read-only or hidden path, and a writable root that lies within another (a workspace in
-        /tmp), shallowest first — so none of them can be renamed away from its cover, or swapped for a link."""
+        """The directories to pin (``confine.encode_policy``): every directory between a read-only or hidden
+        path and the writable place it lies in, shallowest first — so none can be renamed away from its cover.
+        (A writable root moved away and replaced by a link is caught by :meth:`policy` before the next command.)"""
         pinned: set[Path] = set()
-        for path in (*self.read_only, *self.hidden, *self.writable):
-            for place in (path, *path.parents) if path in self.writable else path.parents:
-                if any(place != root and place.is_relative_to(root) for root in self.writable):
-                    pinned.add(place)
+        for path in (*self.read_only, *self.hidden):
+            roots = [root for root in self.writable if path != root and path.is_relative_to(root)]
+            if not roots:
+                continue
+            boundary = max(roots, key=lambda root: len(root.parts))
+            pinned.update(place for place in path.parents if place != boundary and place.is_relative_to(boundary))
         return sorted(pinned, key=lambda p: (len(p.parts), p))
 
     def blocked_write(self, path: Path) -> bool:
