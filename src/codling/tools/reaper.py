@@ -107,10 +107,9 @@ def start(path: str, argv: list[str], sandbox: str, stdin: int | None = None) ->
     pid = os.fork()
     if pid == 0:  # the child: nothing here may return into the reaper's code
         try:
-            os.close(told)
-            signal.set_wakeup_fd(-1)
-            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
-                signal.signal(sig, signal.SIG_DFL)
+            # (exec resets the signals the reaper handles; those Python ignores stay ignored unless reset here)
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
             os.setsid()
             if stdin is not None:
                 os.dup2(stdin, 0)
