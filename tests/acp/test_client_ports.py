@@ -20,8 +20,8 @@ from codling.acp.server import CodlingAgent
 from codling.brain.events import Event, ToolCallStarted
 from codling.config import Settings
 from codling.errors import PathError
+from codling.tools import reaper
 from codling.tools.local import LocalFileSystem
-from codling.tools.sandbox import confine
 from tests.fakes.acp_client import Arrivals, RecordingClient, connected
 from tests.fakes.deadlines import deadline
 from tests.fakes.editor import FakeEditor
@@ -328,11 +328,11 @@ async def test_a_delegate_asks_and_runs_its_commands_under_its_own_call(home: Pa
     updates = [u for u in h.client.of_kind("tool_call_update") if u.tool_call_id == "d1"]
     # Its command ran in an editor terminal, which is not embedded in the card: the next step would replace it
     # (a released terminal cannot be named again). Its steps accumulate, with the command's exit status.
-    # ... confined, as the session's own commands are: the sandbox's launcher wraps the command line.
+    # ... confined, as the session's own commands are: codling's reaper wraps the command line.
     kind, line = h.editor.calls[0]
-    assert (kind, line.split()[:4], line.endswith("/bin/sh -c echo hi")) == (
+    assert (kind, line.split()[:5], line.endswith("/bin/sh -c echo hi")) == (
         "terminal/create",
-        [sys.executable, "-I", "-S", str(Path(confine.__file__).resolve())],
+        [sys.executable, "-I", "-S", str(Path(reaper.__file__).resolve()), "terminal"],
         True,
     )
     assert all(getattr(c, "terminal_id", None) is None for u in updates for c in u.content or [])

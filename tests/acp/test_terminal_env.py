@@ -11,6 +11,7 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 from codling.acp.server import CodlingAgent
 from codling.config import Settings
+from codling.vocabulary import PermissionMode
 from tests.fakes.acp_client import RecordingClient, connected
 from tests.fakes.editor import FakeEditor
 from tests.fakes.processes import alive, gone
@@ -28,14 +29,19 @@ SECRETS = {
 
 
 async def run_in_editor(
-    home: Path, project: Path, command: str, allow: tuple[str, ...] = (), labels: list[str] | None = None
+    home: Path,
+    project: Path,
+    command: str,
+    allow: tuple[str, ...] = (),
+    labels: list[str] | None = None,
+    mode: PermissionMode = "yolo",
 ) -> tuple[str, Path]:
     """Run ``command`` through run_command in the fake editor's terminal, whose environment (like the agent's)
     holds the secrets; return what the model was told and the session's history file (and put the terminals'
     labels, as Zed shows them, in ``labels``)."""
     script = Script([[Call("run_command", {"command": command}, "c1")], [Say("done")]])
     env = {"CODLING_HOME": str(home), "CODLING_MODEL": MODEL_ID, **SECRETS}
-    settings = Settings(home=home, mode="yolo", titles=False, command_env_allow=allow, env=env)
+    settings = Settings(home=home, mode=mode, titles=False, command_env_allow=allow, env=env)
     agent = CodlingAgent(settings_loader=lambda: settings, model_factory=script.factory(), warm_up=False)
     editor = FakeEditor(environment={**os.environ, **SECRETS})
     client = RecordingClient(editor=editor)
@@ -97,6 +103,22 @@ async def test_what_a_command_started_in_a_new_session_goes_with_it(home: Path, 
         "until [ -s stray.pid ]; do sleep 0.01; done"
     )
     output, _ = await run_in_editor(home, project, command)
+    assert output.startswith("exit code 0")
+    pid = int((project / "stray.pid").read_text())
+    try:
+        assert await gone(pid)
+    finally:
+        if alive(pid):
+            os.kill(pid, 9)
+
+
+async def test_a_confined_command_s_daemon_that_sheds_every_mark_still_goes_with_it(home: Path, project: Path) -> None:
+    # No CODLING_COMMAND_ID (env -i), a session of its own: only the reaper the command runs under can find it.
+    command = (
+        "setsid env -i sh -c 'echo $$ > stray.pid; exec sleep 300' >/dev/null 2>&1 &\n"
+        "until [ -s stray.pid ]; do sleep 0.01; done"
+    )
+    output, _ = await run_in_editor(home, project, command, mode="auto")
     assert output.startswith("exit code 0")
     pid = int((project / "stray.pid").read_text())
     try:

@@ -18,8 +18,8 @@ The script prints ``PROBE name: blocked|ESCAPED`` per probe, but the world's sta
 secrets absent from what the model was sent; then each probe's line, and the blocked-by-the-sandbox note.
 
 It runs wherever the sandbox applies, on each path a command can take: ``codling run`` (auto; yolo with
-``sandbox = "always"``), ``codling acp`` with commands in the editor's terminals (through the confine
-launcher; ask, answered "allow", and auto) and in codling's own (accept-edits), and ``codling chat`` on a
+``sandbox = "always"``), ``codling acp`` with commands in the editor's terminals (under codling's
+reaper; ask, answered "allow", and auto) and in codling's own (accept-edits), and ``codling chat`` on a
 pseudo-terminal (ask, answered "y"). Plain yolo runs the same script unconfined and must see the escapes
 (:func:`assert_escaped`): the battery tells an escape when there is one.
 """
@@ -409,8 +409,8 @@ async def test_codling_acp_keeps_every_probe_in(
         await editor.close()
     assert len(client.permissions) == len(answers)  # auto runs a sandboxed command without asking
     created = [detail for method, detail in editor.calls if method == "terminal/create"]
-    if terminals:  # the editor ran the command line through the confine launcher
-        assert len(created) == 1 and "confine.py" in created[0]
+    if terminals:  # the editor ran the command line under codling's reaper, confined
+        assert len(created) == 1 and "reaper.py terminal" in created[0]
     else:
         assert created == []
 

@@ -31,7 +31,7 @@ from codling.text import plain_terminal_text
 from codling.tools.paging import refuse_too_large, size_on_disk
 from codling.tools.ports import CommandResult, Decision, FileSystem, PermissionRequest
 from codling.tools.processes import COMMAND_ID_VARIABLE, PLAIN_OUTPUT_VARIABLES, new_command_id, stop_command
-from codling.tools.sandbox.confine import UNCONFINABLE, launcher_argv
+from codling.tools.reaper import UNCONFINABLE, terminal_argv
 from codling.vocabulary import Location
 
 log = logging.getLogger(__name__)
@@ -195,11 +195,11 @@ class AcpTerminal:
         self._kill_grace = kill_grace
 
     def argv(self, command: str, sandbox: str | None = None) -> list[str]:
-        """The program and arguments the editor is asked to run for ``command``, confined to ``sandbox`` by
-        ``tools/sandbox/confine.py`` as a launcher (None: unconfined)."""
+        """The program and arguments the editor is asked to run for ``command``, confined to ``sandbox`` under
+        codling's reaper (``tools/reaper.py`` terminal mode; None: unconfined, as the command line alone)."""
         argv = [self._shell, "-c", command]
         if sandbox is not None:
-            argv = launcher_argv(sandbox, argv)
+            argv = terminal_argv(self._kill_grace, sandbox, argv)
         if not self._hidden:
             return argv
         return [_ENV, *(arg for name in self._hidden for arg in ("-u", name)), *argv]
@@ -215,7 +215,7 @@ class AcpTerminal:
         sandbox: str | None = None,
     ) -> CommandResult:
         """Run ``command`` in a new terminal of the editor and wait for it (at most ``timeout`` seconds),
-        confined to ``sandbox`` (a launcher wraps the command line; the card shows the command)."""
+        confined to ``sandbox`` (codling's reaper wraps the command line; the card shows the command)."""
         if sandbox is not None and not sys.platform.startswith("linux"):
             raise SandboxUnavailable(f"the sandbox needs Linux; this is {sys.platform}")
         command_id = new_command_id()

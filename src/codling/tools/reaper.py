@@ -25,6 +25,10 @@ shell it forks restricts itself with Landlock before it execs, so the reaper sta
 (``start``, ``sandbox/confine.py``); when it cannot be confined, the reaper writes ``unconfinable REASON`` and
 exits 126, nothing run.
 
+In an editor's terminal a confined command runs under it too (``python -I -S reaper.py terminal GRACE SANDBOX
+SHELL ARG...``), on the terminal's own stdio: when the shell ends (or SIGTERM comes) everything below the reaper
+is stopped, so a daemon that cleared its environment and left the process group does not outlive the command.
+
 An MCP stdio server runs under it too (``python -I -S reaper.py serve GRACE LC_CTYPE SANDBOX PATH ARGV0 ARG...``,
 spawned by the MCP SDK in a session of its own): the server, started at ``PATH`` in a session of its own, gets the
 reaper's stdin, stdout and stderr (the JSON-RPC pipes, the error log), which the reaper then lets go of, keeping
@@ -62,6 +66,16 @@ def server_argv(
     """The argv that runs an MCP stdio server (the program at ``path``, with ``argv``) under the reaper,
     confined to ``sandbox`` (None: unconfined)."""
     return [sys.executable, "-I", "-S", REAPER, "serve", repr(grace), _mark(lc_ctype), _mark(sandbox), path, *argv]
+
+
+def terminal_argv(grace: float, sandbox: str, argv: list[str]) -> list[str]:
+    """The argv an editor's terminal runs for ``argv`` confined to ``sandbox``: under the reaper, which stops
+    what the command leaves behind when it ends (there is no pipe from codling there: its own end is the end)."""
+    return [sys.executable, "-I", "-S", REAPER, "terminal", repr(grace), _mark(sandbox), *argv]
+
+
+UNCONFINABLE = "codling: the sandbox cannot run here: "
+"""How the reaper's message starts (exit code 126) when an editor terminal's command cannot be confined."""
 
 
 def _mark(value: str | None) -> str:
@@ -301,8 +315,32 @@ def serve(grace: float, sandbox: str, path: str, argv: list[str]) -> int:
     return _exit_as(reaper)
 
 
+def in_terminal(grace: float, sandbox: str, argv: list[str]) -> int:
+    """Run ``argv`` in the editor's terminal, on the reaper's own stdio (the terminal), until it exits or SIGTERM
+    comes; then stop everything below (daemons it left included) and exit as it did."""
+    become_subreaper()
+    reaper = Reaper(None)
+    try:
+        reaper.shell = start(argv[0], argv, sandbox)
+    except NotStarted as e:
+        kind, _, detail = e.line.partition(" ")
+        if kind == "unconfinable":
+            os.write(2, f"{UNCONFINABLE}{detail}\n".encode())
+            return 126
+        os.write(2, f"cannot start {argv[0]}: {os.strerror(int(detail or 0))}\n".encode())
+        return 127
+    while not reaper.stopping and reaper.status is None:
+        reaper.reap()
+        if reaper.status is None:
+            reaper.wait(1.0)
+    reaper.stop_all(grace)
+    return _exit_as(reaper)
+
+
 def main(argv: list[str]) -> int:
     """Run the command of ``argv`` (see the module docstring); the shell's exit code."""
+    if argv[1] == "terminal":
+        return in_terminal(float(argv[2]), argv[3], argv[4:])
     if argv[1] == "serve":
         _set_lc_ctype(argv[3])
         return serve(float(argv[2]), argv[4], argv[5], argv[6:])

@@ -1,8 +1,9 @@
 """Confine this process, and all it will start, to a sandbox policy: Linux namespaces plus Landlock.
 
-Standard library only and importable by path: the reaper (``tools/reaper.py``, run as ``python -I -S``) loads it
-to confine itself before it starts a command or an MCP server, and it runs as a launcher for commands in an
-editor's terminal (``python -I -S confine.py POLICY COMMAND ARG...``: confine, then exec). In order:
+Standard library only and importable by path: the reaper (``tools/reaper.py``, run as ``python -I -S`` for a
+command, an editor terminal's command or an MCP server) loads it, makes the namespaces and mounts itself
+(:func:`prepare`: steps 1 and 2) and forks the program, which enforces step 3 (:func:`restrict`) before it
+execs, so the reaper stays outside the command's reach. In order:
 
 1. ``unshare(CLONE_NEWUSER | CLONE_NEWNS [| CLONE_NEWNET])`` with the same user and group ids mapped inside, so
    files keep their owners. A new network namespace (network off) has only a loopback, brought up: a command's
@@ -19,7 +20,7 @@ editor's terminal (``python -I -S confine.py POLICY COMMAND ARG...``: confine, t
    to mount or unmount (the covers stay), to ptrace or read ``/proc/PID/environ`` of processes outside
    (codling's own environment holds its keys) and, from ABI 6, to signal them or reach their abstract sockets.
 
-``confine`` raises :class:`Unconfinable` with a one-line reason when a step the policy needs is not available
+Both raise :class:`Unconfinable` with a one-line reason when a step the policy needs is not available
 here (no user namespaces, no Landlock): the caller refuses to run the command, it never runs it unconfined.
 """
 
@@ -59,15 +60,6 @@ FILE_RIGHTS = WRITE_FILE | TRUNCATE
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/random", "/dev/urandom")
 """Device files every command may write (``> /dev/null``); other devices stay read-only."""
 DEVICE_DIRS = ("/dev/pts", "/dev/shm")
-
-
-UNCONFINABLE = "codling: the sandbox cannot run here: "
-"""How the launcher's message starts (exit code 126) when it cannot confine the command."""
-
-
-def launcher_argv(policy: str, argv: list[str]) -> list[str]:
-    """The argv that runs ``argv`` confined to ``policy`` (an editor's terminal runs it)."""
-    return [sys.executable, "-I", "-S", os.path.abspath(__file__), policy, *argv]
 
 
 class Unconfinable(Exception):
@@ -145,15 +137,6 @@ def landlock_abi() -> int:
         return 0
     version = _c().syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION)
     return max(int(version), 0)
-
-
-def confine(policy: str) -> str:
-    """Confine this process (single-threaded: the launcher) to ``policy`` (:func:`encode_policy`); see the
-    module docstring. Returns what was set up, in one line; raises :class:`Unconfinable` when a step the policy
-    needs is refused (this process must then not run the command)."""
-    said, ruleset = prepare(policy)
-    restrict(ruleset)
-    return said
 
 
 def prepare(policy: str) -> tuple[str, int]:
@@ -354,22 +337,3 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
             raise Unconfinable(f"cannot allow writes beneath {path}: {os.strerror(code or errno.EINVAL)}")
     finally:
         os.close(fd)
-
-
-def main(argv: list[str]) -> int:
-    """``confine.py POLICY COMMAND ARG...``: confine, then exec the command (126 and a message if the
-    sandbox cannot be set up)."""
-    try:
-        confine(argv[1])
-    except Unconfinable as e:
-        os.write(2, f"{UNCONFINABLE}{e}\n".encode())
-        return 126
-    try:
-        os.execvp(argv[2], argv[2:])
-    except OSError as e:
-        os.write(2, f"codling: cannot start {argv[2]}: {e.strerror}\n".encode())
-        return 127
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

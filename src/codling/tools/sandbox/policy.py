@@ -233,7 +233,7 @@ def build_sandbox(
         read_only += [root / p.pattern.rstrip("/") for p in PROTECTED_PATHS if p.pattern != ".git/"]
     read_only += [home / name.rstrip("/") for name, _ in HOME_PLACES]
     # codling itself, where a workspace holds it (its own checkout, a project's virtualenv): the reaper and
-    # the launcher run from these files unconfined, and codling imports some modules late.
+    # the sandbox's own code run from these files unconfined, and codling imports some modules late.
     read_only += [Path(__file__).resolve().parents[2], Path(sys.prefix)]
     kept = [p for p in _unique(map(_real, read_only)) if any(_within(p, root) for root in writable)]
     sandbox = Sandbox(tuple(writable), len(_unique(map(_real, roots))), tuple(kept), tuple(hidden), setting)
