@@ -63,7 +63,8 @@ def check_command(
         typer.echo(f"  {mark} {probe.what}{detail}")
     typer.echo(
         'Not covered: macOS and Windows (no sandbox there: commands are refused unless sandbox = "off"); '
-        "Unix sockets reached by path other than docker's; what a lifted command does."
+        "Unix sockets reached by their path outside the hidden places; a repository a command creates itself; "
+        "what a command does once the sandbox is lifted for it (README, The sandbox)."
     )
     if not report.ok:
         raise typer.Exit(1)
