@@ -289,6 +289,17 @@ def _set_lc_ctype(mark: str) -> None:
         os.environ["LC_CTYPE"] = mark[1:]
 
 
+def _say_not_started(e: NotStarted, path: str) -> int:
+    """Say on stderr why ``path`` did not start (where no status pipe is: a server's log, an editor's
+    terminal); the exit code that says it too (126: not confinable, 127: not startable)."""
+    kind, _, detail = e.line.partition(" ")
+    if kind == "unconfinable":
+        os.write(2, f"{UNCONFINABLE}{detail}\n".encode())
+        return 126
+    os.write(2, f"cannot start {path}: {os.strerror(int(detail or 0))}\n".encode())
+    return 127
+
+
 def serve(grace: float, sandbox: str, path: str, argv: list[str]) -> int:
     """Run an MCP stdio server on the reaper's own stdio until it ends, SIGTERM comes or codling is gone; then
     stop everything below and return its exit code."""
@@ -297,12 +308,7 @@ def serve(grace: float, sandbox: str, path: str, argv: list[str]) -> int:
     try:
         reaper.shell = start(path, argv, sandbox)
     except NotStarted as e:
-        kind, _, detail = e.line.partition(" ")
-        if kind == "unconfinable":
-            os.write(2, f"the sandbox cannot run here: {detail}\n".encode())
-            return 126
-        os.write(2, f"cannot start {path}: {os.strerror(int(detail or 0))}\n".encode())
-        return 127
+        return _say_not_started(e, path)
     watched = os.dup(1)  # not inheritable: only the server may hold the pipes
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
@@ -323,12 +329,7 @@ def in_terminal(grace: float, sandbox: str, argv: list[str]) -> int:
     try:
         reaper.shell = start(argv[0], argv, sandbox)
     except NotStarted as e:
-        kind, _, detail = e.line.partition(" ")
-        if kind == "unconfinable":
-            os.write(2, f"{UNCONFINABLE}{detail}\n".encode())
-            return 126
-        os.write(2, f"cannot start {argv[0]}: {os.strerror(int(detail or 0))}\n".encode())
-        return 127
+        return _say_not_started(e, argv[0])
     while not reaper.stopping and reaper.status is None:
         reaper.reap()
         if reaper.status is None:
