@@ -21,7 +21,7 @@ from pathlib import Path
 from codling.errors import SandboxUnavailable
 from codling.tools.local import LocalTerminal
 from codling.tools.sandbox.confine import landlock_abi
-from codling.tools.sandbox.policy import Sandbox
+from codling.tools.sandbox.policy import Sandbox, linked_git_directories
 
 Runner = Callable[[str], Awaitable[tuple[int | None, str]]]
 """Runs a command line confined; its exit code and output."""
@@ -109,12 +109,8 @@ async def _outside_write(run: Runner, sandbox: Sandbox, home: Path) -> Probe:
 
 async def _git_hooks(run: Runner, cwd: Path) -> Probe:
     what = "git's own files (hooks, config) are read-only"
-    git = cwd / ".git"
-    if git.is_file():  # a worktree: its git directory is named in the file
-        line = git.read_text(errors="replace").strip()
-        git = (cwd / line.removeprefix("gitdir:").strip()).resolve()
-        common = git / "commondir"
-        git = (git / common.read_text().strip()).resolve() if common.is_file() else git
+    # A worktree's .git is a file naming its git directory, whose hooks and config are the common one's.
+    git = Path(os.path.realpath([cwd / ".git", *linked_git_directories(cwd / ".git")][-1]))
     if not (git / "config").is_file():
         return Probe(what, None, "not a git repository here")
     # New files only (beside the config, in the hooks): a sandbox that fails this leaves nothing changed.

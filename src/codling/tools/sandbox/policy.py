@@ -227,7 +227,7 @@ def build_sandbox(
     for root in (_real(r) for r in roots):
         # All of .git: its hooks and config, and what redirects git elsewhere (commondir, config.worktree,
         # modules/…); being a mount point, it cannot be moved or replaced either. git status, diff and log work.
-        read_only += [root / ".git", *_linked_git_directories(root / ".git")]
+        read_only += [root / ".git", *linked_git_directories(root / ".git")]
         read_only += [repository / ".git" for repository in nested_repositories(root)]
         read_only.append(root / PROJECT_RULES.parent)  # .codling: its permissions.toml cannot be made either
         read_only += [root / p.pattern.rstrip("/") for p in PROTECTED_PATHS if p.pattern != ".git/"]
@@ -263,7 +263,7 @@ async def _repositories_within(git: str, root: Path) -> list[Path]:
     return found
 
 
-def _linked_git_directories(git: Path) -> list[Path]:
+def linked_git_directories(git: Path) -> list[Path]:
     """Where a worktree's ``.git`` file leads: its git directory and the repository's common one."""
     try:
         line = git.read_text(errors="replace").strip() if git.is_file() else ""
