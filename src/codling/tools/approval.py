@@ -55,8 +55,8 @@ from codling.vocabulary import PermissionMode, ToolKind
 GATED_KINDS: frozenset[ToolKind] = frozenset({"edit", "delete", "move", "execute"})
 
 
-# Anything that can chain, substitute or redirect makes a command more than "run this program".
-_SHELL_SYNTAX = re.compile(r"[;&|<>`\n\r]|\$\(")
+SHELL_SYNTAX = re.compile(r"[;&|<>`\n\r]|\$\(")
+"""Anything that can chain, substitute or redirect: it makes a command more than "run this program"."""
 
 
 class Permissions:
@@ -346,7 +346,7 @@ def _remember_key(request: PermissionRequest) -> tuple[str, str] | None:
     if request.kind != "execute":
         return (request.kind, "*")
     command = request.subject.strip()
-    if _SHELL_SYNTAX.search(command):
+    if SHELL_SYNTAX.search(command):
         return ("execute-exact", command)
     program = command_program(command)
     if program is None:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from codling.tools.approval import SHELL_SYNTAX
 from codling.tools.sandbox.policy import Sandbox
 
 _DENIED = re.compile(r"permission denied|operation not permitted", re.IGNORECASE)
@@ -39,7 +40,6 @@ _MARKDOWN = re.compile(r"^\s*(?:[-*+>|#]\s|\d+\.\s)")
 """A line of a document (a list item, a quote, a table row, a heading): text that may quote an error."""
 _VIEWER = re.compile(r"^(?:cat|head|tail|less|more|bat|grep|rg|sed\s+-n|git\s+(?:show|log|diff|grep|blame))\b")
 """Programs whose output is what they read: a viewer's output quotes, it does not report."""
-_SHELL_SYNTAX = re.compile(r"[;&|<>`\n]|\$\(")
 _LOCAL = re.compile(r"127\.0\.0\.1|localhost|::1|\[Errno 111\]|connection refused", re.IGNORECASE)
 _GIT_WRITER = re.compile(
     r"\bgit\s+(?:-C\s+\S+\s+)?(stash|add|commit|checkout|switch|branch|tag|reset|restore|merge|rebase|"
@@ -69,7 +69,7 @@ def blocked_note(
     backticks) does not, nor anything a viewer (``cat``, ``head``, ``git show``…) printed and exited 0 with. A
     command that retried offline and then worked did not need the network. ``askable``: whether anyone can
     answer a lift here (else the model is told to say what it needed instead)."""
-    if not failed and _VIEWER.match(command.strip()) and not _SHELL_SYNTAX.search(command):
+    if not failed and _VIEWER.match(command.strip()) and not SHELL_SYNTAX.search(command):
         lines: list[str] = []
     else:
         lines = output.splitlines()[-_MAX_LINES:]
