@@ -175,9 +175,9 @@ def made_protected(absent: list[Path]) -> list[Path]:
     a directory elsewhere holding a ``tasks.json``) is the command's: the link itself is what is removed."""
     made: list[Path] = []
     for path in absent:
-        link = next((p for p in (*reversed(path.parents), path) if p.is_symlink()), None)
-        if link is None and not os.path.lexists(path):
+        if not os.path.lexists(path):  # (through any link on the way: one stat for what was not made, the most)
             continue
+        link = next((p for p in (*reversed(path.parents), path) if p.is_symlink()), None)
         if link is not None and not os.path.exists(path):
             continue  # a link to where the protected file is not: it names nothing yet
         target = link or path
