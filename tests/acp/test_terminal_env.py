@@ -97,12 +97,10 @@ async def test_an_allowed_secret_reaches_the_command_but_not_the_history(home: P
     assert _shown(text) == [] and "GITHUB_TOKEN=[redacted]" in text
 
 
-async def test_what_a_command_started_in_a_new_session_goes_with_it(home: Path, project: Path) -> None:
-    command = (
-        "setsid sh -c 'echo $$ > stray.pid; exec sleep 300' >/dev/null 2>&1 &\n"
-        "until [ -s stray.pid ]; do sleep 0.01; done"
-    )
-    output, _ = await run_in_editor(home, project, command)
+async def stray_goes_with_its_command(home: Path, project: Path, starter: str, mode: PermissionMode) -> None:
+    """Run, in the editor's terminal, a command that leaves a process started by ``starter``; it must go."""
+    command = f"{starter} sh -c 'echo $$ > stray.pid; exec sleep 300' >/dev/null 2>&1 &\nuntil [ -s stray.pid ]; do sleep 0.01; done"
+    output, _ = await run_in_editor(home, project, command, mode=mode)
     assert output.startswith("exit code 0")
     pid = int((project / "stray.pid").read_text())
     try:
@@ -110,22 +108,15 @@ async def test_what_a_command_started_in_a_new_session_goes_with_it(home: Path, 
     finally:
         if alive(pid):
             os.kill(pid, 9)
+
+
+async def test_what_a_command_started_in_a_new_session_goes_with_it(home: Path, project: Path) -> None:
+    await stray_goes_with_its_command(home, project, "setsid", "yolo")
 
 
 async def test_a_confined_command_s_daemon_that_sheds_every_mark_still_goes_with_it(home: Path, project: Path) -> None:
     # No CODLING_COMMAND_ID (env -i), a session of its own: only the reaper the command runs under can find it.
-    command = (
-        "setsid env -i sh -c 'echo $$ > stray.pid; exec sleep 300' >/dev/null 2>&1 &\n"
-        "until [ -s stray.pid ]; do sleep 0.01; done"
-    )
-    output, _ = await run_in_editor(home, project, command, mode="auto")
-    assert output.startswith("exit code 0")
-    pid = int((project / "stray.pid").read_text())
-    try:
-        assert await gone(pid)
-    finally:
-        if alive(pid):
-            os.kill(pid, 9)
+    await stray_goes_with_its_command(home, project, "setsid env -i", "auto")
 
 
 async def test_the_editor_s_terminal_output_reaches_the_model_plain(home: Path, project: Path) -> None:
