@@ -99,7 +99,8 @@ async def test_an_allowed_secret_reaches_the_command_but_not_the_history(home: P
 
 async def stray_goes_with_its_command(home: Path, project: Path, starter: str, mode: PermissionMode) -> None:
     """Run, in the editor's terminal, a command that leaves a process started by ``starter``; it must go."""
-    command = f"{starter} sh -c 'echo $$ > stray.pid; exec sleep 300' >/dev/null 2>&1 &\nuntil [ -s stray.pid ]; do sleep 0.01; done"
+    started = f"{starter} sh -c 'echo $$ > stray.pid; exec sleep 300' >/dev/null 2>&1 &"
+    command = f"{started}\nuntil [ -s stray.pid ]; do sleep 0.01; done"  # the command waits for its stray to start
     output, _ = await run_in_editor(home, project, command, mode=mode)
     assert output.startswith("exit code 0")
     pid = int((project / "stray.pid").read_text())
