@@ -156,20 +156,28 @@ def test_piped_stdout_is_the_last_message_alone(home: Path, project: Path, serve
 
 
 def test_run_on_a_terminal_asks_before_a_command(home: Path, project: Path, server: OpenAIServer) -> None:
-    import pty
-    import select
-
     server.enqueue(
         Reply(tool_calls=[ToolCall("run_command", {"command": "echo approved > proof.txt"}, id="c1")]),
         Reply(text=["Done."]),
     )
+    text = on_a_terminal(model_env(home, server), project, b"y\n", "run", "make proof")
+    assert "echo approved > proof.txt" in text
+    assert (project / "proof.txt").read_text() == "approved\n"
+    assert "Done." in text
+
+
+def on_a_terminal(env: dict[str, str], project: Path, answer: bytes, *args: str) -> str:
+    """``codling *args`` on a pseudo-terminal, answering its first "Allow?" with ``answer``; all it showed."""
+    import pty
+    import select
+
     primary, secondary = pty.openpty()
     process = subprocess.Popen(
-        [*warm.codling(), "run", "make proof"],
+        [*warm.codling(), *args],
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,
-        env={**model_env(home, server), "NO_COLOR": "1", "TERM": "dumb"},
+        env={**env, "NO_COLOR": "1", "TERM": "dumb"},
         cwd=project,
     )
     os.close(secondary)
@@ -187,18 +195,15 @@ def test_run_on_a_terminal_asks_before_a_command(home: Path, project: Path, serv
                 break
             seen += chunk
             if not answered and b"Allow?" in seen:
-                os.write(primary, b"y\n")
+                os.write(primary, answer)
                 answered = True
         assert process.wait(timeout=deadline(30)) == 0, seen
     finally:
         if process.poll() is None:
             process.kill()
         os.close(primary)
-    text = seen.decode(errors="replace")
-    assert answered, text
-    assert "echo approved > proof.txt" in text
-    assert (project / "proof.txt").read_text() == "approved\n"
-    assert "Done." in text
+    assert answered, seen
+    return seen.decode(errors="replace")
 
 
 def test_a_local_server_url_alone_is_enough(home: Path, server: OpenAIServer) -> None:

@@ -28,7 +28,7 @@ import pytest
 from acp import PROTOCOL_VERSION, helpers
 
 from tests.e2e.test_acp_process import spawned
-from tests.e2e.test_cli import codling, model_env
+from tests.e2e.test_cli import codling, model_env, on_a_terminal
 from tests.fakes import warm
 from tests.fakes.acp_client import RecordingClient
 from tests.fakes.deadlines import deadline
@@ -678,46 +678,6 @@ def test_a_turn_ended_by_a_signal_is_undone_by_the_next_process(
     else:
         assert "Rewound the code and conversation to before turn 2" in result.stdout, result.stdout + result.stderr
     assert tree(project) == before
-
-
-def on_a_terminal(env: dict[str, str], project: Path, answer: bytes, *args: str) -> str:
-    """``codling *args`` on a pseudo-terminal, answering its first "Allow?" with ``answer``; all it showed."""
-    import pty
-    import select
-
-    primary, secondary = pty.openpty()
-    process = subprocess.Popen(
-        [*warm.codling(), *args],
-        stdin=secondary,
-        stdout=secondary,
-        stderr=secondary,
-        env={**env, "NO_COLOR": "1", "TERM": "dumb"},
-        cwd=project,
-    )
-    os.close(secondary)
-    seen = b""
-    answered = False
-    try:
-        while process.poll() is None or select.select([primary], [], [], 0)[0]:
-            ready, _, _ = select.select([primary], [], [], deadline(30))
-            assert ready, f"no output from codling; got so far: {seen!r}"
-            try:
-                chunk = os.read(primary, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-            if not answered and b"Allow?" in seen:
-                os.write(primary, answer)
-                answered = True
-        assert process.wait(timeout=deadline(30)) == 0, seen
-    finally:
-        if process.poll() is None:
-            process.kill()
-        os.close(primary)
-    assert answered, seen
-    return seen.decode(errors="replace")
 
 
 def test_on_a_terminal_undo_asks_naming_the_outside_change_and_overwrites_it_once_allowed(
